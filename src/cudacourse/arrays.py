@@ -1,0 +1,65 @@
+"""Accepting arrays from anywhere (NumPy, Numba, CuPy) and refusing wrong ones clearly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def is_device_array(x: Any) -> bool:
+    """A GPU array: Numba's own, or anything exposing ``__cuda_array_interface__`` (CuPy,
+    PyTorch CUDA tensors)."""
+    if isinstance(x, np.ndarray):
+        return False
+    return (type(x).__name__ in ("DeviceNDArray", "MappedNDArray", "FakeCUDAArray")
+            or hasattr(x, "__cuda_array_interface__"))
+
+
+def describe(x: Any) -> str:
+    if isinstance(x, np.ndarray):
+        return f"NumPy array {x.dtype}{list(x.shape)}"
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"{type(x).__module__.split('.')[0]} {type(x).__name__} {x.dtype}{list(x.shape)}"
+    return type(x).__name__
+
+
+def check_array(x: Any, name: str, dtype: Any | tuple = np.float32,
+                ndim: int | None = None) -> None:
+    """Raise TypeError/ValueError naming ``name`` when ``x`` is not a usable array."""
+    if not (isinstance(x, np.ndarray) or is_device_array(x)):
+        raise TypeError(f"{name} must be a NumPy array or a GPU array (Numba, CuPy), "
+                        f"got {describe(x)}")
+    dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
+    if np.dtype(x.dtype) not in [np.dtype(d) for d in dtypes]:
+        want = " or ".join(np.dtype(d).name for d in dtypes)
+        raise TypeError(f"{name} has dtype {np.dtype(x.dtype).name}, expected {want}: "
+                        f"convert it with .astype(np.{np.dtype(dtypes[0]).name})")
+    if ndim is not None and len(x.shape) != ndim:
+        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {tuple(x.shape)}")
+
+
+def require_device(x: Any, name: str) -> None:
+    """For functions that must not copy implicitly: a host array is refused."""
+    if isinstance(x, np.ndarray):
+        raise TypeError(f"{name} is a host (NumPy) array, but a device array is needed here: "
+                        f"move it once with cuda.to_device({name}) and reuse the result")
+    if not is_device_array(x):
+        raise TypeError(f"{name} must be a device array, got {describe(x)}")
+
+
+def to_device(x: Any) -> Any:
+    """A Numba device array for ``x``: copied if on the host, shared (no copy) if on a GPU."""
+    from numba import cuda
+
+    if isinstance(x, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(x))
+    if type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray"):
+        return x
+    return cuda.as_cuda_array(x)
+
+
+def same_shape(**arrays: Any) -> None:
+    shapes = {k: tuple(v.shape) for k, v in arrays.items()}
+    if len(set(shapes.values())) > 1:
+        raise ValueError("shape mismatch: " + ", ".join(f"{k} {s}" for k, s in shapes.items()))

@@ -1,0 +1,151 @@
+"""The ``cudacourse`` command: doctor, lab, build, bench, quiz-hash."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+
+def _v(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def doctor(args: argparse.Namespace) -> int:
+    """Describe the environment; exit non-zero with advice when it is broken."""
+    os.environ.setdefault("CUDACOURSE_QUIET", "1")
+    problems: list[str] = []
+    print(f"python        {platform.python_version()} ({sys.executable})")
+    for pkg in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "nbgrader",
+                "jupyterlab", "matplotlib"):
+        print(f"{pkg:<13} {_v(pkg)}")
+    from . import device
+
+    bad_numpy = device.numpy_problem()
+    if bad_numpy:
+        problems.append(bad_numpy)
+    gpu, why = device.probe_gpu()
+    if gpu:
+        cc = ".".join(map(str, gpu.compute_capability))
+        print(f"gpu           {gpu.name}")
+        print(f"  compute capability {cc}, {gpu.sm_count} SMs, "
+              f"{gpu.total_memory / 2**30:.1f} GiB, {gpu.device_count} device(s)")
+        print(f"  driver supports CUDA {gpu.driver_version[0]}.{gpu.driver_version[1]}")
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True)
+            if out.returncode == 0:
+                print(f"  driver version {out.stdout.strip().splitlines()[0]}")
+    else:
+        print(f"gpu           none: {why}")
+    policy = os.environ.get("CUDACOURSE_DEVICE", "auto")
+    try:
+        choice = (device._choice or device.choose(policy)) if not bad_numpy else None
+    except device.DeviceError as exc:
+        problems.append(str(exc))
+        choice = None
+    if choice is not None:
+        device._set_choice(choice)
+        print(f"mode          {choice.mode} (CUDACOURSE_DEVICE={policy}: {choice.reason})")
+        try:
+            from numba import cuda
+
+            if choice.mode == "gpu":
+                rt = cuda.runtime.get_version() if hasattr(cuda, "runtime") else "?"
+                print(f"  CUDA runtime (numba) {rt}")
+                # A first compile proves numba, numba-cuda, numpy and the toolkit fit together.
+                import numpy as np
+
+                @cuda.jit
+                def _probe(x):
+                    x[0] = 42
+
+                d = cuda.to_device(np.zeros(1, np.int32))
+                _probe[1, 1](d)
+                assert d.copy_to_host()[0] == 42
+                print("  kernel compile and launch: ok")
+            ok, why_cp = device.cupy_usable()
+            print(f"cupy usable   {'yes' if ok else 'no: ' + why_cp}")
+        except Exception as exc:  # noqa: BLE001 - report whatever broke
+            problems.append(f"numba.cuda cannot compile or launch a kernel: "
+                            f"{type(exc).__name__}: {exc}")
+    if problems:
+        print("\nPROBLEMS:")
+        for p in problems:
+            print(f"  - {p}")
+        print("Fix: run ./course test (it installs the pinned environment), or see README.md.")
+        return 1
+    print("\nall good")
+    return 0
+
+
+def lab(args: argparse.Namespace) -> int:
+    """Copy new learner notebooks into the workspace (never overwriting) and open JupyterLab."""
+    from .workspace import sync
+
+    ws = sync(Path(args.workspace) if args.workspace else None)
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ws}"] + args.rest
+    print("cudacourse: opening JupyterLab in", ws)
+    return subprocess.call(cmd)
+
+
+def build(args: argparse.Namespace) -> int:
+    from .authoring import build as do_build
+
+    stale = do_build(check_only=args.check)
+    if args.check and stale:
+        print("stale (run `./course build`):\n  " + "\n  ".join(stale))
+        return 1
+    for s in stale:
+        print("rebuilt", s)
+    print("up to date" if not stale else f"{len(stale)} file(s) rebuilt")
+    return 0
+
+
+def quiz_hash(args: argparse.Namespace) -> int:
+    from .quiz import answer_hash
+
+    print(answer_hash(args.qid, args.choice))
+    return 0
+
+
+def bench(args: argparse.Namespace) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(args.rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cudacourse", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("doctor", help="describe the environment, exit 1 if broken").set_defaults(f=doctor)
+    s = sub.add_parser("lab", help="open the course in JupyterLab")
+    s.add_argument("--workspace", help="where your notebooks live (default: ./workspace)")
+    s.add_argument("rest", nargs=argparse.REMAINDER, help="extra JupyterLab arguments")
+    s.set_defaults(f=lab)
+    s = sub.add_parser("build", help="rebuild masters and learner notebooks from lessons/")
+    s.add_argument("--check", action="store_true", help="only report stale files")
+    s.set_defaults(f=build)
+    s = sub.add_parser("quiz-hash", help="the bank hash of an answer (for question authors)")
+    s.add_argument("qid")
+    s.add_argument("choice")
+    s.set_defaults(f=quiz_hash)
+    s = sub.add_parser("bench", help="benchmark the course's kernels against measured ceilings",
+                       add_help=False)
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(f=bench)
+    args = p.parse_args(argv)
+    return args.f(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Choose where kernels run: a real NVIDIA GPU, or Numba's CUDA simulator on the CPU.
+
+The choice has to be made before ``numba.cuda`` is imported, because Numba reads
+``NUMBA_ENABLE_CUDASIM`` exactly once, at that import. So this module never imports
+``numba.cuda`` itself while deciding: it asks the NVIDIA driver directly through ctypes.
+
+``CUDACOURSE_DEVICE`` selects the policy:
+
+* ``auto`` (default): a GPU when a usable driver and device exist, else the simulator;
+* ``sim``: always the simulator;
+* ``gpu``: a GPU or a clear error saying what is missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+Mode = Literal["gpu", "sim"]
+T = TypeVar("T")
+
+POLICIES = ("auto", "sim", "gpu")
+
+
+class DeviceError(RuntimeError):
+    """The environment cannot give the device the course was asked to use."""
+
+
+@dataclass(frozen=True)
+class GPUInfo:
+    """What the driver says about device 0 (the one Numba uses by default)."""
+
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    total_memory: int  # bytes
+    driver_version: tuple[int, int]  # highest CUDA version the driver supports
+    device_count: int
+
+    def describe(self) -> str:
+        cc = ".".join(map(str, self.compute_capability))
+        return (f"{self.name} (compute capability {cc}, {self.sm_count} SMs, "
+                f"{self.total_memory / 2**30:.1f} GiB)")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The decision taken at ``import cudacourse``."""
+
+    mode: Mode
+    policy: str
+    reason: str
+    gpu: GPUInfo | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def notice(self) -> str:
+        if self.mode == "gpu":
+            assert self.gpu is not None
+            return f"cudacourse: GPU mode on {self.gpu.describe()}."
+        return ("cudacourse: simulator mode (" + self.reason + "): kernels run on the CPU in "
+                "Numba's CUDA simulator, thousands of times slower than a GPU, so demos use "
+                "reduced sizes and timings say nothing about GPU speed.")
+
+
+# --- asking the driver, without numba --------------------------------------------------
+
+_CU_ATTR_CC_MAJOR = 75
+_CU_ATTR_CC_MINOR = 76
+_CU_ATTR_SM_COUNT = 16
+
+
+def probe_gpu() -> tuple[GPUInfo | None, str]:
+    """Return (info, "") for a usable GPU, or (None, why not) in plain words."""
+    if os.environ.get("NUMBA_DISABLE_CUDA") == "1":
+        return None, "NUMBA_DISABLE_CUDA=1 is set"
+    try:
+        lib = ctypes.CDLL("libcuda.so.1" if sys.platform != "win32" else "nvcuda.dll")
+    except OSError:
+        return None, "no NVIDIA driver found (libcuda could not be loaded)"
+    try:
+        rc = lib.cuInit(0)
+        if rc == 100:
+            return None, "the NVIDIA driver reports no CUDA-capable device"
+        if rc != 0:
+            return None, f"the NVIDIA driver failed to initialise (cuInit error {rc})"
+        count = ctypes.c_int(0)
+        if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+            return None, "the NVIDIA driver reports no CUDA-capable device"
+        dev = ctypes.c_int(0)
+        lib.cuDeviceGet(ctypes.byref(dev), 0)
+        buf = ctypes.create_string_buffer(256)
+        lib.cuDeviceGetName(buf, 256, dev)
+
+        def attr(code: int) -> int:
+            v = ctypes.c_int(0)
+            lib.cuDeviceGetAttribute(ctypes.byref(v), code, dev)
+            return v.value
+
+        mem = ctypes.c_size_t(0)
+        lib.cuDeviceTotalMem_v2(ctypes.byref(mem), dev)
+        drv = ctypes.c_int(0)
+        lib.cuDriverGetVersion(ctypes.byref(drv))
+    except (AttributeError, OSError) as exc:  # a broken or partial driver install
+        return None, f"the NVIDIA driver is unusable ({exc})"
+    info = GPUInfo(
+        name=buf.value.decode(errors="replace"),
+        compute_capability=(attr(_CU_ATTR_CC_MAJOR), attr(_CU_ATTR_CC_MINOR)),
+        sm_count=attr(_CU_ATTR_SM_COUNT),
+        total_memory=mem.value,
+        driver_version=(drv.value // 1000, (drv.value % 1000) // 10),
+        device_count=count.value,
+    )
+    return info, ""
+
+
+def numpy_problem() -> str:
+    """A known-bad numpy/numba-cuda pairing, described with its fix; "" when fine."""
+    import numpy as np
+
+    major, minor = (int(p) for p in np.__version__.split(".")[:2])
+    try:
+        from importlib.metadata import version
+
+        nc = version("numba-cuda")
+    except Exception:  # noqa: BLE001 - not installed is reported elsewhere
+        return ""
+    if (major, minor) >= (2, 5) and nc.startswith("0.30."):
+        return (f"numpy {np.__version__} breaks numba-cuda {nc} (np.row_stack was removed "
+                "in numpy 2.5): install the course's pins, e.g. pip install 'numpy<2.5'")
+    return ""
+
+
+def _numba_cuda_already_imported() -> Mode | None:
+    """If numba.cuda is already imported, the mode it was imported in."""
+    if "numba.cuda" not in sys.modules:
+        return None
+    return "sim" if "numba.cuda.simulator" in sys.modules else "gpu"
+
+
+def choose(policy: str | None = None) -> Choice:
+    """Decide the mode and prepare the environment for ``numba.cuda``'s import."""
+    policy = (policy or os.environ.get("CUDACOURSE_DEVICE", "auto")).strip().lower() or "auto"
+    if policy not in POLICIES:
+        raise DeviceError(f"CUDACOURSE_DEVICE={policy!r} is not one of {', '.join(POLICIES)}")
+    already = _numba_cuda_already_imported()
+    early = ("numba.cuda was imported before cudacourse, so the mode can no longer be "
+             "changed: restart the Python kernel and run `import cudacourse` first")
+
+    if policy == "sim":
+        if already == "gpu":
+            raise DeviceError(f"CUDACOURSE_DEVICE=sim, but {early}.")
+        mode: Mode = "sim"
+        gpu, reason = None, "CUDACOURSE_DEVICE=sim"
+    else:
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and already != "gpu":
+            gpu, why = None, "NUMBA_ENABLE_CUDASIM=1 is set"
+        else:
+            gpu, why = probe_gpu()
+        if already == "sim" and gpu is not None:
+            why, gpu = "numba.cuda was already imported in simulator mode", None
+        if policy == "gpu" and gpu is None:
+            raise DeviceError(f"CUDACOURSE_DEVICE=gpu demands a GPU, but {why}. Check "
+                              "`nvidia-smi`, install the GPU extra (`pip install -e .[cu13]` "
+                              "or `.[cu12]`), or unset CUDACOURSE_DEVICE to use the simulator.")
+        if gpu is None and already == "gpu":
+            raise DeviceError(f"No usable GPU ({why}) and {early}, with "
+                              "NUMBA_ENABLE_CUDASIM unset.")
+        mode = "gpu" if gpu is not None else "sim"
+        reason = "a usable NVIDIA GPU was found" if gpu else why
+
+    if mode == "sim":
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    else:
+        os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "0")
+    # Checkers launch deliberately small grids; that warning would only be noise there.
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+    if "numba.cuda.core.config" in sys.modules:  # numba read its config already: re-read it
+        sys.modules["numba.cuda.core.config"].reload_config()
+    return Choice(mode=mode, policy=policy, reason=reason, gpu=gpu)
+
+
+# --- sizes per mode ----------------------------------------------------------------------
+
+_choice: Choice | None = None
+
+
+def _set_choice(choice: Choice) -> None:
+    global _choice
+    _choice = choice
+
+
+def current() -> Choice:
+    """The choice made at ``import cudacourse``."""
+    if _choice is None:
+        raise DeviceError("import cudacourse first: it chooses the device")
+    return _choice
+
+
+def mode() -> Mode:
+    return current().mode
+
+
+def is_simulator() -> bool:
+    return current().mode == "sim"
+
+
+def pick(sim: T, gpu: T) -> T:
+    """The value for the current mode: small work for the simulator, GPU-filling work else."""
+    return sim if is_simulator() else gpu
+
+
+def require_gpu(what: str) -> None:
+    """Raise a clear error when ``what`` needs real hardware."""
+    if is_simulator():
+        raise DeviceError(f"{what} needs a real NVIDIA GPU; this session runs in the simulator "
+                          f"({current().reason}).")
+
+
+def cupy_usable() -> tuple[bool, str]:
+    """Whether CuPy can allocate on a GPU here, with the reason when it cannot.
+
+    CuPy imports fine without a GPU and fails only at the first array, so try one.
+    """
+    if is_simulator():
+        return False, "simulator mode: CuPy needs a real GPU"
+    try:
+        import cupy as cp
+    except ImportError:
+        return False, "CuPy is not installed (install the cu12 or cu13 extra)"
+    try:
+        cp.arange(4).sum().item()
+    except Exception as exc:  # noqa: BLE001 - any CUDA failure means "not usable"
+        return False, f"CuPy cannot use the GPU: {exc}"
+    return True, ""
