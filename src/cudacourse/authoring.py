@@ -160,10 +160,16 @@ def generate_release(assignment: str, root: Path = ROOT) -> str:
         return render(nb)
 
 
-def build(root: Path = ROOT, check_only: bool = False) -> list[str]:
-    """Rebuild masters and learner copies; with ``check_only``, report what is stale."""
+def build(root: Path = ROOT, check_only: bool = False,
+          only: list[str] | None = None) -> list[str]:
+    """Rebuild masters and learner copies; with ``check_only``, report what is stale.
+
+    ``only`` limits the work to lessons whose name starts with one of its strings.
+    """
     stale: list[str] = []
     for lesson in lessons(root):
+        if only and not any(lesson.stem.startswith(o) for o in only):
+            continue
         master = master_path(lesson, root)
         want_master = render(to_notebook(lesson.read_text(), str(lesson)))
         if not master.exists() or master.read_text() != want_master:

@@ -101,7 +101,7 @@ def lab(args: argparse.Namespace) -> int:
 def build(args: argparse.Namespace) -> int:
     from .authoring import build as do_build
 
-    stale = do_build(check_only=args.check)
+    stale = do_build(check_only=args.check, only=args.lessons or None)
     if args.check and stale:
         print("stale (run `./course build`):\n  " + "\n  ".join(stale))
         return 1
@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(f=lab)
     s = sub.add_parser("build", help="rebuild masters and learner notebooks from lessons/")
     s.add_argument("--check", action="store_true", help="only report stale files")
+    s.add_argument("lessons", nargs="*", help="only these lessons (e.g. 02 or 02_threads)")
     s.set_defaults(f=build)
     s = sub.add_parser("quiz-hash", help="the bank hash of an answer (for question authors)")
     s.add_argument("qid")
