@@ -1,21 +1,338 @@
 # %% [markdown]
 # # Lesson 1: GPU vs CPU
+#
+# Why would anyone write code for a graphics card? In this lesson you will
+#
+# 1. see how a GPU differs from a CPU: thousands of simple cores against a few complex ones,
+#    throughput against latency;
+# 2. meet CUDA's programming model and the ways to reach it from Python;
+# 3. write your first kernel, a vector add, and have it checked;
+# 4. time NumPy, Numba on the CPU and your kernel across sizes, and see where the time goes.
+#
+# Run the cells from top to bottom. Cells marked *YOUR CODE HERE* are yours to fill in; the
+# cells after them check your work.
+
 # %% [readonly] id=setup
-import cudacourse
-from cudacourse import quiz
+import cudacourse  # first: it chooses a real GPU or the CUDA simulator before numba.cuda loads
 import cudacourse.check
-from numba import cuda
+from cudacourse import quiz, cpu_vs_gpu, device
+
+import inspect
 import numpy as np
+import matplotlib.pyplot as plt
+from numba import cuda
+
+# %% [markdown]
+# The line printed above tells you where your kernels run. On a machine with an NVIDIA GPU
+# they run on it. Without one, they run in **Numba's CUDA simulator**: the same Python code,
+# executed by ordinary CPU threads, one simulated GPU thread at a time. The simulator is
+# thousands of times slower than a GPU (about 4,400 GPU threads per second on a 2-core
+# laptop), so this notebook uses smaller sizes there, and its timings say nothing about GPU
+# speed. Everything you write is correct on both.
+
+# %%
+choice = device.current()
+print("mode:", choice.mode, "|", choice.reason)
+if choice.gpu:
+    print(choice.gpu.describe())
+
+# %% [markdown]
+# ## 1. Two kinds of processor
+#
+# A CPU core is built to finish **one** stream of instructions as fast as possible: deep
+# pipelines, branch prediction, out-of-order execution and large caches all serve the
+# *latency* of a single thread. A desktop CPU has 16 to 24 such cores.
+#
+# A GPU spends its transistors differently: many small cores, little cache per core, and a
+# huge number of threads resident at once. An RTX 4090 has 16,384 CUDA cores grouped into
+# 128 *streaming multiprocessors* (SMs); a data-centre H200 has 132 SMs of 128 FP32 lanes
+# each. One GPU thread is slow. What makes the GPU fast is **throughput**: when a group of
+# threads waits hundreds of cycles for memory, the SM switches to another group that is
+# ready, so the waiting is hidden rather than avoided.
+#
+# | | CPU core | GPU SM |
+# |---|---|---|
+# | optimised for | latency of one thread | throughput of thousands |
+# | threads in flight | 1 to 2 per core | up to 2,048 per SM |
+# | cache per thread | large | tiny |
+# | good at | branchy, serial logic | the same operation on lots of data |
+#
+# The rule of thumb that follows: a GPU pays off when there is a lot of **independent,
+# uniform** work, and when the data can stay on the GPU for long enough to amortise moving it.
+
+# %%
+quiz.ask("01_gpu_vs_cpu.throughput")
+
+# %% [solution] id=answer_throughput
+# Write the letter of your choice, e.g. answer_throughput = "a"
+### BEGIN SOLUTION
+answer_throughput = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_throughput points=1
+quiz.grade("01_gpu_vs_cpu.throughput", answer_throughput)
+
+# %% [markdown]
+# ## 2. CUDA's model, and three ways to reach it from Python
+#
+# In CUDA the CPU is the **host** and the GPU the **device**, each with its own memory. The
+# host copies data to the device, launches a **kernel** (a function that runs on the
+# device) over a **grid** of **blocks**, each block a group of **threads**, and copies the
+# results back. Every thread runs the same kernel code; it finds its own piece of the work
+# from its coordinates in the grid.
+#
+# From Python there are three main routes:
+#
+# - **Numba** (`numba-cuda`): write kernels in Python syntax with `@cuda.jit`; Numba compiles
+#   them to GPU machine code. This course uses it, because you see and control every thread.
+# - **CUDA Python** (`cuda.bindings`, `cuda.core`): NVIDIA's direct bindings to the driver and
+#   runtime APIs, for when you need the raw API (Numba itself is built on them).
+# - **CuPy**: a NumPy-compatible array library on the GPU. `c = a + b` runs a ready-made kernel;
+#   `cupy.RawKernel` and `cupy.ElementwiseKernel` accept CUDA C++ source when you need more.
+#
+# An array library is the right first tool. Writing kernels pays off when no library call
+# does what you need, or when fusing several steps into one kernel saves memory traffic
+# (lesson 5 is built on that).
+
+# %%
+n_demo = device.pick(sim=1_000, gpu=10_000_000)
+rng = np.random.default_rng(0)
+a = rng.standard_normal(n_demo, dtype=np.float32)
+b = rng.standard_normal(n_demo, dtype=np.float32)
+c_numpy = a + b  # NumPy: the CPU, one line
+
+usable, why = device.cupy_usable()
+if usable:
+    import cupy as cp
+    c_cupy = cp.asarray(a) + cp.asarray(b)  # CuPy: the GPU, still one line
+    print("CuPy agrees with NumPy:", np.allclose(cp.asnumpy(c_cupy), c_numpy))
+else:
+    print("CuPy is not available here:", why)
+
+# %% [markdown]
+# ## 3. Your first kernel
+#
+# Here is the vector add from the `cudacourse` package, the same code its tests check:
+
+# %%
+print(inspect.getsource(cudacourse.vector._vector_add.py_func))
+
+# %% [markdown]
+# Read it line by line:
+#
+# - `@cuda.jit` makes it a kernel: called from the host, run on the device by every thread.
+# - `cuda.grid(1)` is this thread's global index, `blockIdx.x * blockDim.x + threadIdx.x`.
+# - The grid is made of whole blocks, so it usually has a few more threads than elements.
+#   The **bounds guard** `if i < out.shape[0]` keeps those extra threads from reading and
+#   writing past the end of the arrays. On a GPU nothing else stops them.
+# - A kernel returns nothing: it writes its results into an output array.
+#
+# It is launched with the grid size in square brackets, `kernel[blocks, threads](args)`:
+
+# %%
+threads = 256
+blocks = (n_demo + threads - 1) // threads  # round up: every element gets a thread
+d_a, d_b = cuda.to_device(a), cuda.to_device(b)  # copy in
+d_out = cuda.device_array_like(d_a)  # allocate the output on the device
+cudacourse.vector._vector_add[blocks, threads](d_a, d_b, d_out)  # launch
+print(f"{blocks} blocks x {threads} threads = {blocks * threads} threads for {n_demo} elements")
+print("matches NumPy:", np.allclose(d_out.copy_to_host(), c_numpy))  # copy back, compare
+
+# %%
+quiz.ask("01_gpu_vs_cpu.blocks")
+
+# %% [solution] id=answer_blocks
+### BEGIN SOLUTION
+answer_blocks = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_blocks points=1
+quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)
+
+# %% [markdown]
+# ## Exercise 1: write `vector_add`
+#
+# Write the kernel `vector_add(a, b, out)` so that `out[i] = a[i] + b[i]` for every element.
+# Write it yourself rather than copying the one above: compute the index from `cuda.threadIdx.x`,
+# `cuda.blockIdx.x` and `cuda.blockDim.x`.
+#
+# The checker launches your kernel itself, several times: with random inputs whose length is
+# not a multiple of the block size, with several block sizes, and with one block more than
+# needed. It fills `out` with NaN first (so an element you never write shows up), and puts
+# guard zones around the arrays (so a write past the end is caught). When something is wrong
+# it tells you what and the likely cause.
+
 # %% [solution] id=vector_add
 @cuda.jit
 def vector_add(a, b, out):
     ### BEGIN SOLUTION
-    i = cuda.grid(1)
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     if i < out.shape[0]:
         out[i] = a[i] + b[i]
     ### END SOLUTION
+
 # %% [tests] id=test_vector_add points=3
 cudacourse.check.check_vector_add(vector_add)
+print("vector_add passes the checks")
 ### BEGIN HIDDEN TESTS
 cudacourse.check.check_vector_add(vector_add, hidden=True)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# Curious what a mistake looks like? Here is the kernel without its bounds guard; the checker
+# names the bug instead of crashing somewhere else later:
+
+# %%
+@cuda.jit
+def vector_add_no_guard(a, b, out):
+    i = cuda.grid(1)
+    out[i] = a[i] + b[i]
+
+try:
+    cudacourse.check.check_vector_add(vector_add_no_guard)
+except AssertionError as err:
+    print("rejected:", err)
+
+# %%
+quiz.ask("01_gpu_vs_cpu.guard")
+
+# %% [solution] id=answer_guard
+### BEGIN SOLUTION
+answer_guard = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_guard points=1
+quiz.grade("01_gpu_vs_cpu.guard", answer_guard)
+
+# %%
+quiz.ask("01_gpu_vs_cpu.grid")
+
+# %% [solution] id=answer_grid
+### BEGIN SOLUTION
+answer_grid = "c"
+### END SOLUTION
+
+# %% [tests] id=test_answer_grid points=1
+quiz.grade("01_gpu_vs_cpu.grid", answer_grid)
+
+# %% [markdown]
+# ## 4. Timing CPU against GPU
+#
+# Now the same operation four ways, across sizes:
+#
+# - **NumPy** on one CPU core;
+# - **Numba on the CPU** with `@njit(parallel=True)`, the loop split across all cores;
+# - the **GPU kernel alone** (timed with CUDA events, which measure the device itself);
+# - the **GPU including copies**: host to device, kernel, device to host.
+#
+# Each figure is the median of several runs after a warm-up run (the first call of a Numba
+# function compiles it, which takes a fraction of a second).
+
+# %%
+timings = cpu_vs_gpu.measure()
+print(timings.table())
+
+# %%
+cpu_vs_gpu.plot(timings)
+plt.show()
+
+# %% [markdown]
+# How to read the plot, on a GPU:
+#
+# - For small arrays everything is dominated by fixed costs: a kernel launch from Python costs
+#   tens of microseconds, more than adding a few thousand numbers on the CPU.
+# - For large arrays the kernel alone is many times faster than the CPU: it streams memory at
+#   terabytes per second, where the CPU manages tens of gigabytes per second.
+# - But once the copies over PCIe are counted, the GPU total can be *slower* than the CPU for
+#   an operation this simple: each element does one addition and crosses the bus three times.
+#   GPUs win when data stays on the device for many operations.
+#
+# In the simulator the "GPU" lines are Python threads doing the work one element at a time:
+# they are slow, and that says nothing about a real GPU. Run this notebook on a machine with
+# an NVIDIA GPU to see real numbers.
+
+# %%
+s = timings.seconds
+biggest = -1
+copies = s["gpu_copy_in"][biggest] + s["gpu_copy_out"][biggest]
+print(f"at n = {timings.sizes[biggest]:,}: kernel {s['gpu_kernel'][biggest] * 1e3:.3f} ms, "
+      f"copies {copies * 1e3:.3f} ms, NumPy {s['numpy'][biggest] * 1e3:.3f} ms")
+print(f"the copies are {copies / s['gpu_kernel'][biggest]:.1f}x the kernel's time")
+if device.is_simulator():
+    print("(simulator: the kernel time is Python emulating every thread; only a GPU run "
+          "shows the real ratio)")
+
+# %%
+quiz.ask("01_gpu_vs_cpu.transfers")
+
+# %% [solution] id=answer_transfers
+### BEGIN SOLUTION
+answer_transfers = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_transfers points=1
+quiz.grade("01_gpu_vs_cpu.transfers", answer_transfers)
+
+# %% [markdown]
+# ## 5. How fast can a vector add go?
+#
+# A vector add does one addition per 12 bytes moved (two 4-byte reads, one 4-byte write): it
+# is **memory-bound**. Its speed limit is the GPU's memory bandwidth, and the honest way to
+# measure that limit is a plain device-to-device copy in the same run. The package has several
+# variants of the kernel:
+#
+# - `simple`: one element per thread, as you wrote it;
+# - `grid_stride`: a grid sized to a few waves of the SMs, each thread looping over the array
+#   in steps of the whole grid (fewer blocks to schedule, the same coalesced accesses);
+# - `ilp` and faster ones: each thread loads several elements *before* using any of them.
+#   The GPU hides memory latency by having many loads in flight; more independent loads per
+#   thread means more bytes in flight with the same number of threads.
+#
+# A profiler such as Nsight Compute (`ncu --set full python script.py`) would report the
+# simple kernel's DRAM throughput well below the copy's, with warps stalled on "long
+# scoreboard" (waiting for loads); the multi-element variants move more bytes per stall.
+
+# %%
+if device.is_simulator():
+    print("Bandwidth needs a real GPU: in the simulator every 'GPU thread' is a Python call, "
+          "so GB/s figures would be meaningless. The variants are still tested for correctness:")
+    for v in cudacourse.vector.VARIANTS:
+        x = rng.standard_normal(777, dtype=np.float32)
+        ok = np.allclose(cudacourse.vector.vector_add(x, x, variant=v), 2 * x)
+        print(f"  {v:<12} correct: {ok}")
+else:
+    bw = cpu_vs_gpu.variant_bandwidth()
+    for name, gbs in bw.items():
+        print(f"{name:<12} {gbs:8.0f} GB/s   {gbs / bw['copy']:.2f} of the copy")
+    plt.figure(figsize=(7, 3.5))
+    plt.barh(list(bw), [g / bw["copy"] for g in bw.values()])
+    plt.axvline(1.0, color="k", lw=1)
+    plt.xlabel("fraction of device-to-device copy bandwidth (measured in this run)")
+    plt.title("vector add variants")
+    plt.show()
+
+# %% [markdown]
+# ## Summary
+#
+# - A GPU trades single-thread speed for throughput: thousands of threads, with memory latency
+#   hidden by switching between them.
+# - A CUDA kernel runs once per thread; each thread computes its global index
+#   (`cuda.grid(1)`) and must check it against the array length, because grids come in whole
+#   blocks.
+# - Launch configuration: `blocks = ceil(n / threads)`, `kernel[blocks, threads](...)`.
+# - For simple element-wise work, the copies between host and device cost more than the
+#   kernel: keep data on the GPU. Such kernels are memory-bound; measure them against the
+#   copy bandwidth, not against peak FLOP/s.
+# - An array library (CuPy) is the first tool; hand-written kernels are for what it cannot do
+#   or cannot do in one pass.
+#
+# ## Further exercises
+#
+# 1. Write `saxpy(alpha, x, y, out)` computing `alpha * x + y`, and check it against NumPy on
+#    sizes that are not multiples of your block size.
+# 2. Change the block size of the demo launch to 32, 128 and 1024. What is the largest a GPU
+#    accepts? (Try 2048 with `cudacourse.check._engine.validate_launch(8, 2048)`.)
+# 3. Time `cudacourse.vector.vector_add` with NumPy inputs (copies included) against device
+#    inputs (`cuda.to_device` once, then many launches). How many launches does the copy pay for?
+# 4. On a GPU, extend `cpu_vs_gpu.measure` to `float64`. Which gets slower, the kernel or the
+#    copies, and by how much?

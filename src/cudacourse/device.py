@@ -137,7 +137,11 @@ def _numba_cuda_already_imported() -> Mode | None:
     """If numba.cuda is already imported, the mode it was imported in."""
     if "numba.cuda" not in sys.modules:
         return None
-    return "sim" if "numba.cuda.simulator" in sys.modules else "gpu"
+    if "numba.cuda.simulator_init" in sys.modules:
+        return "sim"
+    if "numba.cuda.device_init" in sys.modules:
+        return "gpu"
+    return None  # still being imported
 
 
 def choose(policy: str | None = None) -> Choice:

@@ -77,8 +77,9 @@ def lessons() -> list[str]:
 
 def get(qid: str) -> Question:
     lesson = qid.split(".", 1)[0]
+    questions = bank(lesson)
     try:
-        return bank(lesson)[qid]
+        return questions[qid]
     except KeyError:
         raise KeyError(f"no question {qid!r} in the {lesson!r} bank") from None
 

@@ -1,0 +1,171 @@
+"""Lesson 1's measurements: the same vector add on the CPU and on the GPU, across sizes.
+
+GPU time is split into its parts (copy in, kernel, copy back) because for a kernel this
+simple the copies over PCIe cost far more than the arithmetic.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import cuda, njit, prange
+
+from . import device
+from .vector import _vector_add, launch_config
+
+
+@njit(parallel=True, cache=False)
+def _cpu_parallel_add(a, b, out):
+    """Numba on the CPU: the loop split over all cores, vectorised with SIMD."""
+    for i in prange(a.shape[0]):
+        out[i] = a[i] + b[i]
+
+
+@dataclass
+class Timings:
+    """Median seconds per size for each way of adding two vectors."""
+
+    sizes: list[int]
+    mode: str
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    def table(self) -> str:
+        cols = list(self.seconds)
+        head = f"{'n':>12} " + " ".join(f"{c:>16}" for c in cols)
+        rows = [head]
+        for k, n in enumerate(self.sizes):
+            rows.append(f"{n:>12,} " + " ".join(f"{self.seconds[c][k] * 1e3:>13.3f} ms"
+                                                for c in cols))
+        return "\n".join(rows)
+
+
+def _median(fn, repeats: int) -> float:
+    fn()  # warm-up: first calls compile (JIT) and allocate
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _event_median(fn, repeats: int, inner: int = 1) -> float:
+    """GPU seconds per call from CUDA events, median over ``repeats``.
+
+    With ``inner`` > 1 the calls are queued back to back between the two events, so that
+    Python's launch overhead (tens of microseconds) overlaps the previous kernel instead of
+    being counted as GPU time.
+    """
+    fn()
+    start, stop = cuda.event(timing=True), cuda.event(timing=True)
+    times = []
+    for _ in range(repeats):
+        start.record()
+        for _ in range(inner):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cuda.event_elapsed_time(start, stop) / 1e3 / inner)
+    return statistics.median(times)
+
+
+def default_sizes() -> list[int]:
+    """Sizes that take seconds in total: tiny in the simulator, up to 2^27 on a GPU."""
+    return device.pick(sim=[100, 1_000, 4_000], gpu=[2**k for k in range(12, 28, 3)])
+
+
+def measure(sizes: list[int] | None = None, repeats: int | None = None,
+            seed: int = 0) -> Timings:
+    """Time NumPy, Numba-parallel CPU and the CUDA kernel (with and without copies)."""
+    sizes = sizes or default_sizes()
+    repeats = repeats or device.pick(sim=1, gpu=10)
+    sim = device.is_simulator()
+    t = Timings(sizes, device.mode(), {k: [] for k in
+                ("numpy", "numba_cpu", "gpu_kernel", "gpu_copy_in", "gpu_copy_out")})
+    gen = np.random.default_rng(seed)
+    for n in sizes:
+        a = gen.standard_normal(n, dtype=np.float32)
+        b = gen.standard_normal(n, dtype=np.float32)
+        out = np.empty_like(a)
+        t.seconds["numpy"].append(_median(lambda: np.add(a, b, out=out), repeats))
+        t.seconds["numba_cpu"].append(_median(lambda: _cpu_parallel_add(a, b, out), repeats))
+        da, db = cuda.to_device(a), cuda.to_device(b)
+        dout = cuda.device_array_like(da)
+        blocks, threads = launch_config(n)
+
+        def kernel() -> None:
+            _vector_add[blocks, threads](da, db, dout)
+
+        def copy_in() -> None:
+            cuda.to_device(a, to=da)
+            cuda.to_device(b, to=db)
+
+        def copy_out() -> None:
+            dout.copy_to_host(out)
+
+        if sim:  # no timing events in the simulator: wall clock, and it means little
+            def synced(f):
+                return lambda: (f(), cuda.synchronize())
+            t.seconds["gpu_kernel"].append(_median(synced(kernel), repeats))
+            t.seconds["gpu_copy_in"].append(_median(synced(copy_in), repeats))
+            t.seconds["gpu_copy_out"].append(_median(synced(copy_out), repeats))
+        else:
+            t.seconds["gpu_kernel"].append(_event_median(kernel, repeats))
+            t.seconds["gpu_copy_in"].append(_event_median(copy_in, repeats))
+            t.seconds["gpu_copy_out"].append(_median(lambda: copy_out(), repeats))
+        if not np.allclose(dout.copy_to_host(), a + b):
+            raise AssertionError(f"the GPU vector add is wrong at n={n}")
+    return t
+
+
+def plot(t: Timings, ax=None):
+    """Log-log time against size for each method; GPU total = copies + kernel."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    s = t.seconds
+    total = [i + k + o for i, k, o in zip(s["gpu_copy_in"], s["gpu_kernel"], s["gpu_copy_out"])]
+    series = {"NumPy (1 core)": s["numpy"], "Numba CPU, parallel": s["numba_cpu"],
+              "GPU kernel only": s["gpu_kernel"], "GPU incl. copies": total}
+    for label, ys in series.items():
+        ax.loglog(t.sizes, ys, marker="o", label=label)
+    ax.set_xlabel("elements (float32)")
+    ax.set_ylabel("seconds (median)")
+    title = "vector add: CPU vs GPU"
+    if t.mode == "sim":
+        title += "\n(simulator: the 'GPU' is Python threads on the CPU; times mean nothing)"
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    return ax
+
+
+def variant_bandwidth(n: int | None = None, repeats: int = 20) -> dict[str, float]:
+    """GB/s of every vector-add variant and of a plain device-to-device copy (GPU only).
+
+    Bytes counted: vector add reads two arrays and writes one (12 bytes per element); the
+    copy reads one and writes one (8 bytes per element). The copy is the ceiling.
+    """
+    from .vector import VARIANTS, vector_add
+
+    device.require_gpu("measuring memory bandwidth")
+    n = n or 2**28  # 1 GiB per array: far larger than the 50 MB L2, so DRAM is measured
+    gen = np.random.default_rng(1)
+    a = cuda.to_device(gen.standard_normal(n, dtype=np.float32))
+    b = cuda.to_device(gen.standard_normal(n, dtype=np.float32))
+    out = cuda.device_array(n, np.float32)
+    copy_dst = cuda.device_array(n, np.float32)
+    result = {"copy": 8 * n / _event_median(lambda: copy_dst.copy_to_device(a), repeats, 5) / 1e9}
+    sample = slice(0, n, 9973)
+    want = a.copy_to_host()[sample] + b.copy_to_host()[sample]
+    for v in VARIANTS:
+        vector_add(a, b, out, variant=v)
+        if not np.allclose(out.copy_to_host()[sample], want):
+            raise AssertionError(f"variant {v} is wrong")
+        result[v] = 12 * n / _event_median(lambda: vector_add(a, b, out, variant=v),
+                                           repeats, 5) / 1e9
+    return result

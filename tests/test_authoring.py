@@ -1,0 +1,65 @@
+"""Lesson sources -> masters: the cell markers and their nbgrader metadata."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudacourse import authoring
+
+pytestmark = pytest.mark.lesson1
+
+SRC = '''# %% [markdown]
+# # Title
+#
+# text
+# %% [readonly] id=setup
+import cudacourse
+# %%
+x = 1
+# %% [solution] id=ex
+def f():
+    ### BEGIN SOLUTION
+    return 1
+    ### END SOLUTION
+# %% [tests] id=test_ex points=2.5
+assert f() == 1
+'''
+
+
+def test_cells_get_the_right_nbgrader_metadata():
+    nb = authoring.to_notebook(SRC)
+    kinds = [c.cell_type for c in nb.cells]
+    assert kinds == ["markdown", "code", "code", "code", "code"]
+    assert nb.cells[0].source == "# Title\n\ntext"
+    setup, demo, sol, test = nb.cells[1:]
+    assert setup.metadata["nbgrader"]["locked"] and not setup.metadata["nbgrader"]["grade"]
+    assert "nbgrader" not in demo.metadata
+    assert sol.metadata["nbgrader"]["solution"] and sol.id == "ex"
+    assert test.metadata["nbgrader"]["grade"] and test.metadata["nbgrader"]["points"] == 2.5
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("x = 1\n# %%\n", "text before the first"),
+    ("# %% [magic]\nx\n", "unknown cell kind"),
+    ("# %% [tests]\nx\n", "need id="),
+    ("# %% [solution] id=a\nx = 1\n", "without ### BEGIN SOLUTION"),
+    ("# %% [readonly] id=a\nx\n# %% [readonly] id=a\ny\n", "duplicate id a"),
+])
+def test_malformed_sources_are_refused_with_the_line(bad, why):
+    with pytest.raises(authoring.LessonSyntaxError, match=why):
+        authoring.to_notebook(bad, "lesson.py")
+
+
+def test_render_is_deterministic():
+    assert authoring.render(authoring.to_notebook(SRC)) == \
+        authoring.render(authoring.to_notebook(SRC))
+
+
+def test_every_lesson_source_has_its_master_and_learner_copy():
+    for lesson in authoring.lessons():
+        assert authoring.master_path(lesson).exists(), lesson
+        assert authoring.release_path(lesson).exists(), lesson
+        text = lesson.read_text()
+        assert "# %% [readonly] id=setup\nimport cudacourse" in text, \
+            f"{lesson.name}: the first code cell must import cudacourse (it picks the device)"

@@ -1,0 +1,178 @@
+"""check_vector_add: the catalogue of wrong kernels it must reject, and right ones it passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import cudacourse.check as check
+from cudacourse.check import _engine
+
+pytestmark = pytest.mark.lesson1
+
+
+@cuda.jit
+def right_grid(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def right_explicit(a, b, out):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if i < a.size:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def right_grid_stride(a, b, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def no_guard(a, b, out):
+    i = cuda.grid(1)
+    out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def first_block_only(a, b, out):
+    i = cuda.threadIdx.x
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def off_by_one_read(a, b, out):
+    i = cuda.grid(1)
+    if i + 1 < out.shape[0]:
+        out[i] = a[i + 1] + b[i + 1]
+
+
+@cuda.jit
+def guard_off_by_one(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0] - 1:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def subtracts(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] - b[i]
+
+
+@cuda.jit
+def ignores_b(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i]
+
+
+@cuda.jit
+def writes_nothing(a, b, out):
+    i = cuda.grid(1)
+    if i < 0:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def half_written(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0] and i % 2 == 0:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def clobbers_input(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+        a[i] = 0.0
+
+
+@cuda.jit
+def wrong_block_stride(a, b, out):
+    # uses gridDim where blockDim belongs: right only by accident for some launches
+    i = cuda.blockIdx.x * cuda.gridDim.x + cuda.threadIdx.x
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def stub(a, b, out):
+    raise NotImplementedError()
+
+
+def host_function(a, b, out):
+    out[:] = a + b
+
+
+WRONG = [
+    (no_guard, "bounds guard"),
+    (first_block_only, "only the first block"),
+    (off_by_one_read, "off by one"),
+    (guard_off_by_one, "never written"),
+    (subtracts, "a[i] - b[i]"),
+    (ignores_b, "a[i] (b ignored)"),
+    (writes_nothing, "never written"),
+    (half_written, "never written"),
+    (clobbers_input, "changed its inputs"),
+    (wrong_block_stride, "out"),
+    (stub, "not written yet"),
+    (host_function, "@cuda.jit"),
+]
+
+
+@pytest.mark.parametrize("kernel, why", WRONG, ids=[k.__name__ for k, _ in WRONG])
+@pytest.mark.parametrize("hidden", [False, True], ids=["visible", "hidden"])
+def test_wrong_kernels_are_rejected_with_a_diagnosis(kernel, why, hidden):
+    with pytest.raises(AssertionError, match=why.replace("(", r"\(").replace(")", r"\)")
+                       .replace("[", r"\[").replace("]", r"\]")):
+        check.check_vector_add(kernel, hidden=hidden)
+
+
+@pytest.mark.parametrize("kernel", [right_grid, right_explicit, right_grid_stride],
+                         ids=lambda k: k.__name__)
+def test_right_kernels_pass(kernel):
+    check.check_vector_add(kernel)
+    check.check_vector_add(kernel, hidden=True)
+
+
+def test_wrong_parameter_count_is_named():
+    @cuda.jit
+    def two(a, out):
+        pass
+
+    with pytest.raises(AssertionError, match="must take 3 parameters, yours takes 2"):
+        check.check_vector_add(two)
+
+
+def test_checker_cannot_be_replaced_from_a_notebook_cell():
+    with pytest.raises(AttributeError, match="read-only"):
+        check.check_vector_add = lambda kernel: None  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="read-only"):
+        del check.check_vector_add
+
+
+def test_rebinding_numpy_does_not_make_a_wrong_kernel_pass(monkeypatch):
+    monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
+    monkeypatch.setattr(np, "isclose", lambda a, b, **k: np.ones(np.shape(a), bool))
+    monkeypatch.setattr(np.testing, "assert_allclose", lambda *a, **k: None)
+    with pytest.raises(AssertionError, match="a\\[i\\] - b\\[i\\]"):
+        check.check_vector_add(subtracts)
+
+
+@pytest.mark.parametrize("grid, block, why", [
+    (8, 2048, "at most 1024 per block"),
+    (1, (32, 32, 2), "2048 threads"),
+    (0, 32, "positive integers"),
+    (1, (1, 1, 65), "exceeds the GPU limit of 64"),
+])
+def test_launch_shapes_a_gpu_refuses_are_refused(grid, block, why):
+    with pytest.raises(AssertionError, match=why):
+        _engine.validate_launch(grid, block)

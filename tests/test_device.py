@@ -1,0 +1,123 @@
+"""Device choice at import: policies, notices, and the errors a learner can hit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from cudacourse import device
+
+pytestmark = pytest.mark.lesson1
+
+
+def run_py(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter: the mode is fixed once per process."""
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in ("CUDACOURSE_DEVICE", "NUMBA_ENABLE_CUDASIM", "CUDACOURSE_QUIET")}
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=full_env, timeout=120)
+
+
+def test_sim_policy_forces_the_simulator_with_a_one_line_notice():
+    p = run_py("import cudacourse, numba.cuda as c; print('MODE', cudacourse.MODE, "
+               "c.simulator is not None if hasattr(c, 'simulator') else None)",
+               CUDACOURSE_DEVICE="sim")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("cudacourse: simulator mode (CUDACOURSE_DEVICE=sim)")
+    assert "MODE sim" in lines[1]
+
+
+def test_quiet_silences_the_notice():
+    p = run_py("import cudacourse; print(cudacourse.MODE)", CUDACOURSE_DEVICE="sim",
+               CUDACOURSE_QUIET="1")
+    assert p.stdout.strip() == "sim", p.stderr
+
+
+def test_unknown_policy_is_named():
+    p = run_py("import cudacourse", CUDACOURSE_DEVICE="tpu")
+    assert p.returncode != 0
+    assert "CUDACOURSE_DEVICE='tpu' is not one of auto, sim, gpu" in p.stderr
+
+
+def test_gpu_policy_without_gpu_fails_clearly():
+    if not device.is_simulator():
+        pytest.skip("a GPU is present: the 'no GPU' error cannot happen here")
+    p = run_py("import cudacourse", CUDACOURSE_DEVICE="gpu")
+    assert p.returncode != 0
+    assert "CUDACOURSE_DEVICE=gpu demands a GPU, but" in p.stderr
+    assert "nvidia-smi" in p.stderr
+
+
+def test_auto_without_gpu_falls_back_to_the_simulator_and_says_why():
+    if not device.is_simulator():
+        pytest.skip("a GPU is present: auto picks it")
+    p = run_py("import cudacourse; print(cudacourse.MODE)")
+    assert p.returncode == 0, p.stderr
+    assert "simulator mode (no NVIDIA driver found" in p.stdout
+    assert p.stdout.strip().endswith("sim")
+
+
+def test_numba_cuda_imported_first_in_real_mode_without_gpu_is_explained():
+    if not device.is_simulator():
+        pytest.skip("a GPU is present: importing numba.cuda first is harmless there")
+    p = run_py("import numba.cuda\nimport cudacourse")
+    assert p.returncode != 0
+    assert "numba.cuda was imported before cudacourse" in p.stderr
+    assert "restart the Python kernel" in p.stderr
+
+
+def test_numba_cuda_imported_first_in_sim_mode_is_adopted():
+    p = run_py("import numba.cuda\nimport cudacourse\nprint(cudacourse.MODE)",
+               NUMBA_ENABLE_CUDASIM="1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().endswith("sim")
+    assert "NUMBA_ENABLE_CUDASIM=1 is set" in p.stdout
+
+
+def test_gpu_demanded_after_numba_imported_in_sim_mode_fails():
+    p = run_py("import numba.cuda\nimport cudacourse", NUMBA_ENABLE_CUDASIM="1",
+               CUDACOURSE_DEVICE="gpu")
+    assert p.returncode != 0
+    assert "demands a GPU" in p.stderr
+
+
+def test_numpy_25_with_numba_cuda_030_is_refused_with_advice(monkeypatch):
+    monkeypatch.setattr(np, "__version__", "2.5.1")
+    msg = device.numpy_problem()
+    assert "numpy 2.5.1 breaks numba-cuda 0.30" in msg and "numpy<2.5" in msg
+    monkeypatch.setattr(np, "__version__", "2.4.6")
+    assert device.numpy_problem() == ""
+
+
+def test_pick_follows_the_mode():
+    assert device.pick(sim=1, gpu=2) == (1 if device.is_simulator() else 2)
+
+
+def test_require_gpu_names_what_needs_it():
+    if not device.is_simulator():
+        device.require_gpu("anything")  # no error on a GPU
+        return
+    with pytest.raises(device.DeviceError, match="measuring bandwidth needs a real NVIDIA GPU"):
+        device.require_gpu("measuring bandwidth")
+
+
+def test_cupy_usability_is_reported_not_raised():
+    ok, why = device.cupy_usable()
+    if device.is_simulator():
+        assert not ok and "simulator" in why
+    else:
+        assert ok or why
+
+
+@pytest.mark.gpu
+def test_gpu_is_described():
+    info = device.current().gpu
+    assert info is not None and info.sm_count > 0 and info.total_memory > 2**30
+    assert "compute capability" in info.describe()
