@@ -88,4 +88,4 @@ def test_master_passes_nbgrader_validate(lesson):
 def test_unfilled_learner_copy_fails_validate(lesson):
     p = _validate(authoring.release_path(lesson))
     assert "Success!" not in p.stdout
-    assert "NotImplementedError" in p.stdout, p.stdout + p.stderr
+    assert "VALIDATION FAILED" in p.stdout, p.stdout + p.stderr

@@ -40,7 +40,7 @@ _unravel_index = _np.unravel_index
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
-GUARD = 64  # elements of sentinel before and after every checked output
+GUARD = 2048  # sentinel elements on each side: more than a spare block's threads can reach
 SENTINEL = -7.75e30  # a value no correct kernel writes into a guard zone
 
 
@@ -69,17 +69,14 @@ def random_array(gen: _np.random.Generator, shape: int | Sequence[int],
 
 def require_kernel(kernel: Any, name: str, nparams: int | None = None) -> None:
     """The submission must be a ``@cuda.jit`` kernel, not a host function doing the work."""
-    from numba import cuda  # imported late: cudacourse chose the mode already
-
-    kinds = ["Dispatcher", "FakeCUDAKernel"]
-    if type(kernel).__name__ not in kinds or not hasattr(kernel, "py_func"):
+    if not _is_cuda_kernel(kernel):
         if callable(kernel):
             fail(f"{name} must be a GPU kernel decorated with @cuda.jit, but got the plain "
                  f"{type(kernel).__name__} {getattr(kernel, '__name__', kernel)!r}: "
                  "add @cuda.jit above its def.")
         fail(f"{name} must be a @cuda.jit kernel, got {type(kernel).__name__}.")
-    if getattr(kernel, "_device", False) or getattr(getattr(kernel, "targetoptions", {}),
-                                                      "get", lambda *_: False)("device"):
+    options = getattr(kernel, "targetoptions", None) or {}
+    if getattr(kernel, "_device", False) or options.get("device"):
         fail(f"{name} is a device function (@cuda.jit(device=True)); write a kernel instead.")
     import inspect
 
@@ -90,11 +87,23 @@ def require_kernel(kernel: Any, name: str, nparams: int | None = None) -> None:
     if "raise NotImplementedError" in src:
         fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.")
     if nparams is not None:
-
         got = len(inspect.signature(kernel.py_func).parameters)
         if got != nparams:
             fail(f"{name} must take {nparams} parameters, yours takes {got}.")
-    del cuda
+
+
+def _is_cuda_kernel(obj: Any) -> bool:
+    """A Numba CUDA dispatcher (GPU) or the simulator's stand-in for one."""
+    kinds: list[type] = []
+    if _device.is_simulator():
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+        kinds.append(FakeCUDAKernel)
+    else:
+        from numba.cuda.dispatcher import CUDADispatcher
+
+        kinds.append(CUDADispatcher)
+    return bool(kinds) and isinstance(obj, tuple(kinds)) and hasattr(obj, "py_func")
 
 
 def validate_launch(grid: int | tuple, block: int | tuple) -> tuple[tuple, tuple]:

@@ -1,0 +1,467 @@
+# %% [markdown]
+# # Lesson 3: host and device memory
+#
+# A GPU computes on its own memory. On the NVIDIA H200 that memory moves about 4 TB/s; the
+# link to the host's memory moves about 50 GB/s at best, some 80 times less. So the question
+# of this lesson is not how to compute but **when to move data, and how**:
+#
+# 1. the explicit lifecycle: allocate, copy in, launch, copy back, free;
+# 2. the copies Numba makes for you when you pass NumPy arrays to a kernel;
+# 3. pageable against pinned host memory;
+# 4. keeping data on the device between launches;
+# 5. streams, which overlap copies with computation;
+# 6. mapped (zero-copy) memory, the cost of a launch, CuPy and PyTorch interoperation;
+# 7. a small model of when offloading pays at all.
+#
+# Three exercises are checked by `cudacourse.check`, four questions by the quiz.
+
+# %% [readonly] id=setup
+import cudacourse
+import cudacourse.check
+from cudacourse import quiz
+from cudacourse import device, transfer, launch_cost
+from cudacourse.viz import memory as viz
+import warnings
+import numpy as np
+import matplotlib.pyplot as plt
+from numba import cuda
+
+SIM = device.is_simulator()
+
+# %% [markdown]
+# ## 1. The lifecycle, as CUDA C names it and as Numba spells it
+#
+# | step | CUDA C runtime | Numba |
+# | --- | --- | --- |
+# | allocate device memory | `cudaMalloc(&d_x, bytes)` | `d_out = cuda.device_array(n, np.float32)` |
+# | copy host to device | `cudaMemcpy(d_x, x, bytes, cudaMemcpyHostToDevice)` | `d_x = cuda.to_device(x)` (allocates too) |
+# | launch | `scale<<<blocks, threads>>>(d_x, d_out, a)` | `scale_kernel[blocks, threads](d_x, d_out, a)` |
+# | copy device to host | `cudaMemcpy(out, d_out, bytes, cudaMemcpyDeviceToHost)` | `out = d_out.copy_to_host()` |
+# | free | `cudaFree(d_x)` | drop the last reference (`del d_x`); Numba frees it |
+#
+# Here is the kernel used through the lesson: every thread scales one element.
+
+# %%
+@cuda.jit
+def scale_kernel(x, out, alpha):
+    """out[i] = alpha * x[i]."""
+    i = cuda.grid(1)
+    if i < out.shape[0]:  # the last block has threads past the end
+        out[i] = alpha * x[i]
+
+# %% [markdown]
+# The five steps, one line each. The device arrays are ordinary Python objects: when the
+# last reference goes, Numba queues the `cudaFree` (it frees in batches, since a free
+# waits for the device).
+
+# %%
+n = device.pick(sim=1000, gpu=10_000_000)
+x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+
+d_x = cuda.to_device(x)                                    # allocate + copy in
+d_out = cuda.device_array(n, dtype=np.float32)              # allocate, uninitialised
+scale_kernel[(n + 255) // 256, 256](d_x, d_out, np.float32(2.0))   # launch
+out = d_out.copy_to_host()                                  # copy back (waits for the kernel)
+print("correct:", np.allclose(out, 2 * x))
+
+ctx = cuda.current_context()
+print("queued frees before del:", len(ctx.deallocations) if hasattr(ctx, "deallocations") else "n/a")
+del d_x, d_out                                              # free (queued)
+print("queued frees after del: ", len(ctx.deallocations) if hasattr(ctx, "deallocations") else "n/a")
+free, total = ctx.get_memory_info()
+print("device memory free / total:",
+      "unknown in the simulator" if SIM else f"{free / 2**30:.1f} / {total / 2**30:.1f} GiB")
+
+# %% [markdown]
+# ## 2. Implicit copies
+#
+# A kernel may also be given NumPy arrays. Numba cannot know which of them the kernel
+# writes, so for **each** host argument it copies it to the device before the launch and
+# back after it, **on every launch**. On a GPU it warns: `NumbaPerformanceWarning: Host
+# array used in CUDA kernel will incur copy overhead to/from device`. The simulator runs
+# the kernel on host memory and emits no warning, so it cannot show you this cost.
+
+# %%
+small = np.arange(8, dtype=np.float32)
+host_out = np.zeros_like(small)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    scale_kernel[1, 32](small, host_out, np.float32(3.0))   # two host arrays: 2 copies each way
+print(host_out)
+perf = [w for w in caught if "NumbaPerformanceWarning" in type(w.message).__name__]
+if perf:
+    for w in perf:
+        print("warning:", w.message)
+else:
+    print("No warning here: the simulator has no separate device memory. On a GPU this "
+          "launch warns once per host array.")
+
+# %%
+quiz.ask("03_memory.implicit")
+
+# %% [solution] id=answer_implicit
+### BEGIN SOLUTION
+answer_implicit = "c"
+### END SOLUTION
+
+# %% [tests] id=test_answer_implicit points=1
+quiz.grade("03_memory.implicit", answer_implicit)
+
+# %% [markdown]
+# ### Exercise 1: the whole lifecycle
+#
+# Write `gpu_scale(x, alpha)`: given a 1-D float32 NumPy array, return `alpha * x` as a
+# NumPy array, computed on the GPU with `scale_kernel`. Spell out the lifecycle: copy `x`
+# in, allocate the output on the device, launch enough blocks for every element, copy the
+# result back. The checker records every operation your function issues: it rejects host
+# arrays passed to the kernel (implicit copies), a result left on the device, an output
+# copied back before the kernel ran, and wrong values.
+
+# %% [solution] id=gpu_scale
+def gpu_scale(x, alpha):
+    ### BEGIN SOLUTION
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    threads = 256
+    blocks = (x.shape[0] + threads - 1) // threads
+    scale_kernel[blocks, threads](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+    ### END SOLUTION
+
+# %% [tests] id=test_gpu_scale points=3
+cudacourse.check.check_gpu_scale(gpu_scale)
+### BEGIN HIDDEN TESTS
+cudacourse.check.check_gpu_scale(gpu_scale, hidden=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. Pageable and pinned host memory
+#
+# An ordinary NumPy array lives in *pageable* memory: the operating system may move its
+# pages or swap them out at any time, so the GPU's copy (DMA) engines cannot read it
+# directly. The driver first copies it, with the CPU, into a pinned staging buffer, then
+# the DMA engine moves that. *Pinned* (page-locked) memory skips the staging copy:
+# `cuda.pinned_array(n, dtype)` allocates it, `with cuda.pinned(a):` pins an existing
+# array for a while. Pinning is itself slow (it asks the operating system), so pin once
+# and reuse the buffers.
+#
+# The sweep below times host-to-device copies of growing size with CUDA events on a GPU.
+# **In the simulator a "copy" is a NumPy copy timed by the host clock: its numbers say
+# nothing about a GPU**, and the sizes are tiny. On the NVIDIA H200 the team measured, for
+# 1 GiB on 2026-11-30, 6.8 GB/s pageable against 52.6 GB/s pinned.
+
+# %%
+sizes = device.pick(sim=[2**12, 2**14, 2**16], gpu=[2**k for k in range(12, 30, 2)])
+rows = transfer.bandwidth_sweep(sizes, repeats=device.pick(sim=2, gpu=5))
+for r in rows:
+    print(f"{int(r['bytes']):>11,} bytes   pageable {r['pageable']:7.2f} GB/s   "
+          f"pinned {r['pinned']:7.2f} GB/s")
+viz.plot_bandwidth(rows, title="host to device (simulator: meaningless)" if SIM else
+                   "host to device, measured now with CUDA events")
+plt.show()
+
+# %% [markdown]
+# Small copies are slow whatever the memory: each costs a fixed few microseconds before
+# the first byte moves, so below some size the bandwidth you see is mostly that latency.
+# Batch small transfers into big ones.
+
+# %%
+quiz.ask("03_memory.pinned")
+
+# %% [solution] id=answer_pinned
+### BEGIN SOLUTION
+answer_pinned = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_pinned points=1
+quiz.grade("03_memory.pinned", answer_pinned)
+
+# %% [markdown]
+# ## 4. Keep the data on the device
+#
+# The cheapest copy is the one you do not make. When a computation takes many steps,
+# copy in once, run every step on the device, copy out once. A stencil step (here a
+# 3-point average) cannot write into the array it reads: a thread would read a
+# neighbour that another thread has already overwritten. So two buffers take turns as
+# source and destination, swapped after each step ("ping-pong"), both allocated once.
+
+# %%
+@cuda.jit
+def smooth_step(src, dst):
+    """dst[i] = mean of src[i-1], src[i], src[i+1], with the end values repeated."""
+    i = cuda.grid(1)
+    n = src.shape[0]
+    if i < n:
+        left = src[i - 1] if i > 0 else src[i]
+        right = src[i + 1] if i + 1 < n else src[i]
+        dst[i] = (left + src[i] + right) / np.float32(3.0)
+
+# %% [markdown]
+# ### Exercise 2: many steps, one copy each way
+#
+# Write `smooth_on_device(x, steps)`: apply `smooth_step` `steps` times to the float32
+# array `x` and return the result as a NumPy array. The checker counts your operations:
+# exactly one copy to the device and one back whatever `steps` is, one launch per step,
+# no allocation inside the loop, and never the same buffer as input and output of a
+# launch. The reference is `transfer.smooth_ref(x, steps)`.
+
+# %% [solution] id=smooth_on_device
+def smooth_on_device(x, steps):
+    ### BEGIN SOLUTION
+    src = cuda.to_device(x)
+    dst = cuda.device_array_like(src)
+    threads = 256
+    blocks = (x.shape[0] + threads - 1) // threads
+    for _ in range(steps):
+        smooth_step[blocks, threads](src, dst)
+        src, dst = dst, src
+    return src.copy_to_host()
+    ### END SOLUTION
+
+# %% [tests] id=test_smooth_on_device points=3
+cudacourse.check.check_smooth_on_device(smooth_on_device)
+### BEGIN HIDDEN TESTS
+cudacourse.check.check_smooth_on_device(smooth_on_device, hidden=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. Streams: overlap copies with computation
+#
+# A *stream* is a queue of GPU work: operations in one stream run in order, operations in
+# different streams may run at the same time. A GPU has copy engines separate from its
+# SMs (one per direction at least), so while chunk 0 is computed, chunk 1 can be copied
+# in and chunk -1 copied out. Split the data in chunks, send chunk k through stream
+# k % n_streams, and the three kinds of work overlap. Three rules make it correct:
+#
+# * asynchronous copies need **pinned** host memory (pageable copies are staged and stop
+#   being asynchronous);
+# * two streams must not share a buffer unless something orders them: give every stream its
+#   own device buffers;
+# * copies return at once: **synchronize** every stream before reading the results.
+#
+# First the picture, from a model with equal durations for every operation (a GPU with
+# one copy engine per direction): one stream against three.
+
+# %%
+fig, axes = plt.subplots(2, 1, figsize=(8, 4.5), sharex=True)
+viz.plot_timeline(transfer.modelled_timeline(6, 1), title="one stream: nothing overlaps",
+                  unit="model units", ax=axes[0])
+viz.plot_timeline(transfer.modelled_timeline(6, 3),
+                  title="three streams: copies in, kernels and copies out overlap",
+                  unit="model units", ax=axes[1])
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# On a GPU the next cell runs `transfer.pipelined_scale` and draws the bars from CUDA
+# events recorded around each operation, so the picture shows what the hardware did in
+# this run. The simulator has no timing events and runs everything in order: it prints
+# a sentence instead.
+
+# %%
+if SIM:
+    print("Simulator: there are no timing events and operations run one after another, "
+          "so there is no measured timeline to draw. The model above shows what a GPU does.")
+else:
+    big = np.random.default_rng(1).standard_normal(2**26).astype(np.float32)
+    transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3)  # warm-up: compile, pin
+    result, bars = transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3, timeline=True)
+    print("correct:", np.allclose(result, 2 * big))
+    viz.plot_timeline(bars, title="measured now: 256 MiB in 8 chunks over 3 streams")
+    plt.show()
+
+# %% [markdown]
+# What did a pipeline issue? The checker's recorder can show you, operation by operation
+# with its stream; it is the same record the checker judges.
+
+# %%
+from cudacourse.check._trace import tracing
+
+with tracing() as trace:
+    transfer.pipelined_scale(np.arange(40, dtype=np.float32), 2.0, n_chunks=4, n_streams=2)
+print(trace.log())
+print("races:", trace.races or "none", "| still pending at return:", len(trace.pending()))
+
+# %% [markdown]
+# ### Exercise 3: a pipeline over streams
+#
+# Write `pipelined_scale(x, alpha, n_chunks, n_streams)`: return `alpha * x` (a NumPy
+# array) computed chunk by chunk, chunk k on stream k % n_streams with its copy in, its
+# `scale_kernel` launch and its copy out. `n_chunks` need not divide `len(x)`: round the
+# chunk size up and clip the last chunk. The checker records your operations and rejects
+# a dropped tail, a buffer shared by two streams without ordering, a return before every
+# stream finished, copies on the default stream, and asynchronous copies from pageable
+# memory.
+
+# %% [solution] id=pipelined_scale
+def pipelined_scale(x, alpha, n_chunks, n_streams):
+    ### BEGIN SOLUTION
+    n = x.shape[0]
+    size = -(-n // n_chunks)  # round up: the last chunk may be shorter
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(n, dtype=np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(n, dtype=np.float32)
+    d_in = [cuda.device_array(size, dtype=np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, dtype=np.float32) for _ in streams]
+    for k, lo in enumerate(range(0, n, size)):
+        hi = min(lo + size, n)
+        s = k % n_streams
+        di, do = d_in[s][:hi - lo], d_out[s][:hi - lo]
+        di.copy_to_device(h_in[lo:hi], stream=streams[s])
+        scale_kernel[(hi - lo + 255) // 256, 256, streams[s]](di, do, np.float32(alpha))
+        do.copy_to_host(h_out[lo:hi], stream=streams[s])
+    for stream in streams:
+        stream.synchronize()
+    return h_out
+    ### END SOLUTION
+
+# %% [tests] id=test_pipelined_scale points=3
+cudacourse.check.check_pipelined_scale(pipelined_scale)
+### BEGIN HIDDEN TESTS
+cudacourse.check.check_pipelined_scale(pipelined_scale, hidden=True)
+### END HIDDEN TESTS
+
+# %%
+quiz.ask("03_memory.streams")
+
+# %% [solution] id=answer_streams
+### BEGIN SOLUTION
+answer_streams = "d"
+### END SOLUTION
+
+# %% [tests] id=test_answer_streams points=1
+quiz.grade("03_memory.streams", answer_streams)
+
+# %% [markdown]
+# ## 6. Mapped (zero-copy) memory
+#
+# `cuda.mapped_array` allocates pinned host memory that is also mapped into the device's
+# address space: a kernel reads and writes it directly, every access crossing the bus.
+# No copies are issued. It pays when each byte is touched once (a copy would move it once
+# anyway), when the kernel needs only a little of a large host array, or on devices that
+# share memory with the host; it loses badly when a kernel reads the same bytes again and
+# again. Remember to wait (`cuda.synchronize()`) before the host reads what the kernel wrote.
+
+# %%
+print(transfer.mapped_scale(np.arange(6, dtype=np.float32), 10.0))
+
+# %% [markdown]
+# ## 7. What a launch costs from Python
+#
+# Each `kernel[grid, block](args)` checks and converts every argument before asking the
+# driver to launch. On the NVIDIA H200 the team measured (2026-11-30) **39 microseconds per
+# launch with Numba device arrays against 125 with CuPy arrays**, which Numba reads through
+# `__cuda_array_interface__` on every call. NumPy arguments cost a copy each way on top.
+# The cell measures it here, now (in the simulator: numbers about the simulator only).
+
+# %%
+costs = launch_cost.launch_costs()
+for k, v in costs.items():
+    print(f"{v:10.1f} us  {k}")
+viz.plot_launch_costs(costs, title="per launch, measured now" + (" (simulator)" if SIM else ""))
+plt.show()
+
+# %% [markdown]
+# How not to pay it: fewer, bigger launches (one launch over all the data rather than one
+# per chunk of a few thousand elements); keep data on the device; pass Numba device
+# arrays, converting a CuPy array **once** with `cuda.as_cuda_array`. The same work as
+# many small launches and as one big one:
+
+# %%
+parts, items = device.pick(sim=(4, 256), gpu=(1000, 4096))
+t = launch_cost.launches_versus_one(parts, items)
+for k, v in t.items():
+    print(f"{k:>20}: {v * 1e3:8.2f} ms")
+
+# %% [markdown]
+# ## 8. CuPy and PyTorch, without copies
+#
+# Device arrays from different libraries can share memory: Numba and CuPy both speak
+# `__cuda_array_interface__`, PyTorch and CuPy both speak DLPack. A view costs no copy,
+# and writes through one view are seen through the other. CuPy needs a real GPU (it
+# imports without one and fails at the first array), so in the simulator this cell says so.
+
+# %%
+ok, why = device.cupy_usable()
+if not ok:
+    print(f"CuPy is not usable here ({why}); on a GPU this cell shares one buffer between "
+          "CuPy, Numba and PyTorch.")
+else:
+    import cupy as cp
+
+    c = cp.arange(8, dtype=cp.float32)
+    d = cuda.as_cuda_array(c)                    # a Numba view of CuPy's memory: no copy
+    scale_kernel[1, 32](d, d, np.float32(10.0))  # Numba writes...
+    print("CuPy sees:", c)                       # ...CuPy sees it
+    back = cp.asarray(d)                         # a CuPy view of Numba's array: no copy
+    print("same memory:", back.data.ptr == c.data.ptr)
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: skipping the DLPack example.")
+    else:
+        t = torch.from_dlpack(c)                 # DLPack: a PyTorch tensor, same memory
+        t += 1
+        print("PyTorch added 1, CuPy sees:", c, "| same pointer:", t.data_ptr() == c.data.ptr)
+
+# %% [markdown]
+# ## 9. When offloading pays
+#
+# Moving data costs time whatever the GPU does with it. A small model: the GPU needs
+# `bytes / link bandwidth + flops / GPU throughput` (plus a launch), the CPU needs the
+# larger of `bytes / host memory bandwidth` and `flops / CPU throughput`. The ratio
+# flops per byte is the *arithmetic intensity*. The link and GPU figures are the team's
+# H200 measurements (pinned copies 52.6 GB/s, SGEMM 48.8 TFLOP/s, 2026-11-30); the CPU
+# figures (200 GB/s, 1 TFLOP/s) are round assumptions for one server socket.
+
+# %%
+machine = transfer.Machine.h200()
+model = transfer.offload_times(np.logspace(-2, 4, 200), nbytes=1e9, machine=machine)
+viz.plot_offload(model, title="1 GB of data on the host: CPU against GPU with copies")
+plt.show()
+print(f"break-even: {transfer.break_even_intensity(1e9, machine):.1f} FLOP per byte")
+
+# %% [markdown]
+# Element-wise work (an add: about 0.1 FLOP per byte) stays below the break-even point:
+# transfer-bound, it is faster on the CPU unless the data already lives on the GPU.
+# Matrix multiplication of large matrices does hundreds of FLOP per byte: compute-bound,
+# it pays many times over. That is why real programs move data to the GPU once and keep
+# it there through many kernels.
+
+# %%
+quiz.ask("03_memory.offload")
+
+# %% [solution] id=answer_offload
+### BEGIN SOLUTION
+answer_offload = "a"
+### END SOLUTION
+
+# %% [tests] id=test_answer_offload points=1
+quiz.grade("03_memory.offload", answer_offload)
+
+# %% [markdown]
+# ## Summary
+#
+# * The lifecycle: `cuda.device_array` / `cuda.to_device` (cudaMalloc, cudaMemcpy),
+#   launch, `copy_to_host`, drop the reference (cudaFree).
+# * NumPy arrays passed to a kernel are copied in and out on every launch: pass device
+#   arrays.
+# * Pinned host memory copies several times faster, and only it copies asynchronously.
+# * Keep data on the device between launches; allocate buffers once and reuse them.
+# * Streams overlap copies with kernels: pinned memory, separate buffers per stream,
+#   synchronize before reading.
+# * Each launch from Python costs tens of microseconds: fewer, bigger launches.
+# * Offloading pays when the arithmetic intensity is high or the data stays on the device.
+#
+# ## Further exercises
+#
+# 1. Measure device-to-host bandwidth with `transfer.bandwidth_sweep(sizes, "D2H")`. Is it
+#    symmetric with host to device on your GPU?
+# 2. Run `transfer.pipelined_scale` with 1, 2, 4 and 8 streams on a GPU and plot the total
+#    time. Where does adding streams stop helping, and why (how many copy engines)?
+# 3. Make `smooth_step` do two steps per launch with shared memory (lesson 4) and count
+#    how the launch count changes the time for 1000 steps.
+# 4. Time `transfer.mapped_scale` against `gpu_scale` for sizes from 1 KiB to 1 GiB.
+#    Where does zero-copy win?
+# 5. Put your own CPU's figures into `transfer.Machine` and find the break-even intensity.
