@@ -46,3 +46,39 @@ def test_quiz_hash_matches_the_bank(capsys):
 def test_build_check_reports_fresh_masters(capsys):
     assert cli.main(["build", "--check", "01"]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+def test_lab_copies_the_lessons_and_serves_jupyterlab(tmp_path):
+    """`cudacourse lab` (what `./course lab` runs) starts a JupyterLab on the workspace."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ws = tmp_path / "ws"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys, cudacourse_cli; sys.exit(cudacourse_cli.main())",
+         "lab", "--workspace", str(ws), "--no-browser", f"--ServerApp.port={port}",
+         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.open_browser=False"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        body = ""
+        for _ in range(120):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=2) as r:
+                    body = r.read().decode()
+                    break
+            except OSError:
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.5)
+        assert "JupyterLab" in body, proc.stdout.read() if proc.poll() is not None else body
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/01_gpu_vs_cpu",
+                                    timeout=5) as r:
+            assert "01_gpu_vs_cpu.ipynb" in r.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert (ws / "01_gpu_vs_cpu" / "01_gpu_vs_cpu.ipynb").exists()

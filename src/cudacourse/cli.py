@@ -93,9 +93,17 @@ def lab(args: argparse.Namespace) -> int:
     from .workspace import sync
 
     ws = sync(Path(args.workspace) if args.workspace else None)
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ws}"] + args.rest
-    print("cudacourse: opening JupyterLab in", ws)
-    return subprocess.call(cmd)
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ws}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers and CI machines often run as root
+    cmd += args.rest
+    print("cudacourse: opening JupyterLab in", ws, flush=True)
+    # From the workspace, not the repository: the instructors' nbgrader_config.py (course
+    # root = the repository) must not apply to a learner's server.
+    os.chdir(ws)
+    # Become JupyterLab (no child process left behind when this one is stopped).
+    os.execv(sys.executable, cmd)
+    return 0  # not reached
 
 
 def build(args: argparse.Namespace) -> int:
@@ -130,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("doctor", help="describe the environment, exit 1 if broken").set_defaults(f=doctor)
     s = sub.add_parser("lab", help="open the course in JupyterLab")
     s.add_argument("--workspace", help="where your notebooks live (default: ./workspace)")
-    s.add_argument("rest", nargs=argparse.REMAINDER, help="extra JupyterLab arguments")
-    s.set_defaults(f=lab)
+    s.set_defaults(f=lab, rest=[])  # other arguments go to JupyterLab
     s = sub.add_parser("build", help="rebuild masters and learner notebooks from lessons/")
     s.add_argument("--check", action="store_true", help="only report stale files")
     s.add_argument("lessons", nargs="*", help="only these lessons (e.g. 02 or 02_threads)")
@@ -142,9 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(f=quiz_hash)
     s = sub.add_parser("bench", help="benchmark the course's kernels against measured ceilings",
                        add_help=False)
-    s.add_argument("rest", nargs=argparse.REMAINDER)
-    s.set_defaults(f=bench)
-    args = p.parse_args(argv)
+    s.set_defaults(f=bench, rest=[])  # its own options are parsed by cudacourse.bench
+    args, unknown = p.parse_known_args(argv)
+    if unknown:
+        if args.f not in (lab, bench):
+            p.error("unrecognized arguments: " + " ".join(unknown))
+        args.rest = unknown
     return args.f(args)
 
 
