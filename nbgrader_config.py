@@ -25,3 +25,42 @@ c.ClearHiddenTests.enforce_metadata = True
 # checker needs far longer than nbgrader's 30 s default. A real GPU needs far less.
 c.ExecutePreprocessor.timeout = 240
 c.Execute.timeout = 240
+
+
+# --- autograding: cudacourse.grading.ResilientExecute replaces nbgrader's Execute -----------
+# It grades the rest of a notebook when a cell hangs or kills its kernel (stock nbgrader drops
+# the whole submission), fails test cells once anything they rely on was rebound or
+# monkeypatched, and grades on exceptions rather than on stderr. See docs/instructors.md.
+# Loaded by path: importing the cudacourse package here would choose a device in the nbgrader
+# process and set NUMBA_* variables that every grading kernel would inherit.
+def _load_grading_executor():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "cudacourse_grading" in sys.modules:
+        return sys.modules["cudacourse_grading"].ResilientExecute
+    spec = importlib.util.find_spec("cudacourse")
+    if spec is None or not spec.submodule_search_locations:
+        print("nbgrader_config.py: cudacourse is not importable; autograde uses stock "
+              "nbgrader Execute (no crash recovery, no tamper checks)", file=sys.stderr)
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "grading.py"
+    mod_spec = importlib.util.spec_from_file_location("cudacourse_grading", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules["cudacourse_grading"] = module
+    mod_spec.loader.exec_module(module)
+    return module.ResilientExecute
+
+
+_executor = _load_grading_executor()
+if _executor is not None:
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern,
+                                        LimitOutput, SaveAutoGrades)
+
+    c.Autograde.autograde_preprocessors = [_executor, IgnorePattern, ClearMetadataPreprocessor,
+                                           LimitOutput, SaveAutoGrades, AssignLatePenalties,
+                                           CheckCellMetadata]
+    # Per-cell limit while autograding (tests and tools pass --ResilientExecute.timeout=N).
+    c.ResilientExecute.timeout = 240

@@ -55,22 +55,31 @@ def scale_kernel(x, out, alpha):
 # waits for the device).
 
 # %%
-n = device.pick(sim=1000, gpu=10_000_000)
+n = device.pick(sim=1000, gpu=100_000_000)
 x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
 
+
+def show(when):
+    m = transfer.memory_state()
+    if m is not None:  # None in the simulator, which has no device memory of its own
+        print(f"{when:<28} free {m['free'] / 2**30:7.2f} GiB of {m['total'] / 2**30:.1f}; "
+              f"frees queued: {m['queued_frees']:.0f} ({m['queued_bytes'] / 2**20:.0f} MiB)")
+
+
+show("before:")
 d_x = cuda.to_device(x)                                    # allocate + copy in
 d_out = cuda.device_array(n, dtype=np.float32)              # allocate, uninitialised
+show("after two allocations:")
 scale_kernel[(n + 255) // 256, 256](d_x, d_out, np.float32(2.0))   # launch
 out = d_out.copy_to_host()                                  # copy back (waits for the kernel)
 print("correct:", np.allclose(out, 2 * x))
-
-ctx = cuda.current_context()
-print("queued frees before del:", len(ctx.deallocations) if hasattr(ctx, "deallocations") else "n/a")
-del d_x, d_out                                              # free (queued)
-print("queued frees after del: ", len(ctx.deallocations) if hasattr(ctx, "deallocations") else "n/a")
-free, total = ctx.get_memory_info()
-print("device memory free / total:",
-      "unknown in the simulator" if SIM else f"{free / 2**30:.1f} / {total / 2**30:.1f} GiB")
+del d_x, d_out                                              # free: queued by Numba
+show("after del:")
+transfer.flush_frees()                                      # what Numba does in batches
+show("after the queue is flushed:")
+if SIM:
+    print("The simulator has no device memory of its own; on a GPU this cell prints the free "
+          "memory and the queued frees after each step.")
 
 # %% [markdown]
 # ## 2. Implicit copies

@@ -229,9 +229,13 @@ class FlashConfig:
             raise ValueError(f"bad FlashConfig {self} for head_dim {d}: " + "; ".join(problems))
 
 
-# Chosen per head_dim to fit 48 KiB of static shared memory with 64 or 128 threads per block.
+# Chosen per head_dim to fit 48 KiB of static shared memory. The kernel is bound by shared-
+# memory loads more than by FMAs, so the larger per-thread patches (8 query rows) win on
+# paper: (64, 32, 8, 4) issues ~1.3 shared loads per score against ~1.8 for (64, 32, 4, 4).
+# ptxas (sm_90) gives 197 / 152 registers and no spills for them. Not yet timed on the GPU:
+# tools/probe_attention.py times every candidate and prints the best per head_dim.
 GPU_CONFIGS = {16: FlashConfig(64, 64, 4, 8), 32: FlashConfig(64, 64, 4, 8),
-               64: FlashConfig(64, 32, 4, 4), 128: FlashConfig(32, 16, 2, 2)}
+               64: FlashConfig(64, 32, 8, 4), 128: FlashConfig(32, 16, 4, 2)}
 # The simulator runs every thread in Python: small tiles, 32 threads per block.
 SIM_CONFIG = FlashConfig(16, 16, 2, 4)
 
@@ -248,6 +252,8 @@ def _make_flash_kernel(d: int, cfg: FlashConfig, use_shuffles: bool):
     PROW = BK + (NCG - BK) % 32  # padded row of P: the lanes of a warp hit distinct banks
     RED = 1 if use_shuffles else BQ * NCG
     FULL = 0xFFFFFFFF
+    QCOLS = BQ + 1  # shared-array shapes must be plain constants, not expressions
+    KCOLS = D + 1
 
     @cuda.jit(fastmath=True)
     def kernel(q, k, v, out, qscale, causal):
@@ -259,8 +265,8 @@ def _make_flash_kernel(d: int, cfg: FlashConfig, use_shuffles: bool):
         cg = t % NCG   # its key columns and output columns: cg, cg + NCG, ...
         seq = q.shape[1]
         # Q transposed (+1 column of padding: no bank conflicts when it is written)
-        sQ = cuda.shared.array((D, BQ + 1), np.float32)
-        sK = cuda.shared.array((BK, D + 1), np.float32)  # +1: lanes reading a column differ
+        sQ = cuda.shared.array((D, QCOLS), np.float32)
+        sK = cuda.shared.array((BK, KCOLS), np.float32)  # +1: lanes reading a column differ
         sV = cuda.shared.array((BK, D), np.float32)
         sP = cuda.shared.array((BQ, PROW), np.float32)
         sR = cuda.shared.array(RED, np.float32)  # row maxima, when shuffles are unavailable
@@ -494,7 +500,7 @@ def _causal_mask_kernel():
 
         _CAUSAL_MASK = cp.ElementwiseKernel(
             "int64 n", "float32 s",
-            "if ((i % n) > ((i / n) % n)) s = -INFINITY;", "cudacourse_causal_mask")
+            "if ((i % n) > ((i / n) % n)) s = __int_as_float((int)0xff800000);", "cudacourse_causal_mask")
     return _CAUSAL_MASK
 
 

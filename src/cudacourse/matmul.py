@@ -112,7 +112,13 @@ def _make_register_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, prefetch:
             cc = col0 + e % bn
             rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
 
-    @cuda.jit(fastmath=True, max_registers=max_registers)
+    # max_registers caps registers per thread so that more blocks fit on an SM (the
+    # simulator does not take the option; it has no registers to cap).
+    from .device import is_simulator
+
+    opts = {"max_registers": max_registers} if max_registers and not is_simulator() else {}
+
+    @cuda.jit(fastmath=True, **opts)
     def kernel(a, b, c):
         """c tile = A row panel @ B column panel, tm x tn outputs per thread."""
         # A is stored transposed (sa[kk, r]) so a thread's tm values of one k are a row.
@@ -183,10 +189,13 @@ def _make_register_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, prefetch:
     return kernel
 
 
-# name -> (block tile rows, cols, k-slice, outputs per thread rows, cols, prefetch)
+# name -> (block tile rows, cols, k-slice, outputs per thread rows, cols, prefetch,
+#          max registers per thread). Measured on an NVIDIA H200 (2026-11-30, 4096^3,
+#          tools/probe_tiling.py): 17.1, 25.1 and 28.0 TFLOP/s; cuBLAS 50.2.
 REGISTER_CONFIGS = {
-    "register": (64, 64, 8, 4, 4, False),
-    "register128": (128, 128, 8, 8, 8, True),
+    "register": (64, 64, 8, 4, 4, False, None),
+    "register128": (128, 128, 8, 8, 8, True, 128),  # 128 registers: 2 blocks per SM
+    "register128x256": (128, 256, 8, 8, 16, True, None),  # 128 outputs per thread
 }
 _register_kernels: dict[str, Any] = {}
 
@@ -197,8 +206,8 @@ def _register_kernel(variant: str):
     return _register_kernels[variant]
 
 
-MATMUL_VARIANTS = ("naive", "tiled", "register", "register128")
-BEST = "register128"  # fastest on an NVIDIA H200 (tools/probe_tiling.py, 2026-11-30)
+MATMUL_VARIANTS = ("naive", "tiled", "register", "register128", "register128x256")
+BEST = "register128x256"  # fastest on an NVIDIA H200 (tools/probe_tiling.py, 2026-11-30)
 
 
 def flops(m: int, k: int, n: int) -> int:

@@ -128,8 +128,10 @@ def ask(qid: str) -> None:
         display(Markdown(md + f"\n\nCheck a choice with `quiz.answer({qid!r}, 'a')`."))
         return
     display(Markdown(md))
-    pick = w.RadioButtons(options=[(f"({k}) {v}", k) for k, v in q.choices.items()],
-                          value=None, layout=w.Layout(width="max-content"))
+    # The choices' text is in the Markdown above (readable anywhere, also where widgets do not
+    # render); the buttons only carry the letters.
+    pick = w.RadioButtons(options=[(f"({k})", k) for k in q.choices], value=None,
+                          description="Your choice:", style={"description_width": "initial"})
     button = w.Button(description="Check", button_style="primary")
     out = w.HTML()
 

@@ -26,8 +26,10 @@ pseudocode:
   a warp call are errors here (undefined behaviour or a hang on a GPU), raised with a message
   that says which lanes did what.
 
-``activemask()`` has no convergence to report in the simulator: it returns the lanes of the
-warp that have not exited (a diverged warp on a GPU reports fewer).
+``activemask()`` has no convergence to report in the simulator: it waits until every lane of
+the warp that has not exited is waiting somewhere, then returns the lanes that have not exited
+(right for converged code such as after ``if i >= n: return``; a diverged warp on a GPU
+reports only the lanes of its branch).
 """
 
 from __future__ import annotations
@@ -53,12 +55,13 @@ class WarpError(RuntimeError):
 class _Meeting:
     """One rendezvous of the lanes that called a warp intrinsic with the same mask."""
 
-    __slots__ = ("mask", "arrived", "done", "results", "error")
+    __slots__ = ("mask", "arrived", "done", "results", "error", "event")
 
     def __init__(self, mask: int) -> None:
         self.mask = mask
         self.arrived: dict[int, tuple[str, Any, Any]] = {}  # lane -> (op, value, arg)
         self.done = False
+        self.event = threading.Event()  # set when done: wakes only this meeting's lanes
         self.results: dict[int, Any] = {}
         self.error: str | None = None
 
@@ -72,6 +75,7 @@ class _Warp:
         self.meetings: dict[int, _Meeting] = {}  # open meetings by mask
         self.waiting: dict[int, _Meeting] = {}  # lane -> the meeting it waits in
         self.deadlock = ""  # set once, so every stuck lane reports the same diagnosis
+        self.active: _Meeting | None = None  # lanes waiting in activemask()
 
     def existing(self) -> int:
         return (1 << self.nlanes) - 1
@@ -85,7 +89,7 @@ class _BlockWarps:
 
     def __init__(self, block_dim: tuple) -> None:
         n = int(np.prod(block_dim))
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
         self.warps = [_Warp(w, min(WARP_SIZE, n - w * WARP_SIZE))
                       for w in range((n + WARP_SIZE - 1) // WARP_SIZE)]
 
@@ -94,15 +98,14 @@ class _BlockWarps:
 
     def register(self, thread: Any) -> None:
         warp, lane = self.warp_of(thread)
-        with self.cond:
+        with self.lock:
             warp.threads[lane] = thread
 
     def exited(self, thread: Any) -> None:
         warp, lane = self.warp_of(thread)
-        with self.cond:
+        with self.lock:
             warp.exited |= 1 << lane
             _complete_ready(warp)
-            self.cond.notify_all()
 
 
 # --- the rendezvous --------------------------------------------------------------------------
@@ -119,9 +122,29 @@ def _complete_ready(warp: _Warp) -> None:
         if needed & ~have == 0:
             _resolve(meeting)
             meeting.done = True
+            meeting.event.set()
             del warp.meetings[mask]
             for lane in meeting.arrived:
                 warp.waiting.pop(lane, None)
+    m = warp.active
+    if m is not None and all(_blocked(warp, lane) for lane in _lanes(warp.alive())):
+        # Every lane that has not exited is now waiting somewhere: those are the lanes that
+        # are still running, which is what a converged warp reports.
+        alive = np.int32(np.uint32(warp.alive()).view(np.int32))
+        for lane in m.arrived:
+            m.results[lane] = alive
+            warp.waiting.pop(lane, None)
+        m.done = True
+        m.event.set()
+        warp.active = None
+
+
+def _blocked(warp: _Warp, lane: int) -> bool:
+    """The lane waits in a warp call or at cuda.syncthreads() (lock held)."""
+    if lane in warp.waiting:
+        return True
+    t = warp.threads.get(lane)
+    return t is not None and bool(getattr(t, "syncthreads_blocked", False))
 
 
 def _resolve(m: _Meeting) -> None:
@@ -179,11 +202,8 @@ def _lane_ranges(lanes: list[int]) -> str:
 
 def _deadlock(warp: _Warp) -> str:
     """A description of the deadlock when no lane of the warp can move on, else ""."""
-    for lane in range(warp.nlanes):
-        if warp.exited >> lane & 1 or lane in warp.waiting:
-            continue
-        t = warp.threads.get(lane)
-        if t is None or not getattr(t, "syncthreads_blocked", False):
+    for lane in _lanes(warp.alive()):
+        if not _blocked(warp, lane):
             return ""  # this lane is still running (or not started): it may yet arrive
     groups: dict[str, list[int]] = {}
     for lane in range(warp.nlanes):
@@ -206,24 +226,26 @@ def _warp_call(op: str, mask: int, value: Any = None, arg: Any = None) -> Any:
         raise WarpError(f"cuda.{op} can only be called inside a kernel running in the simulator")
     warp, lane = state.warp_of(thread)
     mask = int(mask) & FULL_MASK
-    if not mask >> lane & 1:
+    if op != "activemask" and not mask >> lane & 1:
         raise WarpError(f"lane {lane} of warp {warp.index} called cuda.{op} with mask "
                         f"{mask:#010x}, which does not include the lane itself: a lane must "
                         "name itself in the mask (undefined behaviour on a GPU)")
-    with state.cond:
-        meeting = warp.meetings.get(mask)
-        if meeting is None:
-            meeting = warp.meetings[mask] = _Meeting(mask)
+    with state.lock:
+        if op == "activemask":
+            meeting = warp.active = warp.active or _Meeting(mask)
+        else:
+            meeting = warp.meetings.get(mask)
+            if meeting is None:
+                meeting = warp.meetings[mask] = _Meeting(mask)
         meeting.arrived[lane] = (op, value, arg)
         warp.waiting[lane] = meeting
         _complete_ready(warp)
-        state.cond.notify_all()
-        while not meeting.done:
-            state.cond.wait(_POLL_S)
-            if meeting.done:
-                break
-            if getattr(thread, "abort", False):  # another thread failed: stop quietly
-                raise RuntimeError("abort flag set while waiting in a warp intrinsic")
+    # Wait outside the lock; every so often look for an abort, a lane that can no longer
+    # arrive, or a deadlock.
+    while not meeting.event.wait(_POLL_S):
+        if getattr(thread, "abort", False):  # another thread failed: stop quietly
+            raise RuntimeError("abort flag set while waiting in a warp intrinsic")
+        with state.lock:
             _complete_ready(warp)
             if not meeting.done:
                 warp.deadlock = warp.deadlock or _deadlock(warp)
@@ -292,14 +314,15 @@ def syncwarp(mask=FULL_MASK):
 
 
 def activemask():
-    """Lanes of the caller's warp that have not exited (the simulator has no divergence)."""
-    thread = threading.current_thread()
-    state = getattr(getattr(thread, "_manager", None), "_simwarp", None)
-    if state is None:
-        raise WarpError("cuda.activemask can only be called inside a kernel")
-    warp, _ = state.warp_of(thread)
-    with state.cond:
-        return np.int32(np.uint32(warp.alive()).view(np.int32))
+    """Lanes of the caller's warp that are still running.
+
+    The simulator has no convergence to report, so it waits until every lane of the warp
+    that has not exited is waiting somewhere (here, in another warp call or at
+    ``syncthreads``) and returns the lanes that have not exited. That matches a GPU for
+    converged code, e.g. after ``if i >= n: return``; inside a divergent branch a GPU
+    reports only the lanes of that branch.
+    """
+    return _warp_call("activemask", FULL_MASK)
 
 
 def lanemask_lt():

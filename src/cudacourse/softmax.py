@@ -169,14 +169,14 @@ def fused_softmax(x: Any, scale: float = 1.0, out: Any = None, threads: int | No
     from .device import pick
 
     check_array(x, "x")
-    if len(x.shape) < 1 or x.shape[-1] == 0:
+    shape = tuple(x.shape)
+    if len(shape) < 1 or shape[-1] == 0:
         raise ValueError(f"x must have at least one element along its last axis, got shape "
-                         f"{tuple(x.shape)}")
+                         f"{shape}")
     if threads is None:
         threads = pick(sim=32, gpu=256)
     if threads not in (32, 64, 128, 256, 512, 1024):
         raise ValueError(f"threads must be a power of two from 32 to 1024, got {threads}")
-    shape = tuple(x.shape)
     n = shape[-1]
     rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
     on_host = not is_device_array(x)

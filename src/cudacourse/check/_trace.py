@@ -49,6 +49,8 @@ class Op:
     vc: dict = field(default_factory=dict)
     host_args: list = field(default_factory=list)  # launch arguments that were host arrays
     pageable: bool = False  # an asynchronous copy touching pageable host memory
+    args: list = field(default_factory=list)  # a launch's array arguments, in order
+    block: int = 0  # a launch's threads per block (x)
 
 
 @dataclass
@@ -323,6 +325,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 with _inner():
                     arr = orig(*args, **kwargs)
                 if _outer():
+                    trace._keepalive.append(arr)
                     rng = memory_range(arr)
                     if rng:
                         trace.allocs.append(Alloc(kind, rng[2] - rng[1], rng[0], rng[1], rng[2]))
@@ -340,6 +343,10 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
             patch(cuda, name, alloc(kind))
 
     def copy_op(kind: str, src: Any, dst: Any, stream: Any, synchronous: bool) -> None:
+        # Keep every array alive while tracing: a freed buffer's address can be reused by
+        # the next allocation, which would look like the same buffer (a GPU does not race
+        # there: Numba defers frees, and cuMemFree waits for the device).
+        trace._keepalive += [src, dst]
         key = trace.stream_key(stream)
         rs, rd = memory_range(src), memory_range(dst)
         host = rs if kind == "H2D" else rd if kind == "D2H" else None
@@ -357,6 +364,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
             with _inner():
                 out = orig(obj, stream=stream, copy=copy, to=to)
             if _outer():
+                trace._keepalive.append(out)
                 if to is None:
                     rng = memory_range(out)
                     if rng:
@@ -403,6 +411,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 rd = memory_range(view) or memory_range(self)
                 rs = memory_range(value) if hasattr(value, "shape") else None
                 s = bound_stream(self, 0)
+                trace._keepalive += [self, value]
                 trace.issue(Op(0, "fill", trace.stream_key(s),
                                f"assignment into a device array ({_describe(self)})",
                                reads=[rs] if rs else [], writes=[rd] if rd else []),
@@ -412,6 +421,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
 
     def launch_op(kernel: Any, grid: Any, block: Any, stream: Any, args: tuple) -> None:
         key = trace.stream_key(stream)
+        trace._keepalive.append(args)
         ranges, host_args = [], []
         for pos, a in enumerate(args):
             rng = memory_range(a)
@@ -421,10 +431,18 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 host_args.append(pos)
             ranges.append(rng)
         name = getattr(getattr(kernel, "py_func", None), "__name__", "kernel")
-        reads = ranges
+        g = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        b = tuple(block) if isinstance(block, (tuple, list)) else (block,)
+        while len(g) > 1 and g[-1] == 1:
+            g = g[:-1]
+        while len(b) > 1 and b[-1] == 1:
+            b = b[:-1]
+        shape = f"[{', '.join(map(str, g))}], [{', '.join(map(str, b))}]" if len(g) > 1 or \
+            len(b) > 1 else f"{g[0]}, {b[0]}"
         writes = [r for r in ranges if not trace.is_readonly(r)]
-        trace.issue(Op(0, "launch", key, f"launch of {name}[{grid}, {block}]", reads=reads,
-                       writes=writes, host_args=host_args),
+        trace.issue(Op(0, "launch", key, f"launch {name}[{shape}]", reads=list(ranges),
+                       writes=writes, host_args=host_args, args=list(ranges),
+                       block=int(b[0])),
                     synchronous=bool(host_args) and not stream)
 
     def make_stream(orig, default: bool = False):

@@ -1,0 +1,469 @@
+# %% [markdown]
+# # Lesson 4: shared memory and tiling
+#
+# Global memory (HBM) is large and far away: hundreds of cycles per access. Every block
+# also has a small **shared memory** (up to 227 KB per SM on an H200), on the chip, as
+# fast as a register file access when used well, and visible to all threads of the block.
+#
+# In this lesson:
+#
+# 1. shared memory and `cuda.syncthreads()`: what a barrier protects, and a missing one;
+# 2. matrix multiply in three steps (one thread per output, shared-memory tiles, register
+#    blocking), each measured and placed on a roofline; **you write the tiled kernel**;
+# 3. reductions: a tree in shared memory (**you write it**), warp shuffles, a single pass;
+# 4. transpose: shared memory makes both reads and writes coalesced; bank conflicts and
+#    the padding that removes them.
+#
+# Run the cells in order. In the simulator, sizes are tiny and **timings mean nothing**
+# (the CPU pretends to be thousands of GPU threads); on a GPU the same cells measure real
+# numbers at run time.
+
+# %% [readonly] id=setup
+import cudacourse
+from cudacourse import quiz
+import cudacourse.check
+import math
+import time
+import numpy as np
+from numba import cuda, float32
+import matplotlib.pyplot as plt
+from cudacourse import device, matmul, reduce, transpose
+from cudacourse.viz import tiling as viz
+
+SIM = device.is_simulator()
+TILE = 16  # tile size of the matmul exercise
+TPB = 128  # threads per block of the block-sum exercise
+
+# %% [markdown]
+# A small timing helper. On a GPU it uses CUDA events (the GPU's own clock) and reports
+# the median of several runs after a warm-up run (the first run also compiles the
+# kernel). In the simulator it runs once: the number is shown only so the cells work.
+
+
+# %%
+def median_time(fn, reps=None):
+    """Median seconds of fn() (CUDA events on a GPU; one wall-clock run in the simulator)."""
+    if SIM:
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+    reps = reps or 10
+    fn()
+    cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = cuda.event(timing=True), cuda.event(timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cuda.event_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
+
+
+# %% [markdown]
+# ## 1. Shared memory and barriers
+#
+# `cuda.shared.array(shape, dtype)` declares an array that exists once **per block**; its
+# shape must be a constant known when the kernel compiles. Threads of a block communicate
+# through it: one thread writes a slot, another reads it. That needs an order: the reader
+# must wait until the writer has written. `cuda.syncthreads()` is that wait, a **barrier**:
+# no thread of the block passes it until every thread of the block has reached it.
+#
+# The smallest example: each block reverses its own chunk of the array. Thread `t` writes
+# slot `t` and reads slot `TPB - 1 - t`, which *another* thread wrote.
+
+# %%
+@cuda.jit
+def reverse_blocks(x, out):
+    """Reverse each TPB-element chunk of x, through shared memory."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i]
+    cuda.syncthreads()  # wait until every thread of the block has stored its element
+    out[i] = sh[TPB - 1 - t]  # read an element another thread stored
+
+
+@cuda.jit
+def reverse_blocks_no_barrier(x, out):
+    """The same, without the barrier: a race."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i]
+    out[i] = sh[TPB - 1 - t]  # may run before the other thread has stored its element
+
+
+# %% [markdown]
+# Run both on two blocks. In the simulator the demo fills new shared memory with `1e30`
+# (as the checkers do), so a slot read before it was written stands out. On a GPU the
+# race shows up or not depending on timing: the 4 warps of a block run in an order you do
+# not control, and a missing barrier can pass a test a thousand times and fail the next.
+
+# %%
+x = np.arange(2 * TPB, dtype=np.float32)
+want = x.reshape(2, TPB)[:, ::-1].ravel()
+with cudacourse.check.tiling.poisoned_shared():
+    for kernel in (reverse_blocks, reverse_blocks_no_barrier):
+        out = cuda.device_array_like(x)
+        kernel[2, TPB](cuda.to_device(x), out)
+        wrong = int(np.sum(out.copy_to_host() != want))
+        print(f"{kernel.__name__:28s} {wrong:4d} of {x.size} elements wrong")
+
+# %% [markdown]
+# Two rules follow:
+#
+# * a barrier goes **between a write and a read by another thread** (and between a read
+#   and the next overwrite of the same slot);
+# * every thread of the block must reach the same barriers: a `syncthreads()` inside an
+#   `if` that some threads skip is undefined behaviour (it hangs, or worse).
+
+# %%
+quiz.ask("04_shared_memory.barrier_purpose")
+
+# %% [solution] id=answer_barrier_purpose
+### BEGIN SOLUTION
+answer_barrier_purpose = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_barrier_purpose points=1
+quiz.grade("04_shared_memory.barrier_purpose", answer_barrier_purpose)
+
+# %% [markdown]
+# ## 2. Matrix multiply, step by step
+#
+# $C = AB$ with $A$ of shape (m, k) and $B$ (k, n): $2mkn$ floating-point operations.
+#
+# **Step 1, one thread per output** (`matmul._matmul_naive`): thread (row, col) reads a
+# row of A and a column of B, `k` elements each, from global memory. Every element of A is
+# read `n` times (once per output column), every element of B `m` times. Each multiply-add
+# needs two loads: the arithmetic waits on memory.
+#
+# **Step 2, shared-memory tiles**: a block of TILE x TILE threads computes a TILE x TILE
+# tile of C. It walks along k one tile at a time: the block loads a TILE x TILE tile of A
+# and one of B into shared memory (one element per thread), waits, and every thread does
+# TILE multiply-adds from shared memory. Each global element is now read `n / TILE` times.
+
+# %%
+fig = viz.plot_reads(n=4096, tiles=(16, 32, 64, 128))
+
+# %% [markdown]
+# ### Exercise: the tiled matmul
+#
+# Write `tiled_matmul(a, b, c)`, launched with blocks of `(TILE, TILE)` threads and a grid
+# of `(ceil(n / TILE), ceil(m / TILE))` blocks: `cuda.threadIdx.x` runs along the columns
+# of c (neighbouring threads read neighbouring addresses of b and write neighbouring
+# addresses of c), `cuda.threadIdx.y` along the rows.
+#
+# 1. declare two `(TILE, TILE)` float32 shared arrays;
+# 2. for each tile `t` of k (`math.ceil(k / TILE)` of them): each thread loads
+#    `a[row, t*TILE + tx]` and `b[t*TILE + ty, col]`, or **0.0 outside the matrices** (the
+#    shapes are not multiples of TILE); barrier; accumulate `TILE` products; barrier;
+# 3. write `c[row, col]` if it is inside c.
+#
+# The checker tries shapes that are not tile multiples, runs each twice (a race gives two
+# answers), and counts your global reads: a kernel without tiles is refused even when its
+# numbers are right.
+
+# %% [solution] id=tiled_matmul
+@cuda.jit
+def tiled_matmul(a, b, c):
+    ### BEGIN SOLUTION
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m, k = a.shape
+    n = b.shape[1]
+    acc = float32(0.0)
+    for t in range(0, k, TILE):
+        sa[ty, tx] = a[row, t + tx] if row < m and t + tx < k else float32(0.0)
+        sb[ty, tx] = b[t + ty, col] if t + ty < k and col < n else float32(0.0)
+        cuda.syncthreads()  # the whole tile is loaded
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()  # everyone is done with this tile
+    if row < m and col < n:
+        c[row, col] = acc
+    ### END SOLUTION
+
+# %% [tests] id=test_tiled_matmul points=4
+cudacourse.check.check_tiled_matmul(tiled_matmul)
+### BEGIN HIDDEN TESTS
+cudacourse.check.check_tiled_matmul(tiled_matmul, hidden=True)
+### END HIDDEN TESTS
+
+# %%
+quiz.ask("04_shared_memory.tile_reads")
+
+# %% [solution] id=answer_tile_reads
+### BEGIN SOLUTION
+answer_tile_reads = "c"
+### END SOLUTION
+
+# %% [tests] id=test_answer_tile_reads points=1
+quiz.grade("04_shared_memory.tile_reads", answer_tile_reads)
+
+# %% [markdown]
+# **Step 3, register blocking.** With 16 x 16 tiles every multiply-add still needs two
+# shared-memory reads, and shared memory delivers one 32-word request per clock per SM
+# while the SM can issue four warps' worth of multiply-adds: the tiled kernel waits on
+# shared memory. The fix is to give each thread a small grid of outputs: with 8 x 8
+# outputs per thread, 8 values of A and 8 of B read from shared memory feed 64
+# multiply-adds held in registers (`cuda.local.array` indexed only by constants, in loops
+# Numba unrolls, ends up in registers). Bigger block tiles (128 x 128) also read each
+# global element fewer times. `cudacourse.matmul` has these steps:
+#
+# | variant | block tile | outputs per thread | threads per block |
+# | --- | --- | --- | --- |
+# | `naive` | 16 x 16 | 1 | 256 |
+# | `tiled` | 16 x 16, shared | 1 | 256 |
+# | `register` | 64 x 64, shared | 4 x 4 | 256 |
+# | `register128` | 128 x 128, shared, A stored transposed | 8 x 8 | 256 |
+# | `register128x256` | 128 x 256, shared | 8 x 16 | 256 |
+#
+# Read `src/cudacourse/matmul.py` for the details (unsigned indices, a prefetch of the
+# next tile into registers during the math, a register cap so two blocks fit on an SM).
+# Your kernel joins the comparison.
+
+# %%
+size = device.pick(sim=64, gpu=4096)
+g = np.random.default_rng(0)
+a = cuda.to_device(g.standard_normal((size, size)).astype(np.float32))
+b = cuda.to_device(g.standard_normal((size, size)).astype(np.float32))
+c = cuda.device_array((size, size), np.float32)
+want = a.copy_to_host().astype(np.float64) @ b.copy_to_host()
+flop = matmul.flops(size, size, size)
+tflops = {}
+grid = (math.ceil(size / TILE), math.ceil(size / TILE))
+steps = [("naive", lambda: matmul.matmul(a, b, out=c, variant="naive")),
+         ("your tiled_matmul", lambda: tiled_matmul[grid, (TILE, TILE)](a, b, c))]
+steps += [(v, lambda v=v: matmul.matmul(a, b, out=c, variant=v))
+          for v in matmul.MATMUL_VARIANTS if v != "naive"]
+for name, run in steps:
+    run()
+    assert np.allclose(c.copy_to_host(), want, rtol=1e-3, atol=1e-3), name
+    t = median_time(run, reps=3 if name == "naive" else 10)
+    tflops[name] = flop / t / 1e12
+    print(f"{name:18s} {t * 1e3:9.3f} ms  {tflops[name]:8.3f} TFLOP/s")
+if SIM:
+    print("(simulator: these timings say nothing about a GPU)")
+
+# %% [markdown]
+# cuBLAS, NVIDIA's tuned library, called through CuPy, sets the bar (GPU only).
+
+# %%
+ok, why = device.cupy_usable()
+if ok:
+    import cupy as cp
+
+    ca, cb = cp.asarray(a), cp.asarray(b)
+    t = median_time(lambda: cp.matmul(ca, cb))
+    tflops["cuBLAS (CuPy)"] = flop / t / 1e12
+    for name, v in tflops.items():
+        print(f"{name:18s} {v:8.2f} TFLOP/s = {v / tflops['cuBLAS (CuPy)']:.2f} of cuBLAS")
+else:
+    print("cuBLAS comparison skipped:", why)
+
+# %% [markdown]
+# ### A roofline
+#
+# A kernel is limited either by arithmetic (the flat roof: peak FLOP/s) or by memory
+# traffic (the slope: bandwidth x **arithmetic intensity**, FLOP per byte moved from
+# global memory). Tiles raise the intensity: a bm x bn output tile reads bm + bn floats
+# per step of k and does 2 bm bn FLOP. The roof below uses this GPU's FP32 peak (SMs x 128
+# lanes x 2 FLOP x clock) and a device-to-device copy measured now. (The intensities
+# ignore the L2 cache, which absorbs part of the naive kernel's traffic.)
+
+# %%
+n_copy = device.pick(sim=4096, gpu=64 * 2**20)
+src = cuda.to_device(np.ones(n_copy, np.float32))
+dst = cuda.device_array_like(src)
+copy_bw = 2 * 4 * n_copy / median_time(lambda: dst.copy_to_device(src))  # bytes/s
+if SIM:
+    peak, bw_tb = 67.0, 4.0  # illustrative H200-like roof; the points are meaningless here
+else:
+    dev = cuda.get_current_device()
+    peak = dev.MULTIPROCESSOR_COUNT * 128 * 2 * dev.CLOCK_RATE * 1e3 / 1e12
+    bw_tb = copy_bw / 1e12
+tiles = {"naive": None, "your tiled_matmul": (TILE, TILE), "tiled": (TILE, TILE),
+         "register": (64, 64), "register128": (128, 128), "register128x256": (128, 256)}
+points = {k: (viz.matmul_intensity(tiles[k]), v) for k, v in tflops.items() if k in tiles}
+fig = viz.plot_roofline(points, peak, bw_tb,
+                        title="matmul steps" + (" (simulator: illustrative only)" if SIM else ""))
+
+# %% [markdown]
+# ## 3. Reductions
+#
+# Summing n numbers in parallel is a tree: pairs, then pairs of pairs, log2(n) levels.
+# Inside a block the tree lives in shared memory: TPB values, then TPB/2 threads each add
+# two, then TPB/4, ... with a barrier between levels (each level reads the previous
+# level's results, written by other threads).
+#
+# ### Exercise: the block sum
+#
+# Write `block_sum(x, partial)`, launched with `ceil(n / TPB)` blocks of `TPB` threads:
+# block `b` stores the sum of `x[b*TPB : (b+1)*TPB]` in `partial[b]`.
+#
+# 1. each thread stores its element of x in a `TPB`-slot shared array (**0.0 past the
+#    end of x**), then a barrier;
+# 2. `s = TPB // 2`; while `s > 0`: threads `t < s` add slot `t + s` into slot `t`;
+#    barrier; `s //= 2`;
+# 3. thread 0 writes slot 0 to `partial[cuda.blockIdx.x]`.
+
+# %% [solution] id=block_sum
+@cuda.jit
+def block_sum(x, partial):
+    ### BEGIN SOLUTION
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()  # every slot is stored
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()  # this level is done before the next one reads it
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+    ### END SOLUTION
+
+# %% [tests] id=test_block_sum points=3
+cudacourse.check.check_block_sum(block_sum)
+### BEGIN HIDDEN TESTS
+cudacourse.check.check_block_sum(block_sum, hidden=True)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The tree leaves one value per block; a second launch of one block reduces those. Two
+# further steps, in `cudacourse.reduce`:
+#
+# * **warp shuffles** (`warp_shuffle`): the 32 threads of a warp swap register values with
+#   `cuda.shfl_down_sync(mask, value, offset)`, so the first five levels of the tree need
+#   neither shared memory nor barriers; only one value per warp goes through shared memory;
+# * **a single pass** (`single_pass`): each thread keeps 16 independent accumulators (16
+#   loads in flight instead of one), the block reduces with shuffles, and thread 0 adds
+#   the block's result to the total with one `cuda.atomic.add`: no second launch. The
+#   order of the atomics varies, so the last bits of a float32 sum can differ from run to
+#   run; `cuda.atomic.max` has no such issue.
+#
+# A reduction reads each byte once and does almost no arithmetic: its ceiling is memory
+# bandwidth, so we compare bytes read per second with a device-to-device copy.
+
+# %%
+n = device.pick(sim=600, gpu=256 * 2**20)
+xr = cuda.to_device(np.random.default_rng(1).uniform(-1, 1, n).astype(np.float32))
+ref_sum = float(reduce.reduce_sum_ref(xr.copy_to_host()))
+ref_max = float(reduce.reduce_max_ref(xr.copy_to_host()))
+total = cuda.device_array(1, np.float32)
+bandwidth = {}
+for v in reduce.REDUCE_VARIANTS:
+    assert abs(reduce.reduce_sum(xr, v) - ref_sum) < 1e-3 * max(1.0, n ** 0.5), v
+    assert reduce.reduce_max(xr, v) == ref_max, v
+    t = median_time(lambda v=v: reduce.reduce_sum_into(xr, total, v), reps=20)
+    bandwidth[v] = 4 * n / t / 1e9
+    print(f"sum, {v:13s} {t * 1e6:10.1f} us  {bandwidth[v]:9.1f} GB/s read  "
+          f"= {bandwidth[v] * 1e9 / copy_bw:.2f} of copy")
+fig = viz.plot_bandwidth(bandwidth, copy_bw / 1e9, title=f"sum of {n:,} float32"
+                         + (" (simulator: meaningless)" if SIM else ""))
+
+# %%
+quiz.ask("04_shared_memory.shuffle_barrier")
+
+# %% [solution] id=answer_shuffle_barrier
+### BEGIN SOLUTION
+answer_shuffle_barrier = "d"
+### END SOLUTION
+
+# %% [tests] id=test_answer_shuffle_barrier points=1
+quiz.grade("04_shared_memory.shuffle_barrier", answer_shuffle_barrier)
+
+# %% [markdown]
+# ## 4. Transpose, and shared-memory banks
+#
+# `out[c, r] = x[r, c]`. A warp reading 32 neighbours of a row of x is coalesced, but then
+# it writes them 32 rows apart in out: 32 separate memory transactions. The tiled kernel
+# reads a 32 x 32 tile with coalesced reads into shared memory, waits, and writes the tile
+# out transposed, again along rows: coalesced both ways.
+#
+# Shared memory has 32 **banks**: word `w` lives in bank `w % 32`, and a warp's request is
+# served in one pass only if its 32 threads hit 32 different banks (or the same word).
+# Writing out the transposed tile means reading a **column** of the tile: in a 32-wide
+# float32 array, the whole column sits in one bank, a 32-way conflict. One spare column
+# (33 wide) shifts each row by one bank:
+
+# %%
+fig = viz.plot_banks(pads=(0, 1))
+
+# %% [markdown]
+# Measured against a device-to-device copy (bytes read + written per second), with
+# `tiled_padded64` moving 64 x 64 tiles, 16 elements per thread:
+
+# %%
+shape = device.pick(sim=(40, 33), gpu=(16384, 16384))
+xt = cuda.to_device(np.random.default_rng(2).standard_normal(shape).astype(np.float32))
+ot = cuda.device_array((shape[1], shape[0]), np.float32)
+want_t = transpose.transpose_ref(xt.copy_to_host())
+tbw = {}
+for v in transpose.TRANSPOSE_VARIANTS:
+    transpose.transpose(xt, out=ot, variant=v)
+    assert np.array_equal(ot.copy_to_host(), want_t), v
+    t = median_time(lambda v=v: transpose.transpose(xt, out=ot, variant=v))
+    tbw[v] = 2 * 4 * shape[0] * shape[1] / t / 1e9
+    print(f"{v:15s} {t * 1e3:9.3f} ms  {tbw[v]:9.1f} GB/s = {tbw[v] * 1e9 / copy_bw:.2f} of copy")
+fig = viz.plot_bandwidth(tbw, copy_bw / 1e9, title=f"transpose {shape[0]} x {shape[1]}"
+                         + (" (simulator: meaningless)" if SIM else ""))
+
+# %%
+quiz.ask("04_shared_memory.padding")
+
+# %% [solution] id=answer_padding
+### BEGIN SOLUTION
+answer_padding = "a"
+### END SOLUTION
+
+# %% [tests] id=test_answer_padding points=1
+quiz.grade("04_shared_memory.padding", answer_padding)
+
+# %% [markdown]
+# ## Summary
+#
+# * Shared memory is per block, on chip, and shared by the block's threads; it turns
+#   repeated global reads into one load plus fast reuse (tiles), and uncoalesced access
+#   into coalesced access (transpose).
+# * `cuda.syncthreads()` orders writes and reads by different threads of a block: one
+#   after filling a buffer, one before overwriting it. A missing barrier is a race: it may
+#   pass tests and fail later. Every thread must reach every barrier.
+# * Matmul: tiles cut global traffic by the tile size; register blocking (several outputs
+#   per thread) cuts shared-memory traffic the same way. Each step raises the arithmetic
+#   intensity and moves the kernel up the roofline.
+# * Reductions: a tree in shared memory, then warp shuffles (registers, no barrier), then
+#   one pass with several accumulators per thread and one atomic per block: the last one
+#   runs at memory bandwidth.
+# * Banks: a warp's 32 accesses should hit 32 different banks; padding a 32-wide tile to 33
+#   columns removes the transpose's 32-way conflict.
+#
+# Measured by the course authors on an NVIDIA H200 (2026-11-30, `tools/probe_tiling.py`,
+# medians of event-timed runs): 4096^3 float32 matmul 0.98 / 7.8 / 17.1 / 25.1 / 28.0
+# TFLOP/s for naive / tiled / register / register128 / register128x256, cuBLAS 50.2 (so
+# the best Numba kernel reached 0.56 of cuBLAS); sum of 256M float32 at 1.03 x the copy
+# rate (3.53 TB/s read); transpose of 16384^2 at 0.15 (naive), 0.50 (tiled, conflicts),
+# 0.98 (padded) and 1.09 (padded 64 x 64) of the copy rate (3.42 TB/s that run).
+#
+# ## Further exercises
+#
+# 1. Change `TILE` to 32 in a copy of your kernel and measure it. Why can TILE not be 64
+#    with one thread per output?
+# 2. Remove the padding from `cudacourse.transpose`'s tile (`TILED_CONFIGS`) and measure
+#    the difference; then pad by 2: what happens to the bank of a column now?
+# 3. Turn `block_sum` into a full reduction: launch it on its own output until one value
+#    remains. How many launches for 2^28 elements with TPB = 128?
+# 4. Write `block_max` with the same tree and check it against `reduce.reduce_max_ref`.
+#    What identity value must the threads past the end store?
+# 5. In `cudacourse.reduce`, try 1, 4 and 16 accumulators per thread (`_make_kernels("sum",
+#    items)`) on a GPU: how does the bandwidth change, and why?

@@ -1,0 +1,358 @@
+# %% [markdown]
+# # Lesson 5: fused attention
+#
+# Attention is the core of every transformer. Written the obvious way, it stores a score for
+# every pair of positions, S x S numbers per head, and spends most of its time moving them
+# through GPU memory. In this lesson you take it apart and rebuild it as one fused kernel,
+# in the style of FlashAttention:
+#
+# 1. the NumPy reference and the library (CuPy) version, and what they cost in bytes;
+# 2. fusing a softmax into one kernel with warp and block reductions;
+# 3. the **online softmax**: a softmax that reads each row once (exercise 1);
+# 4. a fused attention kernel that never writes the scores (exercise 2);
+# 5. the fast version: several warps per query tile, K and V tiles in shared memory,
+#    register blocking, causal masking.
+# %% [readonly] id=setup
+import cudacourse
+from cudacourse import quiz
+import cudacourse.check
+import math
+import numpy as np
+from numba import cuda
+import matplotlib.pyplot as plt
+from cudacourse import attention, softmax, device
+from cudacourse.viz import attention as viz
+# %% [markdown]
+# ## 1. Scaled dot-product attention
+#
+# For one head, with Q, K, V of shape (S, d) (S positions, head dimension d):
+#
+# $$\mathrm{attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt d}\right) V$$
+#
+# Row i of the scores $Q K^\top$ says how much query i matches every key; the softmax turns
+# the row into weights that sum to 1; the output row i is the weighted average of the rows
+# of V. With **causal** masking (language models), query i may only look at keys 0..i.
+# Here is the float64 NumPy reference every kernel is checked against:
+# %%
+S, d = 6, 4
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((1, S, d)).astype(np.float32) for _ in range(3))
+print(attention.attention_ref(q, k, v)[0].round(3))
+print("causal, row 0 attends only to key 0, so it equals v[0]:",
+      np.allclose(attention.attention_ref(q, k, v, causal=True)[0, 0], v[0, 0]))
+# %% [markdown]
+# The library way on a GPU is three steps: a matmul (cuBLAS) writes the scores, a softmax
+# reads and rewrites them, a second matmul reads them again. `attention.attention_unfused`
+# does exactly that with CuPy; it needs a real GPU.
+# %%
+if device.is_simulator():
+    print("Simulator mode: CuPy needs a real GPU, so attention_unfused is skipped here.")
+else:
+    got = attention.attention_unfused(q, k, v)
+    print("unfused CuPy, relative error:",
+          attention.relative_error(got, attention.attention_ref(q, k, v)))
+# %% [markdown]
+# ## 2. Counting bytes: why unfused attention is memory-bound
+#
+# With 16 heads, S = 16384 and float32, the scores alone are
+# 16 x 16384^2 x 4 bytes = **16 GiB**. The matmuls do 2d = 128 flops per score (for d = 64),
+# but each softmax step (scale, max, subtract, exp, sum, divide) does about one operation per
+# 4-byte score it reads and writes. An H200 needs roughly 15 flops per byte moved to keep its
+# arithmetic busy, so those steps wait on memory. The fused kernel keeps the scores in
+# registers and shared memory; its only extra memory is the output.
+# %%
+seqs = [512, 1024, 2048, 4096, 8192, 16384, 32768]
+viz.plot_memory_model(seqs, batch_heads=16, head_dim=64)
+plt.show()
+for s in (4096, 16384):
+    print(f"S={s}: unfused {attention.extra_memory_bytes(16, s, 64, 'unfused') / 2**30:.2f} GiB, "
+          f"fused {attention.extra_memory_bytes(16, s, 64, 'fused') / 2**30:.3f} GiB")
+# %%
+quiz.ask("05_fused_attention.scores_memory")
+# %% [solution] id=answer_scores_memory
+### BEGIN SOLUTION
+answer_scores_memory = "c"
+### END SOLUTION
+# %% [tests] id=test_answer_scores_memory points=1
+quiz.grade("05_fused_attention.scores_memory", answer_scores_memory)
+# %%
+quiz.ask("05_fused_attention.memory_bound")
+# %% [solution] id=answer_memory_bound
+### BEGIN SOLUTION
+answer_memory_bound = "b"
+### END SOLUTION
+# %% [tests] id=test_answer_memory_bound points=1
+quiz.grade("05_fused_attention.memory_bound", answer_memory_bound)
+# %% [markdown]
+# ## 3. Kernel fusion: a softmax in one kernel
+#
+# `softmax.fused_softmax(x, scale)` computes softmax(scale * x) along each row in **one**
+# launch: one block per row; each thread keeps a running (max, sum) pair over its share of
+# the row; a warp merges its 32 pairs with shuffles (`cuda.shfl_xor_sync`, registers to
+# registers); one pair per warp goes through shared memory to the first warp; a second pass
+# writes the probabilities. The row is read twice and written once, instead of the five or
+# so full passes of separate library calls.
+# %%
+x = rng.standard_normal((4, 300)).astype(np.float32) * 20
+p = softmax.fused_softmax(x, scale=0.5)
+print("max error vs NumPy:", np.abs(p - softmax.softmax_ref(x, 0.5)).max(),
+      "| rows sum to", p.sum(axis=1).round(6))
+# %% [markdown]
+# Measured once on an NVIDIA H200 (2026-11-30, CUDA events, median of 7 runs): for a
+# 65536 x 4096 float32 matrix (1 GiB), `fused_softmax` took 0.99 ms (2 reads + 1 write =
+# 3.3 TB/s effective) against 5.70 ms for the CuPy composition
+# `s = x * c; s -= s.max(-1, keepdims=True); cp.exp(s, out=s); s /= s.sum(-1, keepdims=True)`:
+# 5.8x faster, because it moves about a quarter of the bytes.
+#
+# ## 4. The online softmax
+#
+# The softmax needs the row maximum *before* it can exponentiate (exp(1000) overflows
+# float32). So the textbook softmax reads the row twice: once for the max, once for the sum.
+# The **online softmax** reads it once, keeping a running max $m$ and a running sum
+# $\ell = \sum_{j \le t} e^{s_j - m}$. When a new score raises the max to $m'$, every term
+# already in $\ell$ was computed against the old $m$, and
+# $e^{s_j - m'} = e^{s_j - m}\, e^{m - m'}$, so
+#
+# $$m' = \max(m, s), \qquad \ell' = \ell\, e^{m - m'} + e^{s - m'} .$$
+#
+# Attention adds an accumulator for the weighted sum of values, rescaled the same way:
+# $\mathrm{acc}' = \mathrm{acc}\, e^{m - m'} + e^{s - m'} v$; the output is
+# $\mathrm{acc} / \ell$ at the end. Every exponent is $\le 0$: nothing can overflow.
+# %%
+row = rng.standard_normal(40) * 3
+viz.plot_online_softmax(row)
+plt.show()
+# %% [markdown]
+# The two versions agree, in any chunk size, even with scores of magnitude 10^4, where
+# `exp(s)` on its own would overflow:
+# %%
+big = rng.standard_normal((3, 50)) * 1e4
+for chunk in (1, 7, 50):
+    err = np.abs(softmax.online_softmax_ref(big, chunk=chunk) - softmax.softmax_ref(big)).max()
+    print(f"chunk {chunk:2d}: max difference from the two-pass softmax {err:.1e}")
+with np.errstate(over="ignore", invalid="ignore"):
+    e = np.exp(big)
+    print("without subtracting the max:", (e / e.sum(axis=1, keepdims=True))[0, :4])
+# %% [markdown]
+# ### Exercise 1: the online update
+#
+# Write the device function that folds one score `s` (with its value `v`, a single number
+# here) into the state `(m, l, acc)` and returns the new state. A row starts from
+# `(-inf, 0, 0)`. Use `math.exp`. The checker calls it from its own kernel, with random
+# states and with scores up to +-3000.
+# %% [solution] id=online_update
+@cuda.jit(device=True)
+def online_update(m, l, acc, s, v):
+    """Fold score s with value v into the running max m, running sum l, accumulator acc."""
+    ### BEGIN SOLUTION
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)  # rescales everything summed against the old maximum
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+    ### END SOLUTION
+# %% [tests] id=test_online_update points=3
+cudacourse.check.check_online_update(online_update)
+### BEGIN HIDDEN TESTS
+cudacourse.check.check_online_update(online_update, hidden=True)
+### END HIDDEN TESTS
+# %%
+quiz.ask("05_fused_attention.rescale")
+# %% [solution] id=answer_rescale
+### BEGIN SOLUTION
+answer_rescale = "d"
+### END SOLUTION
+# %% [tests] id=test_answer_rescale points=1
+quiz.grade("05_fused_attention.rescale", answer_rescale)
+# %% [markdown]
+# ## 5. A fused attention kernel
+#
+# Now the whole attention in one kernel, the simple way: **one thread per query row**,
+# 16 rows per block. The block walks over the keys in tiles of 16: every thread loads one key
+# row and one value row into shared memory (the tile is then read by all 16 rows), and each
+# thread folds the tile's 16 keys into its running `m`, `l` and its accumulator row
+# `acc[0:d]`. The S x S scores never exist in GPU memory.
+#
+# ### Exercise 2: the inner loop
+#
+# Fill in the part that processes one K/V tile for this thread's query row: for each key
+# `j = start + jj` of the tile that exists (`j < seq`) and is allowed (`not causal or
+# j <= row`): the score `s = scale * (q[bh, row, :] . k_tile[jj, :])`, the new maximum, the
+# rescale of `l` and of every `acc[c]`, and the new term. The checker launches it with
+# grid (ceil(seq / 16), batch_heads) and 16 threads per block, on sequences that are not
+# multiples of 16, causal or not, and with scores far beyond exp's range.
+# %% [solution] id=flash_rows
+TILE = 16    # keys per shared-memory tile, and query rows per block
+D_MAX = 32   # the largest head_dim this kernel handles
+
+@cuda.jit
+def flash_rows(q, k, v, out, scale, causal):
+    """One thread per query row; K and V tiles staged in shared memory."""
+    bh = cuda.blockIdx.y
+    t = cuda.threadIdx.x
+    row = cuda.blockIdx.x * TILE + t
+    seq = q.shape[1]
+    d = q.shape[2]
+    k_tile = cuda.shared.array((TILE, D_MAX), np.float32)
+    v_tile = cuda.shared.array((TILE, D_MAX), np.float32)
+    acc = cuda.local.array(D_MAX, np.float32)
+    for c in range(d):
+        acc[c] = 0.0
+    m = -math.inf
+    l = 0.0
+    for start in range(0, seq, TILE):
+        j = start + t
+        if j < seq:  # every thread loads one key row and one value row
+            for c in range(d):
+                k_tile[t, c] = k[bh, j, c]
+                v_tile[t, c] = v[bh, j, c]
+        cuda.syncthreads()  # wait until the whole tile is loaded
+        if row < seq:
+            ### BEGIN SOLUTION
+            for jj in range(TILE):
+                j = start + jj
+                if j < seq and (not causal or j <= row):
+                    s = 0.0
+                    for c in range(d):
+                        s += q[bh, row, c] * k_tile[jj, c]
+                    s *= scale
+                    m_new = max(m, s)
+                    alpha = math.exp(m - m_new)
+                    p = math.exp(s - m_new)
+                    l = l * alpha + p
+                    for c in range(d):
+                        acc[c] = acc[c] * alpha + p * v_tile[jj, c]
+                    m = m_new
+            ### END SOLUTION
+        cuda.syncthreads()  # everyone is done with the tile before it is overwritten
+    if row < seq:
+        for c in range(d):
+            out[bh, row, c] = acc[c] / l
+# %% [tests] id=test_flash_rows points=4
+cudacourse.check.check_flash_rows(flash_rows)
+### BEGIN HIDDEN TESTS
+cudacourse.check.check_flash_rows(flash_rows, hidden=True)
+### END HIDDEN TESTS
+# %%
+quiz.ask("05_fused_attention.shared_tiles")
+# %% [solution] id=answer_shared_tiles
+### BEGIN SOLUTION
+answer_shared_tiles = "a"
+### END SOLUTION
+# %% [tests] id=test_answer_shared_tiles points=1
+quiz.grade("05_fused_attention.shared_tiles", answer_shared_tiles)
+# %% [markdown]
+# ## 6. Making it fast
+#
+# One thread per row is correct but slow: each thread does a long serial loop, keeps a
+# d-long accumulator (in slow local memory when d is a loop bound), and a block has only 16
+# threads. In the same spirit as a good matmul, `attention.flash_attention` (the "tiled"
+# variant) gives a block 64 query rows and 64 or 128 threads, and every thread a small 2D
+# patch of work:
+#
+# - the Q tile is loaded once into shared memory, pre-multiplied by scale x log2(e) so that
+#   `math.exp2` replaces `exp`;
+# - per tile of 32 keys, K and V go to shared memory (K padded by one column so that the
+#   lanes of a warp hit different banks);
+# - each thread computes a TR x TC patch of the scores in registers (each Q and K value
+#   loaded once, used TC or TR times), masks it, and the 8 lanes sharing a row agree on its
+#   maximum with `shfl_xor_sync`;
+# - it rescales its running sums and its TR x (d/8) patch of the output accumulator, writes
+#   its probabilities to shared memory, and accumulates P V;
+# - tile shapes are compile-time constants, so every inner loop is unrolled and the small
+#   per-thread arrays live in registers (ptxas reports no local memory and no spills);
+# - with causal masking the loop stops at the block's last row: tiles in the future of every
+#   row are never visited.
+# %%
+bh, S, d = device.pick(sim=(2, 37), gpu=(16, 1000)) + (32,)
+q, k, v = (rng.standard_normal((bh, S, d)).astype(np.float32) for _ in range(3))
+for causal in (False, True):
+    want = attention.attention_ref(q, k, v, causal=causal)
+    for variant in ("tiled", "rows"):
+        got = attention.flash_attention(q, k, v, causal=causal, variant=variant)
+        print(f"causal={causal!s:5} {variant:5}: relative error "
+              f"{attention.relative_error(got, want):.1e}")
+# %% [markdown]
+# Scores of large magnitude (inputs times 100) are no problem: every exponent is <= 0.
+# %%
+got = attention.flash_attention(q * 100, k * 100, v, causal=True)
+print("all finite:", np.isfinite(got).all(), "| relative error:",
+      attention.relative_error(got, attention.attention_ref(q * 100, k * 100, v, causal=True)))
+# %%
+quiz.ask("05_fused_attention.causal_skip")
+# %% [solution] id=answer_causal_skip
+### BEGIN SOLUTION
+answer_causal_skip = "c"
+### END SOLUTION
+# %% [tests] id=test_answer_causal_skip points=1
+quiz.grade("05_fused_attention.causal_skip", answer_causal_skip)
+# %% [markdown]
+# ## 7. Time and memory against sequence length
+#
+# On a GPU the next cell measures, in this session, the median time of the fused kernel and
+# of the unfused CuPy attention (16 heads, head_dim 64, CUDA events) and the extra device
+# memory each allocates; the numbers are your GPU's, computed now. In the simulator, kernel
+# times mean nothing (Python threads, thousands of times slower than a GPU), so only the
+# memory model above is shown.
+# %%
+def median_ms(fn, reps=5):
+    fn()  # warm-up: the first call compiles the kernel
+    times = []
+    for _ in range(reps):
+        e0, e1 = cuda.event(timing=True), cuda.event(timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        times.append(cuda.event_elapsed_time(e0, e1))
+    return float(np.median(times))
+
+if device.is_simulator():
+    print("Simulator mode: no timings (they would measure Python, not a GPU).")
+else:
+    import cupy as cp
+    seqs = [512, 1024, 2048, 4096, 8192]
+    times = {"fused (Numba)": [], "unfused (CuPy)": []}
+    for s in seqs:
+        cq, ck, cv = (cp.random.standard_normal((16, s, 64), dtype=cp.float32) for _ in range(3))
+        times["fused (Numba)"].append(median_ms(lambda: attention.flash_attention(cq, ck, cv)))
+        times["unfused (CuPy)"].append(median_ms(lambda: attention.attention_unfused(cq, ck, cv)))
+    viz.plot_timings(seqs, times, title="16 heads, head_dim 64, float32 (this GPU, now)")
+    plt.show()
+    for s, f, u in zip(seqs, times["fused (Numba)"], times["unfused (CuPy)"]):
+        tf = attention.attention_flops(16, s, 64) / f / 1e9
+        print(f"S={s:5d}: fused {f:7.3f} ms ({tf:5.1f} TFLOP/s), unfused {u:7.3f} ms, "
+              f"speed-up {u / f:4.2f}x")
+    s = 8192
+    cq = cp.random.standard_normal((16, s, 64), dtype=cp.float32)
+    for name, fn in (("fused", attention.flash_attention), ("unfused", attention.attention_unfused)):
+        extra, res = attention.measure_extra_memory(lambda: fn(cq, cq, cq))
+        del res
+        print(f"S={s}: {name} attention allocated {extra / 2**30:.3f} GiB")
+# %% [markdown]
+# For scale: PyTorch's `scaled_dot_product_attention` in float32 took 2.09 ms for
+# 16 heads x 4096 x 64 (1.35 ms causal) on an NVIDIA H200 on 2026-11-30; with bfloat16 and
+# tensor cores, flash kernels are another order of magnitude faster. A float32 Numba kernel
+# uses the FP32 cores only; what it shows is the memory saving and the structure.
+#
+# ## Summary
+#
+# - Unfused attention writes S x S scores per head to GPU memory (16 GiB at 16 heads,
+#   S = 16384) and its softmax steps are memory-bound.
+# - Fusion keeps intermediate values on chip; a fused softmax reads a row twice and writes
+#   it once.
+# - The online softmax keeps a running max and sum, rescaled by exp(m - m_new) when the max
+#   grows: one pass, no overflow, and it composes with a weighted sum of values.
+# - FlashAttention-style kernels tile Q, K and V through shared memory, keep the running
+#   state in registers, and never materialise the scores: memory grows like S, not S^2.
+# - Speed comes from reuse: many query rows per block share each K/V tile, and each thread
+#   computes a small 2D patch in registers.
+#
+# ## Further exercises
+#
+# 1. Change `flash_rows` to process the tile in two steps: first the tile's maximum over its
+#    16 scores, then one rescale per tile instead of one per key. Why is that cheaper?
+# 2. Extend `flash_rows` to cross-attention, where K and V have a different length than Q.
+# 3. Time `attention.flash_attention(..., config=attention.FlashConfig(64, 32, 4, 4))`
+#    against the default on a GPU; explain the difference with shared-memory loads per score.
+# 4. Write the backward pass of the online softmax: which saved numbers (m and l per row)
+#    let you recompute P without storing it?

@@ -1,0 +1,338 @@
+"""Checkers for lesson 5's exercises: the online-softmax update and the fused attention loop.
+
+``check_online_update(update)``: ``update(m, l, acc, s, v) -> (m_new, l_new, acc_new)`` is a
+``@cuda.jit(device=True)`` function folding one more score ``s`` (with value ``v``) into the
+running maximum ``m``, running sum ``l`` and un-normalised accumulator ``acc``.
+
+``check_flash_rows(kernel)``: ``kernel(q, k, v, out, scale, causal)`` is the one-thread-per-
+query-row fused attention kernel of the lesson (TILE = 16 rows per block and keys per tile),
+launched with grid (ceil(seq / 16), batch_heads) and 16 threads per block.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from numba import cuda  # safe: importing cudacourse.check ran cudacourse's device choice
+
+from . import _engine as E
+
+_np = E._np
+_exp = _np.exp
+_maximum = _np.maximum
+_matmul = _np.matmul
+_where = _np.where
+_arange = _np.arange
+_isfinite = _np.isfinite
+_full = _np.full
+_zeros = _np.zeros
+_errstate = _np.errstate
+_minimum = _np.minimum
+_f32 = _np.float32
+_swapaxes = _np.swapaxes
+_sqrt = math.sqrt
+_inf = math.inf
+
+ROWS_TILE = 16
+
+_OVERFLOW = ("exp overflowed (or underflowed to 0) for large scores, giving inf or NaN: subtract the running "
+             "maximum before exponentiating, exp(s - m_new), and rescale with "
+             "exp(m - m_new); never compute exp(s) or exp(m) on their own.")
+
+
+def _is_device_function(f: Any) -> bool:
+    if getattr(f, "_device", False):
+        return True
+    opts = getattr(f, "targetoptions", None)
+    return bool(opts and opts.get("device", False))
+
+
+def _require_device_function(f: Any, name: str, nparams: int) -> None:
+    import inspect
+
+    if type(f).__name__ not in ("Dispatcher", "CUDADispatcher", "FakeCUDAKernel") or \
+            not hasattr(f, "py_func"):
+        fail_kind = "plain function" if callable(f) else type(f).__name__
+        E.fail(f"{name} must be a device function decorated with @cuda.jit(device=True), "
+               f"got a {fail_kind}.")
+    if not _is_device_function(f):
+        E.fail(f"{name} must be a device function: decorate it with @cuda.jit(device=True), "
+               "not @cuda.jit (a kernel cannot return values).")
+    try:
+        src = inspect.getsource(f.py_func)
+    except (OSError, TypeError):
+        src = ""
+    if "raise NotImplementedError" in src:
+        E.fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.")
+    got = len(inspect.signature(f.py_func).parameters)
+    if got != nparams:
+        E.fail(f"{name} must take {nparams} parameters (m, l, acc, s, v), yours takes {got}.")
+
+
+def _launch_caught(kernel: Any, grid: Any, block: Any, *args: Any, name: str,
+                   extreme: bool = False) -> None:
+    """E.launch, with float overflow (the simulator computes in Python) named as such.
+
+    ``extreme``: the scores are far beyond exp's range, so a division by zero there means an
+    exponential underflowed to 0 (exp(m) / exp(m_new) with very negative scores).
+    """
+    try:
+        E.launch(kernel, grid, block, *args, name=name)
+    except E.CheckFailure as exc:
+        text = str(exc)
+        if "OverflowError" in text or "math range error" in text or (
+                extreme and "ZeroDivisionError" in text):
+            E.fail(f"{name}: {_OVERFLOW}")
+        raise
+
+
+# --- exercise 1: the online-softmax update ---------------------------------------------------
+
+def _step_kernel(update: Any) -> Any:
+    @cuda.jit
+    def step(m, l, acc, s, v, m_out, l_out, acc_out):
+        """One update per thread: fold s[i], v[i] into the state (m[i], l[i], acc[i])."""
+        i = cuda.grid(1)
+        if i < m.shape[0]:
+            a, b, c = update(m[i], l[i], acc[i], s[i], v[i])
+            m_out[i] = a
+            l_out[i] = b
+            acc_out[i] = c
+
+    return step
+
+
+def _stream_kernel(update: Any) -> Any:
+    @cuda.jit
+    def stream(x, vals, out):
+        """One row per thread: fold every score of the row in order, then out = acc / l."""
+        r = cuda.grid(1)
+        if r < x.shape[0]:
+            m = -_inf
+            l = 0.0
+            acc = 0.0
+            for j in range(x.shape[1]):
+                m, l, acc = update(m, l, acc, x[r, j], vals[r, j])
+            out[r] = acc / l
+
+    return stream
+
+
+def _step_cases(gen: Any, n: int) -> dict[str, Any]:
+    m = E.random_array(gen, n)
+    l = E.random_array(gen, n, low=0.5, high=20.0)
+    acc = E.random_array(gen, n)
+    s = E.random_array(gen, n)
+    v = E.random_array(gen, n)
+    m[:4] = -_inf  # a fresh row: nothing seen yet
+    l[:4] = 0.0
+    acc[:4] = 0.0
+    return dict(m=m, l=l, acc=acc, s=s, v=v)
+
+
+def check_online_update(update: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+    """Check one step of the online softmax: new max, rescaled sum, rescaled accumulator.
+
+    Expected: m' = max(m, s); alpha = exp(m - m'); p = exp(s - m');
+    l' = l * alpha + p; acc' = acc * alpha + p * v. The state (-inf, 0, 0) starts a row.
+    """
+    _require_device_function(update, "online_update", 5)
+    gen = E.rng(seed)
+    n = 203 if not hidden else 419
+    c = _step_cases(gen, n)
+    f32 = E._float32
+    dev = {k: E.to_device_guarded(v, k) for k, v in c.items()}
+    outs = {k: E.Guarded.make(n, f32, k + "_new") for k in ("m", "l", "acc")}
+    tpb = 64
+    _launch_caught(_step_kernel(update), (n + tpb - 1) // tpb, tpb,
+                   *(dev[k].view for k in ("m", "l", "acc", "s", "v")),
+                   *(outs[k].view for k in ("m", "l", "acc")), name="online_update")
+    got = {k: o.result() for k, o in outs.items()}
+    m, l, acc, s, v = (c[k].astype(E._float64) for k in ("m", "l", "acc", "s", "v"))
+    with _errstate(invalid="ignore", over="ignore"):
+        m_new = _maximum(m, s)
+        alpha = _exp(m - m_new)
+        p = _exp(s - m_new)
+        l_new = l * alpha + p
+        acc_new = acc * alpha + p * v
+        ctx = f"{n} random states; the first 4 start a row (m=-inf, l=0, acc=0)"
+        E.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
+                  alternatives={"min(m, s)": _minimum(m, s), "s (the old max is lost)": s,
+                                "m (never updated)": m})
+        E.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
+                  context=ctx, alternatives={
+                      "l + exp(s - m_new): the running sum is not rescaled when the maximum "
+                      "grows; multiply it by exp(m - m_new)": l + p,
+                      "l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
+                      "overflows for large scores": l * alpha + _exp(s),
+                      "l + exp(s): no maximum at all, which overflows for large scores":
+                          l + _exp(s)})
+        E.compare(got["acc"], acc_new, name="acc_new",
+                  formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
+                  alternatives={
+                      "acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
+                      "maximum grows; multiply it by exp(m - m_new)": acc + p * v,
+                      "acc * exp(m - m_new) + v: the new value is not weighted by "
+                      "exp(s - m_new)": acc * alpha + v,
+                      "acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted":
+                          acc * alpha + _exp(s) * v,
+                      "the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
+                      "un-normalised here and divide by l once, at the end":
+                          (acc * alpha * l + p * v) / l_new})
+    # a whole row at a time, with scores far beyond exp's range: only a stable update survives
+    rows, cols = (5, 40) if not hidden else (7, 33)
+    x = E.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
+    vals = E.random_array(gen, (rows, cols))
+    out = E.Guarded.make(rows, f32, "out")
+    _launch_caught(_stream_kernel(update), 1, 32, E.to_device_guarded(x, "x").view,
+                   E.to_device_guarded(vals, "v").view, out.view, name="online_update",
+                   extreme=True)
+    res = out.result()
+    if not _isfinite(res).all():
+        E.fail(f"online_update: {_OVERFLOW} [scores up to +-3000]")
+    xs = x.astype(E._float64)
+    w = _exp(xs - xs.max(axis=1, keepdims=True))
+    want = (w * vals).sum(axis=1) / w.sum(axis=1)
+    E.compare(res, want, name="acc / l after a row", rtol=1e-4, atol=1e-4,
+              formula="the softmax-weighted average of v",
+              context="scores up to +-3000, streamed one at a time")
+
+
+# --- exercise 2: the fused attention kernel's inner loop ------------------------------------
+
+def _scores(q: Any, k: Any, scale: float) -> Any:
+    return _matmul(q, _swapaxes(k, -1, -2)) * scale
+
+
+def _masked(s: Any, causal: bool, shift: int = 0) -> Any:
+    if not causal:
+        return s
+    n = s.shape[-1]
+    mask = _arange(n)[None, :] > _arange(n)[:, None] + shift
+    return _where(mask, -_inf, s)
+
+
+def _softmax_av(s: Any, v: Any) -> Any:
+    with _errstate(invalid="ignore", divide="ignore"):
+        w = _exp(s - s.max(axis=-1, keepdims=True))
+        return _matmul(w, v) / w.sum(axis=-1, keepdims=True)
+
+
+def _emulate(q: Any, k: Any, v: Any, scale: float, causal: bool, bug: str,
+             chunk: int) -> Any:
+    """The output of an online-softmax loop with a known bug, in float64 NumPy."""
+    s = _masked(_scores(q, k, scale), causal)
+    bh, n, d = q.shape
+    out = _empty_like(q)
+    for h in range(bh):
+        m = _full(n, -_inf)
+        l = _zeros(n)
+        acc = _zeros((n, d))
+        for j0 in range(0, n, chunk):
+            blk = s[h, :, j0:j0 + chunk]
+            m_new = _maximum(m, blk.max(axis=1))
+            with _errstate(invalid="ignore"):
+                alpha = _where(_isfinite(m), _exp(m - m_new), 0.0)
+                p = _where(_isfinite(blk), _exp(blk - (0.0 if bug == "max" else m_new[:, None])),
+                           0.0)
+            l = (l if bug == "l" else l * alpha) + p.sum(axis=1)
+            acc = (acc if bug == "acc" else acc * alpha[:, None]) + p @ v[h, j0:j0 + chunk]
+            m = m_new
+        out[h] = acc / l[:, None]
+    return out
+
+
+def _empty_like(a: Any) -> Any:
+    return E._empty(a.shape, dtype=E._float64)
+
+
+def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
+              extreme: bool = False) -> Any:
+    bh, n, d = q.shape
+    out = E.Guarded.make((bh, n, d), E._float32, "out")
+    ins = [E.to_device_guarded(a, nm) for a, nm in ((q, "q"), (k, "k"), (v, "v"))]
+    grid = ((n + ROWS_TILE - 1) // ROWS_TILE, bh)
+    _launch_caught(kernel, grid, ROWS_TILE, *(g.view for g in ins), out.view,
+                   E._float32(scale), bool(causal), name="flash_rows", extreme=extreme)
+    out.check_guards()
+    return out.result()
+
+
+def _qkv(gen: Any, bh: int, n: int, d: int, mag: float = 1.0) -> list:
+    return [(E.random_array(gen, (bh, n, d), low=-1.0, high=1.0) * mag).astype(E._float32)
+            for _ in range(3)]
+
+
+def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+    """Check the fused attention kernel (one thread per query row, tiles of 16 keys).
+
+    Sequence lengths are not multiples of the tile, causal and not, several heads, and a
+    case whose scores are far beyond exp's range (only the online softmax with the maximum
+    subtracted survives it). ``hidden=True`` uses other shapes.
+    """
+    E.require_kernel(kernel, "flash_rows", 6)
+    gen = E.rng(seed)
+    cases = ([(1, 37, 16, False), (2, 37, 16, True), (1, 16, 16, True)] if not hidden else
+             [(2, 45, 32, False), (1, 45, 32, True), (1, 1, 16, True), (1, 23, 16, False)])
+    for bh, n, d, causal in cases:
+        q, k, v = _qkv(gen, bh, n, d)
+        scale = 1.0 / _sqrt(d)
+        got = _run_rows(kernel, q, k, v, causal, scale)
+        q64, k64, v64 = (a.astype(E._float64) for a in (q, k, v))
+        s = _scores(q64, k64, scale)
+        want = _softmax_av(_masked(s, causal), v64)
+        ctx = f"batch_heads={bh}, seq={n}, head_dim={d}, causal={causal}"
+        if E._isclose(got, want, rtol=1e-4, atol=1e-5).all():
+            continue
+        alts = {
+            "the attention without the 1/sqrt(d) scale: multiply each score by scale":
+                _softmax_av(_masked(_scores(q64, k64, 1.0), causal), v64),
+        }
+        for chunk in (1, ROWS_TILE):
+            alts[f"a result whose accumulator is not rescaled (chunk {chunk}): when the "
+                 "maximum grows, multiply acc by exp(m - m_new)"] = \
+                _emulate(q64, k64, v64, scale, causal, "acc", chunk)
+            alts[f"a result whose running sum is not rescaled (chunk {chunk}): when the "
+                 "maximum grows, multiply l by exp(m - m_new)"] = \
+                _emulate(q64, k64, v64, scale, causal, "l", chunk)
+            alts[f"a result computed with exp(s) instead of exp(s - m_new) (chunk {chunk}): "
+                 "the maximum is not subtracted, which overflows for large scores"] = \
+                _emulate(q64, k64, v64, scale, causal, "max", chunk)
+        if causal:
+            alts["the non-causal attention: keys j > row must be skipped"] = \
+                _softmax_av(s, v64)
+            alts["keys j <= row + 1: the causal mask is off by one (keep j <= row)"] = \
+                _softmax_av(_masked(s, True, 1), v64)
+        for label, alt in alts.items():
+            if E._isclose(got, alt, rtol=1e-4, atol=1e-5).all():
+                E.fail(f"out holds {label}. [{ctx}]")
+        if causal and n > 1:  # row 0 then sees no key at all: 0 / 0
+            excl = _softmax_av(_masked(s, True, -1), v64)
+            if E._isclose(got[:, 1:], excl[:, 1:], rtol=1e-4, atol=1e-5).all():
+                E.fail("out holds keys j < row only: the causal mask is off by one and drops "
+                       f"the diagonal (keep j <= row); row 0 then has no key at all. [{ctx}]")
+        if not causal and n % ROWS_TILE:
+            # right when seq is a multiple of the tile? then keys past the end leak in
+            n2 = n - n % ROWS_TILE
+            got2 = _run_rows(kernel, q[:, :n2].copy(), k[:, :n2].copy(), v[:, :n2].copy(),
+                             False, scale)
+            want2 = _softmax_av(s[:, :n2, :n2], v64[:, :n2])
+            if E._isclose(got2, want2, rtol=1e-4, atol=1e-5).all():
+                E.fail(f"out is right when seq is a multiple of {ROWS_TILE} but wrong for "
+                       f"seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
+                       f"stale data). [{ctx}]")
+        E.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
+                  formula="softmax(q k^T * scale) v", context=ctx)
+    # scores far beyond exp's range: the running maximum keeps every exponent <= 0
+    bh, n, d = (1, 20, 16) if not hidden else (2, 29, 32)
+    q, k, v = _qkv(gen, bh, n, d)
+    q, k = q * _f32(60.0), k * _f32(60.0)
+    scale = 1.0 / _sqrt(d)
+    got = _run_rows(kernel, q, k, v, True, scale, extreme=True)
+    if not _isfinite(got).all():
+        E.fail(f"flash_rows: {_OVERFLOW} [scores of magnitude ~1000]")
+    q64, k64, v64 = (a.astype(E._float64) for a in (q, k, v))
+    want = _softmax_av(_masked(_scores(q64, k64, scale), True), v64)
+    E.compare(got, want, name="out", rtol=1e-4, atol=1e-4, formula="softmax(q k^T * scale) v",
+              context=f"scores of magnitude ~1000, seq={n}, causal")

@@ -1,0 +1,283 @@
+"""Checkers for lesson 3's exercises: host functions that move data, not only kernels.
+
+A memory mistake often leaves the numbers right (the simulator runs everything in order;
+Numba copies host arrays silently), so these checkers record what the learner's function
+asked of the GPU (``_trace.tracing``) and judge the operations as well as the result:
+implicit copies, results left on the device, copies inside loops, buffers shared between
+streams without synchronization, returning before queued copies finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import _engine as E
+from ._trace import DEFAULT, Trace, tracing
+
+_concatenate = E._np.concatenate
+_ndarray_type = E._ndarray
+
+
+# --- shared parts -------------------------------------------------------------------------
+
+def _require_host_function(fn: Any, name: str) -> None:
+    if type(fn).__name__ in ("Dispatcher", "CUDADispatcher", "FakeCUDAKernel"):
+        E.fail(f"{name} must be an ordinary Python function that launches a kernel (it runs on "
+               "the host and moves the data), not a @cuda.jit kernel: remove the decorator.")
+    if not callable(fn):
+        E.fail(f"{name} must be a function, got {type(fn).__name__}.")
+    code = getattr(fn, "__code__", None)
+    if code is not None and "NotImplementedError" in code.co_names:
+        E.fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your "
+               "code.")
+
+
+def _run(fn: Any, name: str, args: tuple, readonly: list) -> tuple[Any, Trace]:
+    with tracing(readonly) as trace:
+        try:
+            result = fn(*args)
+        except E.CheckFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - report whatever the learner's code raised
+            E.fail(f"{name}{args[1:]!r} raised {type(exc).__name__}: {exc}")
+    return result, trace
+
+
+def _no_host_arguments(trace: Trace, name: str) -> None:
+    for op in trace.of("launch"):
+        if op.host_args:
+            pos = op.host_args[0]
+            E.fail(f"{name} passed a host (NumPy) array to a kernel (argument {pos + 1} of "
+                   f"operation #{op.index + 1}, {op.what}). Numba then copies it to the "
+                   "device before the launch and back after it, implicitly, on every launch "
+                   "(on a GPU it warns with NumbaPerformanceWarning). Copy inputs once with "
+                   "cuda.to_device, allocate outputs with cuda.device_array, and pass those "
+                   "device arrays to the kernel.")
+
+
+def _host_result(result: Any, name: str, n: int) -> E._np.ndarray:
+    from ..arrays import is_device_array
+
+    if is_device_array(result):
+        E.fail(f"{name} returned a device array ({type(result).__name__}): the result is "
+               "still in GPU memory. Bring it back with .copy_to_host() and return that "
+               "NumPy array.")
+    if result is None:
+        E.fail(f"{name} returned None: return the result as a NumPy array.")
+    if not isinstance(result, _ndarray_type):
+        E.fail(f"{name} must return a NumPy array, got {type(result).__name__}.")
+    if result.shape != (n,):
+        E.fail(f"{name} returned shape {result.shape}, expected ({n},).")
+    if result.dtype != E._float32:
+        E.fail(f"{name} returned dtype {result.dtype}, expected float32: keep the data in "
+               "float32 (a float64 copy doubles the bytes every transfer moves).")
+    return result
+
+
+def _no_pending(trace: Trace, name: str) -> None:
+    pending = trace.pending()
+    if pending:
+        op = pending[0]
+        E.fail(f"{name} returned while {len(pending)} operation(s) it queued could still be "
+               f"running, the first: #{op.index + 1}, {op.what} on "
+               f"{trace.stream_names[op.stream]}. Asynchronous copies and launches return "
+               "at once; call .synchronize() on every stream you used (or "
+               "cuda.synchronize()) before returning the result.")
+
+
+def _no_races(trace: Trace, name: str, hint: str) -> None:
+    if trace.races:
+        E.fail(f"{name}: {trace.races[0]}. {hint}")
+
+
+def _input_unchanged(x: E._np.ndarray, before: E._np.ndarray, name: str) -> None:
+    if not E._array_equal(x, before, equal_nan=True):
+        E.fail(f"{name} changed its input x; only the returned array should hold the result.")
+
+
+def _copied_back_early(trace: Trace, name: str) -> None:
+    launches = trace.of("launch")
+    d2h = trace.of("D2H")
+    if launches and d2h and all(op.index < launches[0].index for op in d2h):
+        E.fail(f"{name} copied the result to the host (operation #{d2h[0].index + 1}) before "
+               f"launching the kernel (operation #{launches[0].index + 1}): the copy took "
+               "whatever the device buffer held then. Launch first, then copy back.")
+
+
+# --- exercise 1: the whole lifecycle -----------------------------------------------------------
+
+def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = None) -> None:
+    """Check ``fn(x, alpha)`` returns ``alpha * x`` as a NumPy array, computed on the GPU.
+
+    Required: the kernel gets device arrays (no implicit copies), the result comes back to
+    the host, the input is not modified. Sizes are not multiples of a block size.
+    """
+    name = "gpu_scale"
+    _require_host_function(fn, name)
+    gen = E.rng(seed)
+    cases = [(1000, 2.5), (257, -0.5), (1, 3.0)] if not hidden else \
+        [(1531, 1.75), (97, -2.0), (700, 0.375)]
+    for n, alpha in cases:
+        x = E.random_array(gen, n)
+        before = E._array(x)
+        ctx = f"n={n}, alpha={alpha}"
+        result, trace = _run(fn, name, (x, alpha), [x])
+        if not trace.of("launch"):
+            E.fail(f"{name} launched no kernel: the multiplication must run on the GPU "
+                   f"(launch scale_kernel) [{ctx}].")
+        _no_host_arguments(trace, name)
+        result = _host_result(result, name, n)
+        _input_unchanged(x, before, name)
+        _copied_back_early(trace, name)
+        _no_pending(trace, name)
+        a32 = E._float32(alpha)
+        want = x * a32
+        block = trace.of("launch")[0].block
+        E.compare(result, want, name="the result", formula="alpha * x[i]", block=block,
+                  context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
+                                             "alpha + x[i]": x + a32, "x[i] / alpha": x / a32})
+
+
+# --- exercise 2: keep the data on the device ------------------------------------------------------
+
+def _smooth_ref(x: E._np.ndarray, steps: int) -> E._np.ndarray:
+    y = E._array(x, dtype=E._float32)
+    three = E._float32(3.0)
+    for _ in range(steps):
+        left = _concatenate([y[:1], y[:-1]])
+        right = _concatenate([y[1:], y[-1:]])
+        y = (left + y + right) / three
+    return y
+
+
+def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
+                           seed: int | None = None) -> None:
+    """Check ``fn(x, steps)`` applies ``steps`` smoothing steps with the data kept on the GPU.
+
+    Required: one copy to the device and one back whatever ``steps`` is, one launch per
+    step, no allocation inside the loop, and never the same buffer as a launch's input and
+    output (neighbours would read values already overwritten).
+    """
+    name = "smooth_on_device"
+    _require_host_function(fn, name)
+    gen = E.rng(seed)
+    cases = [(300, 4), (129, 3), (2, 2)] if not hidden else [(517, 5), (64, 1), (200, 6)]
+    for n, steps in cases:
+        x = E.random_array(gen, n)
+        before = E._array(x)
+        ctx = f"n={n}, steps={steps}"
+        result, trace = _run(fn, name, (x, steps), [x])
+        _no_host_arguments(trace, name)
+        launches = trace.of("launch")
+        for op in launches:
+            for i, a in enumerate(op.args):
+                for b in op.args[i + 1:]:
+                    if a[0] == b[0] and a[1] < b[2] and b[1] < a[2]:
+                        E.fail(f"{name}: operation #{op.index + 1} ({op.what}) passes the same "
+                               "buffer as the step's input and output. Threads then read "
+                               "neighbours that other threads have already overwritten (on "
+                               "a GPU, in an order nobody controls). Use two buffers and "
+                               f"swap them after each step [{ctx}].")
+        h2d = [op for op in trace.ops if op.kind == "H2D" or
+               (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
+        if len(h2d) > 1:
+            E.fail(f"{name} copied data to the device {len(h2d)} times for {steps} steps "
+                   f"(operations {', '.join('#' + str(op.index + 1) for op in h2d[:4])}): "
+                   "copy x once before the loop and keep it on the device between launches; "
+                   f"each copy crosses the PCIe bus, ~80x slower than device memory [{ctx}].")
+        d2h = trace.of("D2H")
+        if len(d2h) > 1:
+            E.fail(f"{name} copied data back to the host {len(d2h)} times for {steps} steps: "
+                   "the intermediate results are only needed on the device; copy back once, "
+                   f"after the last step [{ctx}].")
+        if len(launches) != steps:
+            E.fail(f"{name} launched {len(launches)} kernel(s) for steps={steps}: one launch "
+                   f"of smooth_step per step [{ctx}].")
+        device_allocs = [a for a in trace.allocs if a.space == "dev"]
+        if len(device_allocs) > 3:
+            E.fail(f"{name} allocated {len(device_allocs)} device arrays for steps={steps}: "
+                   "allocate the two buffers once, before the loop, and swap them; "
+                   "allocating inside the loop pays a cudaMalloc (and later a cudaFree) per "
+                   f"step [{ctx}].")
+        result = _host_result(result, name, n)
+        _input_unchanged(x, before, name)
+        _copied_back_early(trace, name)
+        _no_pending(trace, name)
+        want = _smooth_ref(x, steps)
+        alts = {"x (no smoothing step applied)": x}
+        if steps > 1:
+            alts["1 step: every launch read x again, so swap the two buffers after each "
+                 "launch"] = _smooth_ref(x, 1)
+        if steps >= 1:
+            alts[f"{steps - 1} steps (one too few)"] = _smooth_ref(x, steps - 1)
+        alts[f"{steps + 1} steps (one too many)"] = _smooth_ref(x, steps + 1)
+        E.compare(result, want, name="the result", formula=f"{steps} smoothing steps",
+                  block=launches[0].block if launches else None, context=ctx,
+                  alternatives=alts)
+
+
+# --- exercise 3: a pipeline over streams ----------------------------------------------------------
+
+def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
+                          seed: int | None = None) -> None:
+    """Check ``fn(x, alpha, n_chunks, n_streams)`` pipelines ``alpha * x`` over streams.
+
+    Required: the right result, also when ``n_chunks`` does not divide ``len(x)``; every
+    chunk copied in and out asynchronously on a stream; chunks spread over ``n_streams``
+    streams; pinned host memory for asynchronous copies; no buffer shared by two streams
+    without ordering; every stream synchronized before returning.
+    """
+    name = "pipelined_scale"
+    _require_host_function(fn, name)
+    gen = E.rng(seed)
+    cases = [(1000, 1.5, 7, 3), (301, -2.0, 4, 2), (64, 0.5, 3, 3)] if not hidden else \
+        [(777, 2.25, 5, 2), (999, -0.75, 8, 4), (10, 3.0, 3, 2)]
+    for n, alpha, n_chunks, n_streams in cases:
+        x = E.random_array(gen, n)
+        before = E._array(x)
+        ctx = f"n={n}, n_chunks={n_chunks}, n_streams={n_streams}"
+        result, trace = _run(fn, name, (x, alpha, n_chunks, n_streams), [x])
+        _no_host_arguments(trace, name)
+        result = _host_result(result, name, n)
+        _input_unchanged(x, before, name)
+        _no_races(trace, name, "Give each stream its own device buffers (chunk k uses the "
+                               "buffers of stream k % n_streams), or make the streams wait "
+                               "for each other before a buffer is reused.")
+        _no_pending(trace, name)
+        want = x * E._float32(alpha)
+        ok = E._isclose(result, want, rtol=1e-5, atol=1e-5)
+        bad = E._flatnonzero(~ok)
+        if bad.size and bad[0] > 0 and bad.size == n - int(bad[0]):
+            E.fail(f"the last {bad.size} elements of the result are missing or wrong "
+                   f"(n={n}, n_chunks={n_chunks}, n % n_chunks = {n % n_chunks}): with "
+                   "chunk = n // n_chunks the tail is dropped when n_chunks does not divide "
+                   "n. Round the chunk size up, chunk = -(-n // n_chunks), and clip the last "
+                   f"chunk at n [{ctx}].")
+        E.compare(result, want, name="the result", formula="alpha * x[i]", context=ctx,
+                  alternatives={"x (not scaled)": x, "alpha + x[i]": x + E._float32(alpha)})
+        expected_chunks = len(range(0, n, max(1, -(-n // n_chunks))))
+        launches = trace.of("launch")
+        on_streams = {op.stream for op in launches if op.stream != DEFAULT}
+        want_streams = min(n_streams, expected_chunks)
+        if not on_streams:
+            E.fail(f"{name} launched every kernel on the default stream, which runs one "
+                   "operation at a time: create streams with cuda.stream() and launch chunk "
+                   f"k with kernel[blocks, threads, streams[k % n_streams]] [{ctx}].")
+        if len(on_streams) < want_streams:
+            E.fail(f"{name} used {len(on_streams)} stream(s) for n_streams={n_streams}: spread "
+                   f"the chunks round-robin, chunk k on streams[k % n_streams] [{ctx}].")
+        for kind, words in (("H2D", "to the device"), ("D2H", "back to the host")):
+            async_copies = [op for op in trace.of(kind) if op.stream != DEFAULT]
+            if len(async_copies) < expected_chunks:
+                E.fail(f"{name} made {len(async_copies)} asynchronous copies {words} for "
+                       f"{expected_chunks} chunks: copy each chunk on its stream (stream= "
+                       "argument), so that one chunk's copies overlap another chunk's "
+                       f"kernel; a copy on the default stream waits for everything [{ctx}].")
+        for op in trace.ops:
+            if op.pageable:
+                E.fail(f"{name}: operation #{op.index + 1} ({op.what} on "
+                       f"{trace.stream_names[op.stream]}) copies pageable host memory. The "
+                       "GPU's copy engines can only read and write pinned (page-locked) "
+                       "memory, so the driver stages such copies through a pinned buffer and "
+                       "they stop being asynchronous. Stage the data in cuda.pinned_array "
+                       f"buffers and copy those [{ctx}].")

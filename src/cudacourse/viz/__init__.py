@@ -1,0 +1,1 @@
+"""Plots for the lessons, one module per topic (``cudacourse.viz.memory``, ...)."""

@@ -1,0 +1,88 @@
+"""Pictures for lesson 3: copy bandwidth across sizes, stream timelines, when offloading pays,
+and what a launch costs."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+_COLOURS = {"H2D": "#4c72b0", "kernel": "#55a868", "D2H": "#c44e52"}
+
+
+def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def plot_bandwidth(rows: Sequence[dict[str, float]], title: str = "", ax: Any = None) -> Any:
+    """GB/s against copy size for pageable and pinned host memory (``bandwidth_sweep`` rows)."""
+    ax = _axes(ax, (6.5, 3.8))
+    sizes = [r["bytes"] for r in rows]
+    for label, marker in (("pageable", "o"), ("pinned", "s")):
+        ax.plot(sizes, [r[label] for r in rows], marker=marker, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("bytes per copy")
+    ax.set_ylabel("GB/s")
+    ax.set_title(title or "host-to-device copy bandwidth")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def plot_timeline(bars: Sequence[Any], title: str = "", unit: str = "ms",
+                  ax: Any = None) -> Any:
+    """One row per stream, one bar per operation (``transfer.Bar``), coloured by kind."""
+    ax = _axes(ax, (8, 0.7 * (1 + len({b.stream for b in bars})) + 1.2))
+    streams = sorted({b.stream for b in bars})
+    row = {s: k for k, s in enumerate(streams)}
+    for b in bars:
+        ax.barh(row[b.stream], b.end - b.start, left=b.start, height=0.6,
+                color=_COLOURS.get(b.kind, "grey"), edgecolor="black", linewidth=0.5)
+        if b.end - b.start > 0:
+            ax.text((b.start + b.end) / 2, row[b.stream], str(b.chunk), ha="center",
+                    va="center", fontsize=7, color="white")
+    ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"time ({unit})")
+    ax.set_title(title or "pipeline timeline (numbers: chunk)")
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=c, label=k) for k, c in _COLOURS.items()],
+              loc="lower right", fontsize=8)
+    return ax
+
+
+def plot_offload(model: dict[str, Any], title: str = "", ax: Any = None) -> Any:
+    """CPU and GPU (copies included) time against arithmetic intensity (``offload_times``)."""
+    ax = _axes(ax, (6.5, 3.8))
+    x = np.asarray(model["intensity"])
+    ax.loglog(x, model["cpu"], label="CPU")
+    ax.loglog(x, model["gpu"], label="GPU, copies included")
+    wins = np.flatnonzero(np.asarray(model["gpu"]) < np.asarray(model["cpu"]))
+    if wins.size:
+        ax.axvline(x[wins[0]], color="grey", linestyle="--", linewidth=1)
+        ax.text(x[wins[0]], ax.get_ylim()[1], f" GPU wins above {x[wins[0]]:.2g} FLOP/byte",
+                va="top", fontsize=8)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("seconds")
+    ax.set_title(title or "when offloading pays")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
+def plot_launch_costs(costs: dict[str, float], title: str = "", ax: Any = None) -> Any:
+    """Horizontal bars: microseconds per launch by kind of argument (``launch_costs``)."""
+    ax = _axes(ax, (7, 0.5 * len(costs) + 1.2))
+    labels = list(costs)
+    ax.barh(range(len(labels)), [costs[k] for k in labels], color="#8172b2")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("microseconds per launch")
+    ax.set_title(title or "what one launch costs from Python")
+    return ax

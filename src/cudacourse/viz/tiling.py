@@ -1,0 +1,108 @@
+"""Plots for lesson 4: global reads saved by tiles, the roofline, shared-memory banks."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+BANKS = 32
+
+
+def matmul_intensity(variant_tile: tuple[int, int] | None) -> float:
+    """FLOP per byte of global traffic of a matmul that stages bm x bn output tiles
+    (None: one thread per output, every operand from global memory)."""
+    if variant_tile is None:
+        return 2 / (2 * 4)  # one multiply-add per two float32 loads
+    bm, bn = variant_tile
+    # Per k step a bm x bn tile reads bm + bn floats and does 2 * bm * bn FLOP.
+    return 2 * bm * bn / (4 * (bm + bn))
+
+
+def reads_per_element(n: int, tiles: Sequence[int]) -> dict[str, float]:
+    """How many times each element of A is read from global memory in an n x n product."""
+    out = {"naive": float(n)}
+    for t in tiles:
+        out[f"{t}x{t} tiles"] = float(np.ceil(n / t))
+    return out
+
+
+def plot_reads(n: int = 4096, tiles: Sequence[int] = (16, 32, 64, 128)):
+    """Bar chart: global reads of each A element, naive vs tiled."""
+    import matplotlib.pyplot as plt
+
+    data = reads_per_element(n, tiles)
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.bar(list(data), list(data.values()), color=["#b35900"] + ["#1a7f37"] * len(tiles))
+    ax.set_yscale("log")
+    ax.set_ylabel("reads of each element of A")
+    ax.set_title(f"{n} x {n} matmul: each tile is loaded once, reused by the block")
+    for i, v in enumerate(data.values()):
+        ax.text(i, v, f"{v:g}", ha="center", va="bottom")
+    fig.tight_layout()
+    return fig
+
+
+def plot_roofline(points: dict[str, tuple[float, float]], peak_tflops: float,
+                  bandwidth_tbps: float, title: str = ""):
+    """Roofline: attainable TFLOP/s = min(peak, intensity x bandwidth), and each kernel
+    as (intensity FLOP/byte, achieved TFLOP/s)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    x = np.logspace(-1.5, 3, 200)
+    ax.plot(x, np.minimum(peak_tflops, x * bandwidth_tbps), "k-", lw=1.5,
+            label=f"roof: {bandwidth_tbps:.2g} TB/s, {peak_tflops:.3g} TFLOP/s")
+    for name, (ai, tf) in points.items():
+        ax.plot([ai], [tf], "o", ms=8, label=f"{name}: {tf:.3g} TFLOP/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of global traffic)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title or "roofline")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def bank_map(pad: int, tile: int = 32) -> np.ndarray:
+    """The bank of each element of a tile x (tile + pad) float32 shared array."""
+    cols = tile + pad
+    idx = np.arange(tile * cols).reshape(tile, cols)
+    return (idx % BANKS)[:, :tile]
+
+
+def plot_banks(pads: Sequence[int] = (0, 1), tile: int = 32):
+    """For each padding, the banks a warp touches when it reads one column of the tile."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(pads), figsize=(4 * len(pads), 3.6))
+    for ax, pad in zip(np.atleast_1d(axes), pads):
+        banks = bank_map(pad, tile)
+        ax.imshow(banks, cmap="twilight", interpolation="nearest")
+        ax.add_patch(plt.Rectangle((-0.5, -0.5), 1, tile, fill=False, ec="red", lw=2))
+        distinct = len(set(banks[:, 0]))
+        ax.set_title(f"pad {pad}: column 0 spans {distinct} bank(s)\n"
+                     f"({tile // distinct}-way conflict)" if distinct < tile else
+                     f"pad {pad}: column 0 spans {distinct} banks\n(no conflict)", fontsize=9)
+        ax.set_xlabel("column")
+        ax.set_ylabel("row")
+    fig.suptitle("bank of each element (colour); red: what one warp reads", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_bandwidth(results: dict[str, float], ceiling: float, unit: str = "GB/s",
+                   title: str = ""):
+    """Horizontal bars of achieved bandwidth with the copy ceiling as a line."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 0.5 * len(results) + 1.2))
+    names = list(results)
+    ax.barh(names, [results[k] for k in names], color="#1f6feb")
+    ax.axvline(ceiling, color="k", ls="--", label=f"device copy {ceiling:.3g} {unit}")
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,125 @@
+"""Lesson 5: attention references, the fused kernels, the unfused CuPy baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from cudacourse import attention as A
+from cudacourse import device
+
+pytestmark = pytest.mark.lesson5
+
+
+def qkv(bh, s, d, seed=0, mag=1.0):
+    g = np.random.default_rng(seed)
+    return [(g.standard_normal((bh, s, d)) * mag).astype(np.float32) for _ in range(3)]
+
+
+def test_reference_causal_row_zero_is_v_zero():
+    q, k, v = qkv(2, 9, 8)
+    o = A.attention_ref(q, k, v, causal=True)
+    np.testing.assert_allclose(o[:, 0], v[:, 0], rtol=1e-12)
+    o_full = A.attention_ref(q, k, v)
+    np.testing.assert_allclose(o[:, -1], o_full[:, -1], rtol=1e-12)  # last row sees all keys
+
+
+# In the simulator every config runs the same code paths; sizes stay tiny (seq 37).
+@pytest.mark.parametrize("bh, s, d, causal", [(2, 37, 16, False), (1, 37, 32, True),
+                                              (1, 17, 64, True), (1, 5, 128, False)])
+@pytest.mark.parametrize("variant", ["tiled", "rows"])
+def test_flash_attention_matches_reference(bh, s, d, causal, variant):
+    q, k, v = qkv(bh, s, d, seed=s + d)
+    got = A.flash_attention(q, k, v, causal=causal, variant=variant)
+    assert got.shape == q.shape and got.dtype == np.float32
+    assert A.relative_error(got, A.attention_ref(q, k, v, causal)) <= 1e-5
+
+
+@pytest.mark.parametrize("cfg, shuffles", [((64, 32, 4, 4), True), ((64, 32, 4, 4), False),
+                                           ((64, 32, 8, 4), True)])
+def test_gpu_tile_config_runs_right(cfg, shuffles):
+    """GPU-shaped tiles (64 query rows, 64 or 128 threads), with and without warp shuffles."""
+    if shuffles and not A._shuffles_available():
+        pytest.skip("warp shuffles unavailable in this simulator (cudacourse.simwarp)")
+    q, k, v = qkv(1, 70, 64, seed=3) if device.is_simulator() else qkv(3, 1000, 64, seed=3)
+    for causal in (False, True):
+        got = A.flash_attention(q, k, v, causal=causal, config=A.FlashConfig(*cfg),
+                                use_shuffles=shuffles)
+        assert A.relative_error(got, A.attention_ref(q, k, v, causal)) <= 1e-5
+
+
+def test_large_scores_do_not_overflow():
+    q, k, v = qkv(1, 37, 16, seed=4)
+    q, k = q * 100, k * 100
+    for causal in (False, True):
+        got = A.flash_attention(q, k, v, causal=causal)
+        assert np.isfinite(got).all()
+        assert A.relative_error(got, A.attention_ref(q, k, v, causal)) <= 1e-5
+
+
+def test_four_d_input_and_device_round_trip():
+    q, k, v = qkv(2, 20, 16, seed=5)
+    q4, k4, v4 = (a.reshape(1, 2, 20, 16) for a in (q, k, v))
+    got = A.flash_attention(q4, k4, v4)
+    assert got.shape == (1, 2, 20, 16)
+    dev = A.flash_attention(*(cuda.to_device(a) for a in (q, k, v)))
+    assert not isinstance(dev, np.ndarray)
+    np.testing.assert_allclose(dev.copy_to_host(), got.reshape(2, 20, 16), rtol=1e-6, atol=1e-7)
+    out = np.empty_like(q)
+    assert A.flash_attention(q, k, v, out=out) is out
+
+
+@pytest.mark.parametrize("args, exc, phrase", [
+    ((np.zeros((1, 4, 16), np.float64),) * 3, TypeError, "q has dtype float64"),
+    ((np.zeros((4, 16), np.float32),) * 3, ValueError, "q must be 3-D"),
+    ((np.zeros((1, 4, 16), np.float32), np.zeros((1, 5, 16), np.float32),
+      np.zeros((1, 4, 16), np.float32)), ValueError, "shape mismatch"),
+    ((np.zeros((1, 4, 24), np.float32),) * 3, ValueError, "head_dim"),
+])
+def test_flash_attention_refuses_bad_input(args, exc, phrase):
+    with pytest.raises(exc, match=phrase):
+        A.flash_attention(*args)
+
+
+def test_config_validation_names_the_problem():
+    with pytest.raises(ValueError, match="shared memory"):
+        A.FlashConfig(128, 64, 4, 8).validate(128)
+    with pytest.raises(ValueError, match="multiple of"):
+        A.FlashConfig(64, 32, 4, 4).validate(20)
+
+
+def test_memory_model():
+    gib = 2**30
+    assert A.extra_memory_bytes(16, 16384, 64, "unfused") >= 16 * gib  # the scores alone
+    assert A.extra_memory_bytes(16, 16384, 64, "fused") <= gib // 4
+    with pytest.raises(ValueError, match="method"):
+        A.extra_memory_bytes(1, 1, 1, "other")
+
+
+def test_unfused_needs_a_gpu_in_the_simulator():
+    if not device.is_simulator():
+        pytest.skip("checks the simulator's error message")
+    q, k, v = qkv(1, 4, 16)
+    with pytest.raises(device.DeviceError, match="needs a real NVIDIA GPU"):
+        A.attention_unfused(q, k, v)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [32, 64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_fused_and_unfused_agree_with_reference(d, causal):
+    q, k, v = qkv(4, 1000, d, seed=d)
+    want = A.attention_ref(q, k, v, causal)
+    assert A.relative_error(A.flash_attention(q, k, v, causal=causal), want) <= 1e-5
+    assert A.relative_error(A.attention_unfused(q, k, v, causal=causal), want) <= 1e-5
+
+
+@pytest.mark.gpu
+def test_gpu_cupy_in_cupy_out_and_memory_bound():
+    cp = pytest.importorskip("cupy")
+    bh, s, d = 16, 16384, 64
+    q = cp.random.standard_normal((bh, s, d), dtype=cp.float32)
+    extra, out = A.measure_extra_memory(lambda: A.flash_attention(q, q, q))
+    assert isinstance(out, cp.ndarray) and out.shape == q.shape
+    assert extra <= 2**30 // 4

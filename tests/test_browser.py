@@ -1,0 +1,77 @@
+"""A learner's first minutes, in a real browser: `cudacourse lab`, lesson 1, a quiz.
+
+Drives headless Chromium (Debian's package) with Playwright against the JupyterLab that
+`cudacourse lab` starts, on the real learner copy of lesson 1: Run All stops at the first
+unfilled exercise, and by then the first question's widget must be there and give instant
+feedback to clicks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytestmark = [pytest.mark.lesson1, pytest.mark.browser]
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    pytest.skip("Chromium is not installed (`apt-get install chromium`; .ci/run installs it)",
+                allow_module_level=True)
+sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+
+
+@pytest.fixture()
+def lab(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys, cudacourse_cli; sys.exit(cudacourse_cli.main())",
+         "lab", "--workspace", str(tmp_path / "ws"), "--no-browser", f"--ServerApp.port={port}",
+         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token="],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(url + "/lab", timeout=2)
+            break
+        except OSError:
+            assert proc.poll() is None, "cudacourse lab exited"
+            time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_first_quiz_gives_instant_feedback_in_jupyterlab(lab, tmp_path):
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(lab + "/lab/tree/01_gpu_vs_cpu/01_gpu_vs_cpu.ipynb")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+            # the kernel is up: the status bar reads "Python 3 (ipykernel) | Idle"
+            page.locator("text=/\\| Idle/").first.wait_for(timeout=90_000)
+            page.click("text=Run", timeout=30_000)
+            page.click("text=Run All Cells")
+            radios = page.wait_for_selector(".widget-radio-box", timeout=180_000)
+            assert radios is not None
+            # the markdown above the buttons spells out the question and the choices
+            assert page.locator("text=What is a GPU's design optimised for?").count() >= 1
+            page.click(".widget-radio-box label:has-text('(a)')")
+            page.click("button:has-text('Check')")
+            page.wait_for_selector("text=Not quite", timeout=30_000)
+            page.click(".widget-radio-box label:has-text('(b)')")
+            page.click("button:has-text('Check')")
+            page.wait_for_selector("text=Right.", timeout=30_000)
+            page.screenshot(path=str(tmp_path / "quiz.png"))
+        finally:
+            browser.close()

@@ -1,0 +1,261 @@
+"""Lesson 5 checkers: known wrong answers are rejected with the right diagnosis, right ones pass."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import cudacourse.check
+from cudacourse.check import CheckFailure
+
+pytestmark = pytest.mark.lesson5
+
+TILE = 16
+D_MAX = 32
+
+
+# --- exercise 1: online_update(m, l, acc, s, v) -> (m, l, acc) --------------------------------
+
+@cuda.jit(device=True)
+def update_right(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_right_branchy(m, l, acc, s, v):
+    # the other correct shape: rescale the old state or the new term, whichever is smaller
+    if s > m:
+        alpha = math.exp(m - s)
+        return s, l * alpha + 1.0, acc * alpha + v
+    p = math.exp(s - m)
+    return m, l + p, acc + p * v
+
+
+@cuda.jit(device=True)
+def update_no_acc_rescale(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc + p * v
+
+
+@cuda.jit(device=True)
+def update_no_l_rescale(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_no_max(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_unstable_ratio(m, l, acc, s, v):
+    # right on paper, but exp(m) and exp(m_new) overflow on their own for large scores
+    m_new = max(m, s)
+    alpha = math.exp(m) / math.exp(m_new) if m > -1e30 else 0.0
+    p = math.exp(s) / math.exp(m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_min(m, l, acc, s, v):
+    m_new = min(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_normalised(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    l_new = l * alpha + p
+    return m_new, l_new, (acc * alpha * l + p * v) / l_new
+
+
+@cuda.jit(device=True)
+def update_stub(m, l, acc, s, v):
+    raise NotImplementedError()
+
+
+@cuda.jit
+def update_kernel(m, l, acc, s, v):
+    pass
+
+
+def update_host(m, l, acc, s, v):
+    return m, l, acc
+
+
+def test_online_update_accepts_right_ones():
+    cudacourse.check.check_online_update(update_right, seed=1)
+    cudacourse.check.check_online_update(update_right_branchy, seed=2)
+    cudacourse.check.check_online_update(update_right, hidden=True, seed=3)
+
+
+@pytest.mark.parametrize("update, phrase", [
+    (update_no_acc_rescale, "accumulator is not rescaled"),
+    (update_no_l_rescale, "running sum is not rescaled"),
+    (update_no_max, "maximum is not subtracted"),
+    (update_unstable_ratio, "exp overflowed"),
+    (update_min, "min(m, s)"),
+    (update_normalised, "keep acc un-normalised"),
+    (update_stub, "not written yet"),
+    (update_kernel, "must be a device function"),
+    (update_host, "@cuda.jit(device=True)"),
+])
+def test_online_update_rejects(update, phrase):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_online_update(update, seed=4)
+    assert phrase in str(info.value)
+
+
+# --- exercise 2: the fused kernel, one thread per query row -----------------------------------
+
+def make_rows_kernel(bug: str = "", grid_stride: bool = False):
+    """The lesson's kernel with the exercise part written right, or with one known bug."""
+    no_acc = bug == "no_acc_rescale"
+    no_l = bug == "no_l_rescale"
+    no_max = bug == "no_max"
+    no_scale = bug == "no_scale"
+    mask_plus = bug == "mask_plus_one"
+    mask_minus = bug == "mask_minus_one"
+    no_causal = bug == "no_causal"
+    no_end = bug == "no_end_guard"
+    plain = bug == "plain_exp"  # softmax with no running max at all: exp(s) summed directly
+
+    @cuda.jit
+    def flash_rows(q, k, v, out, scale, causal):
+        bh = cuda.blockIdx.y
+        t = cuda.threadIdx.x
+        seq = q.shape[1]
+        d = q.shape[2]
+        k_tile = cuda.shared.array((TILE, D_MAX), np.float32)
+        v_tile = cuda.shared.array((TILE, D_MAX), np.float32)
+        acc = cuda.local.array(D_MAX, np.float32)
+        first_row = cuda.blockIdx.x * TILE
+        row_step = TILE * cuda.gridDim.x if grid_stride else seq + TILE
+        for row0 in range(first_row, seq + TILE - 1 if grid_stride else first_row + 1,
+                          row_step):
+            row = row0 + t
+            for c in range(d):
+                acc[c] = 0.0
+            m = -math.inf
+            l = 0.0
+            for start in range(0, seq, TILE):
+                j = start + t
+                if j < seq:
+                    for c in range(d):
+                        k_tile[t, c] = k[bh, j, c]
+                        v_tile[t, c] = v[bh, j, c]
+                cuda.syncthreads()
+                if row < seq:
+                    for jj in range(TILE):
+                        j = start + jj
+                        lim = row
+                        if mask_plus:
+                            lim = row + 1
+                        if mask_minus:
+                            lim = row - 1
+                        if (j < seq or no_end) and (not causal or no_causal or j <= lim):
+                            s = 0.0
+                            for c in range(d):
+                                s += q[bh, row, c] * k_tile[jj, c]
+                            if not no_scale:
+                                s *= scale
+                            m_new = max(m, s)
+                            alpha = 1.0 if plain else math.exp(m - m_new)
+                            p = math.exp(s) if no_max or plain else math.exp(s - m_new)
+                            l = l + p if no_l else l * alpha + p
+                            for c in range(d):
+                                if no_acc:
+                                    acc[c] = acc[c] + p * v_tile[jj, c]
+                                else:
+                                    acc[c] = acc[c] * alpha + p * v_tile[jj, c]
+                            m = m_new
+                cuda.syncthreads()
+            if row < seq:
+                for c in range(d):
+                    out[bh, row, c] = acc[c] / l
+
+    return flash_rows
+
+
+def test_flash_rows_accepts_right_ones():
+    cudacourse.check.check_flash_rows(make_rows_kernel(), seed=5)
+    cudacourse.check.check_flash_rows(make_rows_kernel(grid_stride=True), seed=15)
+
+
+def test_flash_rows_accepts_the_library_kernel():
+    from cudacourse.attention import _rows_kernel
+
+    cudacourse.check.check_flash_rows(_rows_kernel(32), seed=6)
+
+
+def test_flash_rows_hidden_cases_pass():
+    cudacourse.check.check_flash_rows(make_rows_kernel(), hidden=True, seed=7)
+
+
+@pytest.mark.parametrize("bug, phrase", [
+    ("no_acc_rescale", "accumulator is not rescaled"),
+    ("no_l_rescale", "running sum is not rescaled"),
+    ("no_max", "maximum is not subtracted"),
+    ("plain_exp", "exp overflowed"),
+    ("no_scale", "without the 1/sqrt(d) scale"),
+    ("mask_plus_one", "keys j <= row + 1"),
+    ("mask_minus_one", "drops the diagonal"),
+    ("no_causal", "non-causal attention"),
+    ("no_end_guard", "skip keys j >= seq"),
+])
+def test_flash_rows_rejects(bug, phrase):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_flash_rows(make_rows_kernel(bug), seed=8)
+    assert phrase in str(info.value)
+
+
+@cuda.jit
+def rows_unwritten(q, k, v, out, scale, causal):
+    pass
+
+
+@cuda.jit
+def rows_stub(q, k, v, out, scale, causal):
+    raise NotImplementedError()
+
+
+@cuda.jit
+def rows_writes_past_end(q, k, v, out, scale, causal):
+    bh = cuda.blockIdx.y
+    row = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    for c in range(q.shape[2]):
+        out[bh, row, c] = v[bh, 0, c]  # no row < seq guard
+
+
+def plain_function(q, k, v, out, scale, causal):
+    pass
+
+
+@pytest.mark.parametrize("kernel, phrase", [
+    (rows_unwritten, "never written"),
+    (rows_stub, "not written yet"),
+    (rows_writes_past_end, "bounds guard"),
+    (plain_function, "@cuda.jit"),
+])
+def test_flash_rows_rejects_generic_mistakes(kernel, phrase):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_flash_rows(kernel, seed=9)
+    assert phrase in str(info.value)

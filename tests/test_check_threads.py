@@ -1,0 +1,456 @@
+"""Lesson 2's checkers: the known wrong answers are rejected with the right diagnosis, and
+right answers (one thread per element, 2D and 1D grid-stride loops, shuffle variants) pass."""
+
+from __future__ import annotations
+
+import pytest
+from numba import cuda
+
+import cudacourse.check as check
+from cudacourse.check import CheckFailure
+
+pytestmark = pytest.mark.lesson2
+
+FULL = 0xFFFFFFFF
+
+
+def rejects(checker, kernel, phrase: str) -> None:
+    with pytest.raises(CheckFailure) as info:
+        checker(kernel, seed=7)
+    assert phrase.lower() in str(info.value).lower(), str(info.value)
+
+
+# --- exercise 1: mirror ------------------------------------------------------------------
+
+@cuda.jit
+def mirror_right(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_grid_stride(img, out):
+    c0, r0 = cuda.grid(2)
+    sc, sr = cuda.gridsize(2)
+    for r in range(r0, img.shape[0], sr):
+        for c in range(c0, img.shape[1], sc):
+            out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_explicit_ids(img, out):
+    c = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    r = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    rows, cols = img.shape
+    if r >= rows or c >= cols:
+        return
+    out[r, c] = img[r, cols - 1 - c]
+
+
+@cuda.jit
+def mirror_no_guard_x(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0]:
+        out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_no_guard_y(img, out):
+    c, r = cuda.grid(2)
+    if c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_swapped(img, out):
+    r, c = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_swapped_unguarded(img, out):
+    r, c = cuda.grid(2)
+    out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_first_block(img, out):
+    c, r = cuda.threadIdx.x, cuda.threadIdx.y
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_off_by_one(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] - c]
+
+
+@cuda.jit
+def mirror_copy(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, c]
+
+
+@cuda.jit
+def mirror_upside_down(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[img.shape[0] - 1 - r, c]
+
+
+@cuda.jit
+def mirror_unwritten_column(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1] - 1:
+        out[r, c] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_stub(img, out):
+    raise NotImplementedError()
+
+
+def mirror_host(img, out):
+    out[:] = img[:, ::-1]
+
+
+@pytest.mark.parametrize("kernel", [mirror_right, mirror_grid_stride, mirror_explicit_ids])
+def test_mirror_accepts(kernel):
+    check.check_mirror(kernel, seed=1)
+
+
+def test_mirror_accepts_hidden():
+    check.check_mirror(mirror_right, hidden=True, seed=2)
+
+
+@pytest.mark.parametrize("kernel, phrase", [
+    (mirror_no_guard_x, "missing bounds guard"),
+    (mirror_no_guard_y, "missing bounds guard"),
+    (mirror_swapped, "swapped"),
+    (mirror_swapped_unguarded, "swapped"),
+    (mirror_first_block, "cuda.blockIdx"),
+    (mirror_off_by_one, "off by one"),
+    (mirror_copy, "nothing mirrored"),
+    (mirror_upside_down, "upside down"),
+    (mirror_unwritten_column, "never written"),
+    (mirror_stub, "not written yet"),
+    (mirror_host, "@cuda.jit"),
+])
+def test_mirror_rejects(kernel, phrase):
+    rejects(check.check_mirror, kernel, phrase)
+
+
+@pytest.mark.sim_only
+def test_mirror_guard_diagnosis_names_the_axis():
+    with pytest.raises(CheckFailure, match=r"columns \(x\)"):
+        check.check_mirror(mirror_no_guard_x, seed=3)
+    with pytest.raises(CheckFailure, match=r"rows \(y\)"):
+        check.check_mirror(mirror_no_guard_y, seed=3)
+
+
+# --- exercise 2: grid-stride saxpy -------------------------------------------------------
+
+@cuda.jit
+def saxpy_right(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_while(a, x, y, out):
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    stride = cuda.blockDim.x * cuda.gridDim.x
+    while i < x.shape[0]:
+        out[i] = a * x[i] + y[i]
+        i += stride
+
+
+@cuda.jit
+def saxpy_no_loop(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_block_stride(a, x, y, out):
+    for i in range(cuda.threadIdx.x, out.shape[0], cuda.blockDim.x):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_thread_start(a, x, y, out):
+    for i in range(cuda.threadIdx.x, out.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_do_while(a, x, y, out):
+    i = cuda.grid(1)
+    while True:  # no check before the first element: threads past the end write anyway
+        out[i] = a * x[i] + y[i]
+        i += cuda.gridsize(1)
+        if i >= out.shape[0]:
+            break
+
+
+@cuda.jit
+def saxpy_off_by_one(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i + 1] + y[i + 1]
+
+
+@cuda.jit
+def saxpy_stops_early(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0] - 1, cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_ignores_y(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i]
+
+
+@cuda.jit
+def saxpy_wrong_math(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i] - y[i]
+
+
+@pytest.mark.parametrize("kernel", [saxpy_right, saxpy_while])
+def test_saxpy_accepts(kernel):
+    check.check_saxpy(kernel, seed=1)
+    check.check_saxpy(kernel, hidden=True, seed=2)
+
+
+@pytest.mark.parametrize("kernel, phrase", [
+    (saxpy_no_loop, "did you loop with cuda.gridsize"),
+    (saxpy_thread_start, "did you loop with cuda.gridsize"),
+    (saxpy_do_while, "missing bounds guard"),
+    (saxpy_off_by_one, "off by one"),
+    (saxpy_stops_early, "never written"),
+    (saxpy_ignores_y, "y ignored"),
+    (saxpy_wrong_math, "check the arithmetic"),
+])
+def test_saxpy_rejects(kernel, phrase):
+    rejects(check.check_saxpy, kernel, phrase)
+
+
+@pytest.mark.sim_only
+def test_saxpy_rejects_every_block_doing_all_the_work():
+    # Correct numbers, but each block redoes the whole array: only read counting sees it.
+    rejects(check.check_saxpy, saxpy_block_stride, "step by cuda.gridsize(1)")
+
+
+# --- exercise 3: warp-shuffle sum --------------------------------------------------------
+
+@cuda.jit
+def warp_sum_right(x, out):
+    i = cuda.grid(1)
+    v = 0.0
+    if i < x.shape[0]:
+        v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_xor(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    for k in range(5):
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, 16 >> k)
+    lane = cuda.threadIdx.x % 32
+    if lane == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_grid_stride(x, out):
+    lane = cuda.threadIdx.x % 32
+    warp = cuda.grid(1) // 32
+    nwarps = cuda.gridsize(1) // 32
+    for w in range(warp, out.shape[0], nwarps):
+        i = w * 32 + lane
+        v = x[i] if i < x.shape[0] else 0.0
+        offset = 16
+        while offset > 0:
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+            offset //= 2
+        if lane == 0:
+            out[w] = v
+
+
+@cuda.jit
+def warp_sum_up(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_up_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_half_offsets(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 8
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_offset_32(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 32
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_offsets_up(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 1
+    while offset < 2:  # stops after one step: only lane 0 and lane 1
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset *= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_half_mask(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_early_return(x, out):
+    i = cuda.grid(1)
+    if i >= x.shape[0]:
+        return
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_unguarded_read(x, out):
+    i = cuda.grid(1)
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_unguarded_write(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_max(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else -1e30
+    offset = 16
+    while offset > 0:
+        v = max(v, cuda.shfl_down_sync(0xFFFFFFFF, v, offset))
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_off_by_one(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 + 1 < out.shape[0]:
+        out[i // 32 + 1] = v
+
+
+@cuda.jit
+def warp_sum_block_only(x, out):
+    i = cuda.threadIdx.x
+    v = x[i] if i < x.shape[0] else 0.0
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@pytest.mark.parametrize("kernel", [warp_sum_right, warp_sum_xor, warp_sum_grid_stride])
+def test_warp_sum_accepts(kernel):
+    check.check_warp_sum(kernel, seed=1)
+
+
+def test_warp_sum_accepts_hidden():
+    check.check_warp_sum(warp_sum_right, hidden=True, seed=2)
+
+
+@pytest.mark.parametrize("kernel, phrase", [
+    (warp_sum_up, "shfl_up_sync"),
+    (warp_sum_half_offsets, "only 16 lanes"),
+    (warp_sum_offset_32, "twice the sum"),
+    (warp_sum_offsets_up, "only 2 lanes"),
+    (warp_sum_early_return, "do not return before the shuffles"),
+    (warp_sum_unguarded_read, "with 0"),
+    (warp_sum_unguarded_write, "spare warps must not write"),
+    (warp_sum_max, "maximum"),
+    (warp_sum_off_by_one, "off by one"),
+    (warp_sum_block_only, "never written"),
+])
+def test_warp_sum_rejects(kernel, phrase):
+    rejects(check.check_warp_sum, kernel, phrase)
+
+
+@pytest.mark.sim_only
+def test_warp_sum_rejects_a_mask_without_the_lane():
+    # Undefined on a GPU (it may hang or give anything); the simulator names the mistake.
+    rejects(check.check_warp_sum, warp_sum_half_mask, "does not include the lane itself")

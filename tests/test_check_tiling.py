@@ -1,0 +1,423 @@
+"""Catalogue of right and wrong answers to lesson 4's exercises, and what the checkers say.
+
+Every wrong kernel must be rejected with a diagnosis naming its mistake; every right one
+(including a grid-stride loop) must pass. Race-dependent cases run in the simulator, where
+threads interleave and shared memory starts poisoned during a check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import cudacourse.check
+from cudacourse.check import tiling as T
+
+pytestmark = pytest.mark.lesson4
+
+TILE = T.TILE
+TPB = T.TPB
+
+
+# --- tiled matmul: right answers ---------------------------------------------------------
+
+@cuda.jit
+def mm_right(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(0, a.shape[1], TILE):
+        sa[ty, tx] = a[row, t + tx] if row < a.shape[0] and t + tx < a.shape[1] else 0.0
+        sb[ty, tx] = b[t + ty, col] if t + ty < b.shape[0] and col < b.shape[1] else 0.0
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_right_grid_stride(a, b, c):
+    """Walks over output tiles in steps of the grid: works for any grid size."""
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    m, k = a.shape
+    n = b.shape[1]
+    for by in range(cuda.blockIdx.y, (m + TILE - 1) // TILE, cuda.gridDim.y):
+        for bx in range(cuda.blockIdx.x, (n + TILE - 1) // TILE, cuda.gridDim.x):
+            row = by * TILE + ty
+            col = bx * TILE + tx
+            acc = float32(0.0)
+            for t in range((k + TILE - 1) // TILE):
+                kk = t * TILE
+                sa[ty, tx] = a[row, kk + tx] if row < m and kk + tx < k else 0.0
+                sb[ty, tx] = b[kk + ty, col] if kk + ty < k and col < n else 0.0
+                cuda.syncthreads()
+                for i in range(TILE):
+                    acc += sa[ty, i] * sb[i, tx]
+                cuda.syncthreads()
+            if row < m and col < n:
+                c[row, col] = acc
+
+
+# --- tiled matmul: wrong answers ---------------------------------------------------------
+
+@cuda.jit
+def mm_naive(a, b, c):
+    row, col = cuda.grid(2)[1], cuda.grid(2)[0]
+    if row < c.shape[0] and col < c.shape[1]:
+        acc = float32(0.0)
+        for k in range(a.shape[1]):
+            acc += a[row, k] * b[k, col]
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_no_first_barrier(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(0, a.shape[1], TILE):
+        sa[ty, tx] = a[row, t + tx] if row < a.shape[0] and t + tx < a.shape[1] else 0.0
+        sb[ty, tx] = b[t + ty, col] if t + ty < b.shape[0] and col < b.shape[1] else 0.0
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_no_second_barrier(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(0, a.shape[1], TILE):
+        sa[ty, tx] = a[row, t + tx] if row < a.shape[0] and t + tx < a.shape[1] else 0.0
+        sb[ty, tx] = b[t + ty, col] if t + ty < b.shape[0] and col < b.shape[1] else 0.0
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_multiples_only(a, b, c):
+    """No edge handling: loads past the edges of a and b."""
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(0, a.shape[1], TILE):
+        sa[ty, tx] = a[row, t + tx]
+        sb[ty, tx] = b[t + ty, col]
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    c[row, col] = acc
+
+
+@cuda.jit
+def mm_skips_last_tile(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(a.shape[1] // TILE):
+        kk = t * TILE
+        sa[ty, tx] = a[row, kk + tx] if row < a.shape[0] else 0.0
+        sb[ty, tx] = b[kk + ty, col] if col < b.shape[1] else 0.0
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_unwritten(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    sa[ty, tx] = 0.0
+    cuda.syncthreads()
+
+
+@cuda.jit
+def mm_wrong_index(a, b, c):
+    """Multiplies by b[tx, i] instead of b[i, tx] (a transposed tile of b)."""
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(0, a.shape[1], TILE):
+        sa[ty, tx] = a[row, t + tx] if row < a.shape[0] and t + tx < a.shape[1] else 0.0
+        sb[ty, tx] = b[t + ty, col] if t + ty < b.shape[0] and col < b.shape[1] else 0.0
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[tx, i]
+        cuda.syncthreads()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+def mm_plain_python(a, b, c):
+    c[:] = a @ b
+
+
+MM_WRONG = {
+    "no shared memory": (mm_naive, "as often as a kernel without shared memory"),
+    "missing first barrier": (mm_no_first_barrier, "no thread had written yet"),
+    "missing second barrier": (mm_no_second_barrier, "syncthreads"),
+    "only tile multiples": (mm_multiples_only, "missing bounds guard"),
+    "last partial tile skipped": (mm_skips_last_tile, "partial tile is skipped"),
+    "unwritten output": (mm_unwritten, "never written"),
+    "wrong arithmetic": (mm_wrong_index, "check the arithmetic"),
+    "not a kernel": (mm_plain_python, "@cuda.jit"),
+}
+
+
+@pytest.mark.sim_only
+@pytest.mark.parametrize("name", list(MM_WRONG))
+def test_tiled_matmul_rejects(name):
+    kernel, phrase = MM_WRONG[name]
+    with pytest.raises(AssertionError, match=phrase):
+        cudacourse.check.check_tiled_matmul(kernel, seed=1)
+
+
+@pytest.mark.sim_only
+@pytest.mark.parametrize("seed", [2, 3])
+def test_missing_barriers_caught_repeatedly(seed):
+    """The race is caught on every attempt, not once in a while."""
+    for kernel in (mm_no_first_barrier, mm_no_second_barrier):
+        with pytest.raises(AssertionError, match="syncthreads"):
+            cudacourse.check.check_tiled_matmul(kernel, seed=seed)
+
+
+@pytest.mark.parametrize("kernel", [mm_right, mm_right_grid_stride])
+def test_tiled_matmul_accepts(kernel):
+    cudacourse.check.check_tiled_matmul(kernel, seed=4)
+
+
+def test_tiled_matmul_hidden_accepts():
+    cudacourse.check.check_tiled_matmul(mm_right, hidden=True, seed=5)
+
+
+@pytest.mark.gpu
+def test_tiled_matmul_gpu_rejects_no_shared_memory():
+    with pytest.raises(AssertionError, match="no shared memory"):
+        cudacourse.check.check_tiled_matmul(mm_naive, seed=1)
+
+
+# --- block sum: right answers --------------------------------------------------------------
+
+@cuda.jit
+def sum_right(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_right_grid_stride(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    acc = float32(0.0)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        acc += x[i]
+    sh[t] = acc
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_right_interleaved(x, partial):
+    """The other classic tree: strides 1, 2, 4, ... (slower on a GPU, but right)."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = 1
+    while s < TPB:
+        if t % (2 * s) == 0:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s *= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+# --- block sum: wrong answers ---------------------------------------------------------------
+
+@cuda.jit
+def sum_no_tree_barrier(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_no_load_barrier(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_wrong_stride(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 4
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_first_block_only(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    sh[t] = x[t] if t < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_ignores_tail(x, partial):
+    """Threads past the end leave their slot as it was."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        sh[t] = x[i]
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_drops_tail(x, partial):
+    """Counts only whole blocks: the tail of x is dropped."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    n_whole = x.shape[0] - x.shape[0] % TPB
+    sh[t] = x[i] if i < n_whole else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_unwritten(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    sh[cuda.threadIdx.x] = 0.0
+
+
+SUM_WRONG = {
+    "missing barrier in the tree": (sum_no_tree_barrier, "syncthreads"),
+    "missing barrier after loading": (sum_no_load_barrier, "no thread had written yet"),
+    "wrong tree stride": (sum_wrong_stride, "first half only"),
+    "only the first block": (sum_first_block_only, "first block's elements"),
+    "tail slots left unwritten": (sum_ignores_tail, "past the end of x must"),
+    "tail dropped": (sum_drops_tail, "only the last block"),
+    "unwritten output": (sum_unwritten, "never written"),
+}
+
+
+@pytest.mark.sim_only
+@pytest.mark.parametrize("name", list(SUM_WRONG))
+def test_block_sum_rejects(name):
+    kernel, phrase = SUM_WRONG[name]
+    with pytest.raises(AssertionError, match=phrase):
+        cudacourse.check.check_block_sum(kernel, seed=1)
+
+
+@pytest.mark.parametrize("kernel", [sum_right, sum_right_grid_stride, sum_right_interleaved])
+def test_block_sum_accepts(kernel):
+    cudacourse.check.check_block_sum(kernel, seed=6)
+    cudacourse.check.check_block_sum(kernel, hidden=True, seed=7)

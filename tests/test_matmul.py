@@ -1,0 +1,71 @@
+"""Tests for cudacourse.matmul: every variant against the NumPy reference, any shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from cudacourse import matmul as M
+
+pytestmark = pytest.mark.lesson4
+
+
+def _inputs(m, k, n, seed=0):
+    g = np.random.default_rng(seed)
+    return (g.uniform(-2, 2, (m, k)).astype(np.float32),
+            g.uniform(-2, 2, (k, n)).astype(np.float32))
+
+
+@pytest.mark.parametrize("variant", M.MATMUL_VARIANTS + ("best",))
+def test_matches_reference_on_odd_shapes(variant):
+    a, b = _inputs(19, 21, 23)  # not multiples of any tile
+    got = M.matmul(a, b, variant=variant)
+    np.testing.assert_allclose(got, M.matmul_ref(a, b), rtol=1e-4, atol=1e-4)
+
+
+def test_device_in_device_out_and_out_argument():
+    a, b = _inputs(9, 30, 7, seed=1)
+    out = cuda.device_array((9, 7), dtype=np.float32)
+    res = M.matmul(cuda.to_device(a), cuda.to_device(b), out=out, variant="tiled")
+    assert res is out
+    np.testing.assert_allclose(out.copy_to_host(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_empty_inner_dimension_gives_zeros():
+    a, b = _inputs(3, 0, 4)
+    assert np.array_equal(M.matmul(a, b, variant="naive"), np.zeros((3, 4), np.float32))
+
+
+@pytest.mark.parametrize("bad, err, words", [
+    (lambda a, b: (a.astype(np.float64), b), TypeError, "a has dtype float64"),
+    (lambda a, b: (a, b[0]), ValueError, "b must be 2-dimensional"),
+    (lambda a, b: (a, b[:-1]), ValueError, "shape mismatch"),
+    (lambda a, b: ([[1.0]], b), TypeError, "a must be a NumPy array"),
+])
+def test_refuses_wrong_inputs_naming_the_argument(bad, err, words):
+    a, b = bad(*_inputs(4, 5, 6))
+    with pytest.raises(err, match=words):
+        M.matmul(a, b)
+
+
+def test_refuses_unknown_variant_and_wrong_out():
+    a, b = _inputs(4, 5, 6)
+    with pytest.raises(ValueError, match="variant"):
+        M.matmul(a, b, variant="fastest")
+    with pytest.raises(ValueError, match="out has shape"):
+        M.matmul(a, b, out=cuda.device_array((6, 4), np.float32))
+
+
+def test_flops():
+    assert M.flops(2, 3, 4) == 48
+
+
+@pytest.mark.gpu
+def test_register_kernels_fit_the_gpu_and_use_shared_memory():
+    a, b = _inputs(300, 200, 260, seed=2)
+    for v in ("tiled", "register", "register128", "register128x256"):
+        np.testing.assert_allclose(M.matmul(a, b, variant=v), a @ b, rtol=1e-4, atol=1e-3)
+    kern = M._register_kernel("register128")
+    smem = kern.get_shared_mem_per_block()
+    assert max(smem.values()) > 0

@@ -1,0 +1,78 @@
+"""Compile lesson 5's kernels for sm_90 without a GPU: Numba typing, NVVM, then ptxas -v.
+
+Needs a CUDA toolkit with libnvvm and ptxas (here /usr/local/cuda-13.0). Prints registers,
+stack frame and spills per kernel: a kernel whose small local arrays were not kept in
+registers shows a stack frame. Run from the project root:
+
+    .venv/bin/python tools/ptx_attention.py [flash] [rows]
+"""
+import importlib.util, os, subprocess, sys, types, tempfile, re
+os.environ["CUDA_HOME"] = "/usr/local/cuda-13.0"
+os.environ["CUDACOURSE_QUIET"] = "1"
+os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
+pkg = types.ModuleType("cudacourse"); pkg.__path__ = ["src/cudacourse"]; sys.modules["cudacourse"] = pkg
+spec = importlib.util.spec_from_file_location("cudacourse.device", "src/cudacourse/device.py")
+dev = importlib.util.module_from_spec(spec); sys.modules["cudacourse.device"] = dev; spec.loader.exec_module(dev)
+dev.probe_gpu = lambda: (dev.GPUInfo("fake H200", (9, 0), 132, 2**37, (13, 0), 1), "")
+del sys.modules["cudacourse"]
+import cudacourse
+assert cudacourse.MODE == "gpu"
+from numba import cuda, types as nt
+from numba.cuda.cudadrv import nvrtc as _nv
+_nv.get_supported_ccs = lambda: ((9, 0),)
+from numba.cuda import cuda_paths as _cp
+from collections import namedtuple
+_I = namedtuple("_I", "by info")
+_cp.get_cuda_paths._cached_result = {"nvrtc": _I("x", None), "nvvm": _I("x", "/usr/local/cuda-13.0/lib/libnvvm.so.4"),
+  "libdevice": _I("x", "/usr/local/cuda-13.0/nvvm/libdevice/libdevice.10.bc"), "cudalib_dir": _I("x", "/usr/local/cuda-13.0/lib"),
+  "static_cudalib_dir": _I("x", "/usr/local/cuda-13.0/lib"), "include_dir": _I("x", "/usr/local/cuda-13.0/include")}
+import numpy as np
+from numba.cuda import dispatcher as _disp
+_disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))  # no driver here
+from cudacourse import attention as A, softmax as SM
+arr3 = nt.float32[:, :, ::1]
+arr2 = nt.float32[:, ::1]
+def ptxas(ptx, name):
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "k.ptx"); open(p, "w").write(ptx)
+        r = subprocess.run(["/usr/local/cuda-13.0/bin/ptxas", "-v", "-arch=sm_90", p, "-o", os.path.join(d, "k.o")], capture_output=True, text=True)
+        out = r.stderr + r.stdout
+        regs = re.findall(r"Used (\d+) registers", out); spill = re.findall(r"(\d+) bytes spill stores", out)
+        stack = re.findall(r"(\d+) bytes stack frame", out); smem = re.findall(r"(\d+) bytes smem", out)
+        print(f"{name}: regs {regs} stack {stack} spill-stores {spill} smem {smem}", "" if r.returncode == 0 else out[-500:])
+which = sys.argv[1:] or ["flash", "rows", "softmax", "checks"]
+if "flash" in which:
+    cands = {64: [(64, 32, 4, 4), (64, 32, 8, 4), (64, 16, 4, 2), (64, 32, 4, 8), (64, 32, 2, 4), (32, 32, 2, 4), (64, 16, 8, 2)],
+             32: [(64, 64, 4, 8), (64, 32, 4, 4), (64, 64, 8, 8)], 128: [(32, 16, 2, 2), (16, 32, 2, 4), (32, 16, 4, 2)], 16: [(64, 64, 4, 8)]}
+    for d, cs in cands.items():
+        for c in cs:
+            for sh in (True, False) if (d, c) == (64, (64, 32, 4, 4)) else (True,):
+                k = A._make_flash_kernel(d, A.FlashConfig(*c), sh)
+                ptx, _ = cuda.compile_ptx(k.py_func, (arr3, arr3, arr3, arr3, nt.float32, nt.boolean), fastmath=True, cc=(9, 0))
+                ptxas(ptx, f"flash d={d} {c} shfl={sh}")
+if "rows" in which:
+    for d in (16, 32, 64, 128):
+        k = A._rows_kernel(d)
+        ptx, _ = cuda.compile_ptx(k.py_func, (arr3, arr3, arr3, arr3, nt.float32, nt.boolean), fastmath=True, cc=(9, 0))
+        ptxas(ptx, f"rows d={d}")
+if "softmax" in which:
+    for t in (128, 256):
+        for sh in (True, False):
+            k = SM._make_softmax_kernel(t, sh)
+            ptx, _ = cuda.compile_ptx(k.py_func, (arr2, arr2, nt.float32), fastmath=True, cc=(9, 0))
+            ptxas(ptx, f"softmax t={t} shfl={sh}")
+if "checks" in which:
+    import math
+    import cudacourse.check.attention as CA
+
+    @cuda.jit(device=True)
+    def upd(m, l, acc, s, v):
+        m_new = max(m, s)
+        a = math.exp(m - m_new)
+        p = math.exp(s - m_new)
+        return m_new, l * a + p, acc * a + p * v
+    a1 = nt.float32[::1]
+    ptx, _ = cuda.compile_ptx(CA._step_kernel(upd).py_func, (a1,) * 8, cc=(9, 0))
+    ptxas(ptx, "check step kernel")
+    ptx, _ = cuda.compile_ptx(CA._stream_kernel(upd).py_func, (arr2, arr2, a1), cc=(9, 0))
+    ptxas(ptx, "check stream kernel")
