@@ -230,7 +230,7 @@ quiz.grade("04_shared_memory.tile_reads", answer_tile_reads)
 # Your kernel joins the comparison.
 
 # %%
-size = device.pick(sim=64, gpu=4096)
+size = device.pick(sim=32, gpu=4096)
 g = np.random.default_rng(0)
 a = cuda.to_device(g.standard_normal((size, size)).astype(np.float32))
 b = cuda.to_device(g.standard_normal((size, size)).astype(np.float32))
@@ -244,9 +244,12 @@ steps = [("naive", lambda: matmul.matmul(a, b, out=c, variant="naive")),
 steps += [(v, lambda v=v: matmul.matmul(a, b, out=c, variant=v))
           for v in matmul.MATMUL_VARIANTS if v != "naive"]
 for name, run in steps:
-    run()
-    assert np.allclose(c.copy_to_host(), want, rtol=1e-3, atol=1e-3), name
-    t = median_time(run, reps=3 if name == "naive" else 10)
+    try:
+        t = median_time(run, reps=3 if name == "naive" else 10)
+        assert np.allclose(c.copy_to_host(), want, rtol=1e-3, atol=1e-3), "wrong result"
+    except Exception as exc:  # your kernel before the exercise is done
+        print(f"{name:18s} skipped ({type(exc).__name__}: {exc})")
+        continue
     tflops[name] = flop / t / 1e12
     print(f"{name:18s} {t * 1e3:9.3f} ms  {tflops[name]:8.3f} TFLOP/s")
 if SIM:
@@ -356,16 +359,16 @@ cudacourse.check.check_block_sum(block_sum, hidden=True)
 # bandwidth, so we compare bytes read per second with a device-to-device copy.
 
 # %%
-n = device.pick(sim=600, gpu=256 * 2**20)
+n = device.pick(sim=300, gpu=256 * 2**20)
 xr = cuda.to_device(np.random.default_rng(1).uniform(-1, 1, n).astype(np.float32))
 ref_sum = float(reduce.reduce_sum_ref(xr.copy_to_host()))
 ref_max = float(reduce.reduce_max_ref(xr.copy_to_host()))
 total = cuda.device_array(1, np.float32)
 bandwidth = {}
 for v in reduce.REDUCE_VARIANTS:
-    assert abs(reduce.reduce_sum(xr, v) - ref_sum) < 1e-3 * max(1.0, n ** 0.5), v
-    assert reduce.reduce_max(xr, v) == ref_max, v
     t = median_time(lambda v=v: reduce.reduce_sum_into(xr, total, v), reps=20)
+    assert abs(float(total.copy_to_host()[0]) - ref_sum) < 1e-3 * max(1.0, n ** 0.5), v
+    assert reduce.reduce_max(xr, v) == ref_max, v
     bandwidth[v] = 4 * n / t / 1e9
     print(f"sum, {v:13s} {t * 1e6:10.1f} us  {bandwidth[v]:9.1f} GB/s read  "
           f"= {bandwidth[v] * 1e9 / copy_bw:.2f} of copy")
@@ -411,9 +414,8 @@ ot = cuda.device_array((shape[1], shape[0]), np.float32)
 want_t = transpose.transpose_ref(xt.copy_to_host())
 tbw = {}
 for v in transpose.TRANSPOSE_VARIANTS:
-    transpose.transpose(xt, out=ot, variant=v)
-    assert np.array_equal(ot.copy_to_host(), want_t), v
     t = median_time(lambda v=v: transpose.transpose(xt, out=ot, variant=v))
+    assert np.array_equal(ot.copy_to_host(), want_t), v
     tbw[v] = 2 * 4 * shape[0] * shape[1] / t / 1e9
     print(f"{v:15s} {t * 1e3:9.3f} ms  {tbw[v]:9.1f} GB/s = {tbw[v] * 1e9 / copy_bw:.2f} of copy")
 fig = viz.plot_bandwidth(tbw, copy_bw / 1e9, title=f"transpose {shape[0]} x {shape[1]}"

@@ -30,9 +30,10 @@ def pytest_collection_modifyitems(config, items):
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
     else:
-        skip_sim = pytest.mark.skip(
-            reason="simulator-only: counts element reads through the simulator's array "
-                   "wrappers, which a GPU does not have (the GPU path is tested separately)")
+        default = ("simulator-only: relies on the simulator's internals (its array wrappers "
+                   "count element reads; its warp model diagnoses undefined behaviour), which "
+                   "a GPU does not have")
         for item in items:
-            if "sim_only" in item.keywords:
-                item.add_marker(skip_sim)
+            marker = item.get_closest_marker("sim_only")
+            if marker is not None:
+                item.add_marker(pytest.mark.skip(reason=marker.kwargs.get("reason", default)))

@@ -24,6 +24,7 @@ if CHROMIUM is None:
     pytest.skip("Chromium is not installed (`apt-get install chromium`; .ci/run installs it)",
                 allow_module_level=True)
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here")
 
 
 @pytest.fixture()

@@ -439,8 +439,11 @@ def test_warp_sum_accepts_hidden():
     (warp_sum_half_offsets, "only 16 lanes"),
     (warp_sum_offset_32, "twice the sum"),
     (warp_sum_offsets_up, "only 2 lanes"),
-    (warp_sum_early_return, "do not return before the shuffles"),
-    (warp_sum_unguarded_read, "with 0"),
+    pytest.param(warp_sum_early_return, "do not return before the shuffles", marks=pytest.mark.sim_only(
+        reason="undefined behaviour on hardware: on the H200 (2026-11-30) lanes that exited "
+               "before a full-mask shuffle happened to contribute 0, so the sums came out "
+               "right; only the simulator's warp model can diagnose it")),
+    (warp_sum_unguarded_read, "with the value 0"),
     (warp_sum_unguarded_write, "spare warps must not write"),
     (warp_sum_max, "maximum"),
     (warp_sum_off_by_one, "off by one"),

@@ -50,6 +50,8 @@ def test_build_check_reports_fresh_masters(capsys):
 
 def test_lab_copies_the_lessons_and_serves_jupyterlab(tmp_path):
     """`cudacourse lab` (what `./course lab` runs) starts a JupyterLab on the workspace."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here (the GPU "
+                        "machine's image carries only what executes and grades notebooks)")
     import socket
     import time
     import urllib.request

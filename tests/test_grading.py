@@ -133,6 +133,7 @@ def test_scores_by_kind(course):
     assert kernel > 0 and total > kernel
     tot = {name: sum(cells.values()) for name, cells in got.items()}
     assert tot["correct"] == total
+    assert tot["correct_with_stderr"] == total
     assert tot["blank"] == 0
     assert tot["wrong_kernel"] == total - kernel  # quiz points only
     for name in want:
@@ -161,6 +162,14 @@ def test_feedback_is_generated_for_everyone(course):
         assert html.exists(), name
     text = (course["dir"] / "feedback" / "crashes" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert "Grading note" in text and "killed the Python kernel" in text
+
+
+def test_stderr_in_a_test_cell_costs_nothing_but_stays_visible(course):
+    """Stock nbgrader gives 0 to a test cell that wrote to stderr (Numba warns there on a GPU)."""
+    cell = _cell(_autograded(course["dir"], "correct_with_stderr"), "test_vector_add")
+    texts = [o.get("text", "") for o in cell.outputs if o.output_type == "stream"]
+    assert any(t.startswith("(stderr) SomeWarning") for t in texts), cell.outputs
+    assert not any(o.output_type == "stream" and o.name == "stderr" for o in cell.outputs)
 
 
 # --- hidden tests ----------------------------------------------------------------------------

@@ -235,7 +235,7 @@ class FlashConfig:
 # ptxas (sm_90) gives 197 / 152 registers and no spills for them. Not yet timed on the GPU:
 # tools/probe_attention.py times every candidate and prints the best per head_dim.
 GPU_CONFIGS = {16: FlashConfig(64, 64, 4, 8), 32: FlashConfig(64, 64, 4, 8),
-               64: FlashConfig(64, 32, 8, 4), 128: FlashConfig(32, 16, 4, 2)}
+               64: FlashConfig(64, 32, 4, 4), 128: FlashConfig(32, 16, 2, 2)}
 # The simulator runs every thread in Python: small tiles, 32 threads per block.
 SIM_CONFIG = FlashConfig(16, 16, 2, 4)
 

@@ -90,6 +90,12 @@ while True:  # never ends, and swallows the grader's interrupt
     except KeyboardInterrupt:
         pass
 '''
+# Writes to stderr during every later cell, as Numba's warnings can on a GPU. Stock nbgrader
+# gives 0 to a test cell with stderr output; the course grades on exceptions only.
+STDERR_NOISE = '''import sys
+get_ipython().events.register(
+    "post_run_cell", lambda result: print("SomeWarning: noise on stderr", file=sys.stderr))
+'''
 EXIT = "import os\nos._exit(1)  # kills the Python kernel\n"
 SEGFAULT = "import ctypes\nctypes.string_at(0)  # reads address 0: segmentation fault\n"
 
@@ -128,6 +134,8 @@ def samples(learner: nbformat.NotebookNode) -> list[Sample]:
     q2 = quizzes[2] if len(quizzes) > 2 else None
     out = [
         Sample("correct", "the master's answers, every demo cell kept", strip_demos=False),
+        Sample("correct_with_stderr", "right answers; every later cell also writes to stderr",
+               {quizzes[0]: STDERR_NOISE + _master_source_marker(quizzes[0])} if quizzes else {}),
         Sample("blank", "the learner copy handed in with no answer written", blank=True,
                broken=set(answer_cells(learner))),
         Sample("wrong_kernel", "subtracts instead of adding", {KERNEL: WRONG_KERNEL},

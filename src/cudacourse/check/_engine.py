@@ -41,7 +41,8 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIM = (1024, 1024, 64)
 MAX_GRID_DIM = (2**31 - 1, 65535, 65535)
 GUARD = 2048  # sentinel elements on each side: more than a spare block's threads can reach
-SENTINEL = -7.75e30  # a value no correct kernel writes into a guard zone
+SENTINEL = -7.75e30  # output guard zones: a value no correct kernel writes there
+INPUT_SENTINEL = 3.25e30  # input guard zones: what an out-of-bounds read returns on a GPU
 
 
 class CheckFailure(AssertionError):
@@ -132,13 +133,16 @@ class Guarded:
     """A device array of ``shape`` sitting between two guard zones of sentinels.
 
     ``view`` is what the kernel gets. A write past either end lands in a guard zone (on a
-    GPU) instead of corrupting other memory, and ``check_guards`` reports it.
+    GPU) instead of corrupting other memory, and ``check_guards`` reports it. Inputs and
+    outputs use different sentinels, so that a kernel copying an input's guard zone into an
+    output's (reading and writing past the end) is still seen.
     """
 
     buffer: Any
     view: Any
     shape: tuple
     name: str
+    sentinel: Any = SENTINEL
 
     @classmethod
     def make(cls, shape: int | Sequence[int], dtype: Any, name: str,
@@ -147,17 +151,21 @@ class Guarded:
 
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         n = int(_prod(shape))
-        host = _full(n + 2 * guard, SENTINEL if _np.dtype(dtype).kind == "f" else -1234567,
-                     dtype=dtype)
+        is_float = _np.dtype(dtype).kind == "f"
+        if fill is None:
+            sentinel = SENTINEL if is_float else -1234567
+        else:
+            sentinel = INPUT_SENTINEL if is_float else -7654321
+        host = _full(n + 2 * guard, sentinel, dtype=dtype)
         if fill is None:  # poison: a never-written element stays NaN (or a marker int)
-            host[guard:guard + n] = _np.nan if _np.dtype(dtype).kind == "f" else -999999
+            host[guard:guard + n] = _np.nan if is_float else -999999
         else:
             host[guard:guard + n] = _asarray(fill, dtype=dtype).ravel()
         buf = cuda.to_device(host)
         view = buf[guard:guard + n]
         if len(shape) > 1:
             view = view.reshape(shape)
-        return cls(buf, view, shape, name)
+        return cls(buf, view, shape, name, host[0])
 
     def result(self) -> _np.ndarray:
         return self.view.copy_to_host().reshape(self.shape)
@@ -166,9 +174,9 @@ class Guarded:
         host = self.buffer.copy_to_host()
         n = int(_prod(self.shape))
         guard = (host.size - n) // 2
-        sentinel = SENTINEL if host.dtype.kind == "f" else -1234567
-        before = _flatnonzero(host[:guard] != _asarray(sentinel, host.dtype))
-        after = _flatnonzero(host[guard + n:] != _asarray(sentinel, host.dtype))
+        sentinel = _asarray(self.sentinel, host.dtype)
+        before = _flatnonzero(host[:guard] != sentinel)
+        after = _flatnonzero(host[guard + n:] != sentinel)
         if after.size:
             fail(f"wrote past the end of {self.name} (size {n}) at index {n + int(after[0])}: "
                  f"{hint}")

@@ -217,7 +217,7 @@ def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None
         def oob(index: int, size: int) -> str:
             if size == n:
                 return (f"read x[{index}] past its end (size {n}): lanes past the end must "
-                        "take part in the shuffles with 0 instead of reading x (v = 0.0; "
+                        "take part in the shuffles with the value 0 instead of reading x (v = 0.0; "
                         "if i < n: v = x[i]).")
             if size == groups:
                 return (f"wrote out[{index}] past its end (size {groups}): the spare warps "
