@@ -282,7 +282,7 @@ else:
 # ignore the L2 cache, which absorbs part of the naive kernel's traffic.)
 
 # %%
-n_copy = device.pick(sim=4096, gpu=64 * 2**20)
+n_copy = device.pick(sim=4096, gpu=256 * 2**20)  # 1 GiB: a small copy under-reports
 src = cuda.to_device(np.ones(n_copy, np.float32))
 dst = cuda.device_array_like(src)
 copy_bw = 2 * 4 * n_copy / median_time(lambda: dst.copy_to_device(src))  # bytes/s

@@ -25,13 +25,16 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import authoring, grading_audit
+from cudacourse import authoring, device, grading_audit
 
 pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
 
 ROOT = authoring.ROOT
 ASSIGNMENT = "01_gpu_vs_cpu"
-TIMEOUT = int(os.environ.get("CUDACOURSE_GRADING_TIMEOUT", "20"))  # per cell, autograde
+# Per-cell autograde timeout: short, because two samples wait it out on purpose. A GPU gets a
+# little more for CUDA start-up and first compiles in the cells of the full sample.
+TIMEOUT = int(os.environ.get("CUDACOURSE_GRADING_TIMEOUT", device.pick(sim=20, gpu=30)))
+MAX_RESTARTS = 3  # per notebook; the crash_storm sample needs more than that
 
 
 def _load_samples():
@@ -68,7 +71,8 @@ def course(tmp_path_factory):
                          f"{ASSIGNMENT}.ipynb")
     start = time.monotonic()
     graded = _nbgrader(course, "autograde", ASSIGNMENT, "--force",
-                       f"--ResilientExecute.timeout={TIMEOUT}")
+                       f"--ResilientExecute.timeout={TIMEOUT}",
+                       f"--ResilientExecute.max_restarts={MAX_RESTARTS}")
     seconds = time.monotonic() - start
     feedback = _nbgrader(course, "generate_feedback", ASSIGNMENT, "--force")
     export = _nbgrader(course, "export", "--to", str(course / "grades.csv"))
@@ -237,6 +241,16 @@ def test_bad_cells_are_named_and_the_rest_is_graded(course, name, ename, phrase)
     # cells after the bad ones ran in the restarted kernel and were graded
     later = [g for g, p, _ in samples.graded_cells(nb) if course["want"][name]["cells"][g] > 0]
     assert later and all(not _errors(_cell(nb, g)) for g in later)
+
+
+def test_after_too_many_restarts_the_rest_is_not_graded(course):
+    nb = _autograded(course["dir"], "crash_storm")
+    graded = [g for g, _, _ in samples.graded_cells(nb)]
+    assert sum(_scores(course["dir"])["crash_storm"].values()) == 0
+    assert "NotGraded" in _errors(_cell(nb, graded[-1]))  # never run, yet no free points
+    assert f"crash_storm/{ASSIGNMENT}/{ASSIGNMENT}: giving up" in course["autograde"].stderr
+    assert re.search(rf"crash_storm/{ASSIGNMENT}/{ASSIGNMENT}: executed in [\d.]+ s, "
+                     rf"{MAX_RESTARTS} restart\(s\)", course["autograde"].stderr)
 
 
 def test_segfault_is_reported_as_a_signal(course):

@@ -26,6 +26,7 @@ from numba import cuda  # noqa: E402
 from cudacourse import device, matmul as MM, reduce as RD, transpose as TR  # noqa: E402
 
 SIM = device.is_simulator()
+BEST_NAME = MM.BEST
 OUT = os.environ.get("OUT", ".")
 T0 = time.time()
 BUDGET = float(os.environ.get("PROBE_BUDGET_S", "140" if not SIM else "3000"))
@@ -67,7 +68,14 @@ def timeit(fn, reps: int = 10, warm: int = 2) -> float:
     return float(np.median(times))
 
 
+# PROBE_SECTIONS=extra: only the copy, cuBLAS and the EXTRA matmul configurations.
+SECTIONS = os.environ.get("PROBE_SECTIONS", "all")
+
+
 def guarded(section: str, name: str, fn) -> None:
+    if SECTIONS == "extra" and section != "copy" and not name.startswith("cfg_") \
+            and name not in ("cublas_cupy", BEST_NAME):
+        return
     if not left():
         results[section][name] = {"skipped": "time budget"}
         return
@@ -261,6 +269,12 @@ CONFIGS = [(128, 128, 8, 8, 8, False, None), (128, 128, 8, 8, 8, True, 128),
            (128, 128, 16, 8, 8, True, None), (128, 256, 8, 8, 16, True, None),
            (128, 64, 8, 8, 4, True, None), (64, 64, 8, 4, 4, True, None),
            (64, 64, 16, 4, 4, True, None), (128, 128, 8, 8, 8, True, None)]
+# Second round (after the first run on 2026-11-30): around the best, 128 x 256 / 8 x 16.
+EXTRA = [(256, 128, 8, 16, 8, True, None), (128, 256, 8, 8, 16, False, None),
+         (128, 128, 8, 8, 8, False, 128), (128, 256, 8, 8, 8, True, 128),
+         (256, 128, 8, 8, 8, True, 128), (128, 256, 8, 8, 16, True, None)]
+if SECTIONS == "extra":
+    CONFIGS = EXTRA
 for cfg in CONFIGS:
     if SIM and cfg[1] > 128:
         continue

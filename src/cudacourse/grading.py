@@ -64,16 +64,19 @@ class KernelTrouble(Exception):
 
 
 def is_graded(cell: NotebookNode) -> bool:
+    """An autograded test cell: nbgrader scores it by whether its output holds an error."""
     nb = cell.get("metadata", {}).get("nbgrader", {})
     return cell.cell_type == "code" and bool(nb.get("grade"))
 
 
 def cell_label(cell: NotebookNode, index: int) -> str:
+    """How messages name a cell: its grade_id, else its position and id."""
     gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
     return f"'{gid}'" if gid else f"#{index} (id {cell.get('id', '?')})"
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
+    """An error output, the kind nbgrader scores 0."""
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
                         traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
 
@@ -150,17 +153,19 @@ class ResilientExecute(Execute):
         except CellTimeoutError:  # still busy after the interrupt: swallowed it, or stuck in C
             why = (f"did not finish within {self.timeout} s and ignored the interrupt; the "
                    "grader restarted the Python kernel and re-ran the cells before it")
-            cell.outputs.append(error_output("CellTimeoutError", f"cell {cell_label(cell, index)} {why}"))
+            cell.outputs.append(error_output("CellTimeoutError",
+                                             f"cell {cell_label(cell, index)} {why}"))
             self._incident(cell, index, "timeout", why)
             self._recover(index)
         except DeadKernelError:
             why = (f"killed the Python kernel ({self._exit_status()}); the grader started a "
                    "new kernel and re-ran the cells before it")
-            cell.outputs.append(error_output("DeadKernelError", f"cell {cell_label(cell, index)} {why}"))
+            cell.outputs.append(error_output("DeadKernelError",
+                                             f"cell {cell_label(cell, index)} {why}"))
             self._incident(cell, index, "crash", why)
             self._recover(index)
         if graded:
-            if index not in self._bad:
+            if index not in self._bad and not self._gave_up:
                 self._check_integrity(cell, index, "after")
             if self._tampered:
                 cell.outputs.append(error_output("CheckerTampered", self._tampered))
@@ -335,7 +340,7 @@ class ResilientExecute(Execute):
 
     def _who(self) -> str:
         info = (self.resources or {}).get("nbgrader", {})
-        return f"{info.get('student', '?')}/{info.get('assignment', '?')}/{info.get('notebook', '?')}"
+        return "/".join(str(info.get(k, "?")) for k in ("student", "assignment", "notebook"))
 
     def _incident(self, cell: NotebookNode, index: int, kind: str, what: str) -> None:
         label = cell_label(cell, index)

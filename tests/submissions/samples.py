@@ -174,6 +174,11 @@ def samples(learner: nbformat.NotebookNode) -> list[Sample]:
                       "KeyboardInterrupt in a quiz answer", loops, lbroken, incidents=linc))
     out.append(Sample("crashes", "os._exit(1) in the kernel cell, a segfault in a quiz answer",
                       crashes, cbroken, incidents=cinc))
+    every = [a for a in answer_cells(learner)]
+    out.append(Sample("crash_storm", "every answer cell kills the kernel: the grader gives up "
+                      "after max_restarts and marks the rest not graded",
+                      {a: EXIT + _master_source_marker(a) for a in every}, set(every),
+                      incidents={"*": "gave up"}))
     return out
 
 
