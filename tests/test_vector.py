@@ -124,7 +124,8 @@ CONFIGS = [
     Config("ilp", threads=32, per_thread=16),
     Config("vec4", threads=32, per_thread=1),
     Config("vec4", threads=1, per_thread=1),  # one thread: the 3-element tail is a loop
-    Config("vec4", threads=64, per_thread=4, streaming=True),
+    Config("vec4", threads=64, per_thread=4, hint="cs"),
+    Config("vec4", threads=128, per_thread=2, hint="nc"),
     Config("vec4_stride", threads=32, per_thread=2, blocks_per_sm=1),
     Config("grid_stride", threads=64, blocks_per_sm=1),
 ]

@@ -60,8 +60,8 @@ def candidates(quick: bool = False) -> list[Config]:
     c += [Config("grid_stride", threads=t, blocks_per_sm=b) for t in (256, 512)
           for b in (4, 8, 16, 32)]
     c += [Config("ilp", threads=t, per_thread=k) for t in (128, 256, 512) for k in (4, 8, 16)]
-    c += [Config("vec4", threads=t, per_thread=v, streaming=s) for t in tpbs for v in (1, 2, 4)
-          for s in (False, True)]
+    c += [Config("vec4", threads=t, per_thread=v, hint=h) for t in tpbs for v in (1, 2, 4)
+          for h in ("", "cs", "nc")]
     c += [Config("vec4_stride", threads=t, per_thread=v, blocks_per_sm=b) for t in (256, 512)
           for v in (1, 2, 4) for b in (2, 4, 8, 16)]
     if quick:

@@ -302,7 +302,10 @@ def _matmul_cases(ctx: Ctx) -> list[Case]:
                                                   f"matmul variant {variant!r}"),
                             **_matmul_work(ctx))
 
-        return Case(f"matmul_{variant}", f"Numba matmul, {variant}", prepare,
+        label = f"Numba matmul, {variant}"
+        if variant == "best" and hasattr(mod, "BEST"):
+            label += f" ({mod.BEST})"
+        return Case(f"matmul_{variant}", label, prepare,
                     ratio=f"matmul_{variant}_vs_cublas", vs="cublas_sgemm", kind="compute")
 
     return [case(v) for v in (*mod.MATMUL_VARIANTS, "best")]
@@ -405,18 +408,27 @@ def _library_sum_cases(lib: str) -> Callable[[Ctx], list[Case]]:
     def cases(ctx: Ctx) -> list[Case]:
         def prepare(ctx: Ctx) -> Prepared:
             x = ctx.memo("sum", lambda: ctx.uniform(ctx.sizes["sum"]))
-            out = ctx.xp.full((), np.nan, np.float32)
             if lib == "cupy":
+                out = ctx.xp.full((), np.nan, np.float32)
+
                 def run() -> Any:
                     return ctx.xp.sum(x, out=out)
+
+                def result() -> Any:
+                    return out
             else:
                 torch = _torch()
-                tx, tout = torch.as_tensor(x, device="cuda"), torch.as_tensor(out, device="cuda")
+                tx = torch.as_tensor(x, device="cuda")
+                tout = torch.full((), float("nan"), dtype=torch.float32, device="cuda")
 
                 def run() -> Any:
                     return torch.sum(tx, dim=0, out=tout)
 
-            return Prepared(run, lambda: _check_sum(ctx, x, out, f"{lib} sum"), **_sum_work(ctx))
+                def result() -> Any:
+                    return ctx.xp.asarray([tout.item()], dtype=np.float32)
+
+            return Prepared(run, lambda: _check_sum(ctx, x, result(), f"{lib} sum"),
+                            **_sum_work(ctx))
 
         title = {"cupy": "CuPy", "torch": "PyTorch"}[lib]
         return [Case(f"{lib}_sum", f"{title} sum", prepare, ratio=f"{lib}_sum_vs_copy",
@@ -445,7 +457,10 @@ def _transpose_cases(ctx: Ctx) -> list[Case]:
                             **_transpose_work(ctx))
 
         name = "transpose" if variant == "best" else f"transpose_{variant}"
-        return Case(name, f"Numba transpose, {variant}", prepare, ratio=f"{name}_vs_copy",
+        label = f"Numba transpose, {variant}"
+        if variant == "best" and hasattr(mod, "BEST"):
+            label += f" ({mod.BEST})"
+        return Case(name, label, prepare, ratio=f"{name}_vs_copy",
                     vs="copy")
 
     return [case(v) for v in variants]
@@ -465,8 +480,11 @@ def _cupy_transpose_cases(ctx: Ctx) -> list[Case]:
 
 
 def _attention_inputs(ctx: Ctx, shape: tuple[int, int, int]) -> tuple[Any, Any, Any]:
-    return ctx.memo(f"attention{shape}", lambda: tuple(ctx.uniform(shape, -1.0, 1.0)
-                                                       for _ in range(3)))
+    """q, k in [-2, 2) (scores spread enough that the softmax is far from uniform, so a
+    kernel that drops or repeats keys shows), v in [-1, 1)."""
+    return ctx.memo(f"attention{shape}", lambda: (ctx.uniform(shape, -2.0, 2.0),
+                                                  ctx.uniform(shape, -2.0, 2.0),
+                                                  ctx.uniform(shape, -1.0, 1.0)))
 
 
 def _check_attention(ctx: Ctx, q: Any, k: Any, v: Any, got: Any, what: str) -> None:
@@ -851,13 +869,14 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
     by_ratio = report.get("ratios", {})
     for name, m in report.get("measurements", {}).items():
         if m["status"] != "ok":
-            rows.append([m["label"], m["shape"], "", "", m["status"], m["detail"][:80]])
+            rows.append([m["label"], m["shape"], m["status"], m["detail"][:90], "", ""])
             continue
         if m["kind"] == "value":
             rows.append([m["label"], m["shape"], "", f"{m['value']:.2f} GiB", "", ""])
             continue
-        achieved = (f"{m['tflop_s']:.2f} TFLOP/s" if m["kind"] == "compute"
-                    else f"{m['gb_s']:.0f} GB/s")
+        rate = m.get("tflop_s") if m["kind"] == "compute" else m.get("gb_s")
+        achieved = "" if rate is None else (f"{rate:.2f} TFLOP/s" if m["kind"] == "compute"
+                                            else f"{rate:.0f} GB/s")
         r = by_ratio.get(m["ratio"]) if m["ratio"] else None
         rows.append([m["label"], m["shape"], _fmt_time(m["median_ms"]), achieved,
                      m["vs"] or "", "" if r is None else f"{r:.2f}"])
@@ -997,6 +1016,10 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(results, command=_command(argv), size=ctx.size, seed=ctx.seed,
                           repeats=args.repeats)
     print(format_table(report))
+    if not sim:  # the table truncates; the reasons matter
+        for m in results.values():
+            if m.status in ("FAILED", "missing"):
+                print(f"{m.status} {m.name}: {m.detail}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")

@@ -1,21 +1,29 @@
 """Lesson 1: element-wise vector addition, the "hello world" of GPU programming.
 
-Four kernels of rising speed, each faster for one reason:
+A vector add is memory-bound: 12 bytes move (two 4-byte reads, one write) per addition. DRAM
+answers a load only after several hundred nanoseconds, so to stream at full bandwidth the
+GPU must keep about *bandwidth x latency* bytes in flight (Little's law): a few MB across
+the whole GPU, tens of KB per SM. The variants differ in how many bytes each thread keeps in
+flight, and with how many instructions:
 
-* ``simple``: one element per thread. Each thread has one 4-byte load of each input in
-  flight, which is too few bytes in flight to cover the DRAM latency of a whole GPU.
-* ``grid_stride``: a grid of a few waves of blocks; each thread loops over the array in steps
-  of the whole grid. Fewer blocks to schedule and the same coalesced accesses.
-* ``ilp``: each thread loads several elements, one block-width apart, before adding any of
-  them: more independent loads in flight per thread.
-* ``vec4``: each thread moves 16 bytes per load instruction (4 floats at once, like CUDA C's
-  ``float4``) and several such vectors per thread: the most bytes in flight per instruction,
-  and a quarter of the load/store instructions to issue.
+* ``simple``: one element per thread: 8 bytes of loads in flight per thread. Even with every
+  SM full (2048 threads), that is 16 KB per SM: too little to hide the latency.
+* ``grid_stride``: a grid of a few waves of blocks (32 blocks per SM), each thread looping in
+  steps of the whole grid: no millions of tiny blocks to schedule, and no partly idle last
+  wave; the accesses stay coalesced.
+* ``ilp``: each thread issues the loads of 4 elements (one block-width apart, so each load
+  instruction is still coalesced) before it adds any: 32 bytes in flight per thread, but 12
+  memory instructions and their 64-bit index arithmetic for 4 elements.
+* ``vec4``: each thread moves 16 bytes per instruction (4 consecutive floats, like CUDA C's
+  ``float4``), 2 such vectors per input per thread: 64 bytes in flight per thread with only 4
+  load instructions; a warp's 16-byte load covers 512 consecutive bytes (four whole 128-byte
+  lines). A quarter of the instructions for the same bytes leaves the schedulers free to keep
+  memory busy.
 
 ``vector_add(..., variant="best")`` uses the fastest configuration measured on an NVIDIA
-H200 (``BEST``, chosen by ``tools/probe_vector.py``).
+H200 (``BEST``, chosen by ``tools/probe_vector.py``, which measures every kernel x block size
+x work per thread x grid size x cache hint in one run).
 """
-
 from __future__ import annotations
 
 import functools
@@ -114,7 +122,7 @@ if _numba_config.ENABLE_CUDASIM:
         arr[4 * j + 2] = v2
         arr[4 * j + 3] = v3
 
-    _load4_cs, _store4_cs = _load4, _store4
+    _HINTED = {hint: (_load4, _store4) for hint in ("", "cs", "nc")}
 else:
     from llvmlite import ir as _ir
     from numba.cuda import types as _types
@@ -151,7 +159,7 @@ else:
                     fty = _ir.FunctionType(_ir.LiteralStructType([_ir.FloatType()] * 4),
                                            [ptr.type])
                     asm = _ir.InlineAsm(fty, f"ld.global.{hint}.v4.f32 {{$0, $1, $2, $3}}, "
-                                        "[$4];", "=f,=f,=f,=f,l")
+                                        "[$4];", "=f,=f,=f,=f,l", side_effect=True)
                     res = builder.call(asm, [ptr])
                     vals = [builder.extract_value(res, k) for k in range(4)]
                 else:  # plain LLVM: one aligned vector load, PTX ld.global.v4.f32
@@ -192,20 +200,22 @@ else:
         return store4
 
     _load4, _store4 = _make_load4(""), _make_store4("")
-    _load4_cs, _store4_cs = _make_load4("cs"), _make_store4("cs")
+    # Cache hints (PTX ISA "cache operators"): "cs" streams (evict first: data used once
+    # should not push anything else out of L2), "nc" reads through the non-coherent
+    # read-only path, as CUDA C does for const __restrict__ pointers.
+    _HINTED = {"": (_load4, _store4), "cs": (_make_load4("cs"), _make_store4("cs")),
+               "nc": (_make_load4("nc"), _store4)}
 
 
 VEC4_PER_THREAD = 2  # 16-byte vectors per thread in the ``vec4`` variant
 
 
-def _make_vec4_kernel(vectors: int, streaming: bool = False):
+def _make_vec4_kernel(vectors: int, hint: str = ""):
     """A kernel in which each thread adds ``vectors`` groups of 4 floats, 16 bytes at a time.
 
-    ``streaming`` uses the evict-first cache hint (``ld/st.global.cs``): data read or
-    written once should not push anything useful out of L2.
+    ``hint`` is a PTX cache hint for the loads (and stores, for "cs"): see ``_HINTED``.
     """
-    load4 = _load4_cs if streaming else _load4
-    store4 = _store4_cs if streaming else _store4
+    load4, store4 = _HINTED[hint]
     floats = 4 * vectors  # a closure constant: local array sizes must be known at compile time
 
     @cuda.jit
@@ -273,10 +283,10 @@ def _make_vec4_stride_kernel(vectors: int):
 
 
 @functools.cache
-def _vec4_kernel(vectors: int, streaming: bool = False, stride: bool = False):
+def _vec4_kernel(vectors: int, hint: str = "", stride: bool = False):
     if stride:
         return _make_vec4_stride_kernel(vectors)
-    return _make_vec4_kernel(vectors, streaming)
+    return _make_vec4_kernel(vectors, hint)
 
 
 # --- configurations and launch -------------------------------------------------------------
@@ -289,7 +299,7 @@ class Config:
     threads: int = 256
     per_thread: int = 1  # elements (ilp) or 16-byte vectors (vec4*) per thread
     blocks_per_sm: int = 0  # grid-stride kernels: blocks = blocks_per_sm x SMs
-    streaming: bool = False  # vec4 only: evict-first cache hints
+    hint: str = ""  # vec4 only: PTX cache hint, "" (none), "cs" (streaming) or "nc"
 
     @property
     def name(self) -> str:
@@ -298,7 +308,7 @@ class Config:
             s += f"/x{self.per_thread}"
         if self.blocks_per_sm:
             s += f"/b{self.blocks_per_sm}"
-        return s + ("/cs" if self.streaming else "")
+        return s + (f"/{self.hint}" if self.hint else "")
 
     def elements_per_block(self) -> int:
         per = {"ilp": self.per_thread, "vec4": 4 * self.per_thread,
@@ -367,7 +377,7 @@ def _kernel_for(cfg: Config):
     if cfg.kernel == "ilp":
         return _ilp_kernel(cfg.per_thread)
     if cfg.kernel == "vec4":
-        return _vec4_kernel(cfg.per_thread, cfg.streaming)
+        return _vec4_kernel(cfg.per_thread, cfg.hint)
     if cfg.kernel == "vec4_stride":
         return _vec4_kernel(cfg.per_thread, stride=True)
     raise ValueError(f"unknown kernel {cfg.kernel!r}")

@@ -65,7 +65,7 @@ def roofline(report: dict[str, Any], ax: Any = None) -> Any:
     gpu = report.get("environment", {}).get("gpu", "GPU")
     ax.set_title(f"roofline, {gpu}, {str(report.get('date', ''))[:10]}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=6.5, loc="upper left")  # above the memory roof: nothing can be there
     return ax
 
 

@@ -1,0 +1,376 @@
+"""cudacourse.bench: the simulator smoke pass, --only, the JSON names, wrong kernels reported
+as FAILED and never timed, the markdown and plot writers; GPU-marked tests for a real run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from cudacourse import bench, device
+from cudacourse.bench import Case, Ctx, Entry, Measurement, Prepared
+
+pytestmark = pytest.mark.lesson1
+
+REQUIRED_RATIOS = {
+    "vector_add_vs_copy", "vector_add_best_vs_copy", "cupy_add_vs_copy", "torch_add_vs_copy",
+    "reduce_sum_vs_copy", "transpose_vs_copy", "matmul_best_vs_cublas",
+    "attention_fused_vs_unfused", "attention_fused_extra_gib_s16384",
+}
+
+
+# --- a deliberately wrong kernel, to inject ----------------------------------------------------
+
+@cuda.jit
+def _subtract(a, b, out):
+    """Wrong on purpose: a - b where a + b is wanted."""
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] - b[i]
+
+
+@cuda.jit
+def _add(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+def _add_case(kernel, name: str) -> Case:
+    def prepare(ctx: Ctx) -> Prepared:
+        n = 300
+        a, b = ctx.uniform(n), ctx.uniform(n)
+        da, db, out = ctx.dev(a), ctx.dev(b), ctx.output(n)
+        return Prepared(lambda: kernel[3, 128](da, db, out),
+                        lambda: bench.assert_close(ctx, ctx.read(out), a + b, name, rtol=0.0),
+                        bytes=12.0 * n)
+
+    return Case(name, f"{name} kernel", prepare, ratio=f"{name}_vs_copy", vs="copy")
+
+
+class SpyTimer:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, fn):
+        self.calls += 1
+        fn()
+        return [1.0, 2.0, 3.0]
+
+
+@pytest.fixture
+def inject(monkeypatch):
+    """Register extra entries for one test."""
+    def add(name: str, cases) -> None:
+        monkeypatch.setitem(bench.ENTRIES, name, Entry(name, f"test entry {name}", name, cases,
+                                                       "copy"))
+    return add
+
+
+# --- the simulator smoke pass --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """One smoke pass of the vector entries, with every output option."""
+    if not device.is_simulator():
+        pytest.skip("the smoke pass is what the simulator runs")
+    d = tmp_path_factory.mktemp("bench")
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = bench.main(["--only", "vector_add", "--json", str(d / "b.json"), "--markdown",
+                         str(d / "b.md"), "--plot", str(d / "b.png"), "--no-progress"])
+    return rc, out.getvalue(), d
+
+
+def test_smoke_pass_says_timings_mean_nothing_and_exits_0(smoke):
+    rc, out, _ = smoke
+    assert rc == 0
+    assert "timings mean nothing" in out
+    for name in ("copy", "vector_add", "vector_add_best", "vector_add_vec4"):
+        assert any(line.split()[:2] == [name, "ok"] for line in out.splitlines()), out
+
+
+def test_smoke_json_cannot_pass_for_gpu_results(smoke):
+    _, _, d = smoke
+    report = json.loads((d / "b.json").read_text())
+    assert report["mode"] == "sim"
+    assert "timings mean nothing" in report["note"]
+    assert "ratios" not in report and "measurements" not in report
+    assert "ms" not in json.dumps(report["smoke"])
+    assert report["smoke"]["vector_add_best"] == "ok"
+
+
+def test_smoke_markdown_and_no_plot(smoke):
+    _, out, d = smoke
+    md = (d / "b.md").read_text()
+    assert "no timings" in md and bench.GPU_MARKER not in md
+    assert not (d / "b.png").exists()
+    assert "no plot written" in out
+
+
+@pytest.mark.skipif(not device.is_simulator(), reason="the smoke pass is what the sim runs")
+def test_full_smoke_pass_reports_every_entry(tmp_path, capsys):
+    """Every entry runs or is reported (ok, FAILED, missing, skipped): nothing crashes."""
+    rc = bench.main(["--json", str(tmp_path / "b.json"), "--no-progress"])
+    report = json.loads((tmp_path / "b.json").read_text())
+    statuses = report["smoke"]
+    assert rc == (1 if any(s.startswith("FAILED") for s in statuses.values()) else 0)
+    assert all(s.split(":")[0] in ("ok", "FAILED", "missing", "skipped")
+               for s in statuses.values())
+    assert statuses["cupy_add"].startswith("skipped") and "GPU" in statuses["cupy_add"]
+    assert statuses["attention_memory"].startswith("skipped")
+
+
+def test_list_names_every_benchmark(capsys):
+    assert bench.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("copy", "vector_add", "cupy_add", "torch_add", "reduce_sum", "transpose",
+                 "cublas", "matmul", "attention", "attention_memory"):
+        assert any(line.split()[0] == name for line in out.splitlines()), name
+
+
+# --- --only ----------------------------------------------------------------------------------------
+
+def test_only_runs_the_chosen_entries_and_the_ceilings_they_need():
+    assert bench.select("matmul") == ["cublas", "matmul"]
+    assert bench.select("reduce_sum,vector_add") == ["copy", "vector_add", "reduce_sum"]
+    assert bench.select(" attention ") == ["attention"]
+    assert bench.select(None) == list(bench.ENTRIES)
+
+
+def test_only_with_an_unknown_name_lists_the_known_ones(capsys):
+    assert bench.main(["--only", "vector_add,warp_speed"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark warp_speed" in err and "vector_add" in err
+
+
+def test_only_filters_what_runs(inject, capsys):
+    inject("good_add", lambda ctx: [_add_case(_add, "good_add")])
+    assert bench.main(["--only", "good_add", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    names = [line.split()[0] for line in out.splitlines()[2:] if line.strip()]
+    assert names == ["copy", "good_add"]
+
+
+# --- wrong and missing kernels ---------------------------------------------------------------------
+
+def test_a_wrong_kernel_is_failed_and_never_timed():
+    ctx = Ctx("small", seed=3)
+    spy = SpyTimer()
+    m = bench.run_case(_add_case(_subtract, "broken_add"), ctx, spy)
+    assert m.status == "FAILED"
+    assert "broken_add is wrong" in m.detail and "differ from the reference" in m.detail
+    assert spy.calls == 0 and m.times_ms == [] and m.median_ms is None
+    good = bench.run_case(_add_case(_add, "good_add"), ctx, spy)
+    assert good.status == "ok" and spy.calls == 1 and good.median_ms == 2.0
+
+
+def test_a_wrong_kernel_fails_the_command(inject, capsys):
+    inject("broken_add", lambda ctx: [_add_case(_subtract, "broken_add")])
+    assert bench.main(["--only", "broken_add", "--no-progress"]) == 1
+    out, err = capsys.readouterr()
+    assert any(line.split()[:2] == ["broken_add", "FAILED:"] for line in out.splitlines()), out
+    assert "FAILED: broken_add" in err
+
+
+def test_a_crashing_kernel_is_failed_with_its_error():
+    def prepare(ctx):
+        def boom():
+            raise RuntimeError("launch failed")
+        return Prepared(boom, lambda: None)
+
+    m = bench.run_case(Case("boom", "boom", prepare), Ctx("small"), SpyTimer())
+    assert m.status == "FAILED" and m.detail == "RuntimeError: launch failed"
+
+
+def test_a_module_not_written_yet_is_missing_not_a_crash(inject, capsys):
+    with pytest.raises(bench.Missing, match="cudacourse.not_written_yet is not written yet"):
+        bench._need("cudacourse.not_written_yet", "f")
+    with pytest.raises(bench.Missing, match="cudacourse.vector has no no_such_function"):
+        bench._need("cudacourse.vector", "vector_add", "no_such_function")
+    inject("ghost", lambda ctx: [bench._need("cudacourse.not_written_yet", "ghost")])
+    assert bench.main(["--only", "ghost", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "ghost" in out and "missing: cudacourse.not_written_yet is not written yet" in out
+
+
+def test_assert_close_names_unwritten_outputs():
+    ctx = Ctx("small")
+    want = np.arange(1, 11, dtype=np.float32)
+    got = want.copy()
+    got[[3, 7]] = np.nan
+    with pytest.raises(AssertionError, match=r"2 of 10 values differ.*first at \(3,\): got nan"):
+        bench.assert_close(ctx, got, want, "out")
+    bench.assert_close(ctx, want * (1 + 1e-7), want, "out", rtol=1e-6)
+
+
+# --- the report: JSON names, ratios, markdown, plot --------------------------------------------
+
+H200_ENV = {"mode": "gpu", "gpu": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132,
+            "memory_gib": 139.8, "cuda_driver_api": "13.0", "driver": "580.95.05",
+            "cuda_runtime": "13.0", "python": "3.12.3",
+            "libraries": {"numpy": "2.4.6", "numba-cuda": "0.30.4", "cupy-cuda13x": "14.2.0",
+                          "torch": "2.11.0"}}
+
+
+def fake_gpu_measurements() -> dict[str, Measurement]:
+    """Every case the full-size bench plans, with made-up times (no kernel runs)."""
+    ctx = Ctx("full")
+    ctx.sizes = bench.SIZES["full"]  # planning only: nothing is allocated
+    results = {}
+    for _, step in bench.plan(list(bench.ENTRIES), ctx):
+        assert isinstance(step, Case), f"{step.name}: {step.status} {step.detail}"
+        m = Measurement(step.name, step.label, step.kind, ratio=step.ratio, vs=step.vs,
+                        shape="fake", bytes=1e9, flops=1e12, times_ms=[1.0, 1.0, 1.0])
+        if step.kind == "value":
+            m.times_ms, m.value = [], 0.0625
+        results[m.name] = m
+    n = 2**28
+    results["copy"].bytes, results["copy"].times_ms = 8.0 * n, [0.5]
+    results["vector_add"].bytes, results["vector_add"].times_ms = 12.0 * n, [1.1]
+    return results
+
+
+def fake_report(**changes) -> dict:
+    ms = fake_gpu_measurements()
+    for name, (status, detail) in changes.items():
+        ms[name].status, ms[name].detail, ms[name].times_ms = status, detail, []
+    return bench.build_report(ms, command="cudacourse bench --json docs/benchmarks.json",
+                              size="full", seed=7, repeats=20, env=H200_ENV,
+                              date="2026-11-30T12:00:00+00:00")
+
+
+def test_json_names_each_ratio_by_what_it_compares():
+    report = fake_report()
+    from cudacourse.matmul import MATMUL_VARIANTS
+
+    names = set(report["ratios"])
+    assert REQUIRED_RATIOS <= names, REQUIRED_RATIOS - names
+    assert {f"matmul_{v}_vs_cublas" for v in MATMUL_VARIANTS} <= names
+    assert all(name.endswith(("_vs_copy", "_vs_cublas", "_vs_unfused")) or "_extra_gib_" in name
+               for name in names)
+    # vector add: 12 bytes per element in 1.1 ms against the copy's 8 in 0.5 ms
+    assert report["ratios"]["vector_add_vs_copy"] == pytest.approx((12 / 1.1) / (8 / 0.5))
+    assert report["ratios"]["attention_fused_extra_gib_s16384"] == 0.0625
+    assert report["mode"] == "gpu" and report["environment"]["gpu"] == "NVIDIA H200"
+    assert report["measurements"]["vector_add"]["times_ms"] == [1.1]
+    assert report["ceilings"]["copy_gb_s"] == pytest.approx(8 * 2**28 / 0.5e-3 / 1e9)
+    json.dumps(report)  # serialisable as is
+
+
+def test_a_failed_kernel_has_no_ratio_and_no_time():
+    report = fake_report(vector_add_best=("FAILED", "vector_add variant 'best' is wrong"))
+    assert "vector_add_best_vs_copy" not in report["ratios"]
+    assert report["problems"]["vector_add_best_vs_copy"].startswith("FAILED: vector_add")
+    assert report["measurements"]["vector_add_best"]["median_ms"] is None
+
+
+def test_a_failed_ceiling_leaves_its_ratios_unvalued():
+    report = fake_report(cublas_sgemm=("skipped", "CuPy needs a real GPU"))
+    assert not any(k.endswith("_vs_cublas") for k in report["ratios"])
+    assert "cublas_sgemm skipped" in report["problems"]["matmul_best_vs_cublas"]
+
+
+def test_markdown_records_where_when_and_how():
+    md = bench.to_markdown(fake_report(reduce_sum=("missing", "cudacourse.reduce has no x")))
+    assert md.startswith(bench.GPU_MARKER)
+    for fact in ("NVIDIA H200", "2026-11-30", "580.95.05", "CUDA 13.0", "numba-cuda 0.30.4",
+                 "cupy-cuda13x 14.2.0", "torch 2.11.0",
+                 "`cudacourse bench --json docs/benchmarks.json`"):
+        assert fact in md, fact
+    assert "| `vector_add_vs_copy` | 0.682 |" in md  # (12/1.1)/(8/0.5) = 0.68
+    assert "missing" in md and "cudacourse.reduce has no x" in md
+    rows = [line for line in md.splitlines() if line.startswith("| Numba vector add, one")]
+    assert len(rows) == 1 and rows[0].rstrip(" |").endswith("0.68")
+
+
+def test_table_has_kernel_time_rate_and_ratio():
+    table = bench.format_table(fake_report())
+    head = table.splitlines()[0].split()
+    assert head[:3] == ["kernel", "size", "median"]
+    assert "TFLOP/s" in table and "GB/s" in table
+
+
+def test_plot_report_draws_a_roofline(tmp_path):
+    from cudacourse.viz.bench import plot_report
+
+    path = tmp_path / "roofline.png"
+    plot_report(fake_report(), str(path))
+    assert path.stat().st_size > 10_000
+    with pytest.raises(ValueError, match="simulator"):
+        plot_report({"mode": "sim", "smoke": {}})
+
+
+def test_simulator_never_overwrites_gpu_results(tmp_path, capsys):
+    if not device.is_simulator():
+        pytest.skip("simulator behaviour")
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps({"mode": "gpu", "ratios": {"vector_add_vs_copy": 0.7}}))
+    assert bench.main(["--only", "copy", "--json", str(path), "--no-progress"]) == 2
+    assert "holds GPU results" in capsys.readouterr().err
+    assert json.loads(path.read_text())["mode"] == "gpu"
+    md = tmp_path / "benchmarks.md"
+    md.write_text(bench.to_markdown(fake_report()))
+    assert bench.main(["--only", "copy", "--markdown", str(md), "--no-progress"]) == 2
+    assert bench.main(["--only", "copy", "--json", str(path), "--force", "--no-progress"]) == 0
+    assert json.loads(path.read_text())["mode"] == "sim"
+
+
+# --- on a real GPU (small sizes) --------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_event_times_are_positive_medians():
+    a = cuda.to_device(np.ones(2**20, np.float32))
+    out = cuda.device_array_like(a)
+    times = bench.event_times(lambda: _add[4096, 256](a, a, out), repeats=5)
+    assert len(times) >= 3 and all(t > 0 for t in times)
+
+
+@pytest.mark.gpu
+def test_real_run_small(tmp_path, capsys):
+    p = tmp_path
+    rc = bench.main(["--size", "small", "--repeats", "5", "--no-progress",
+                     "--only", "vector_add,cupy_add,torch_add,reduce_sum,transpose,matmul,"
+                     "attention", "--json", str(p / "b.json"), "--markdown", str(p / "b.md"),
+                     "--plot", str(p / "b.png")])
+    out = capsys.readouterr().out
+    report = json.loads((p / "b.json").read_text())
+    assert rc == 0, out
+    assert report["mode"] == "gpu" and report["size"] == "small"
+    assert report["ceilings"]["copy_gb_s"] > 0 and report["ceilings"]["cublas_sgemm_tflop_s"] > 0
+    for name in ("vector_add_vs_copy", "vector_add_best_vs_copy", "cupy_add_vs_copy",
+                 "matmul_best_vs_cublas", "attention_fused_vs_unfused"):
+        assert report["ratios"][name] > 0, name
+    for m in report["measurements"].values():
+        assert m["status"] in ("ok", "skipped", "missing"), m
+        if m["status"] == "ok" and m["kind"] != "value":
+            assert m["median_ms"] > 0 and len(m["times_ms"]) >= 3
+    assert (p / "b.png").stat().st_size > 10_000
+    md = (p / "b.md").read_text()
+    assert report["environment"]["gpu"] in md and "vector_add_best_vs_copy" in md
+
+
+@pytest.mark.gpu
+def test_real_attention_memory_small(tmp_path):
+    rc = bench.main(["--size", "small", "--only", "attention_memory", "--no-progress",
+                     "--json", str(tmp_path / "m.json")])
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert rc == 0
+    fused = report["ratios"]["attention_fused_extra_gib_s1024"]
+    unfused = report["ratios"]["attention_unfused_extra_gib_s1024"]
+    # the unfused scores alone are 2 heads x 1024^2 floats = 8 MiB
+    assert unfused >= 8 / 1024 > fused
+
+
+@pytest.mark.gpu
+def test_wrong_kernel_is_failed_and_not_timed_on_gpu(inject, capsys):
+    inject("broken_add", lambda ctx: [_add_case(_subtract, "broken_add")])
+    assert bench.main(["--only", "broken_add", "--size", "small", "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if line.startswith("broken_add kernel")]
+    assert row and "FAILED" in row[0] and " ms" not in row[0]
