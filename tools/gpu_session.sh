@@ -32,6 +32,18 @@ for step in $steps; do
          --json docs/benchmarks.json --markdown docs/benchmarks.md --plot docs/benchmarks.png) \
          > "$OUT/bench.txt" 2>&1
       tail -40 "$OUT/bench.txt" ;;
+    tests_and_grading)
+      log "test suite (-v, per-test timeout) and the grading check, side by side"
+      rm -rf /tmp/nb; mkdir -p /tmp/nb "$OUT/grading"
+      (CUDACOURSE_NB_OUT=/tmp/nb timeout ${TESTS_TIMEOUT:-330} python3 -m pytest -v -p no:cacheprovider \
+        -n 8 --timeout 150 --durations=20 -rfEs tests --ignore=tests/test_grading.py \
+        > "$OUT/pytest_gpu.log" 2>&1; echo "pytest exit $?" >> "$OUT/pytest_gpu.log") &
+      (OUT="$OUT/grading" GRADING_TIMEOUT=15 timeout ${GRADING_CAP:-240} bash tools/gpu_grading_check.sh \
+        > "$OUT/grading.txt" 2>&1; echo "grading exit $?" >> "$OUT/grading.txt") &
+      wait
+      mkdir -p "$OUT/notebooks" && cp /tmp/nb/*.ipynb "$OUT/notebooks/" 2>/dev/null
+      grep -E "FAILED|ERROR|Timeout|passed|failed" "$OUT/pytest_gpu.log" | tail -30
+      tail -25 "$OUT/grading.txt" ;;
     grading)
       log "autograding the sample submissions"
       mkdir -p "$OUT/grading"
