@@ -164,7 +164,7 @@ def test_vec4_kernel_issues_16_byte_loads_and_stores():
     n = 4099
     a = cuda.to_device(rand(n))
     out = cuda.device_array(n, np.float32)
-    kernel = vector._vec4_kernel(2)
+    kernel = vector._vec4_kernel(2, "")  # the same cache key as vector.run uses
     vector.run(Config("vec4", per_thread=2), a, a, out)
     ptx = "\n".join(kernel.inspect_asm().values())
     assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx

@@ -86,8 +86,8 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
             return ""
 
         _launch(kernel, grid, (bx, by), gimg.view, out.view, name="mirror", ctx=ctx, oob=oob)
-        hint = ("this launch has no spare threads, so an index is computed wrongly: x is the "
-                "column and y the row (c, r = cuda.grid(2))" if exact else
+        hint = ("this launch has no spare threads, so an index is computed wrongly: are x and "
+                "y swapped? x is the column and y the row (c, r = cuda.grid(2))" if exact else
                 "missing bounds guard on the rows or columns (if r < H and c < W)?")
         out.check_guards(hint)
         got = out.result()
