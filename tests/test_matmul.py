@@ -69,3 +69,34 @@ def test_register_kernels_fit_the_gpu_and_use_shared_memory():
     kern = M._register_kernel("register128")
     smem = kern.get_shared_mem_per_block()
     assert max(smem.values()) > 0
+
+
+# --- 16-byte shared loads (register128x256v4) ----------------------------------------------
+
+@pytest.mark.parametrize("shape", [(67, 45, 131), (130, 9, 260)])
+def test_v4_variant_matches_reference_with_partial_tiles(shape):
+    # (67, 45, 131): one partial 128 x 256 tile, 6 k-slices, the last one partial.
+    # (130, 9, 260): 2 x 2 blocks, each edge block partial, k just past one slice.
+    m, k, n = shape
+    a, b = _inputs(m, k, n, seed=3)
+    got = M.matmul(a, b, variant="register128x256v4")
+    np.testing.assert_allclose(got, M.matmul_ref(a, b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cfg", [(16, 32, 4, 4, 4, 4, None),   # 1 warp
+                                 (32, 64, 4, 4, 4, 4, None),   # 2 x 2 warps of 4 x 8
+                                 (32, 64, 8, 8, 4, 2, None)])  # warps of 2 x 16
+def test_v4_kernel_factory_on_small_tiles(cfg):
+    # Small tiles: many blocks, partial in every direction, quick in the simulator.
+    kern = M._make_register_v4_kernel(*cfg)
+    a, b = _inputs(45, 19, 70, seed=4)
+    bm, bn = kern.tile
+    c = cuda.device_array((45, 70), np.float32)
+    kern[(-(-70 // bn), -(-45 // bm)), kern.block](cuda.to_device(a), cuda.to_device(b), c)
+    np.testing.assert_allclose(c.copy_to_host(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_v4_variant_is_listed_and_best_unchanged():
+    assert "register128x256v4" in M.MATMUL_VARIANTS
+    assert M.BEST == "register128x256"
+    assert M.launch_config(67, 131, "register128x256v4") == ((1, 1), (16, 16))

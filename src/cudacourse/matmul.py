@@ -7,7 +7,9 @@ Three steps, each faster for one reason:
 * ``tiled``: a block stages TILE x TILE tiles of A and B in shared memory, so each global
   element is read ``n / TILE`` times instead of ``n`` times;
 * ``register``/``register128``: each thread computes a small grid of outputs from values
-  held in registers, so each shared-memory read feeds several multiply-adds.
+  held in registers, so each shared-memory read feeds several multiply-adds;
+* ``register128x256v4``: the same 128 x 256 tiles, but each thread reads its A and B values
+  from shared memory 16 bytes (4 floats) per load instead of 4 bytes.
 
 All kernels take float32 matrices of any shape; partial tiles at the edges are padded
 with zeros on load and not written back.
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from numba import cuda, float32, uint64
+from numba.cuda.core import config as _numba_config
 
 from .arrays import check_array, is_device_array, to_device
 
@@ -197,16 +200,198 @@ REGISTER_CONFIGS = {
     "register128": (128, 128, 8, 8, 8, True, 128),  # 128 registers: 2 blocks per SM
     "register128x256": (128, 256, 8, 8, 16, True, None),  # 128 outputs per thread
 }
+
+
+# --- step 4: 16-byte shared-memory loads ------------------------------------------------
+#
+# Numba reads a float32 shared array 4 bytes at a time (PTX ld.shared.f32): the register
+# kernels above issue one shared load per value, tm + tn of them per k, and on an H200 the
+# big ones are bound by those loads. ``_load4_shared(arr, j)`` reads elements 4j .. 4j+3 of
+# a 1-D float32 *shared* array with one 16-byte load (PTX ld.shared.v4.f32), like CUDA C's
+# ``float4``. The array must start on 16 bytes (``cuda.shared.array(..., alignment=16)``);
+# taking a group index j, not an element index, keeps every load on a multiple of 4 floats.
+# Passing it a global or local array is undefined behaviour (the address is cast to the
+# shared space). The simulator runs the plain-Python version (and refuses ``alignment=``).
+
+_SIM = _numba_config.ENABLE_CUDASIM
+_SHARED_ALIGN = None if _SIM else 16  # bytes; the simulator has no alignment option
+
+if _SIM:
+    def _load4_shared(arr, j):
+        """Elements 4j .. 4j+3 of the shared array ``arr``."""
+        return arr[4 * j], arr[4 * j + 1], arr[4 * j + 2], arr[4 * j + 3]
+else:
+    from llvmlite import ir as _ir
+    from numba.cuda import types as _types
+    from numba.cuda.core.errors import TypingError as _TypingError
+    from numba.cuda.extending import intrinsic as _intrinsic
+
+    _F32X4 = _ir.VectorType(_ir.FloatType(), 4)
+    _ADDRSPACE_SHARED = 3  # NVVM's address space for __shared__
+
+    @_intrinsic
+    def _load4_shared(typingctx, arr, j):
+        if not (isinstance(arr, _types.Array) and arr.ndim == 1
+                and arr.dtype == _types.float32 and arr.layout == "C"):
+            raise _TypingError(f"16-byte shared loads need a contiguous 1-D float32 shared "
+                               f"array, got {arr}")
+        if not isinstance(j, _types.Integer):
+            raise _TypingError(f"16-byte shared loads need an integer group index, got {j}")
+        sig = _types.UniTuple(_types.float32, 4)(arr, j)
+
+        def codegen(context, builder, sig, args):
+            arrty, jty = sig.args
+            data = context.make_array(arrty)(context, builder, value=args[0]).data
+            jj = context.cast(builder, args[1], jty, _types.intp)
+            ptr = builder.gep(data, [builder.mul(jj, _ir.Constant(jj.type, 4))])
+            ptr = builder.bitcast(ptr, _F32X4.as_pointer())
+            # Numba's shared arrays are generic pointers to an addrspace(3) global; casting
+            # back lets NVVM emit ld.shared (not a generic ld) whatever it can prove.
+            sptr = builder.addrspacecast(ptr, _F32X4.as_pointer(_ADDRSPACE_SHARED))
+            vec = builder.load(sptr, align=16)
+            vals = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), q))
+                    for q in range(4)]
+            return context.make_tuple(builder, sig.return_type, vals)
+
+        return sig, codegen
+
+
+def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_rows: int = 4,
+                             max_registers: int | None = None):
+    """Like ``_make_register_kernel`` (with prefetch), but each thread reads its A and B
+    slices from shared memory 16 bytes at a time.
+
+    A thread owns tm rows in groups of 4 consecutive rows (4*ty .. 4*ty+3, then the same
+    ty_n*4 rows further on, ...) and tn columns in groups of 4 (4*tx .. 4*tx+3, then tx_n*4
+    columns further on, ...), so each group is one aligned 16-byte load: tm/4 + tn/4 shared
+    loads per k instead of tm + tn. A is stored transposed (sa[kk, r]) so a thread's rows of
+    one k are contiguous too; both shared arrays are flat, 16-byte aligned, and their row
+    lengths are multiples of 4 floats.
+
+    The 32 threads of a warp cover ``warp_rows`` x (32 / warp_rows) positions of the thread
+    grid: with 4 x 8 a warp's B loads touch 8 distinct 16-byte words (128 contiguous bytes)
+    and its A loads 4 (broadcast to the 8 threads sharing a row group).
+    """
+    assert tm % 4 == 0 and tn % 4 == 0, "outputs per thread must be groups of 4"
+    tx_n = bn // tn
+    ty_n = bm // tm
+    threads = tx_n * ty_n
+    warp_cols = 32 // warp_rows
+    assert threads % 32 == 0 and warp_rows * warp_cols == 32
+    assert ty_n % warp_rows == 0 and tx_n % warp_cols == 0
+    warps_x = tx_n // warp_cols  # warps along a row of the thread grid
+    # A transposed; 4 spare columns spread its column-wise writes over all banks and keep
+    # every row a multiple of 16 bytes long.
+    sa_cols = bm + 4
+    sa_groups = sa_cols // 4  # 16-byte groups per row of sa
+    sb_groups = bn // 4
+    sa_size = bk * sa_cols  # closure constants: shared array sizes must be literals
+    sb_size = bk * bn
+    a_loads = bm * bk // threads
+    b_loads = bk * bn // threads
+    assert a_loads * threads == bm * bk and b_loads * threads == bk * bn
+    ga_n = tm // 4  # row groups per thread
+    gb_n = tn // 4  # column groups per thread
+
+    @cuda.jit(device=True, inline="always")
+    def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
+        """Global -> registers, coalesced; 0 outside the matrices."""
+        m, k = a.shape
+        n = b.shape[1]
+        for q in range(a_loads):
+            e = tid + q * threads
+            r = row0 + e // bk
+            kk = k0 + e % bk
+            ra[q] = a[r, kk] if r < m and kk < k else float32(0.0)
+        for q in range(b_loads):
+            e = tid + q * threads
+            kk = k0 + e // bn
+            cc = col0 + e % bn
+            rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
+
+    opts = {"max_registers": max_registers} if max_registers and not _SIM else {}
+
+    @cuda.jit(fastmath=True, **opts)
+    def kernel(a, b, c):
+        """c tile = A row panel @ B column panel, 16-byte shared loads."""
+        sa = cuda.shared.array(sa_size, float32, alignment=_SHARED_ALIGN)
+        sb = cuda.shared.array(sb_size, float32, alignment=_SHARED_ALIGN)
+        acc = cuda.local.array((tm, tn), float32)
+        fa = cuda.local.array(tm, float32)
+        fb = cuda.local.array(tn, float32)
+        ra = cuda.local.array(a_loads, float32)
+        rb = cuda.local.array(b_loads, float32)
+        tid = cuda.threadIdx.y * tx_n + cuda.threadIdx.x
+        # Where this thread sits in the ty_n x tx_n thread grid: warp by warp, each warp a
+        # warp_rows x warp_cols patch (the launch shape only fixes how many threads run).
+        warp = tid // 32
+        lane = tid % 32
+        ty = (warp // warps_x) * warp_rows + lane // warp_cols
+        tx = (warp % warps_x) * warp_cols + lane % warp_cols
+        m, k = a.shape
+        n = b.shape[1]
+        row0 = cuda.blockIdx.y * bm
+        col0 = cuda.blockIdx.x * bn
+        for i in range(tm):
+            for j in range(tn):
+                acc[i, j] = float32(0.0)
+
+        load_tiles(a, b, ra, rb, tid, row0, col0, 0)
+        for k0 in range(0, k, bk):
+            for q in range(a_loads):
+                e = tid + q * threads
+                sa[(e % bk) * sa_cols + e // bk] = ra[q]
+            for q in range(b_loads):
+                sb[tid + q * threads] = rb[q]  # sb[kk, cc] at kk * bn + cc
+            cuda.syncthreads()
+            load_tiles(a, b, ra, rb, tid, row0, col0, k0 + bk)  # arrives during the math
+            for kk in range(bk):
+                ga = kk * sa_groups + ty
+                gb = kk * sb_groups + tx
+                for g in range(ga_n):
+                    fa[4 * g], fa[4 * g + 1], fa[4 * g + 2], fa[4 * g + 3] = \
+                        _load4_shared(sa, ga + g * ty_n)
+                for g in range(gb_n):
+                    fb[4 * g], fb[4 * g + 1], fb[4 * g + 2], fb[4 * g + 3] = \
+                        _load4_shared(sb, gb + g * tx_n)
+                for i in range(tm):
+                    for j in range(tn):
+                        acc[i, j] += fa[i] * fb[j]
+            cuda.syncthreads()
+
+        for i in range(tm):
+            r = row0 + 4 * (ty + (i // 4) * ty_n) + i % 4
+            for j in range(tn):
+                cc = col0 + 4 * (tx + (j // 4) * tx_n) + j % 4
+                if r < m and cc < n:
+                    c[r, cc] = acc[i, j]
+
+    kernel.tile = (bm, bn)
+    kernel.block = (tx_n, ty_n)
+    return kernel
+
+
+# name -> (block tile rows, cols, k-slice, outputs per thread rows, cols, warp rows,
+#          max registers per thread): kernels with 16-byte shared loads.
+REGISTER_V4_CONFIGS = {
+    "register128x256v4": (128, 256, 8, 8, 16, 4, None),
+}
+
+
 _register_kernels: dict[str, Any] = {}
 
 
 def _register_kernel(variant: str):
     if variant not in _register_kernels:
-        _register_kernels[variant] = _make_register_kernel(*REGISTER_CONFIGS[variant])
+        if variant in REGISTER_V4_CONFIGS:
+            _register_kernels[variant] = _make_register_v4_kernel(*REGISTER_V4_CONFIGS[variant])
+        else:
+            _register_kernels[variant] = _make_register_kernel(*REGISTER_CONFIGS[variant])
     return _register_kernels[variant]
 
 
-MATMUL_VARIANTS = ("naive", "tiled", "register", "register128", "register128x256")
+MATMUL_VARIANTS = ("naive", "tiled", "register", "register128", "register128x256",
+                   "register128x256v4")
 BEST = "register128x256"  # fastest on an NVIDIA H200 (tools/probe_tiling.py, 2026-11-30)
 
 
