@@ -224,6 +224,7 @@ quiz.grade("04_shared_memory.tile_reads", answer_tile_reads)
 # | `register` | 64 x 64, shared | 4 x 4 | 256 |
 # | `register128` | 128 x 128, shared, A stored transposed | 8 x 8 | 256 |
 # | `register128x256` | 128 x 256, shared | 8 x 16 | 256 |
+# | `register128x256v4` | the same, 16-byte shared loads (`ld.shared.v4.f32`) | 8 x 16 | 256 |
 #
 # Read `src/cudacourse/matmul.py` for the details (unsigned indices, a prefetch of the
 # next tile into registers during the math, a register cap so two blocks fit on an SM).
@@ -293,7 +294,8 @@ else:
     peak = dev.MULTIPROCESSOR_COUNT * 128 * 2 * dev.CLOCK_RATE * 1e3 / 1e12
     bw_tb = copy_bw / 1e12
 tiles = {"naive": None, "your tiled_matmul": (TILE, TILE), "tiled": (TILE, TILE),
-         "register": (64, 64), "register128": (128, 128), "register128x256": (128, 256)}
+         "register": (64, 64), "register128": (128, 128), "register128x256": (128, 256),
+         "register128x256v4": (128, 256)}
 points = {k: (viz.matmul_intensity(tiles[k]), v) for k, v in tflops.items() if k in tiles}
 fig = viz.plot_roofline(points, peak, bw_tb,
                         title="matmul steps" + (" (simulator: illustrative only)" if SIM else ""))
@@ -450,12 +452,13 @@ quiz.grade("04_shared_memory.padding", answer_padding)
 # * Banks: a warp's 32 accesses should hit 32 different banks; padding a 32-wide tile to 33
 #   columns removes the transpose's 32-way conflict.
 #
-# Measured by the course authors on an NVIDIA H200 (2026-11-30, `tools/probe_tiling.py`,
-# medians of event-timed runs): 4096^3 float32 matmul 0.98 / 7.8 / 17.1 / 25.1 / 28.0
-# TFLOP/s for naive / tiled / register / register128 / register128x256, cuBLAS 50.2 (so
-# the best Numba kernel reached 0.56 of cuBLAS); sum of 256M float32 at 1.03 x the copy
-# rate (3.53 TB/s read); transpose of 16384^2 at 0.15 (naive), 0.50 (tiled, conflicts),
-# 0.98 (padded) and 1.09 (padded 64 x 64) of the copy rate (3.42 TB/s that run).
+# Measured by the course authors on an NVIDIA H200 (2026-11-30, `cudacourse bench`, the
+# table in `docs/benchmarks.md`; medians of event-timed runs, ceilings measured in the same
+# run): 4096^3 float32 matmul 0.98 / 7.9 / 17.2 / 25.3 / 28.7 / 30.8 TFLOP/s for naive /
+# tiled / register / register128 / register128x256 / register128x256v4, against cuBLAS at
+# 51.4, so the best Numba kernel reached 0.60 of cuBLAS (0.598); the sum of 256M float32
+# read at 1.02 x the copy rate (4.22 TB/s that run); the transpose of 16384^2 ran at 0.12
+# (naive), 0.42 (tiled, bank conflicts), 0.83 (padded) and 0.94 (padded 64 x 64) of it.
 #
 # ## Further exercises
 #

@@ -96,7 +96,7 @@ def test_v4_kernel_factory_on_small_tiles(cfg):
     np.testing.assert_allclose(c.copy_to_host(), a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_v4_variant_is_listed_and_best_unchanged():
+def test_v4_variant_is_listed_and_is_the_best():
     assert "register128x256v4" in M.MATMUL_VARIANTS
-    assert M.BEST == "register128x256"
+    assert M.BEST == "register128x256v4"  # measured fastest on the H200, 2026-11-30
     assert M.launch_config(67, 131, "register128x256v4") == ((1, 1), (16, 16))
