@@ -329,6 +329,11 @@ else:
         del res
         print(f"S={s}: {name} attention allocated {extra / 2**30:.3f} GiB")
 # %% [markdown]
+# In the course's benchmark (`docs/benchmarks.md`: NVIDIA H200, 2026-11-30, float32,
+# 16 heads x 4096 x 64), this fused kernel took 5.82 ms against 7.85 ms for the unfused
+# CuPy attention measured in the same run (1.35x), and at S = 16384 it needed no device
+# memory beyond its output, where the unfused version allocated 16 GiB of scores.
+#
 # For scale: PyTorch's `scaled_dot_product_attention` in float32 took 2.09 ms for
 # 16 heads x 4096 x 64 (1.35 ms causal) on an NVIDIA H200 on 2026-11-30; with bfloat16 and
 # tensor cores, flash kernels are another order of magnitude faster. A float32 Numba kernel
