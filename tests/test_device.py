@@ -18,7 +18,8 @@ pytestmark = pytest.mark.lesson1
 def run_py(code: str, **env: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter: the mode is fixed once per process."""
     full_env = {k: v for k, v in os.environ.items()
-                if k not in ("CUDACOURSE_DEVICE", "NUMBA_ENABLE_CUDASIM", "CUDACOURSE_QUIET")}
+                if k not in ("CUDACOURSE_DEVICE", "NUMBA_ENABLE_CUDASIM", "CUDACOURSE_QUIET",
+                             "CUDACOURSE_SIM_REASON")}
     full_env.update(env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, env=full_env, timeout=120)

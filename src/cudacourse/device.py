@@ -160,7 +160,10 @@ def choose(policy: str | None = None) -> Choice:
         gpu, reason = None, "CUDACOURSE_DEVICE=sim"
     else:
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and already != "gpu":
-            gpu, why = None, "NUMBA_ENABLE_CUDASIM=1 is set"
+            # Set by the user, or inherited from a parent process that chose the simulator
+            # (pytest workers, notebook kernels): then say why the parent chose it.
+            inherited = os.environ.get("CUDACOURSE_SIM_REASON")
+            gpu, why = None, (inherited or "NUMBA_ENABLE_CUDASIM=1 is set")
         else:
             gpu, why = probe_gpu()
         if already == "sim" and gpu is not None:
@@ -177,6 +180,7 @@ def choose(policy: str | None = None) -> Choice:
 
     if mode == "sim":
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        os.environ.setdefault("CUDACOURSE_SIM_REASON", reason)
     else:
         os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "0")
     # Checkers launch deliberately small grids; that warning would only be noise there.
