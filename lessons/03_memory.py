@@ -156,8 +156,9 @@ cudacourse.check.check_gpu_scale(gpu_scale, hidden=True)
 #
 # The sweep below times host-to-device copies of growing size with CUDA events on a GPU.
 # **In the simulator a "copy" is a NumPy copy timed by the host clock: its numbers say
-# nothing about a GPU**, and the sizes are tiny. On the NVIDIA H200 the team measured, for
-# 1 GiB on 2026-11-30, 6.8 GB/s pageable against 52.6 GB/s pinned.
+# nothing about a GPU**, and the sizes are tiny. When this notebook ran on an NVIDIA H200
+# (2026-11-30, while other tests shared the machine), pinned copies of 16 MiB reached
+# 41 GB/s against 13 GB/s pageable.
 
 # %%
 sizes = device.pick(sim=[2**12, 2**14, 2**16], gpu=[2**k for k in range(12, 30, 2)])
@@ -359,9 +360,11 @@ print(transfer.mapped_scale(np.arange(6, dtype=np.float32), 10.0))
 # ## 7. What a launch costs from Python
 #
 # Each `kernel[grid, block](args)` checks and converts every argument before asking the
-# driver to launch. On the NVIDIA H200 the team measured (2026-11-30) **39 microseconds per
-# launch with Numba device arrays against 125 with CuPy arrays**, which Numba reads through
-# `__cuda_array_interface__` on every call. NumPy arguments cost a copy each way on top.
+# driver to launch. When this notebook ran on an NVIDIA H200 (2026-11-30), a launch cost
+# **17 microseconds with Numba device arrays against 42 with CuPy arrays**, which Numba
+# reads through `__cuda_array_interface__` on every call, and 97 with NumPy arrays (a copy
+# each way on top); converting the CuPy array once with `cuda.as_cuda_array` brought it
+# back to 18.
 # The cell measures it here, now (in the simulator: numbers about the simulator only).
 
 # %%
@@ -420,8 +423,9 @@ else:
 # Moving data costs time whatever the GPU does with it. A small model: the GPU needs
 # `bytes / link bandwidth + flops / GPU throughput` (plus a launch), the CPU needs the
 # larger of `bytes / host memory bandwidth` and `flops / CPU throughput`. The ratio
-# flops per byte is the *arithmetic intensity*. The link and GPU figures are the team's
-# H200 measurements (pinned copies 52.6 GB/s, SGEMM 48.8 TFLOP/s, 2026-11-30); the CPU
+# flops per byte is the *arithmetic intensity*. The link and GPU figures are H200
+# measurements (pinned copies 52.6 GB/s, SGEMM 48.8 TFLOP/s, from the project's GPU notes of
+# 2026-11-30; the course's own benchmark measured SGEMM at 51.4 TFLOP/s); the CPU
 # figures (200 GB/s, 1 TFLOP/s) are round assumptions for one server socket.
 
 # %%
