@@ -1,0 +1,220 @@
+"""The report: ratios, environment, JSON, markdown and the terminal table."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+
+from .. import device
+from .core import GPU_MARKER, SCHEMA, SIM_NOTE, Measurement
+# --- the report: ratios, environment, JSON, markdown, table ----------------------------------
+
+def ratios(measurements: dict[str, Measurement]) -> tuple[dict[str, float], dict[str, str]]:
+    """(JSON ratio name -> value, ratio name -> why it has no value)."""
+    values: dict[str, float] = {}
+    problems: dict[str, str] = {}
+    for m in measurements.values():
+        if not m.ratio:
+            continue
+        if m.status != "ok":
+            problems[m.ratio] = f"{m.status}: {m.detail}"
+            continue
+        if m.vs is None:
+            if m.value is not None:
+                values[m.ratio] = m.value
+            continue
+        d = measurements.get(m.vs)
+        if d is None or d.status != "ok":
+            problems[m.ratio] = (f"{m.vs} was not measured" if d is None
+                                 else f"{m.vs} {d.status}: {d.detail}")
+            continue
+        num, den = m.rate(d.kind), d.rate()
+        if num and den:
+            values[m.ratio] = num / den
+    return values, problems
+
+
+def _v(pkg: str) -> str | None:
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """GPU, driver, CUDA and library versions, for the record."""
+    import shutil
+    import subprocess
+
+    choice = device.current()
+    env: dict[str, Any] = {"mode": choice.mode, "python": platform.python_version(),
+                           "platform": platform.platform()}
+    if choice.gpu is not None:
+        g = choice.gpu
+        env.update(gpu=g.name, compute_capability=".".join(map(str, g.compute_capability)),
+                   sm_count=g.sm_count, memory_gib=round(g.total_memory / 2**30, 1),
+                   cuda_driver_api=f"{g.driver_version[0]}.{g.driver_version[1]}")
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True)
+            if out.returncode == 0 and out.stdout.strip():
+                env["driver"] = out.stdout.strip().splitlines()[0]
+        try:
+            from numba import cuda
+
+            env["cuda_runtime"] = ".".join(map(str, cuda.runtime.get_version()))
+        except Exception:  # noqa: BLE001 - informational only
+            pass
+    libs = {}
+    for pkg in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "cupy", "torch",
+                "tqdm", "cudacourse"):
+        v = _v(pkg)
+        if v:
+            libs[pkg] = v
+    env["libraries"] = libs
+    return env
+
+
+def build_report(measurements: dict[str, Measurement], *, command: str, size: str,
+                 seed: int, repeats: int, env: dict[str, Any] | None = None,
+                 date: str | None = None) -> dict[str, Any]:
+    """The JSON document. In the simulator: statuses only, no times and no ratios."""
+    env = env if env is not None else environment()
+    date = date or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    mode = env.get("mode", device.mode())
+    base = {"schema": SCHEMA, "mode": mode, "date": date, "command": command,
+            "environment": env}
+    if mode == "sim":
+        return {**base, "note": SIM_NOTE,
+                "smoke": {m.name: m.status + (f": {m.detail}" if m.detail else "")
+                          for m in measurements.values()}}
+    vals, problems = ratios(measurements)
+    copy, cublas = measurements.get("copy"), measurements.get("cublas_sgemm")
+    ceilings = {}
+    if copy and copy.status == "ok":
+        ceilings["copy_gb_s"] = copy.rate() / 1e9
+    if cublas and cublas.status == "ok":
+        ceilings["cublas_sgemm_tflop_s"] = cublas.rate() / 1e12
+    meas = {}
+    for m in measurements.values():
+        d = {k: v for k, v in asdict(m).items() if k not in ("name",)}
+        d["median_ms"] = m.median_ms
+        if m.median_ms:
+            d["gb_s"] = m.rate("memory") / 1e9 if m.bytes else None
+            d["tflop_s"] = m.rate("compute") / 1e12 if m.flops else None
+        meas[m.name] = d
+    return {**base, "size": size, "seed": seed, "repeats": repeats,
+            "timing": ("CUDA events around each run, runs queued back to back, median after "
+                       "2 warm-up runs; correctness checked before timing"),
+            "ceilings": ceilings, "ratios": vals, "problems": problems, "measurements": meas}
+
+
+def _fmt_time(ms: float | None) -> str:
+    return "" if ms is None else (f"{ms:.3f}" if ms < 10 else f"{ms:.1f}")
+
+
+def table_rows(report: dict[str, Any]) -> list[list[str]]:
+    """kernel, size, time, achieved, compared with, ratio: one row per measurement."""
+    rows = []
+    by_ratio = report.get("ratios", {})
+    for name, m in report.get("measurements", {}).items():
+        if m["status"] != "ok":
+            rows.append([m["label"], m["shape"], m["status"], m["detail"][:90], "", ""])
+            continue
+        if m["kind"] == "value":
+            rows.append([m["label"], m["shape"], "", f"{m['value']:.2f} GiB", "", ""])
+            continue
+        rate = m.get("tflop_s") if m["kind"] == "compute" else m.get("gb_s")
+        achieved = "" if rate is None else (f"{rate:.2f} TFLOP/s" if m["kind"] == "compute"
+                                            else f"{rate:.0f} GB/s")
+        r = by_ratio.get(m["ratio"]) if m["ratio"] else None
+        rows.append([m["label"], m["shape"], _fmt_time(m["median_ms"]), achieved,
+                     m["vs"] or "", "" if r is None else f"{r:.2f}"])
+    return rows
+
+
+HEADER = ["kernel", "size", "median ms", "achieved", "vs", "ratio"]
+
+
+def format_table(report: dict[str, Any]) -> str:
+    if report["mode"] == "sim":
+        lines = [f"{'kernel':<40} result"]
+        lines += [f"{k:<40} {v}" for k, v in report["smoke"].items()]
+        return "\n".join(lines)
+    rows = [HEADER] + table_rows(report)
+    widths = [min(46, max(len(r[i]) for r in rows)) for i in range(len(HEADER))]
+    return "\n".join("  ".join(c[:w].ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in rows)
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    """The committed table: what was measured, where, when, with what, by which command."""
+    env = report["environment"]
+    libs = ", ".join(f"{k} {v}" for k, v in env.get("libraries", {}).items())
+    lines = []
+    if report["mode"] == "sim":
+        lines += ["# Benchmarks: simulator smoke pass (no timings)", "", SIM_NOTE, "",
+                  f"Run on {report['date']} with `{report['command']}`.", "",
+                  "| kernel | result |", "| --- | --- |"]
+        lines += [f"| {k} | {v.replace('|', '/')} |" for k, v in report["smoke"].items()]
+        return "\n".join(lines) + "\n"
+    gpu = env.get("gpu", "unknown GPU")
+    lines += [GPU_MARKER, "# Benchmarks: the course's kernels against measured ceilings", "",
+              f"Measured on an **{gpu}** on {report['date'][:10]} ({report['date']} UTC), "
+              "written by the command below. Every ratio divides by a ceiling measured in the "
+              "same run: the device-to-device copy for memory-bound kernels, cuBLAS SGEMM for "
+              "matmul. The copy (cudaMemcpy) is a practical ceiling, not a physical one: a "
+              "kernel with enough bytes in flight can beat it by a few percent, so ratios "
+              "slightly above 1 are real.", "",
+              "| | |", "| --- | --- |",
+              f"| GPU | {gpu} (compute capability {env.get('compute_capability', '?')}, "
+              f"{env.get('sm_count', '?')} SMs, {env.get('memory_gib', '?')} GiB) |",
+              f"| driver | {env.get('driver', 'unknown')} (supports CUDA "
+              f"{env.get('cuda_driver_api', '?')}) |",
+              f"| CUDA runtime (Numba) | {env.get('cuda_runtime', 'unknown')} |",
+              f"| Python | {env.get('python')} |",
+              f"| libraries | {libs} |",
+              f"| command | `{report['command']}` |",
+              f"| method | {report['timing']}; up to {report['repeats']} repeats; "
+              f"sizes `{report['size']}`, seed {report['seed']} |", ""]
+    ceil = report.get("ceilings", {})
+    if ceil:
+        lines += ["## Ceilings", ""]
+        if "copy_gb_s" in ceil:
+            lines.append(f"- device-to-device copy: **{ceil['copy_gb_s']:.0f} GB/s** "
+                         "(bytes read + written)")
+        if "cublas_sgemm_tflop_s" in ceil:
+            lines.append(f"- cuBLAS SGEMM (CuPy): **{ceil['cublas_sgemm_tflop_s']:.1f} "
+                         "TFLOP/s**")
+        lines.append("")
+    lines += ["## Kernels", "", "| " + " | ".join(HEADER) + " |",
+              "|" + "|".join(" --- " for _ in HEADER) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |"
+              for r in table_rows(report)]
+    lines += ["", "## Ratios (names as in the JSON)", "", "| name | value |", "| --- | --- |"]
+    lines += [f"| `{k}` | {v:.3f} |" for k, v in report.get("ratios", {}).items()]
+    lines += [f"| `{k}` | {v.replace('|', '/')} |" for k, v in report.get("problems", {}).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _is_gpu_result(path: Path) -> bool:
+    """Whether ``path`` already holds results of a GPU run (never overwritten from the sim)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text).get("mode") == "gpu"
+        except ValueError:
+            return False
+    return GPU_MARKER in text
+
+
