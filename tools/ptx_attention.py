@@ -6,36 +6,17 @@ registers shows a stack frame. Run from the project root:
 
     .venv/bin/python tools/ptx_attention.py [flash] [rows]
 """
-import importlib.util, os, subprocess, sys, types, tempfile, re
-os.environ["CUDA_HOME"] = "/usr/local/cuda-13.0"
-os.environ["CUDACOURSE_QUIET"] = "1"
-os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
-pkg = types.ModuleType("cudacourse"); pkg.__path__ = ["src/cudacourse"]; sys.modules["cudacourse"] = pkg
-spec = importlib.util.spec_from_file_location("cudacourse.device", "src/cudacourse/device.py")
-dev = importlib.util.module_from_spec(spec); sys.modules["cudacourse.device"] = dev; spec.loader.exec_module(dev)
-dev.probe_gpu = lambda: (dev.GPUInfo("fake H200", (9, 0), 132, 2**37, (13, 0), 1), "")
-del sys.modules["cudacourse"]
-import cudacourse
-assert cudacourse.MODE == "gpu"
+import os, re, subprocess, sys, tempfile
+
+import offline_sm90  # first: GPU mode and the toolkit, without a GPU
 from numba import cuda, types as nt
-from numba.cuda.cudadrv import nvrtc as _nv
-_nv.get_supported_ccs = lambda: ((9, 0),)
-from numba.cuda import cuda_paths as _cp
-from collections import namedtuple
-_I = namedtuple("_I", "by info")
-_cp.get_cuda_paths._cached_result = {"nvrtc": _I("x", None), "nvvm": _I("x", "/usr/local/cuda-13.0/lib/libnvvm.so.4"),
-  "libdevice": _I("x", "/usr/local/cuda-13.0/nvvm/libdevice/libdevice.10.bc"), "cudalib_dir": _I("x", "/usr/local/cuda-13.0/lib"),
-  "static_cudalib_dir": _I("x", "/usr/local/cuda-13.0/lib"), "include_dir": _I("x", "/usr/local/cuda-13.0/include")}
-import numpy as np
-from numba.cuda import dispatcher as _disp
-_disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))  # no driver here
 from cudacourse import attention as A, softmax as SM
 arr3 = nt.float32[:, :, ::1]
 arr2 = nt.float32[:, ::1]
 def ptxas(ptx, name):
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "k.ptx"); open(p, "w").write(ptx)
-        r = subprocess.run(["/usr/local/cuda-13.0/bin/ptxas", "-v", "-arch=sm_90", p, "-o", os.path.join(d, "k.o")], capture_output=True, text=True)
+        r = subprocess.run([offline_sm90.PTXAS, "-v", "-arch=sm_90", p, "-o", os.path.join(d, "k.o")], capture_output=True, text=True)
         out = r.stderr + r.stdout
         regs = re.findall(r"Used (\d+) registers", out); spill = re.findall(r"(\d+) bytes spill stores", out)
         stack = re.findall(r"(\d+) bytes stack frame", out); smem = re.findall(r"(\d+) bytes smem", out)

@@ -10,29 +10,10 @@ project root:
 
 With no variant it compiles every register variant; --keep DIR writes each kernel's PTX there.
 """
-import importlib.util, os, subprocess, sys, types, tempfile, re
-os.environ["CUDA_HOME"] = "/usr/local/cuda-13.0"
-os.environ["CUDACOURSE_QUIET"] = "1"
-os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
-# Pretend an H200 is there so that cudacourse picks GPU mode (no driver is ever called).
-pkg = types.ModuleType("cudacourse"); pkg.__path__ = ["src/cudacourse"]; sys.modules["cudacourse"] = pkg
-spec = importlib.util.spec_from_file_location("cudacourse.device", "src/cudacourse/device.py")
-dev = importlib.util.module_from_spec(spec); sys.modules["cudacourse.device"] = dev; spec.loader.exec_module(dev)
-dev.probe_gpu = lambda: (dev.GPUInfo("fake H200", (9, 0), 132, 2**37, (13, 0), 1), "")
-del sys.modules["cudacourse"]
-import cudacourse
-assert cudacourse.MODE == "gpu"
+import os, re, subprocess, sys, tempfile
+
+import offline_sm90  # first: GPU mode and the toolkit, without a GPU
 from numba import cuda, types as nt
-from numba.cuda.cudadrv import nvrtc as _nv
-_nv.get_supported_ccs = lambda: ((9, 0),)
-from numba.cuda import cuda_paths as _cp
-from collections import namedtuple
-_I = namedtuple("_I", "by info")
-_cp.get_cuda_paths._cached_result = {"nvrtc": _I("x", None), "nvvm": _I("x", "/usr/local/cuda-13.0/lib/libnvvm.so.4"),
-  "libdevice": _I("x", "/usr/local/cuda-13.0/nvvm/libdevice/libdevice.10.bc"), "cudalib_dir": _I("x", "/usr/local/cuda-13.0/lib"),
-  "static_cudalib_dir": _I("x", "/usr/local/cuda-13.0/lib"), "include_dir": _I("x", "/usr/local/cuda-13.0/include")}
-from numba.cuda import dispatcher as _disp
-_disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))  # no driver here
 from cudacourse import matmul as MM
 
 args = sys.argv[1:]
@@ -47,7 +28,7 @@ arr2 = nt.float32[:, ::1]  # what cuda.to_device gives for C-contiguous host arr
 def ptxas(ptx, maxreg=None):
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, "k.ptx"); open(p, "w").write(ptx)
-        cmd = ["/usr/local/cuda-13.0/bin/ptxas", "-v", "-arch=sm_90", p, "-o", os.path.join(d, "k.o")]
+        cmd = [offline_sm90.PTXAS, "-v", "-arch=sm_90", p, "-o", os.path.join(d, "k.o")]
         if maxreg:
             cmd[3:3] = [f"--maxrregcount={maxreg}"]
         r = subprocess.run(cmd, capture_output=True, text=True)

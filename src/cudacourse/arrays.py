@@ -63,3 +63,31 @@ def same_shape(**arrays: Any) -> None:
     shapes = {k: tuple(v.shape) for k, v in arrays.items()}
     if len(set(shapes.values())) > 1:
         raise ValueError("shape mismatch: " + ", ".join(f"{k} {s}" for k, s in shapes.items()))
+
+
+def output_array(out: Any, shape: tuple[int, ...], name: str = "out") -> Any:
+    """Where a launcher writes its result: a new float32 device array, or the caller's
+    ``out`` (host or device) once its shape is checked against ``shape``."""
+    from numba import cuda
+
+    if out is None:
+        return cuda.device_array(shape, dtype=np.float32)
+    check_array(out, name, ndim=len(shape))
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {tuple(out.shape)}, expected {tuple(shape)}")
+    return to_device(out)
+
+
+def return_like_input(dout: Any, out: Any, on_host: bool,
+                      shape: tuple[int, ...] | None = None) -> Any:
+    """Hand a launcher's result back the way its input came: a device array for device input;
+    for host input a NumPy array (written into ``out`` when that is a NumPy array)."""
+    if not on_host:
+        return dout
+    result = dout.copy_to_host()
+    if shape is not None:
+        result = result.reshape(shape)
+    if isinstance(out, np.ndarray):
+        out[...] = result
+        return out
+    return result

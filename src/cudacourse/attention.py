@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 from numba import cuda
 
-from .arrays import check_array, describe, is_device_array, to_device
+from .arrays import check_array, describe, is_device_array, return_like_input, to_device
 from .softmax import NEG_BIG, _shuffles_available
 
 LOG2E = 1.4426950408889634
@@ -474,11 +474,7 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
             kern[grid, cfg.threads()](dq, dk, dv, dout, np.float32(scale * LOG2E),
                                       bool(causal))
     if on_host:
-        result = dout.copy_to_host().reshape(shape)
-        if isinstance(out, np.ndarray):
-            out[...] = result
-            return out
-        return result
+        return return_like_input(dout, out, on_host, shape)
     if out is not None:
         return out
     if _is_cupy(q):

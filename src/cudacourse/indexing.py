@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import cuda
 
-from .arrays import check_array, is_device_array, to_device
+from .arrays import (check_array, is_device_array, output_array, return_like_input,
+                     to_device)
 
 WARP_SIZE = 32
 
@@ -139,22 +140,11 @@ def radial(shape: tuple[int, int], block: tuple[int, int] = (16, 16), out: Any =
     rows, cols = (int(s) for s in shape)
     if rows < 1 or cols < 1:
         raise ValueError(f"shape must have two positive sizes, got {shape}")
-    if out is None:
-        dout, on_host = cuda.device_array((rows, cols), dtype=np.float32), True
-    else:
-        check_array(out, "out", ndim=2)
-        if tuple(out.shape) != (rows, cols):
-            raise ValueError(f"out has shape {tuple(out.shape)}, expected {(rows, cols)}")
-        dout, on_host = to_device(out), not is_device_array(out)
+    dout = output_array(out, (rows, cols))
+    on_host = out is None or not is_device_array(out)
     grid, blk = launch_config_2d((rows, cols), block)
     _radial_2d[grid, blk](dout)
-    if not on_host:
-        return dout
-    result = dout.copy_to_host()
-    if isinstance(out, np.ndarray):
-        out[...] = result
-        return out
-    return result
+    return return_like_input(dout, out, on_host)
 
 
 # --- 1D: one thread per element, or a grid-stride loop ---------------------------------------

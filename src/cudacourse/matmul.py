@@ -24,7 +24,8 @@ import numpy as np
 from numba import cuda, float32, uint64
 from numba.cuda.core import config as _numba_config
 
-from .arrays import check_array, is_device_array, to_device
+from .arrays import (check_array, is_device_array, output_array, return_like_input,
+                     to_device)
 
 
 def matmul_ref(a: Any, b: Any, xp: Any = np) -> Any:
@@ -434,13 +435,7 @@ def matmul(a: Any, b: Any, out: Any = None, variant: str = "best") -> Any:
     n = b.shape[1]
     on_host = not (is_device_array(a) and is_device_array(b))
     da, db = to_device(a), to_device(b)
-    if out is None:
-        dout = cuda.device_array((m, n), dtype=np.float32)
-    else:
-        check_array(out, "out", ndim=2)
-        if tuple(out.shape) != (m, n):
-            raise ValueError(f"out has shape {tuple(out.shape)}, expected {(m, n)}")
-        dout = to_device(out)
+    dout = output_array(out, (m, n))
     if m and n:
         if k == 0:
             dout.copy_to_device(np.zeros((m, n), np.float32))  # an empty sum
@@ -450,10 +445,4 @@ def matmul(a: Any, b: Any, out: Any = None, variant: str = "best") -> Any:
             if kernel is None:
                 kernel = _register_kernel(variant)
             kernel[grid, block](da, db, dout)
-    if on_host:
-        result = dout.copy_to_host()
-        if isinstance(out, np.ndarray):
-            out[...] = result
-            return out
-        return result
-    return dout
+    return return_like_input(dout, out, on_host)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from .arrays import check_array, is_device_array, to_device
+from .arrays import check_array, is_device_array, return_like_input, to_device
 
 # A finite stand-in for -infinity: fastmath lets the compiler assume there are no infinities.
 NEG_BIG = -1.0e30
@@ -191,9 +191,5 @@ def fused_softmax(x: Any, scale: float = 1.0, out: Any = None, threads: int | No
     if rows:
         _kernel(threads)[rows, threads](dx, dout, np.float32(scale))
     if on_host:
-        result = dout.copy_to_host().reshape(shape)
-        if isinstance(out, np.ndarray):
-            out[...] = result
-            return out
-        return result
+        return return_like_input(dout, out, on_host, shape)
     return dout.reshape(shape)

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .arrays import check_array, is_device_array, to_device
+from .arrays import (check_array, is_device_array, output_array, return_like_input,
+                     to_device)
 
 
 def transpose_ref(x: Any, xp: Any = np) -> Any:
@@ -114,21 +115,9 @@ def transpose(x: Any, out: Any = None, variant: str = "best") -> Any:
     m, n = x.shape
     on_host = not is_device_array(x)
     dx = to_device(x)
-    if out is None:
-        dout = cuda.device_array((n, m), dtype=np.float32)
-    else:
-        check_array(out, "out", ndim=2)
-        if tuple(out.shape) != (n, m):
-            raise ValueError(f"out has shape {tuple(out.shape)}, expected {(n, m)}")
-        dout = to_device(out)
+    dout = output_array(out, (n, m))
     if m and n:
         grid, block = launch_config(m, n, variant)
         kernel = _transpose_naive if variant == "naive" else _tiled_kernel(variant)
         kernel[grid, block](dx, dout)
-    if on_host:
-        result = dout.copy_to_host()
-        if isinstance(out, np.ndarray):
-            out[...] = result
-            return out
-        return result
-    return dout
+    return return_like_input(dout, out, on_host)

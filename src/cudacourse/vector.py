@@ -34,7 +34,7 @@ import numpy as np
 from numba import cuda, float32
 from numba.cuda.core import config as _numba_config
 
-from .arrays import check_array, is_device_array, same_shape, to_device
+from .arrays import check_array, is_device_array, return_like_input, same_shape, to_device
 
 
 def vector_add_ref(a: Any, b: Any, xp: Any = np) -> Any:
@@ -426,10 +426,4 @@ def vector_add(a: Any, b: Any, out: Any = None, variant: str = "simple",
         same_shape(a=a, out=out)
         dout = to_device(out)
     run(cfg, da, db, dout)
-    if on_host:
-        result = dout.copy_to_host()
-        if isinstance(out, np.ndarray):
-            out[...] = result
-            return out
-        return result
-    return dout
+    return return_like_input(dout, out, on_host)
