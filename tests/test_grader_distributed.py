@@ -1,0 +1,194 @@
+"""Grading a sample class on a real Dask ``distributed.LocalCluster`` (several worker processes).
+
+A scratch course with lesson 1 and a few sample submissions (right, partly right, blank,
+hostile) is graded through ``grade_all`` on a LocalCluster of two worker processes; every
+submission must come back with its expected score, from more than one worker process. The
+helpers at the top (``make_course``, ``scores``) are shared with the other test_grader_*
+files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from cudacourse import authoring, device
+from cudacourse.grader import distributed
+
+pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
+
+ROOT = authoring.ROOT
+ASSIGNMENT = "01_gpu_vs_cpu"
+NOTEBOOK = f"{ASSIGNMENT}.ipynb"
+TIMEOUT = int(os.environ.get("CUDACOURSE_GRADING_TIMEOUT", device.pick(sim=30, gpu=30)))
+# A small class: one of each kind the report must tell apart.
+CLASS = {"ada": "correct", "bob": "wrong_kernel", "cy": "blank", "dee": "hostile_rebinding"}
+
+
+def load_samples():
+    if "grading_samples" in sys.modules:
+        return sys.modules["grading_samples"]
+    spec = importlib.util.spec_from_file_location(
+        "grading_samples", ROOT / "tests" / "submissions" / "samples.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["grading_samples"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_course(path: Path, db: str | None = None, config: str = "") -> dict:
+    """A scratch course: lesson 1's master, its release, the gradebook; ``config`` appended
+    to the copied nbgrader_config.py. Returns the learner and master notebooks."""
+    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, path / "solutions" / ASSIGNMENT)
+    shutil.copy(ROOT / "nbgrader_config.py", path / "nbgrader_config.py")
+    if config:
+        with open(path / "nbgrader_config.py", "a") as fh:
+            fh.write("\n" + config + "\n")
+    release = distributed.nbgrader(path, "generate_assignment", ASSIGNMENT, "--force",
+                                   db=db or distributed.default_db(path))
+    assert release.returncode == 0, release.stderr[-3000:]
+    learner = nbformat.read(path / "notebooks" / ASSIGNMENT / NOTEBOOK, 4)
+    master = nbformat.read(path / "solutions" / ASSIGNMENT / NOTEBOOK, 4)
+    return {"learner": learner, "master": master}
+
+
+def submit(path: Path, course: dict, roster: dict[str, str],
+           timestamps: dict[str, str] | None = None) -> dict[str, float]:
+    """Write each student's sample into submitted/; return each one's expected total."""
+    samples = load_samples()
+    by_name = {s.name: s for s in samples.samples(course["learner"])}
+    want = {}
+    for student, kind in roster.items():
+        sample = by_name[kind]
+        dest = path / "submitted" / student / ASSIGNMENT
+        dest.mkdir(parents=True, exist_ok=True)
+        nbformat.write(samples.build(sample, course["learner"], course["master"]),
+                       dest / NOTEBOOK)
+        if timestamps and student in timestamps:
+            (dest / "timestamp.txt").write_text(timestamps[student])
+        want[student] = sum(samples.expected(sample, course["learner"]).values())
+    return want
+
+
+def scores(db: str) -> dict[str, float]:
+    """Each student's total for the assignment, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db) as gb:
+        return {s.student_id: s.score for s in gb.assignment_submissions(ASSIGNMENT)}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dask_course")
+    course = make_course(path)
+    want = submit(path, course, CLASS)
+    choice = distributed.ExecutorChoice("local-cluster", workers=2)
+    options = {"timeout": TIMEOUT, "max_restarts": 2}
+    with distributed.open_executor(choice) as (executor, described):
+        results, throughput = distributed.grade_all(
+            path, ASSIGNMENT, distributed.submitted_students(path, ASSIGNMENT), executor,
+            options, describe=described)
+    print("\n" + throughput.summary())
+    return {"path": path, "want": want, "results": results, "throughput": throughput,
+            "described": described}
+
+
+def test_every_submission_is_graded_on_the_cluster(graded):
+    results = {r["student"]: r for r in graded["results"]}
+    assert sorted(results) == sorted(CLASS)
+    bad = {s: r for s, r in results.items() if not r.get("ok")}
+    assert not bad, bad
+    assert "LocalCluster of 2" in graded["described"] and "tcp://" in graded["described"]
+
+
+def test_scores_match_the_samples(graded):
+    got = scores(distributed.default_db(graded["path"]))
+    assert got == pytest.approx(graded["want"]), (got, graded["want"])
+    assert got["ada"] > got["bob"] > got["cy"] == 0
+
+
+def test_jobs_ran_in_more_than_one_worker_process(graded):
+    # Each Dask worker is its own process: two workers, four jobs -> two distinct pids
+    # (unless one worker took every job, which a two-worker cluster with four queued
+    # multi-second jobs does not do).
+    pids = {r["pid"] for r in graded["results"]}
+    assert len(pids) >= 2, pids
+    assert os.getpid() not in pids
+
+
+def test_throughput_is_measured(graded):
+    t = graded["throughput"]
+    assert t.submissions == len(CLASS)
+    assert set(t.seconds) == set(CLASS) and all(s > 0 for s in t.seconds.values())
+    assert t.per_minute > 0
+    assert t.slowest(1)[0][1] == max(t.seconds.values())
+    assert "per minute" in t.summary()
+
+
+def test_incidents_come_back_from_the_workers(graded):
+    results = {r["student"]: r for r in graded["results"]}
+    # the hostile sample tampers with the checker: the grader records it
+    kinds = {i["kind"] for i in results["dee"]["incidents"]}
+    assert "tampering" in kinds, results["dee"]
+    assert results["ada"]["incidents"] == []
+
+
+# --- choosing the executor (no cluster needed) ---------------------------------------------
+
+def _args(argv):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--workers", type=int, default=1)
+    distributed.add_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_choice_from_args():
+    assert distributed.choice_from_args(_args([])).kind == "serial"
+    assert distributed.choice_from_args(_args(["--workers", "3"])).workers == 3
+    c = distributed.choice_from_args(_args(["--local-cluster", "4"]))
+    assert (c.kind, c.workers) == ("local-cluster", 4)
+    c = distributed.choice_from_args(_args(["--scheduler", "tcp://head:8786"]))
+    assert (c.kind, c.scheduler) == ("dask", "tcp://head:8786")
+    with pytest.raises(distributed.GradingSetupError, match="choose one"):
+        distributed.choice_from_args(_args(["--workers", "2", "--local-cluster", "2"]))
+    with pytest.raises(distributed.GradingSetupError, match="tcp://host:8786"):
+        distributed.choice_from_args(_args(["--scheduler", "head"]))
+
+
+def test_unreachable_scheduler_is_a_clear_error():
+    choice = distributed.ExecutorChoice("dask", scheduler="tcp://127.0.0.1:9",
+                                         connect_timeout=2)
+    with pytest.raises(distributed.GradingSetupError, match="cannot reach the Dask scheduler"):
+        with distributed.open_executor(choice):
+            pass
+
+
+def test_shard_splits_a_class_without_overlap():
+    students = [f"s{i:03}" for i in range(10)]
+    parts = [distributed.shard(students, i, 3) for i in range(3)]
+    assert sorted(sum(parts, [])) == students
+    with pytest.raises(ValueError, match="need 0 <= index < count"):
+        distributed.shard(students, 3, 3)
+
+
+def test_a_failing_job_does_not_stop_the_class(tmp_path):
+    results, t = distributed.grade_all(tmp_path, ASSIGNMENT, ["x", "y"],
+                                       distributed._SerialExecutor(), job=_broken_job)
+    assert {r["student"]: r["ok"] for r in results} == {"x": False, "y": True}
+    assert "RuntimeError: x is broken" in next(r["error"] for r in results
+                                               if r["student"] == "x")
+
+
+def _broken_job(course_root, assignment, student, options):
+    if student == "x":
+        raise RuntimeError("x is broken")
+    return {"student": student}
