@@ -1,0 +1,206 @@
+"""Lesson 6: a 2D stencil, heat diffusion with fixed-temperature walls.
+
+One explicit time step of the heat equation on a grid, with the 9-point isotropic Laplacian::
+
+    out[y, x] = u[y, x] + alpha * (4 (N + S + E + W) + (NE + NW + SE + SW) - 20 u[y, x]) / 6
+
+for interior cells; the boundary rows and columns keep their values (Dirichlet walls). It is
+stable for ``alpha <= 0.375`` (the checkerboard mode's eigenvalue is -32/6).
+
+* ``naive``: one thread per cell reads its 9 inputs from global memory; the caches catch the
+  repeats, but every load still costs an instruction and an L1 lookup;
+* ``tiled``: a block loads its tile plus a one-cell **halo** (the neighbours owned by other
+  blocks) into shared memory, cooperatively, waits, then computes from shared memory. With
+  ``rows`` cells per thread the tile is taller, so the halo is a smaller share of the loads.
+
+A stencil does a dozen flops per cell and must read one value and write one: it is
+memory-bound, so its ceiling is a device-to-device copy (one read + one write per cell).
+Steps alternate between two buffers kept on the device: step t reads ``a`` and writes ``b``,
+step t + 1 reads ``b`` and writes ``a`` (no copy, no host round trip).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import cuda, float32
+
+from .arrays import (check_array, is_device_array, output_array, return_like_input,
+                     to_device)
+
+MAX_ALPHA = 0.375  # stability limit of the explicit step with the 9-point Laplacian
+
+
+def heat_step_ref(u: Any, alpha: float, xp: Any = np) -> Any:
+    """The reference: one step, boundary rows and columns unchanged (computed in float64 on
+    the host, returned in u's dtype)."""
+    v = xp.asarray(u, dtype=xp.float64)
+    out = v.copy()
+    if v.shape[0] > 2 and v.shape[1] > 2:
+        c = v[1:-1, 1:-1]
+        edges = v[:-2, 1:-1] + v[2:, 1:-1] + v[1:-1, :-2] + v[1:-1, 2:]
+        corners = v[:-2, :-2] + v[:-2, 2:] + v[2:, :-2] + v[2:, 2:]
+        out[1:-1, 1:-1] = c + alpha * (4.0 * edges + corners - 20.0 * c) / 6.0
+    return out.astype(u.dtype)
+
+
+def diffuse_ref(u: Any, steps: int, alpha: float, xp: Any = np) -> Any:
+    for _ in range(steps):
+        u = heat_step_ref(u, alpha, xp)
+    return u
+
+
+def bytes_per_step(ny: int, nx: int) -> float:
+    """Compulsory traffic of one step: every cell read once and written once, float32."""
+    return 8.0 * ny * nx
+
+
+# --- kernels -----------------------------------------------------------------------------
+
+@cuda.jit
+def _heat_naive(u, out, alpha):
+    """One thread per cell, every input from global memory (the caches absorb repeats)."""
+    x, y = cuda.grid(2)  # x fastest: a warp reads and writes 32 neighbours of one row
+    ny, nx = u.shape
+    if y >= ny or x >= nx:
+        return
+    c = u[y, x]
+    if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+        out[y, x] = c  # a wall: its temperature is fixed
+        return
+    edges = u[y - 1, x] + u[y + 1, x] + u[y, x - 1] + u[y, x + 1]
+    corners = u[y - 1, x - 1] + u[y - 1, x + 1] + u[y + 1, x - 1] + u[y + 1, x + 1]
+    out[y, x] = c + alpha * (float32(4.0) * edges + corners - float32(20.0) * c) / float32(6.0)
+
+
+def _make_tiled(bx: int, by: int, rows: int):
+    """A kernel for blocks of bx x by threads computing a bx x (by * rows) tile."""
+    tw = bx  # tile width (cells computed along x)
+    th = by * rows  # tile height
+    sw = tw + 2  # with the halo: one column on each side...
+    sh_h = th + 2  # ... and one row above and below
+    nthreads = bx * by
+
+    @cuda.jit
+    def kernel(u, out, alpha):
+        """Stage tile + halo in shared memory, then compute every cell from it."""
+        tile = cuda.shared.array((sh_h, sw), float32)
+        ny, nx = u.shape
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        x0 = cuda.blockIdx.x * tw - 1  # the global coordinates of tile[0, 0] (a halo cell)
+        y0 = cuda.blockIdx.y * th - 1
+        # Cooperative load: the block's threads walk over the (th + 2) x (sw) cells of tile
+        # and halo, consecutive threads on consecutive columns (coalesced reads of u). One
+        # loop covers the edges and the corners of the halo alike.
+        for k in range(ty * bx + tx, sh_h * sw, nthreads):
+            r = k // sw
+            s = k - r * sw
+            gy = y0 + r
+            gx = x0 + s
+            if gy >= 0 and gx >= 0 and gy < ny and gx < nx:
+                tile[r, s] = u[gy, gx]
+            else:
+                tile[r, s] = float32(0.0)  # outside the grid: only walls are next to it
+        # Wait until every cell of tile and halo is stored: threads now read cells that
+        # other threads loaded.
+        cuda.syncthreads()
+        for j in range(rows):
+            r = ty + j * by + 1  # this cell's row in tile (row 0 is the halo)
+            s = tx + 1
+            y = y0 + r
+            x = x0 + s
+            if y < ny and x < nx:
+                c = tile[r, s]
+                if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+                    out[y, x] = c  # walls keep their temperature
+                else:
+                    edges = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+                    corners = (tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1]
+                               + tile[r + 1, s + 1])
+                    out[y, x] = c + alpha * (float32(4.0) * edges + corners
+                                             - float32(20.0) * c) / float32(6.0)
+
+    kernel.tile = (tw, th)
+    kernel.block = (bx, by)
+    return kernel
+
+
+STENCIL_VARIANTS = ("naive", "tiled")
+DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4)}  # (bx, by, rows per thread)
+# Chosen by reasoning, not measured yet (tools/gpu/lesson6.sh sweeps blocks on an H200):
+# 32 x 8 x 4 rows moves a 32 x 32 tile whose halo adds 13% to the loads, with 256 threads.
+BEST = ("tiled", (32, 8, 4))
+_tiled: dict[tuple, Any] = {}
+
+
+def tiled_kernel(bx: int, by: int, rows: int = 1):
+    key = (bx, by, rows)
+    if key not in _tiled:
+        if bx * by > 1024 or bx < 1 or by < 1 or rows < 1:
+            raise ValueError(f"block {bx} x {by} x {rows} rows: need 1..1024 threads and "
+                             "rows >= 1")
+        _tiled[key] = _make_tiled(bx, by, rows)
+    return _tiled[key]
+
+
+def launch_config(ny: int, nx: int, variant: str, block: tuple | None = None
+                  ) -> tuple[Any, tuple, tuple]:
+    """(kernel, grid, block) for one step on an ny x nx grid."""
+    bx, by, rows = block or DEFAULT_BLOCK[variant]
+    if variant == "naive":
+        if rows != 1:
+            raise ValueError("the naive kernel computes one cell per thread: rows must be 1")
+        return _heat_naive, (math.ceil(nx / bx), math.ceil(ny / by)), (bx, by)
+    k = tiled_kernel(bx, by, rows)
+    tw, th = k.tile
+    return k, (math.ceil(nx / tw), math.ceil(ny / th)), (bx, by)
+
+
+def _check(u: Any, alpha: float, variant: str) -> tuple[str, Any]:
+    """Validate the input; resolve 'best' to (variant, block)."""
+    check_array(u, "u", ndim=2)
+    if not 0.0 <= alpha <= MAX_ALPHA:
+        raise ValueError(f"alpha = {alpha} is outside [0, {MAX_ALPHA}]: the explicit step "
+                         "would blow up")
+    if variant == "best":
+        return BEST
+    if variant not in STENCIL_VARIANTS:
+        raise ValueError(f"variant must be 'best' or one of {STENCIL_VARIANTS}, got {variant!r}")
+    return variant, None
+
+
+def heat_step(u: Any, out: Any = None, alpha: float = 0.2, variant: str = "best",
+              block: tuple | None = None) -> Any:
+    """One heat-diffusion step of a float32 grid on the GPU (host in, host out; device in,
+    device out). ``block`` = (bx, by, rows per thread)."""
+    v, b = _check(u, alpha, variant)
+    ny, nx = u.shape
+    on_host = not is_device_array(u)
+    du = to_device(u)
+    dout = output_array(out, (ny, nx))
+    kernel, grid, blk = launch_config(ny, nx, v, block or b)
+    kernel[grid, blk](du, dout, np.float32(alpha))
+    return return_like_input(dout, out, on_host)
+
+
+def diffuse(u: Any, steps: int, alpha: float = 0.2, variant: str = "best",
+            block: tuple | None = None, scratch: Any = None) -> Any:
+    """``steps`` steps with two device buffers swapped after each step; host in, host out
+    (one copy each way), device in, device out (the result is whichever buffer was written
+    last: ``u`` itself or ``scratch``)."""
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    v, b = _check(u, alpha, variant)
+    ny, nx = u.shape
+    on_host = not is_device_array(u)
+    a = cuda.to_device(np.array(u, dtype=np.float32)) if on_host else to_device(u)
+    c = output_array(scratch, (ny, nx), "scratch")
+    kernel, grid, blk = launch_config(ny, nx, v, block or b)
+    alpha32 = np.float32(alpha)
+    for _ in range(steps):
+        kernel[grid, blk](a, c, alpha32)
+        a, c = c, a  # the buffer just written is the next step's input
+    return a.copy_to_host() if on_host else a
