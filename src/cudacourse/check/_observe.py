@@ -1,0 +1,742 @@
+"""What each thread of a learner's kernel did, seen from inside the simulator.
+
+Right numbers do not prove the technique an exercise asks for: one thread can add a whole
+vector, lane 0 can loop over its warp, thread 0 can sum its block serially, and a race can
+happen to give the right answer. ``observing()`` temporarily instruments Numba's CUDA
+simulator and records, per thread (block, thread):
+
+* element reads and writes of the arrays passed through ``watch`` (the array itself is
+  unchanged: the watched view shares its memory);
+* every ``cuda.syncthreads()`` reached, by source line, so that a barrier that not every
+  thread of the block reaches (inside ``if t < s``, or after an early ``return``) is found
+  whatever the simulator's scheduling did;
+* every shared-memory access, between which barriers it happened: a slot written by one
+  thread and read or written by another between the same two barriers is a race on a GPU
+  (the CUDA memory model orders them only through the barrier), even when the simulator's
+  interleaving gave the right numbers. Shared memory also starts poisoned in every block
+  (the stock simulator reuses one array for all blocks, and ``np.empty`` is often zeros);
+* warp-shuffle calls, and values a kernel ``return``s (a kernel returns nothing on a GPU).
+
+On a GPU none of this is visible; there ``observing()`` records nothing (``live`` is
+False) and the checkers have the same kernel re-checked in a simulator subprocess.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import linecache
+import os
+import sys
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterator, NoReturn
+
+from . import _engine as E
+
+_np = E._np
+POISON = 1.0e30  # what unwritten shared memory holds during a check
+POISON_INT = -999999
+_HERE = os.path.abspath(__file__)
+
+# A NaN with a payload: what outputs hold before the kernel runs. A kernel that computes NaN
+# (0/0, inf - inf) writes the canonical NaN instead, so the two can be told apart.
+_NAN_BITS32 = _np.uint32(0x7FA0DEAD)
+_NAN_BITS64 = _np.uint64(0x7FF4DEAD0000DEAD)
+
+
+# --- failures ----------------------------------------------------------------------------
+
+def fail(cause: str, hint: str, context: str = "") -> NoReturn:
+    """Raise a structured CheckFailure: ``cause`` is a stable id (counted by reports),
+    ``hint`` the diagnosis a learner reads, ``context`` the case it happened in."""
+    try:
+        exc = E.CheckFailure(hint, cause=cause, context=context)  # the engine's fields
+    except TypeError:  # an engine without fields: keep the same text and attach them
+        exc = E.CheckFailure(f"{hint} [{context}]" if context else hint)
+        for k, v in (("cause", cause), ("hint", hint), ("context", context)):
+            try:
+                setattr(exc, k, v)
+            except AttributeError:
+                pass
+    raise exc
+
+
+def cause_of(exc: BaseException) -> str:
+    return str(getattr(exc, "cause", "") or "")
+
+
+def passed(name: str, verified: str) -> None:
+    """The one success line a check cell prints."""
+    print(f"{name} passes: {verified}.")
+
+
+# --- poisoned outputs whose "never written" cannot be confused with a computed NaN ------
+
+def poison(g: "E.Guarded") -> "E.Guarded":
+    """Refill a Guarded output's view with the payload NaN (float outputs only)."""
+    dt = _np.dtype(g.view.dtype)
+    if dt.kind != "f":
+        return g
+    bits = {4: (_NAN_BITS32, _np.uint32), 8: (_NAN_BITS64, _np.uint64)}.get(dt.itemsize)
+    if bits is None:
+        return g
+    host = E._full(g.shape, bits[0], dtype=bits[1]).view(dt)
+    g.view.copy_to_device(host)
+    return g
+
+
+def output(shape: Any, name: str, dtype: Any = None) -> "E.Guarded":
+    return poison(E.Guarded.make(shape, dtype or E._float32, name))
+
+
+def computed_nan(got: Any) -> Any:
+    """Mask of NaNs the kernel wrote (not the poison left in unwritten elements)."""
+    got = E._asarray(got)
+    if got.dtype.kind != "f" or got.dtype.itemsize not in (4, 8):
+        return E._full(got.shape, False)
+    nan = E._isnan(got)
+    bits = _NAN_BITS32 if got.dtype.itemsize == 4 else _NAN_BITS64
+    raw = got.view(_np.uint32 if got.dtype.itemsize == 4 else _np.uint64)
+    return nan & (raw != bits)
+
+
+def no_computed_nan(got: Any, name: str, context: str, why: str = "") -> None:
+    bad = E._flatnonzero(computed_nan(got))
+    if bad.size:
+        got = E._asarray(got)
+        idx = E._unravel_index(int(bad[0]), got.shape) if got.ndim > 1 else (int(bad[0]),)
+        where = ", ".join(str(int(i)) for i in idx)
+        fail("nan-result",
+             f"{name}[{where}] = nan, and {bad.size} of {got.size} elements are NaN: your "
+             "kernel wrote NaN there (they were written, not skipped). "
+             + (why or "Look for 0 / 0, inf - inf, or a value read from memory no thread "
+                       "had written yet."), context)
+
+
+def check_guards(g: "E.Guarded", hint: str, context: str = "") -> None:
+    """``Guarded.check_guards``, naming an off-by-one guard (``i <= n``) as such."""
+    host = g.buffer.copy_to_host()
+    n = int(E._prod(g.shape))
+    guard = (host.size - n) // 2
+    sentinel = E._asarray(g.sentinel, host.dtype)
+    after = E._flatnonzero(host[guard + n:] != sentinel)
+    if after.size == 1 and after[0] == 0:
+        fail("off-by-one-guard",
+             f"off by one: the guard lets thread n write ({g.name}[{n}] was written, one past "
+             f"the last element {g.name}[{n - 1}]). Use `if i < n`, not `if i <= n`.",
+             context)
+    try:
+        g.check_guards(hint)
+    except E.CheckFailure as exc:
+        if getattr(exc, "cause", None):
+            raise
+        fail("write-out-of-bounds", str(exc), context)
+
+
+def off_by_one_index(exc: BaseException) -> tuple[int, int] | None:
+    """(index, size) when a launch failed on an index exactly one past an axis' end."""
+    import re
+
+    ctx = getattr(exc, "context", None)
+    if isinstance(ctx, dict) and "index" in ctx and "size" in ctx:
+        i, s = int(ctx["index"]), int(ctx["size"])
+    else:
+        m = re.search(r"index (-?\d+) on an axis of size (\d+)", str(exc))
+        if not m:
+            return None
+        i, s = int(m.group(1)), int(m.group(2))
+    return (i, s) if i == s else None
+
+
+# --- the observation ----------------------------------------------------------------------
+
+def _key(thread: Any) -> tuple:
+    k = getattr(thread, "_cc_key", None)
+    if k is None:
+        k = (tuple(thread.blockIdx), tuple(thread.threadIdx))
+        thread._cc_key = k
+    return k
+
+
+def _sim_dir() -> str:
+    import numba.cuda.simulator as sim
+
+    return os.path.dirname(os.path.abspath(sim.__file__))
+
+
+def _kernel_site() -> tuple[str, int]:
+    """(file, line) of the innermost frame that is the learner's code, not the simulator's."""
+    f = sys._getframe(2)
+    sim = _SIM[0]
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith(sim) or os.path.abspath(fn) == _HERE or "simwarp" in fn):
+            return fn, f.f_lineno
+        f = f.f_back
+    return "?", 0
+
+
+_SIM = [""]
+
+
+@dataclass
+class ArrayLog:
+    """Reads and writes of one watched global array."""
+
+    name: str
+    size: int
+    reads: dict = field(default_factory=lambda: defaultdict(int))  # thread -> elements
+    writes: dict = field(default_factory=lambda: defaultdict(int))
+    element_writes: Any = None
+
+    @property
+    def total_reads(self) -> int:
+        return sum(self.reads.values())
+
+    @property
+    def total_writes(self) -> int:
+        return sum(self.writes.values())
+
+    def busiest_writer(self) -> tuple[tuple, int]:
+        if not self.writes:
+            return ((), 0)
+        k = max(self.writes, key=self.writes.get)
+        return k, self.writes[k]
+
+    def busiest_reader(self) -> tuple[tuple, int]:
+        if not self.reads:
+            return ((), 0)
+        k = max(self.reads, key=self.reads.get)
+        return k, self.reads[k]
+
+
+@dataclass
+class OutOfBounds:
+    """The first index outside a watched array, and the thread that used it."""
+
+    thread: tuple
+    array: str
+    axis: int
+    index: int
+    size: int
+    line: int
+
+    def global_index(self, dim: int = 0) -> int:
+        """The thread's cuda.grid(1) (or the given axis of cuda.grid(2)), for 1D launches."""
+        return self.block_dim_x * self.thread[0][dim] + self.thread[1][dim]
+
+    block_dim_x: int = 0
+
+
+@dataclass
+class Race:
+    array: str  # "the shared array allocated at line 5"
+    slot: tuple
+    first: tuple  # (thread, "wrote" | "read", line)
+    second: tuple
+    between: str  # "before the first cuda.syncthreads()" or "between barriers 2 and 3"
+
+
+@dataclass
+class Divergence:
+    block: tuple
+    line: int
+    reached: list  # threads that reached the barrier at ``line``
+    others: list  # threads that did not (went elsewhere or exited)
+    other_line: int  # where the others went (0: they exited)
+    condition: str  # source of the enclosing ``if``, when found
+
+
+def _flat_slots(shape: tuple, idx: Any) -> list[int]:
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if len(idx) == len(shape) and all(isinstance(i, (int, _np.integer)) for i in idx):
+        flat = 0
+        for i, s in zip(idx, shape):
+            i = int(i)
+            if i < 0:
+                i += s
+            flat = flat * s + i
+        return [flat]
+    return [int(v) for v in _np.arange(int(E._prod(shape))).reshape(shape)[idx].ravel()]
+
+
+def _thread_words(threads: list) -> str:
+    """'threads 64 to 127 of block 0' for a list of (block, thread) keys."""
+    if not threads:
+        return "no thread"
+    ids = sorted(t[1] for t in threads)
+    block = threads[0][0]
+    flat = [i[0] for i in ids] if all(len(i) == 1 or i[1:] == (0,) * (len(i) - 1)
+                                      for i in ids) else None
+    b = block[0] if len(block) == 1 or block[1:] == (0,) * (len(block) - 1) else tuple(block)
+    if flat is not None and flat == list(range(flat[0], flat[0] + len(flat))):
+        who = f"thread {flat[0]}" if len(flat) == 1 else f"threads {flat[0]} to {flat[-1]}"
+    elif flat is not None:
+        who = "threads " + ", ".join(map(str, flat[:6])) + (", ..." if len(flat) > 6 else "")
+    else:
+        who = "threads " + ", ".join(str(i) for i in ids[:4]) + (", ..." if len(ids) > 4 else "")
+    return f"{who} of block {b}"
+
+
+def thread_name(key: tuple) -> str:
+    block, thread = key
+    t = thread[0] if thread[1:] == (0,) * (len(thread) - 1) else tuple(thread)
+    b = block[0] if block[1:] == (0,) * (len(block) - 1) else tuple(block)
+    return f"thread {t} of block {b}"
+
+
+def _enclosing_if(filename: str, line: int) -> str:
+    """The condition of the innermost ``if`` around ``line`` in the learner's source."""
+    src = "".join(linecache.getlines(filename))
+    if not src:
+        return ""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return ""
+    best = ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and node.body:
+            lo = node.body[0].lineno
+            hi = max(getattr(n, "end_lineno", lo) or lo for n in node.body)
+            in_else = bool(node.orelse) and node.orelse[0].lineno <= line <= max(
+                getattr(n, "end_lineno", 0) or 0 for n in node.orelse)
+            if lo <= line <= hi or in_else:
+                cond = ast.unparse(node.test)
+                best = f"else of `if {cond}`" if in_else and not lo <= line <= hi else \
+                    f"`if {cond}:`"
+    return best
+
+
+class _SharedProbe(_np.ndarray):
+    """A shared array that reports every access to its Observation."""
+
+    def __getitem__(self, idx):
+        obs = self.__dict__.get("_obs") if hasattr(self, "__dict__") else None
+        if obs is not None:
+            obs._shared_access(self, idx, False)
+        return super().__getitem__(idx)
+
+    def __setitem__(self, idx, value):
+        obs = self.__dict__.get("_obs") if hasattr(self, "__dict__") else None
+        if obs is not None:
+            obs._shared_access(self, idx, True)
+        super().__setitem__(idx, value)
+
+
+class Observation:
+    """Everything recorded during one ``observing()`` block (simulator only)."""
+
+    def __init__(self, live: bool) -> None:
+        self.live = live
+        self.lock = threading.RLock()
+        self.arrays: dict[str, ArrayLog] = {}
+        self.barriers: dict[tuple, list] = defaultdict(list)  # thread -> barrier lines
+        self.barrier_file: dict[int, str] = {}
+        self.shuffles: dict[tuple, int] = defaultdict(int)
+        self.shared_reads: dict[tuple, int] = defaultdict(int)
+        self.shared_writes: dict[tuple, int] = defaultdict(int)
+        self.returned: list[tuple[tuple, Any]] = []
+        self.races: list[Race] = []
+        self.divergences: list[Divergence] = []
+        self.unfilled: list[tuple] = []  # (array, slot, reader, line): read, never stored
+        self.stale: list[tuple] = []  # (array, slot, reader, line): left over from a reload
+        self.blocks: list[tuple] = []
+        self.oob: list[OutOfBounds] = []
+        self._shared_state: dict[int, dict] = {}
+        self._shared_meta: dict[int, dict] = {}
+        self._shared_keep: list = []
+
+    # --- global arrays ---------------------------------------------------------------
+    def watch(self, view: Any, name: str) -> Any:
+        """The view to pass to the kernel instead of ``view`` (same memory); on a GPU,
+        ``view`` itself."""
+        if not self.live:
+            return view
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        ary = view._ary if isinstance(view, FakeCUDAArray) else view
+        log = ArrayLog(name, int(ary.size))
+        log.element_writes = _np.zeros(ary.size, dtype=_np.int64)
+        self.arrays[name] = log
+        obs = self
+        shape = tuple(ary.shape)
+
+        class Watched(FakeCUDAArray):
+            def __getitem__(self, idx):
+                try:
+                    out = super().__getitem__(idx)
+                except IndexError:
+                    obs._out_of_bounds(name, shape, idx)
+                    raise
+                t = threading.current_thread()
+                if hasattr(t, "threadIdx"):
+                    with obs.lock:
+                        log.reads[_key(t)] += int(getattr(out, "size", 1))
+                return out
+
+            def __setitem__(self, idx, value):
+                try:
+                    super().__setitem__(idx, value)
+                except IndexError:
+                    obs._out_of_bounds(name, shape, idx)
+                    raise
+                t = threading.current_thread()
+                if hasattr(t, "threadIdx"):
+                    try:
+                        slots = _flat_slots(shape, idx)
+                    except (IndexError, TypeError, ValueError):
+                        slots = []
+                    with obs.lock:
+                        log.writes[_key(t)] += len(slots)
+                        for s in slots:
+                            log.element_writes[s] += 1
+
+        return Watched(ary)
+
+    def log(self, name: str) -> ArrayLog:
+        return self.arrays[name]
+
+    def _out_of_bounds(self, name: str, shape: tuple, idx: Any) -> None:
+        t = threading.current_thread()
+        if not hasattr(t, "threadIdx") or self.oob:
+            return
+        i = idx if isinstance(idx, tuple) else (idx,)
+        for axis, (v, size) in enumerate(zip(i, shape)):
+            if isinstance(v, (int, _np.integer)) and not -size <= int(v) < size:
+                self.oob.append(OutOfBounds(_key(t), name, axis, int(v), int(size),
+                                            _kernel_site()[1]))
+                return
+
+    # --- shared memory ---------------------------------------------------------------
+    def _new_shared(self, shape: Any, dtype: Any, site: tuple) -> Any:
+        fill = POISON if _np.dtype(dtype).kind == "f" else POISON_INT
+        arr = E._full(shape, fill, dtype=dtype).view(_SharedProbe)
+        arr.__dict__["_obs"] = self
+        self._shared_meta[id(arr)] = {"site": site, "shape": tuple(arr.shape)}
+        self._shared_state[id(arr)] = {}
+        self._shared_keep.append(arr)
+        return arr
+
+    def _shared_access(self, arr: Any, idx: Any, write: bool) -> None:
+        t = threading.current_thread()
+        if not hasattr(t, "threadIdx"):
+            return
+        meta = self._shared_meta.get(id(arr))
+        if meta is None:  # a view of a probed array: find its base
+            base = arr.base
+            while base is not None and id(base) not in self._shared_meta:
+                base = getattr(base, "base", None)
+            if base is None:
+                return
+            return  # views (slices of shared arrays) are not followed
+        k = _key(t)
+        try:
+            slots = _flat_slots(meta["shape"], idx)
+        except (IndexError, TypeError, ValueError):
+            return
+        line = _kernel_site()[1]
+        with self.lock:
+            epoch = len(self.barriers[k])
+            state = self._shared_state[id(arr)]
+            if write:
+                self.shared_writes[k] += len(slots)
+            else:
+                self.shared_reads[k] += len(slots)
+            for s in slots:
+                st = state.get(s)
+                if st is None:
+                    st = state[s] = {"epoch": epoch, "writer": None, "readers": {},
+                                     "last_write": -1}
+                elif st["epoch"] != epoch:
+                    st["epoch"], st["writer"], st["readers"] = epoch, None, {}
+                if write:
+                    if not self.races:
+                        if st["writer"] is not None and st["writer"][0] != k:
+                            self._race(meta, s, st["writer"], (k, "wrote", line), epoch)
+                        else:
+                            for r, rl in st["readers"].items():
+                                if r != k:
+                                    self._race(meta, s, (r, "read", rl), (k, "wrote", line),
+                                               epoch)
+                                    break
+                    st["writer"] = (k, "wrote", line)
+                    st["last_write"] = epoch
+                    meta.setdefault("write_epochs", set()).add(epoch)
+                else:
+                    if not self.races and st["writer"] is not None and st["writer"][0] != k:
+                        self._race(meta, s, st["writer"], (k, "read", line), epoch)
+                    if st["last_write"] < 0:
+                        meta.setdefault("unwritten_reads", []).append((s, k, line, epoch))
+                    else:
+                        older = [e for e in meta.get("write_epochs", ()) if
+                                 st["last_write"] < e < epoch]
+                        if older and len(self.stale) < 8:
+                            self.stale.append((self._shared_name(meta), s, k, line))
+                    st["readers"].setdefault(k, line)
+
+    def _shared_name(self, meta: dict) -> str:
+        return f"the shared array allocated at line {meta['site'][1]}"
+
+    def _race(self, meta: dict, slot: int, first: tuple, second: tuple, epoch: int) -> None:
+        idx = tuple(int(i) for i in _np.unravel_index(slot, meta["shape"]))
+        between = ("before the first cuda.syncthreads()" if epoch == 0 else
+                   f"between the block's barriers number {epoch} and {epoch + 1}")
+        self.races.append(Race(self._shared_name(meta), idx, first, second, between))
+
+    def _end_block(self, block: tuple, block_dim: tuple) -> None:
+        """Called when a block finished: barriers every thread reached, slots never written."""
+        keys = [(tuple(block), tuple(t)) for t in _np.ndindex(*block_dim)]
+        self.blocks.append(tuple(block))
+        seqs = {k: self.barriers.get(k, []) for k in keys}
+        if not self.divergences:
+            longest = max((len(s) for s in seqs.values()), default=0)
+            for p in range(longest):
+                at = defaultdict(list)
+                for k, s in seqs.items():
+                    at[s[p] if p < len(s) else 0].append(k)
+                if len(at) > 1:
+                    lines = sorted((ln for ln in at if ln), key=lambda ln: -len(at[ln]))
+                    line = lines[0]
+                    others = [k for ln, ks in at.items() if ln != line for k in ks]
+                    other_line = next((ln for ln in at if ln not in (0, line)), 0)
+                    fname = self.barrier_file.get(line, "")
+                    self.divergences.append(Divergence(
+                        tuple(block), line, at[line], others, other_line,
+                        _enclosing_if(fname, line) if fname else ""))
+                    break
+        for aid, meta in self._shared_meta.items():
+            if meta.get("block") != tuple(block):
+                continue
+            state = self._shared_state[aid]
+            for s, k, line, epoch in meta.get("unwritten_reads", []):
+                if state.get(s, {}).get("last_write", -1) < 0 and len(self.unfilled) < 8:
+                    idx = tuple(int(i) for i in _np.unravel_index(s, meta["shape"]))
+                    self.unfilled.append((self._shared_name(meta), idx, k, line))
+
+    # --- summaries -------------------------------------------------------------------
+    def race_words(self) -> str:
+        r = self.races[0]
+        (t1, what1, l1), (t2, what2, l2) = r.first, r.second
+        slot = ", ".join(map(str, r.slot))
+        return (f"{thread_name(t1)} {what1} slot [{slot}] of {r.array} (line {l1}) and "
+                f"{thread_name(t2)} {what2} it (line {l2}), {r.between}: nothing orders "
+                "the two, so on a GPU either can happen first")
+
+    def divergence_words(self) -> str:
+        d = self.divergences[0]
+        where = f" inside {d.condition}" if d.condition else ""
+        went = (f"went on to the cuda.syncthreads() at line {d.other_line}" if d.other_line
+                else "never reached it")
+        return (f"the cuda.syncthreads() at line {d.line}{where} was reached by "
+                f"{_thread_words(d.reached)} but {_thread_words(d.others)} {went}. Every "
+                "thread of a block must reach the same barrier: one inside a branch that "
+                "only some threads take is undefined behaviour (a GPU may hang, or let the "
+                "threads run on past it). Move cuda.syncthreads() out of the `if`, to a line "
+                "every thread reaches")
+
+
+@contextlib.contextmanager
+def observing() -> Iterator[Observation]:
+    """Instrument the simulator for the duration of the block (no-op on a GPU)."""
+    if not E.simulator():
+        yield Observation(False)
+        return
+    if not _SIM[0]:
+        _SIM[0] = _sim_dir()
+    from numba.cuda.simulator import kernel as sim_kernel
+    from numba.cuda.simulator import kernelapi
+
+    obs = Observation(True)
+    saved: list[tuple[Any, str, Any]] = []
+
+    def patch(owner: Any, name: str, new: Any) -> None:
+        saved.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, new)
+
+    orig_sync = sim_kernel.BlockThread.__dict__["syncthreads"]
+
+    def syncthreads(self):
+        fname, line = _kernel_site()
+        with obs.lock:
+            obs.barriers[_key(self)].append(line)
+            obs.barrier_file.setdefault(line, fname)
+        return orig_sync(self)
+
+    patch(sim_kernel.BlockThread, "syncthreads", syncthreads)
+
+    def shared_array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:
+            return orig_shared(self, shape, dtype, alignment)
+        from numba.core import types
+        from numba.np import numpy_support
+
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        t = threading.current_thread()
+        f = sys._getframe(1)
+        site = (f.f_code.co_filename, f.f_lineno)
+        block = tuple(getattr(t, "blockIdx", ()))
+        with obs.lock:
+            per_block = self.__dict__.setdefault("_cc_alloc", {})
+            res = per_block.get((block, site))
+            if res is None:
+                res = obs._new_shared(shape, dtype, site)
+                obs._shared_meta[id(res)]["block"] = block
+                per_block[(block, site)] = res
+        return res
+
+    orig_shared = kernelapi.FakeCUDAShared.__dict__["array"]
+    patch(kernelapi.FakeCUDAShared, "array", shared_array)
+
+    for name in ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync"):
+        fn = kernelapi.FakeCUDAModule.__dict__.get(name)
+        if fn is None:
+            continue
+        inner = fn.__func__ if isinstance(fn, staticmethod) else fn
+
+        def counted(*args, _inner=inner, **kwargs):
+            t = threading.current_thread()
+            if hasattr(t, "threadIdx"):
+                with obs.lock:
+                    obs.shuffles[_key(t)] += 1
+            return _inner(*args, **kwargs)
+
+        patch(kernelapi.FakeCUDAModule, name, staticmethod(counted))
+
+    orig_run = sim_kernel.BlockManager.__dict__["run"]
+
+    def run(self, grid_point, *args):
+        f = self._f
+
+        def kernel_body(*a):
+            value = f(*a)
+            if value is not None:
+                t = threading.current_thread()
+                with obs.lock:
+                    if len(obs.returned) < 4:
+                        obs.returned.append((_key(t), value))
+            return value
+
+        self._f = kernel_body
+        try:
+            return orig_run(self, grid_point, *args)
+        finally:
+            self._f = f
+            obs._end_block(tuple(grid_point), tuple(self._block_dim))
+
+    patch(sim_kernel.BlockManager, "run", run)
+    try:
+        yield obs
+    finally:
+        for owner, name, orig in reversed(saved):
+            setattr(owner, name, orig)
+
+
+# --- verdicts every checker shares --------------------------------------------------------
+
+def no_return_value(obs: Observation, name: str, out: str, context: str = "") -> None:
+    if obs.live and obs.returned:
+        key, value = obs.returned[0]
+        fail("kernel-returns-value",
+             f"{name} returned a value ({thread_name(key)} returned {_short(value)}), but a "
+             f"kernel returns nothing: the GPU throws the value away. Write the result into "
+             f"{out} instead of returning it.", context)
+
+
+def no_divergent_barrier(obs: Observation, name: str, context: str = "") -> None:
+    if obs.live and obs.divergences:
+        fail("divergent-barrier", f"{name}: {obs.divergence_words()}.", context)
+
+
+def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, name: str,
+           context: str = "", oob: Any = None) -> None:
+    """``E.launch`` that names an index outside an array precisely (simulator).
+
+    ``oob(record)`` may return a better diagnosis for the OutOfBounds ``record`` (or "")."""
+    try:
+        E.launch(kernel, grid, block, *args, name=name)
+    except E.CheckFailure as exc:
+        if obs.live and obs.oob:
+            rec = obs.oob[0]
+            b = (block,) if isinstance(block, int) else tuple(block)
+            rec.block_dim_x = int(b[0])
+            better = oob(rec) if oob is not None else ""
+            if not better and rec.index == rec.size and len(b) == 1:
+                gid = rec.global_index()
+                if gid == rec.size:
+                    better = ("off-by-one-guard",
+                              f"off by one: the guard lets thread n through ({thread_name(rec.thread)}, "
+                              f"i = {gid} = n, used {rec.array}[{rec.index}] at line {rec.line}, one "
+                              f"past the last element). Use `if i < n`, not `if i <= n`.")
+                else:
+                    better = ("off-by-one-index",
+                              f"off by one in the index: thread i = {gid} used "
+                              f"{rec.array}[{rec.index}] (line {rec.line}), one past the end; "
+                              "element i is at index i.")
+            if not better:
+                better = ("index-out-of-bounds",
+                          f"{name} used {rec.array}[{rec.index}] (line {rec.line}, "
+                          f"{thread_name(rec.thread)}), outside the array (size {rec.size} on "
+                          f"axis {rec.axis}): missing bounds guard? Only threads with an "
+                          "index inside the array may touch it.")
+            if isinstance(better, str):
+                better = ("index-out-of-bounds", better)
+            fail(better[0], better[1], context)
+        if getattr(exc, "cause", None):
+            raise
+        fail("launch-failed", str(exc), context)
+
+
+def spread(obs: Observation, out: str, n: int, threads: int, name: str, context: str,
+           per_thread: str = "one element") -> None:
+    """The work is spread over the threads: each element of ``out`` written once, and no
+    thread writing more than its share (ceil(n / threads)) of the ``n`` elements."""
+    if not obs.live or out not in obs.arrays:
+        return
+    log = obs.arrays[out]
+    ew = log.element_writes
+    share = -(-n // threads)
+    if ew.size and int(ew.max()) > 1:
+        i = int(E._flatnonzero(ew > 1)[0])
+        fail("redundant-work",
+             f"{out}[{i}] was written {int(ew[i])} times, and {int((ew > 1).sum())} of {n} "
+             f"elements more than once ({log.total_writes} writes for {n} elements): several "
+             "threads (or every block) redo the same elements. Each element belongs to one "
+             "thread: start at cuda.grid(1) and step by cuda.gridsize(1).", context)
+    who, most = log.busiest_writer()
+    if most > share:
+        fail("serial-work",
+             f"{thread_name(who)} wrote {most} elements of {out} by itself, while this launch "
+             f"has {threads} threads for {n} elements (at most {share} each): the work is not "
+             f"spread over the threads. Give each thread {per_thread} (i = cuda.grid(1)).",
+             context)
+
+
+def _short(v: Any) -> str:
+    try:
+        return f"{float(v):.6g}"
+    except (TypeError, ValueError):
+        return type(v).__name__
+
+
+def replay(checker: str, kernel: Any, **kwargs: Any) -> None:
+    """On a GPU, re-check ``kernel`` in a simulator subprocess, where the observations above
+    are made: one verdict on every device. In the simulator (where this check just ran with
+    them) it does nothing."""
+    if E.simulator():
+        return
+    run = getattr(E, "replay_in_simulator", None)
+    if run is None:
+        try:
+            from . import _replay  # the engine's module, once it exists
+
+            run = getattr(_replay, "replay_in_simulator", None) or getattr(_replay, "replay",
+                                                                           None)
+        except ImportError:
+            run = None
+    if run is not None:
+        run(checker, kernel, **kwargs)
