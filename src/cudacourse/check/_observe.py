@@ -36,6 +36,15 @@ from typing import Any, Iterator, NoReturn
 from . import _engine as E
 
 _np = E._np
+# trusted references, captured at import (before any learner cell can rebind them)
+_zeros = _np.zeros
+_arange = _np.arange
+_uint32 = _np.uint32
+_uint64 = _np.uint64
+_integer = _np.integer
+_ndindex = _np.ndindex
+_unravel = _np.unravel_index
+_dtype = _np.dtype
 POISON = 1.0e30  # what unwritten shared memory holds during a check
 POISON_INT = -999999
 _HERE = os.path.abspath(__file__)
@@ -48,13 +57,17 @@ _NAN_BITS64 = _np.uint64(0x7FF4DEAD0000DEAD)
 
 # --- failures ----------------------------------------------------------------------------
 
-def fail(cause: str, hint: str, context: str = "") -> NoReturn:
+def fail(cause: str, message: str, context: Any = None, hint: str = "") -> NoReturn:
     """Raise a structured CheckFailure: ``cause`` is a stable id (counted by reports),
-    ``hint`` the diagnosis a learner reads, ``context`` the case it happened in."""
+    ``message`` the diagnosis a learner reads, ``context`` the case it happened in (a dict,
+    or a sentence kept as ``case``)."""
+    __tracebackhide__ = True
+    if isinstance(context, str):
+        context = {"case": context} if context else {}
     try:
-        exc = E.CheckFailure(hint, cause=cause, context=context)  # the engine's fields
+        exc = E.CheckFailure(message, cause=cause, hint=hint, context=context or {})
     except TypeError:  # an engine without fields: keep the same text and attach them
-        exc = E.CheckFailure(f"{hint} [{context}]" if context else hint)
+        exc = E.CheckFailure(message + (f" [{context}]" if context else ""))
         for k, v in (("cause", cause), ("hint", hint), ("context", context)):
             try:
                 setattr(exc, k, v)
@@ -63,23 +76,45 @@ def fail(cause: str, hint: str, context: str = "") -> NoReturn:
     raise exc
 
 
+def ctx_text(context: Any) -> str:
+    if isinstance(context, dict):
+        fmt = getattr(E, "fmt", str)
+        return ", ".join(f"{k}={fmt(v)}" for k, v in context.items())
+    return str(context or "")
+
+
+def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
+    """``E.compare`` with this module's dict contexts, re-raised as a structured failure."""
+    __tracebackhide__ = True
+    try:
+        E.compare(got, want, context=ctx_text(context), **kwargs)
+    except E.CheckFailure as exc:
+        if getattr(exc, "cause", None) and getattr(exc, "context", None) is not None:
+            raise
+        fail("wrong_values", str(exc), None)
+
+
 def cause_of(exc: BaseException) -> str:
     return str(getattr(exc, "cause", "") or "")
 
 
-def passed(name: str, verified: str) -> None:
-    """The one success line a check cell prints."""
-    print(f"{name} passes: {verified}.")
+def passed(name: str, *facts: str, hidden: bool = False) -> None:
+    """The one success line a check cell prints, naming what was verified."""
+    make = getattr(E, "passes", None)
+    if make is not None:
+        print(make(name, *facts, hidden=hidden))
+    else:
+        print(f"{name} passes: {', '.join(facts)}" + ("" if hidden else "; hidden cases next"))
 
 
 # --- poisoned outputs whose "never written" cannot be confused with a computed NaN ------
 
 def poison(g: "E.Guarded") -> "E.Guarded":
     """Refill a Guarded output's view with the payload NaN (float outputs only)."""
-    dt = _np.dtype(g.view.dtype)
+    dt = _dtype(g.view.dtype)
     if dt.kind != "f":
         return g
-    bits = {4: (_NAN_BITS32, _np.uint32), 8: (_NAN_BITS64, _np.uint64)}.get(dt.itemsize)
+    bits = {4: (_NAN_BITS32, _uint32), 8: (_NAN_BITS64, _uint64)}.get(dt.itemsize)
     if bits is None:
         return g
     host = E._full(g.shape, bits[0], dtype=bits[1]).view(dt)
@@ -98,7 +133,7 @@ def computed_nan(got: Any) -> Any:
         return E._full(got.shape, False)
     nan = E._isnan(got)
     bits = _NAN_BITS32 if got.dtype.itemsize == 4 else _NAN_BITS64
-    raw = got.view(_np.uint32 if got.dtype.itemsize == 4 else _np.uint64)
+    raw = got.view(_uint32 if got.dtype.itemsize == 4 else _uint64)
     return nan & (raw != bits)
 
 
@@ -108,7 +143,7 @@ def no_computed_nan(got: Any, name: str, context: str, why: str = "") -> None:
         got = E._asarray(got)
         idx = E._unravel_index(int(bad[0]), got.shape) if got.ndim > 1 else (int(bad[0]),)
         where = ", ".join(str(int(i)) for i in idx)
-        fail("nan-result",
+        fail("nan_result",
              f"{name}[{where}] = nan, and {bad.size} of {got.size} elements are NaN: your "
              "kernel wrote NaN there (they were written, not skipped). "
              + (why or "Look for 0 / 0, inf - inf, or a value read from memory no thread "
@@ -123,7 +158,7 @@ def check_guards(g: "E.Guarded", hint: str, context: str = "") -> None:
     sentinel = E._asarray(g.sentinel, host.dtype)
     after = E._flatnonzero(host[guard + n:] != sentinel)
     if after.size == 1 and after[0] == 0:
-        fail("off-by-one-guard",
+        fail("off_by_one_guard",
              f"off by one: the guard lets thread n write ({g.name}[{n}] was written, one past "
              f"the last element {g.name}[{n - 1}]). Use `if i < n`, not `if i <= n`.",
              context)
@@ -132,7 +167,7 @@ def check_guards(g: "E.Guarded", hint: str, context: str = "") -> None:
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None):
             raise
-        fail("write-out-of-bounds", str(exc), context)
+        fail("out_of_bounds_write", str(exc), context)
 
 
 def off_by_one_index(exc: BaseException) -> tuple[int, int] | None:
@@ -222,12 +257,11 @@ class OutOfBounds:
     index: int
     size: int
     line: int
+    write: bool = False
 
-    def global_index(self, dim: int = 0) -> int:
-        """The thread's cuda.grid(1) (or the given axis of cuda.grid(2)), for 1D launches."""
-        return self.block_dim_x * self.thread[0][dim] + self.thread[1][dim]
-
-    block_dim_x: int = 0
+    def grid_index(self, block: tuple, dim: int = 0) -> int:
+        """The thread's cuda.grid(...) along ``dim`` for a launch with blocks ``block``."""
+        return block[dim] * self.thread[0][dim] + self.thread[1][dim]
 
 
 @dataclass
@@ -252,7 +286,7 @@ class Divergence:
 def _flat_slots(shape: tuple, idx: Any) -> list[int]:
     if not isinstance(idx, tuple):
         idx = (idx,)
-    if len(idx) == len(shape) and all(isinstance(i, (int, _np.integer)) for i in idx):
+    if len(idx) == len(shape) and all(isinstance(i, (int, _integer)) for i in idx):
         flat = 0
         for i, s in zip(idx, shape):
             i = int(i)
@@ -260,7 +294,7 @@ def _flat_slots(shape: tuple, idx: Any) -> list[int]:
                 i += s
             flat = flat * s + i
         return [flat]
-    return [int(v) for v in _np.arange(int(E._prod(shape))).reshape(shape)[idx].ravel()]
+    return [int(v) for v in _arange(int(E._prod(shape))).reshape(shape)[idx].ravel()]
 
 
 def _thread_words(threads: list) -> str:
@@ -360,18 +394,20 @@ class Observation:
 
         ary = view._ary if isinstance(view, FakeCUDAArray) else view
         log = ArrayLog(name, int(ary.size))
-        log.element_writes = _np.zeros(ary.size, dtype=_np.int64)
+        log.element_writes = _zeros(ary.size, dtype=_np.int64)
         self.arrays[name] = log
         obs = self
         shape = tuple(ary.shape)
+        outside = (ary.dtype.type(E.INPUT_SENTINEL) if ary.dtype.kind == "f" else
+                   ary.dtype.type(0))
 
         class Watched(FakeCUDAArray):
             def __getitem__(self, idx):
-                try:
-                    out = super().__getitem__(idx)
-                except IndexError:
-                    obs._out_of_bounds(name, shape, idx)
-                    raise
+                # Outside the array, a GPU reads whatever lies there (here: the sentinel of
+                # an input's guard zone) and carries on; so does this view, recording it.
+                if obs._out_of_bounds(name, shape, idx):
+                    return outside
+                out = super().__getitem__(idx)
                 t = threading.current_thread()
                 if hasattr(t, "threadIdx"):
                     with obs.lock:
@@ -379,11 +415,9 @@ class Observation:
                 return out
 
             def __setitem__(self, idx, value):
-                try:
-                    super().__setitem__(idx, value)
-                except IndexError:
-                    obs._out_of_bounds(name, shape, idx)
-                    raise
+                if obs._out_of_bounds(name, shape, idx, write=True):
+                    return  # the Guarded buffer's guard zone takes it on a GPU: dropped here
+                super().__setitem__(idx, value)
                 t = threading.current_thread()
                 if hasattr(t, "threadIdx"):
                     try:
@@ -400,20 +434,27 @@ class Observation:
     def log(self, name: str) -> ArrayLog:
         return self.arrays[name]
 
-    def _out_of_bounds(self, name: str, shape: tuple, idx: Any) -> None:
-        t = threading.current_thread()
-        if not hasattr(t, "threadIdx") or self.oob:
-            return
+    def _out_of_bounds(self, name: str, shape: tuple, idx: Any, write: bool = False) -> bool:
+        """Record (and report True for) an integer index outside ``shape``, negative ones
+        included: Python would wrap those around, a GPU reads before the array's start."""
         i = idx if isinstance(idx, tuple) else (idx,)
+        if len(i) != len(shape):
+            return False
         for axis, (v, size) in enumerate(zip(i, shape)):
-            if isinstance(v, (int, _np.integer)) and not -size <= int(v) < size:
-                self.oob.append(OutOfBounds(_key(t), name, axis, int(v), int(size),
-                                            _kernel_site()[1]))
-                return
+            if isinstance(v, (int, _integer)) and not 0 <= int(v) < size:
+                t = threading.current_thread()
+                if not hasattr(t, "threadIdx"):
+                    return False
+                with self.lock:
+                    if len(self.oob) < 4096:
+                        self.oob.append(OutOfBounds(_key(t), name, axis, int(v), int(size),
+                                                    _kernel_site()[1], write))
+                return True
+        return False
 
     # --- shared memory ---------------------------------------------------------------
     def _new_shared(self, shape: Any, dtype: Any, site: tuple) -> Any:
-        fill = POISON if _np.dtype(dtype).kind == "f" else POISON_INT
+        fill = POISON if _dtype(dtype).kind == "f" else POISON_INT
         arr = E._full(shape, fill, dtype=dtype).view(_SharedProbe)
         arr.__dict__["_obs"] = self
         self._shared_meta[id(arr)] = {"site": site, "shape": tuple(arr.shape)}
@@ -482,14 +523,14 @@ class Observation:
         return f"the shared array allocated at line {meta['site'][1]}"
 
     def _race(self, meta: dict, slot: int, first: tuple, second: tuple, epoch: int) -> None:
-        idx = tuple(int(i) for i in _np.unravel_index(slot, meta["shape"]))
+        idx = tuple(int(i) for i in _unravel(slot, meta["shape"]))
         between = ("before the first cuda.syncthreads()" if epoch == 0 else
                    f"between the block's barriers number {epoch} and {epoch + 1}")
         self.races.append(Race(self._shared_name(meta), idx, first, second, between))
 
     def _end_block(self, block: tuple, block_dim: tuple) -> None:
         """Called when a block finished: barriers every thread reached, slots never written."""
-        keys = [(tuple(block), tuple(t)) for t in _np.ndindex(*block_dim)]
+        keys = [(tuple(block), tuple(t)) for t in _ndindex(*block_dim)]
         self.blocks.append(tuple(block))
         seqs = {k: self.barriers.get(k, []) for k in keys}
         if not self.divergences:
@@ -514,7 +555,7 @@ class Observation:
             state = self._shared_state[aid]
             for s, k, line, epoch in meta.get("unwritten_reads", []):
                 if state.get(s, {}).get("last_write", -1) < 0 and len(self.unfilled) < 8:
-                    idx = tuple(int(i) for i in _np.unravel_index(s, meta["shape"]))
+                    idx = tuple(int(i) for i in _unravel(s, meta["shape"]))
                     self.unfilled.append((self._shared_name(meta), idx, k, line))
 
     # --- summaries -------------------------------------------------------------------
@@ -641,7 +682,7 @@ def observing() -> Iterator[Observation]:
 def no_return_value(obs: Observation, name: str, out: str, context: str = "") -> None:
     if obs.live and obs.returned:
         key, value = obs.returned[0]
-        fail("kernel-returns-value",
+        fail("kernel_returns_value",
              f"{name} returned a value ({thread_name(key)} returned {_short(value)}), but a "
              f"kernel returns nothing: the GPU throws the value away. Write the result into "
              f"{out} instead of returning it.", context)
@@ -649,46 +690,64 @@ def no_return_value(obs: Observation, name: str, out: str, context: str = "") ->
 
 def no_divergent_barrier(obs: Observation, name: str, context: str = "") -> None:
     if obs.live and obs.divergences:
-        fail("divergent-barrier", f"{name}: {obs.divergence_words()}.", context)
+        fail("divergent_barrier", f"{name}: {obs.divergence_words()}.", context)
 
 
 def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, name: str,
-           context: str = "", oob: Any = None) -> None:
-    """``E.launch`` that names an index outside an array precisely (simulator).
+           context: Any = None, oob: Any = None) -> None:
+    """``E.launch``, then a precise diagnosis of any index outside a watched array.
 
-    ``oob(record)`` may return a better diagnosis for the OutOfBounds ``record`` (or "")."""
+    In the simulator the watched arrays behave like a GPU's memory (an index outside reads
+    a sentinel and a write there lands nowhere), so the kernel runs to the end and every
+    thread that went outside is known: exactly thread n is an off-by-one guard (i <= n);
+    only threads past the end is a missing guard; a thread inside the array reaching outside
+    is index arithmetic. ``oob(records, block)`` may return a better (cause, message)."""
+    __tracebackhide__ = True
     try:
         E.launch(kernel, grid, block, *args, name=name)
     except E.CheckFailure as exc:
-        if obs.live and obs.oob:
-            rec = obs.oob[0]
-            b = (block,) if isinstance(block, int) else tuple(block)
-            rec.block_dim_x = int(b[0])
-            better = oob(rec) if oob is not None else ""
-            if not better and rec.index == rec.size and len(b) == 1:
-                gid = rec.global_index()
-                if gid == rec.size:
-                    better = ("off-by-one-guard",
-                              f"off by one: the guard lets thread n through ({thread_name(rec.thread)}, "
-                              f"i = {gid} = n, used {rec.array}[{rec.index}] at line {rec.line}, one "
-                              f"past the last element). Use `if i < n`, not `if i <= n`.")
-                else:
-                    better = ("off-by-one-index",
-                              f"off by one in the index: thread i = {gid} used "
-                              f"{rec.array}[{rec.index}] (line {rec.line}), one past the end; "
-                              "element i is at index i.")
-            if not better:
-                better = ("index-out-of-bounds",
-                          f"{name} used {rec.array}[{rec.index}] (line {rec.line}, "
-                          f"{thread_name(rec.thread)}), outside the array (size {rec.size} on "
-                          f"axis {rec.axis}): missing bounds guard? Only threads with an "
-                          "index inside the array may touch it.")
-            if isinstance(better, str):
-                better = ("index-out-of-bounds", better)
-            fail(better[0], better[1], context)
         if getattr(exc, "cause", None):
             raise
-        fail("launch-failed", str(exc), context)
+        fail("kernel_raised", str(exc), context)
+    if not (obs.live and obs.oob):
+        return
+    b = (block,) if isinstance(block, int) else tuple(block)
+    recs = list(obs.oob)
+    better = oob(recs, b) if oob is not None else None
+    if not better:
+        better = out_of_bounds_words(recs, b, name)
+    fail(better[0], better[1], context)
+
+
+def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:
+    """(cause, message) for the out-of-bounds accesses of a 1D launch."""
+    r = recs[0]
+    verb = "wrote" if r.write else "read"
+    first = (f"{thread_name(r.thread)} {verb} {r.array}[{r.index}] (line {r.line}), outside "
+             f"the array (size {r.size})")
+    if r.index < 0:
+        return ("out_of_bounds_read", f"{first}: a negative index. On a GPU that reads or "
+                "writes memory before the array; check how the index is computed.")
+    gids = {x.grid_index(block) for x in recs}
+    if len(block) == 1 and all(x.index == x.size for x in recs) and             gids == {recs[0].size}:
+        return ("off_by_one_guard",
+                f"off by one: the guard lets thread n through. Only thread i = n = {r.size} "
+                f"went outside: it {verb} {r.array}[{r.size}] (line {r.line}), one past the "
+                "last element. Use `if i < n`, not `if i <= n`.")
+    inside = [x for x in recs if x.grid_index(block) < x.size]
+    if len(block) == 1 and inside:
+        x = inside[0]
+        g = x.grid_index(block)
+        shift = x.index - g
+        hint = (f"off by one in the index: element i is at index i, not i {'+' if shift > 0 else '-'} {abs(shift)}"
+                if abs(shift) == 1 else "check how the index is computed")
+        return ("off_by_one" if abs(shift) == 1 else "out_of_bounds_read",
+                f"thread i = {g}, inside the array, {'wrote' if x.write else 'read'} "
+                f"{x.array}[{x.index}] (line {x.line}), past the end (size {x.size}): {hint}.")
+    cause = "out_of_bounds_write" if r.write else "out_of_bounds_read"
+    return (cause, f"{first}: missing bounds guard? This launch has more threads than "
+            f"elements, and {len(gids)} threads past the end used the array; guard with "
+            "`if i < n` (n = the array's length) before touching it.")
 
 
 def spread(obs: Observation, out: str, n: int, threads: int, name: str, context: str,
@@ -702,14 +761,14 @@ def spread(obs: Observation, out: str, n: int, threads: int, name: str, context:
     share = -(-n // threads)
     if ew.size and int(ew.max()) > 1:
         i = int(E._flatnonzero(ew > 1)[0])
-        fail("redundant-work",
+        fail("redundant_work",
              f"{out}[{i}] was written {int(ew[i])} times, and {int((ew > 1).sum())} of {n} "
              f"elements more than once ({log.total_writes} writes for {n} elements): several "
              "threads (or every block) redo the same elements. Each element belongs to one "
              "thread: start at cuda.grid(1) and step by cuda.gridsize(1).", context)
     who, most = log.busiest_writer()
     if most > share:
-        fail("serial-work",
+        fail("serial_work",
              f"{thread_name(who)} wrote {most} elements of {out} by itself, while this launch "
              f"has {threads} threads for {n} elements (at most {share} each): the work is not "
              f"spread over the threads. Give each thread {per_thread} (i = cuda.grid(1)).",

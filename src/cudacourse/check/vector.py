@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _engine as E
+from . import _observe as O
 
 
 def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
@@ -12,7 +13,10 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
 
     Sizes are not multiples of the block size, the grid has a spare block, outputs start as
     NaN (to find unwritten elements) and sit between guard zones (to find writes past the
-    end). ``hidden=True`` uses other sizes and block sizes, for grading.
+    end). In the simulator every element write is attributed to its thread, so one thread
+    doing the whole vector, or every block redoing it, fails although the sum is right; on a
+    GPU the same observations come from a simulator replay. ``hidden=True`` uses other sizes
+    and block sizes, for grading.
     """
     E.require_kernel(kernel, "vector_add", 3)
     gen = E.rng(seed)
@@ -21,15 +25,26 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
         a = E.random_array(gen, n)
         b = E.random_array(gen, n)
         ga, gb = E.to_device_guarded(a, "a"), E.to_device_guarded(b, "b")
-        out = E.Guarded.make(n, E._float32, "out")
+        out = O.output(n, "out")
         blocks = (n + tpb - 1) // tpb + 1  # one spare block: its threads must do nothing
-        ctx = f"n={n}, {blocks} blocks of {tpb} threads"
-        E.launch(kernel, blocks, tpb, ga.view, gb.view, out.view, name="vector_add")
-        out.check_guards()
+        ctx = {"n": n, "blocks": blocks, "threads_per_block": tpb}
+        with O.observing() as obs:
+            O.launch(obs, kernel, blocks, tpb, obs.watch(ga.view, "a"), obs.watch(gb.view, "b"),
+                     obs.watch(out.view, "out"), name="vector_add", context=ctx)
+        O.no_return_value(obs, "vector_add", "out[i]", ctx)
+        O.check_guards(out, "missing bounds guard (if i < n)?", ctx)
+        got = out.result()
+        O.no_computed_nan(got, "out", ctx)
         want = a.astype(E._float64) + b.astype(E._float64)
-        E.compare(out.result(), want, name="out", formula="a[i] + b[i]", block=tpb,
+        O.compare(got, want, name="out", formula="a[i] + b[i]", block=tpb,
                   context=ctx, alternatives={"a[i] - b[i]": a - b, "a[i] * b[i]": a * b,
                                              "a[i] (b ignored)": a, "b[i] (a ignored)": b,
                                              "2 * a[i]": 2 * a})
         if not E._array_equal(ga.result(), a) or not E._array_equal(gb.result(), b):
-            E.fail(f"vector_add changed its inputs a or b; only out should be written [{ctx}].")
+            O.fail("inputs_changed", "vector_add changed its inputs a or b; only out should "
+                   "be written.", ctx)
+        O.spread(obs, "out", n, blocks * tpb, "vector_add", ctx)
+    O.replay("check_vector_add", kernel, hidden=hidden, seed=seed)
+    O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
+             f"{len({t for _, t in cases})} block sizes", "a spare block each",
+             "each element written once, by its own thread", hidden=hidden)
