@@ -1,9 +1,16 @@
 """Checkers for every exercise: ``check_<exercise>(learner_kernel)``.
 
 Each checker owns the launch, compares with the NumPy reference and raises
-``AssertionError`` (a ``CheckFailure``) whose message names the likely cause. The same call
-serves the visible check cell and nbgrader's hidden tests (``hidden=True`` draws shapes the
-learner has not seen).
+``AssertionError`` (a ``CheckFailure``, with ``cause``, ``hint`` and ``context`` fields) whose
+message names the likely cause. The same call serves the visible check cell and nbgrader's
+hidden tests (``hidden=True`` draws shapes the learner has not seen). The machinery they
+share is in ``_engine`` (its docstring is the contract), ``_origin`` (what was handed in),
+``_compile`` (the sm_90 compile gate in the simulator) and ``_replay`` (the simulator-only
+checks, re-run in a simulator subprocess on a GPU).
+
+A failure shows the learner its diagnosis and the check cell's line, not the checker's
+frames: every public ``check_*`` re-raises its ``CheckFailure`` from a clean frame, wrapped
+to the notebook's width under IPython.
 
 This module cannot be modified after import: an answer cell that assigns
 ``cudacourse.check.check_vector_add = lambda k: None`` gets an error instead of a free pass.
@@ -11,15 +18,44 @@ This module cannot be modified after import: an answer cell that assigns
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
 import types
 
+# Imported eagerly, in this order, so that no module appears later (the grading audit
+# compares the loaded modules before and after the learner's cells).
+from . import _engine, _origin, _source, _compile, _replay  # noqa: F401
 from ._engine import CheckFailure
 
 # One module per lesson topic; each defines check_* functions.
-_TOPICS = ("vector", "threads", "memory", "tiling", "attention")
+_TOPICS = ("vector", "threads", "memory", "tiling", "attention", "science")
+
+
+def _in_ipython() -> bool:
+    ipy = sys.modules.get("IPython")
+    try:
+        return ipy is not None and ipy.get_ipython() is not None
+    except Exception:  # noqa: BLE001 - a broken or partial IPython: plain text then
+        return False
+
+
+def _public(fn):
+    """The checker as learners call it: its failure without the checker's own frames."""
+
+    @functools.wraps(fn)
+    def check(*args, **kwargs):
+        __tracebackhide__ = True  # pytest and IPython hide this frame too
+        try:
+            return fn(*args, **kwargs)
+        except CheckFailure as exc:
+            if _in_ipython():
+                exc.args = (exc.wrapped(),)
+            raise exc.with_traceback(None) from None
+
+    return check
+
 
 __all__ = ["CheckFailure"]
 for _topic in _TOPICS:
@@ -27,8 +63,8 @@ for _topic in _TOPICS:
         continue
     _mod = importlib.import_module(f"{__name__}.{_topic}")
     for _name in dir(_mod):
-        if _name.startswith("check_"):
-            globals()[_name] = getattr(_mod, _name)
+        if _name.startswith("check_") and callable(getattr(_mod, _name)):
+            globals()[_name] = _public(getattr(_mod, _name))
             __all__.append(_name)
 
 

@@ -1,10 +1,37 @@
 """The machinery every checker shares: own the launch, poison and guard the outputs,
 translate failures into a diagnosis a learner can act on.
 
+Contract for checker authors (check/<topic>.py), kept stable:
+
+* ``fail(message, cause=..., hint=..., context=...)`` raises :class:`CheckFailure`, an
+  ``AssertionError`` whose fields are machine-readable: ``cause`` is a short stable id from
+  :data:`CAUSES` (tests and other checkers branch on it, never on the message text), ``hint``
+  is the fix in one sentence, ``context`` a dict of the case (sizes, block, indices).
+  ``str(failure)`` is the diagnosis first, then the hint, then the case. ``fail(message)``
+  alone still works (cause ``"wrong_values"``).
+* ``at(name, index)`` and ``fmt(value)`` format values the way a learner writes them:
+  ``c[0, 0] = -13.8``, never ``np.float32(-13.8)``; ``plain(text)`` turns simulator
+  internals into words (``ctaid=[7, 0, 0]`` -> ``block (7, 0, 0)``).
+* ``require_kernel(obj, name, nparams)`` / ``require_function`` / ``require_device_array``
+  are the one detector (see :mod:`._origin`): a ``@cuda.jit`` kernel, not a device function,
+  not the untouched stub, not a plain Python function, not the course's own code.
+* ``launch(kernel, grid, block, *args, name=...)`` validates the launch against GPU limits,
+  and in the simulator first compiles the kernel for a real sm_90 GPU with the argument types
+  of ``args`` (:mod:`._compile`): a kernel a GPU would refuse fails with cause
+  ``"does_not_compile"`` and the compiler's reason in plain words. Crashes become one
+  diagnosis (never one traceback per simulated thread).
+* ``passes(name, *facts, hidden=False)`` is the one-line success message a checker returns
+  (``"vector_add passes: 3 sizes, a spare block; hidden cases next"``).
+* Checks that only the simulator can make (read counts, poisoned shared memory, warp-level
+  undefined behaviour, the stream trace) go in a function decorated with
+  ``_replay.sim_part``: in the simulator it runs in-process; on a GPU it re-runs, from the
+  kernel's source, in a simulator subprocess and raises the same ``CheckFailure`` there.
+
 Trust: every NumPy function used here is captured when this module is first imported
 (``import cudacourse`` is the first cell of every notebook, before any learner code), so an
 answer cell that rebinds ``np.allclose`` or ``np.testing.assert_allclose`` cannot make a
-wrong kernel pass.
+wrong kernel pass. Module-level values here never change after import (the grading audit
+compares them); run-time state lives in the ``_STATE`` dict.
 """
 
 from __future__ import annotations
@@ -18,6 +45,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as _np
 
 from .. import device as _device
+from . import _origin
 
 # --- trusted references, captured before any learner cell runs --------------------------
 _asarray = _np.asarray
@@ -45,12 +73,180 @@ SENTINEL = -7.75e30  # output guard zones: a value no correct kernel writes ther
 INPUT_SENTINEL = 3.25e30  # input guard zones: what an out-of-bounds read returns on a GPU
 
 
+# Stable causes: what each id means. Checkers may add their own (lower_snake_case); list
+# them here when two modules need the same one.
+CAUSES = {
+    "wrong_values": "the output differs from the NumPy reference",
+    "off_by_one": "every value sits one index away from where it belongs",
+    "unwritten": "some outputs were never written",
+    "only_first_block": "only block 0 did its work",
+    "wrong_formula": "the output matches a different formula",
+    "wrong_shape": "the output has the wrong shape",
+    "out_of_bounds_write": "a write past the end (or before the start) of an array",
+    "out_of_bounds_read": "an index outside an array (the simulator saw it)",
+    "illegal_address": "memory the kernel does not own",
+    "inputs_changed": "the kernel wrote into an input",
+    "missing_barrier": "a shared-memory read before the writes it needs were all done",
+    "divergent_barrier": "a barrier or warp call not reached by every thread that must",
+    "warp_ub": "undefined behaviour in a warp intrinsic (mask, exited lane)",
+    "wrong_technique": "the right numbers, but not by the technique the exercise asks for",
+    "race": "the host read results before the stream producing them was synchronized",
+    "bad_launch": "a grid or block shape a GPU refuses",
+    "does_not_compile": "a GPU (sm_90) would refuse to compile the kernel",
+    "kernel_raised": "the kernel raised an exception while running",
+    "not_a_kernel": "a plain function, device function or other object where a kernel is needed",
+    "not_a_function": "something else where a Python function is needed",
+    "not_device_array": "a host array where a device array is needed",
+    "stub": "the exercise's untouched stub (raise NotImplementedError())",
+    "wrong_signature": "the kernel takes the wrong number of parameters",
+    "package_kernel": "the course's own kernel or function handed in as the answer",
+    "replay_error": "the simulator re-run of the kernel could not be carried out",
+}
+
+WIDTH = 88  # the width of a notebook's traceback box
+
+
 class CheckFailure(AssertionError):
-    """A learner kernel gave a wrong answer; the message says what and the likely cause."""
+    """A learner kernel gave a wrong answer: the diagnosis, its cause id, the fix, the case.
+
+    ``str()`` is the diagnosis first (``message``), then the hint when the message does not
+    already contain it, then the case (``context``). ``cause`` is stable for tests and for
+    checkers that branch on a failure; never parse the message.
+    """
+
+    def __init__(self, message: str = "", *, cause: str = "wrong_values", hint: str = "",
+                 context: dict | None = None) -> None:
+        self.message = plain(str(message)).strip()
+        self.cause = cause
+        self.hint = plain(hint).strip()
+        if self.hint:
+            self.hint = self.hint[0].upper() + self.hint[1:]
+        self.context = dict(context or {})
+        super().__init__(self.text())
+
+    def text(self) -> str:
+        parts = [self.message]
+        if self.hint and self.hint not in self.message:
+            parts.append(self.hint)
+        if self.context:
+            parts.append("[" + ", ".join(f"{k}={fmt(v)}" for k, v in self.context.items()) + "]")
+        return " ".join(p for p in parts if p)
+
+    def wrapped(self, width: int = WIDTH) -> str:
+        """The text wrapped for a notebook: the diagnosis alone on the first lines."""
+        import textwrap
+
+        lines = [textwrap.fill(self.message, width)]
+        if self.hint and self.hint not in self.message:
+            lines.append(textwrap.fill("Fix: " + self.hint, width))
+        if self.context:
+            lines.append(textwrap.fill("Case: " + ", ".join(
+                f"{k}={fmt(v)}" for k, v in self.context.items()), width))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"message": self.message, "cause": self.cause, "hint": self.hint,
+                "context": {k: _jsonable(v) for k, v in self.context.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CheckFailure":
+        return cls(d.get("message", ""), cause=d.get("cause", "wrong_values"),
+                   hint=d.get("hint", ""), context=d.get("context") or {})
+
+    def __reduce__(self):  # pickles with its fields (multiprocessing, pytest-xdist)
+        return (_rebuild, (self.to_dict(),))
 
 
-def fail(msg: str) -> None:
-    raise CheckFailure(msg)
+def _rebuild(d: dict) -> CheckFailure:
+    return CheckFailure.from_dict(d)
+
+
+def fail(msg: str, *, cause: str = "wrong_values", hint: str = "",
+         context: dict | None = None, **more: Any) -> None:
+    """Raise a :class:`CheckFailure`; extra keywords join the context."""
+    __tracebackhide__ = True  # pytest and IPython: show the checker's caller, not this frame
+    if more:
+        context = {**(context or {}), **more}
+    raise CheckFailure(msg, cause=cause, hint=hint, context=context)
+
+
+class Passed(str):
+    """A checker's success line; a notebook shows it as text, without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def passes(name: str, *facts: str, hidden: bool = False) -> Passed:
+    """The one-line success message a checker returns: what was checked, and what grading
+    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next``)."""
+    what = f": {', '.join(facts)}" if facts else ""
+    tail = "" if hidden else "; hidden cases next"
+    return Passed(f"{name} passes{what}{tail}")
+
+
+# --- values in the learner's words ----------------------------------------------------------
+
+def fmt(value: Any) -> str:
+    """``-13.8`` for ``np.float32(-13.8)``, ``(0, 0)`` for a tuple of ``np.int64``."""
+    if isinstance(value, (bool, _np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, _np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, _np.floating)):
+        v = float(value)
+        if v != v:
+            return "NaN"
+        return f"{v:.6g}"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(fmt(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, _np.ndarray):
+        return f"array of shape {tuple(value.shape)}"
+    return str(value)
+
+
+def at(name: str, index: Any) -> str:
+    """``c[0, 0]`` for ``("c", (np.int64(0), np.int64(0)))``."""
+    if isinstance(index, (tuple, list)):
+        return f"{name}[{', '.join(fmt(i) for i in index)}]"
+    return f"{name}[{fmt(index)}]"
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (bool, _np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, _np.integer)):
+        return int(v)
+    if isinstance(v, (float, _np.floating)):
+        return float(v)
+    if isinstance(v, (tuple, list)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if v is None or isinstance(v, str):
+        return v
+    return str(v)
+
+
+_SIM_WORDS = [
+    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\] ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"),
+     r"thread (\1, \2, \3) of block (\4, \5, \6)"),
+    (re.compile(r"ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"), r"block (\1, \2, \3)"),
+    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\]"), r"thread (\1, \2, \3)"),
+    (re.compile(r"np\.(?:float|int|uint|bool)\d*\(([^()]*)\)"), r"\1"),
+    (re.compile(r"\bFakeCUDAArray\b"), "device array"),
+    (re.compile(r"\bFakeCUDAKernel\b"), "kernel"),
+    (re.compile(r"\bFakeCUDAModule\b"), "cuda"),
+    (re.compile(r"\bFakeShared\w*\b"), "shared array"),
+]
+
+
+def plain(text: str) -> str:
+    """Simulator internals in plain words, for any message shown to a learner."""
+    for pat, rep in _SIM_WORDS:
+        text = pat.sub(rep, text)
+    return text
 
 
 def rng(seed: int | None = None) -> _np.random.Generator:
@@ -68,61 +264,120 @@ def random_array(gen: _np.random.Generator, shape: int | Sequence[int],
 
 # --- what was handed in -----------------------------------------------------------------
 
-def require_kernel(kernel: Any, name: str, nparams: int | None = None) -> None:
-    """The submission must be a ``@cuda.jit`` kernel, not a host function doing the work."""
-    if not _is_cuda_kernel(kernel):
-        if callable(kernel):
-            fail(f"{name} must be a GPU kernel decorated with @cuda.jit, but got the plain "
-                 f"{type(kernel).__name__} {getattr(kernel, '__name__', kernel)!r}: "
-                 "add @cuda.jit above its def.")
-        fail(f"{name} must be a @cuda.jit kernel, got {type(kernel).__name__}.")
-    options = getattr(kernel, "targetoptions", None) or {}
-    if getattr(kernel, "_device", False) or options.get("device"):
-        fail(f"{name} is a device function (@cuda.jit(device=True)); write a kernel instead.")
-    import inspect
+def _require(sub: "_origin.Subject", name: str, want: str, nparams: int | None) -> None:
+    """Shared tail of the require_* detectors: the stub, the course's own code, the arity."""
+    __tracebackhide__ = True
+    if sub.package:
+        fail(f"{name} is the course's own code ({sub.package}), not yours: write your own "
+             f"{want}.", cause="package_kernel", hint="", context=None)
+    if sub.stub == "stub":
+        fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your "
+             "code.", cause="stub")
+    if sub.stub == "leftover":
+        fail(f"{name} still contains `raise NotImplementedError()`: delete that line now that "
+             "your code is there.", cause="stub")
+    if nparams is not None and sub.nparams is not None and sub.nparams != nparams:
+        fail(f"{name} must take {nparams} parameters, yours takes {sub.nparams}.",
+             cause="wrong_signature")
 
-    try:
-        src = inspect.getsource(kernel.py_func)
-    except (OSError, TypeError):
-        src = ""
-    if "raise NotImplementedError" in src:
-        fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.")
-    if nparams is not None:
-        got = len(inspect.signature(kernel.py_func).parameters)
-        if got != nparams:
-            fail(f"{name} must take {nparams} parameters, yours takes {got}.")
+
+def require_kernel(kernel: Any, name: str, nparams: int | None = None) -> None:
+    """The submission must be the learner's own ``@cuda.jit`` kernel, written (not the stub),
+    taking ``nparams`` parameters: not a host function doing the work, not a device function,
+    not the course's own kernel."""
+    __tracebackhide__ = True
+    sub = _origin.examine(kernel)
+    if sub.kind == "function":
+        if sub.package:
+            _require(sub, name, "kernel", None)
+        fail(f"{name} must be a GPU kernel decorated with @cuda.jit, but got the plain "
+             f"Python function {getattr(kernel, '__name__', kernel)!r}: add @cuda.jit above "
+             "its def.", cause="not_a_kernel")
+    if sub.kind == "device_function":
+        fail(f"{name} is a device function (@cuda.jit(device=True)); write a kernel instead: "
+             "@cuda.jit alone.", cause="not_a_kernel")
+    if sub.kind != "kernel":
+        fail(f"{name} must be a @cuda.jit kernel, got {_describe(kernel)}.",
+             cause="not_a_kernel")
+    _require(sub, name, "kernel", nparams)
+
+
+def require_device_function(fn: Any, name: str, nparams: int | None = None) -> None:
+    """A ``@cuda.jit(device=True)`` function of the learner's own."""
+    __tracebackhide__ = True
+    sub = _origin.examine(fn)
+    if sub.kind == "kernel":
+        fail(f"{name} must be a device function: decorate it with @cuda.jit(device=True), "
+             "not @cuda.jit (a kernel cannot return a value).", cause="not_a_kernel")
+    if sub.kind == "function":
+        if sub.package:
+            _require(sub, name, "device function", None)
+        fail(f"{name} must be a device function, but got the plain Python function "
+             f"{getattr(fn, '__name__', fn)!r}: add @cuda.jit(device=True) above its def.",
+             cause="not_a_kernel")
+    if sub.kind != "device_function":
+        fail(f"{name} must be a @cuda.jit(device=True) function, got {_describe(fn)}.",
+             cause="not_a_kernel")
+    _require(sub, name, "device function", nparams)
+
+
+def require_function(fn: Any, name: str, nparams: int | None = None) -> None:
+    """A plain Python (host) function of the learner's own, e.g. one that launches kernels."""
+    __tracebackhide__ = True
+    sub = _origin.examine(fn)
+    if sub.kind in ("kernel", "device_function"):
+        fail(f"{name} must be a plain Python function that runs on the host (it launches "
+             "kernels and moves data), not a @cuda.jit kernel: remove the decorator, or wrap "
+             "your launch in a def.", cause="not_a_function")
+    if sub.kind != "function":
+        fail(f"{name} must be a Python function, got {_describe(fn)}.",
+             cause="not_a_function")
+    _require(sub, name, "function", nparams)
+
+
+def require_device_array(arr: Any, name: str) -> None:
+    """A device array where a kernel's result must stay on the GPU."""
+    __tracebackhide__ = True
+    if _origin.is_device_array(arr):
+        return
+    if isinstance(arr, _ndarray):
+        fail(f"{name} is a NumPy array in host memory; it must stay on the device: return "
+             "the device array (cuda.to_device / cuda.device_array), not copy_to_host().",
+             cause="not_device_array")
+    fail(f"{name} must be a device array, got {_describe(arr)}.", cause="not_device_array")
+
+
+def _describe(obj: Any) -> str:
+    if obj is None:
+        return "None (did the cell that defines it run, and does it return something?)"
+    name = getattr(obj, "__name__", None)
+    return f"the {type(obj).__name__} {name!r}" if name else f"a {type(obj).__name__}"
 
 
 def _is_cuda_kernel(obj: Any) -> bool:
     """A Numba CUDA dispatcher (GPU) or the simulator's stand-in for one."""
-    kinds: list[type] = []
-    if _device.is_simulator():
-        from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-        kinds.append(FakeCUDAKernel)
-    else:
-        from numba.cuda.dispatcher import CUDADispatcher
-
-        kinds.append(CUDADispatcher)
-    return bool(kinds) and isinstance(obj, tuple(kinds)) and hasattr(obj, "py_func")
+    return _origin.is_dispatcher(obj)
 
 
 def validate_launch(grid: int | tuple, block: int | tuple) -> tuple[tuple, tuple]:
     """Refuse launch shapes a real GPU refuses (the simulator would accept them)."""
     g = (grid,) if isinstance(grid, int) else tuple(grid)
     b = (block,) if isinstance(block, int) else tuple(block)
+    __tracebackhide__ = True
     if not (1 <= len(g) <= 3 and 1 <= len(b) <= 3):
-        fail(f"grid {grid} and block {block} must have 1 to 3 dimensions each.")
+        fail(f"grid {grid} and block {block} must have 1 to 3 dimensions each.",
+             cause="bad_launch")
     if any((not isinstance(v, (int, _np.integer))) or v < 1 for v in g + b):
-        fail(f"grid {grid} and block {block} must be positive integers.")
+        fail(f"grid {grid} and block {block} must be positive integers.", cause="bad_launch")
     threads = int(_prod(b))
     if threads > MAX_THREADS_PER_BLOCK:
         fail(f"block {block} has {threads} threads; a GPU allows at most "
-             f"{MAX_THREADS_PER_BLOCK} per block (the simulator would not tell you).")
+             f"{MAX_THREADS_PER_BLOCK} per block (the simulator would not tell you).",
+             cause="bad_launch")
     for v, lim, what in [(v, l, "block") for v, l in zip(b, MAX_BLOCK_DIM)] + \
                         [(v, l, "grid") for v, l in zip(g, MAX_GRID_DIM)]:
         if v > lim:
-            fail(f"{what} dimension {v} exceeds the GPU limit of {lim}.")
+            fail(f"{what} dimension {v} exceeds the GPU limit of {lim}.", cause="bad_launch")
     return g, b
 
 
@@ -179,10 +434,11 @@ class Guarded:
         after = _flatnonzero(host[guard + n:] != sentinel)
         if after.size:
             fail(f"wrote past the end of {self.name} (size {n}) at index {n + int(after[0])}: "
-                 f"{hint}")
+                 f"{hint}", cause="out_of_bounds_write", index=n + int(after[0]))
         if before.size:
             fail(f"wrote before the start of {self.name} at index {int(before[-1]) - guard}: "
-                 "a negative index? check how you compute it.")
+                 "a negative index? check how you compute it.", cause="out_of_bounds_write",
+                 index=int(before[-1]) - guard)
 
 
 def to_device_guarded(host: _np.ndarray, name: str) -> Guarded:
@@ -195,33 +451,107 @@ def to_device_guarded(host: _np.ndarray, name: str) -> Guarded:
 _OOB = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
 
 
+def compile_gate(kernel: Any, args: Sequence[Any], name: str = "kernel") -> Any:
+    """In the simulator, compile ``kernel`` for sm_90 with the types of ``args`` and refuse
+    what a GPU would refuse; returns its ``_compile.Resources`` (or None: GPU mode, compiler
+    absent, cached refusal already raised). ``launch`` calls this; call it directly only for
+    kernels a checker launches some other way."""
+    __tracebackhide__ = True
+    from . import _compile
+
+    try:
+        return _compile.gate(kernel, tuple(args), name)
+    except _compile.CompileRefused as exc:
+        where = f" ({exc.line})" if exc.line else ""
+        fail(f"{name} would not compile for a GPU{where}: {exc.reason}.",
+             cause="does_not_compile",
+             hint="The simulator runs any Python; a GPU runs only what Numba compiles.")
+
+
+class _ThreadErrors:
+    """Collect exceptions that escape simulator threads (the simulator cannot re-raise some
+    kinds, and then prints one traceback per thread): keep the first, count the rest."""
+
+    def __init__(self) -> None:
+        self.first: BaseException | None = None
+        self.thread = ""
+        self.count = 0
+        self._old = None
+
+    def __enter__(self) -> "_ThreadErrors":
+        self._old = threading.excepthook
+
+        def hook(args: Any) -> None:
+            self.count += 1
+            if self.first is None:
+                self.first = args.exc_value
+                t = args.thread
+                tid, bid = getattr(t, "threadIdx", None), getattr(t, "blockIdx", None)
+                if tid is not None and bid is not None:
+                    self.thread = (f"thread ({tid.x}, {tid.y}, {tid.z}) of block "
+                                   f"({bid.x}, {bid.y}, {bid.z})")
+        threading.excepthook = hook
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        threading.excepthook = self._old
+
+
 def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
-           shared: int = 0) -> None:
-    """Launch and wait, turning crashes into diagnoses."""
+           shared: int = 0, stream: Any = 0) -> None:
+    """Launch and wait, turning crashes into diagnoses.
+
+    In the simulator the kernel is first compiled for sm_90 (``compile_gate``).
+    """
+    __tracebackhide__ = True
     from numba import cuda
 
     validate_launch(grid, block)
-    try:
-        if shared:
-            kernel[grid, block, 0, shared](*args)
-        else:
-            kernel[grid, block](*args)
-        cuda.synchronize()
-    except CheckFailure:
-        raise
-    except IndexError as exc:  # the simulator checks every index; a GPU would not
-        m = _OOB.search(str(exc))
-        where = (f" (index {m.group(1)} on an axis of size {m.group(3)})" if m else "")
-        fail(f"{name} indexed outside an array{where}: missing bounds guard? The thread "
-             f"that did it: {str(exc).split(':')[0]}.")
-    except Exception as exc:  # noqa: BLE001 - anything else the kernel raised or caused
-        text = f"{type(exc).__name__}: {exc}"
-        if "ILLEGAL_ADDRESS" in text or "illegal address" in text.lower():
-            fail(f"{name} accessed memory it does not own (illegal address): an index far out "
-                 "of bounds. The GPU context is now unusable: restart the kernel.")
-        if "TypingError" in text or "LoweringError" in text:
-            fail(f"{name} does not compile for the GPU:\n{text}")
-        fail(f"{name} failed when launched with grid {grid}, block {block}: {text}")
+    compile_gate(kernel, args, name)
+    ctx = {"grid": grid, "block": block}
+    with _ThreadErrors() as stray:
+        try:
+            if shared or stream:
+                kernel[grid, block, stream, shared](*args)
+            else:
+                kernel[grid, block](*args)
+            cuda.synchronize()
+        except CheckFailure:
+            raise
+        except IndexError as exc:  # the simulator checks every index; a GPU would not
+            m = _OOB.search(str(exc))
+            where = (f" (index {m.group(1)} on an axis of size {m.group(3)})" if m else "")
+            who = plain(str(exc).split(":")[0])
+            fail(f"{name} indexed outside an array{where}, in {who}.",
+                 cause="out_of_bounds_read", hint="missing bounds guard (if i < n)?",
+                 context=ctx)
+        except Exception as exc:  # noqa: BLE001 - anything else the kernel raised or caused
+            _launch_error(exc, name, ctx)
+    if stray.first is not None:
+        _launch_error(stray.first, name, ctx, stray.thread, stray.count)
+
+
+def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
+                  count: int = 1) -> None:
+    __tracebackhide__ = True
+    text = plain(f"{type(exc).__name__}: {exc}")
+    if "ILLEGAL_ADDRESS" in text or "illegal address" in text.lower():
+        fail(f"{name} accessed memory it does not own (illegal address): an index far out "
+             "of bounds. The GPU context is now unusable: restart the kernel.",
+             cause="illegal_address", context=ctx)
+    if "TypingError" in text or "LoweringError" in text:
+        from . import _compile
+
+        reason, line = _compile.explain(str(exc), type(exc).__name__)
+        where = f" ({line})" if line else ""
+        fail(f"{name} does not compile for the GPU{where}: {reason}.",
+             cause="does_not_compile", context=ctx)
+    who = f" in {thread}" if thread else ""
+    more = f" (and in {count - 1} other threads)" if count > 1 else ""
+    first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    fail(f"{name} raised {first_line}{who}{more}.", cause="kernel_raised",
+         hint="read the line of your kernel that does this operation; a GPU would not "
+              "raise but give garbage", context=ctx)
 
 
 # --- comparing against the NumPy reference ---------------------------------------------------
@@ -240,7 +570,8 @@ def compare(got: _np.ndarray, want: _np.ndarray, *, name: str, formula: str = ""
     want = _asarray(want)
     ctx = f" [{context}]" if context else ""
     if got.shape != want.shape:
-        fail(f"{name} has shape {got.shape}, expected {want.shape}{ctx}.")
+        fail(f"{name} has shape {fmt(got.shape)}, expected {fmt(want.shape)}{ctx}.",
+             cause="wrong_shape")
     g = got.ravel()
     w = want.ravel()
     n = g.size
@@ -261,25 +592,28 @@ def compare(got: _np.ndarray, want: _np.ndarray, *, name: str, formula: str = ""
             m = (written[:-1] if shift == 1 else written[1:])
             if _isclose(gs[m], ws[m], rtol=rtol, atol=atol).mean() > 0.9:
                 fail(f"{name}[i] holds the value expected at {hint}: off by one in your "
-                     f"index?{ctx}")
+                     f"index?{ctx}", cause="off_by_one")
     if unwritten.any():
         nw = _flatnonzero(unwritten)
         if block and nw[0] >= block and ok[:block].all() and unwritten[block:].all():
             fail(f"{name}[{block}:] was never written, only the first block of {block} "
                  f"threads did its work: does your index use cuda.blockIdx.x * "
-                 f"cuda.blockDim.x (or cuda.grid(1))?{ctx}")
+                 f"cuda.blockDim.x (or cuda.grid(1))?{ctx}", cause="only_first_block")
         if unwritten[int(nw[0]):].all() and nw[0] > 0:
             fail(f"{name}[{int(nw[0])}:] was never written (the last {n - int(nw[0])} of {n} "
-                 f"elements): does your launch or loop cover every element?{ctx}")
+                 f"elements): does your launch or loop cover every element?{ctx}",
+                 cause="unwritten", first=int(nw[0]))
         fail(f"{int(nw.size)} of {n} elements of {name} were never written, the first at "
-             f"index {int(nw[0])}: does every element get a thread?{ctx}")
+             f"index {int(nw[0])}: does every element get a thread?{ctx}",
+             cause="unwritten", first=int(nw[0]))
     for label, alt in (alternatives or {}).items():
         if _isclose(g, _asarray(alt).ravel(), rtol=rtol, atol=atol).all():
             fail(f"{name} holds {label}, but it should hold {formula or 'the reference'}: "
-                 f"check the arithmetic.{ctx}")
+                 f"check the arithmetic.{ctx}", cause="wrong_formula", formula=label)
     expect = f" ({formula})" if formula else ""
-    fail(f"{name}[{idx}] = {g[first]!r}, expected {w[first]!r}{expect}; {bad.size} of {n} "
-         f"elements are wrong: check the arithmetic.{ctx}")
+    fail(f"{at(name, idx)} = {fmt(g[first])}, expected {fmt(w[first])}{expect}; {bad.size} "
+         f"of {n} elements are wrong: check the arithmetic.{ctx}", cause="wrong_values",
+         index=_jsonable(idx), wrong=int(bad.size))
 
 
 # --- counting global-memory reads in the simulator --------------------------------------------

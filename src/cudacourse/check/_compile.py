@@ -1,0 +1,361 @@
+"""Only what a GPU compiles: in the simulator, compile every learner kernel for sm_90 too.
+
+The simulator runs a kernel as Python, so it accepts what no GPU can run (``np.dot`` in a
+thread, a kernel that returns a value, ``sum()`` of a list). Before a checker simulates a
+kernel, :func:`gate` compiles it with Numba's own CUDA compiler for an H200 (sm_90), with
+the argument types of the arrays the checker is about to pass: libNVVM, libdevice and
+ptxas come from NVIDIA's pip wheels, no GPU or driver needed. A refusal becomes a
+``CheckFailure`` (cause ``"does_not_compile"``) with the compiler's reason in plain words;
+success gives registers, shared and local memory per thread (``Resources``), which lesson 2's
+occupancy section uses.
+
+The compile runs in a short-lived child process (``_child.py``): a simulator process
+cannot host the real compiler (the simulator replaces ``numba.cuda``'s compiler and driver
+modules). It costs about a second or two of start-up per new kernel; results are cached by
+the hash of the kernel's source bundle and argument types, in memory and on disk
+(``~/.cache/cudacourse/sm90``), so a re-run check cell pays nothing.
+
+When the wheels are missing, or ``CUDACOURSE_COMPILE_GATE=0``, checks still run and
+:func:`status` says why kernels are not compiled (``cudacourse doctor`` prints it); the
+reason is printed once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as _np
+
+from . import _origin, _source
+
+_CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
+_SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CACHE_VERSION = "1"
+TIMEOUT_S = 120
+_STATE: dict = {"toolkit": None, "warned": False, "memo": {}, "last_seconds": 0.0}
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for one kernel on sm_90, per thread (shared: per block)."""
+
+    registers: int
+    shared: int  # bytes of static shared memory per block
+    local: int  # bytes of local memory (stack frame) per thread
+    spill_stores: int = 0
+    spill_loads: int = 0
+    barriers: int = 0
+
+
+class CompileRefused(Exception):
+    """The sm_90 compiler refused the kernel; ``reason`` in plain words, ``detail`` raw."""
+
+    def __init__(self, reason: str, detail: str, line: str = "") -> None:
+        super().__init__(reason)
+        self.reason, self.detail, self.line = reason, detail, line
+
+
+# --- is the compiler here? -----------------------------------------------------------------
+
+def toolkit() -> dict | str:
+    """Where libNVVM, libdevice and ptxas are, or the reason they are not."""
+    if _STATE["toolkit"] is None:
+        sys.path.insert(0, os.path.dirname(_CHILD))
+        try:
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("_cudacourse_child", _CHILD)
+            child = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(child)
+        finally:
+            sys.path.pop(0)
+        _STATE["toolkit"] = child.find_toolkit()
+    return _STATE["toolkit"]
+
+
+def status() -> tuple[bool, str]:
+    """(True, where) when simulated kernels are also compiled for sm_90, else (False, why)."""
+    if os.environ.get("CUDACOURSE_COMPILE_GATE", "1") == "0":
+        return False, "CUDACOURSE_COMPILE_GATE=0"
+    tk = toolkit()
+    if isinstance(tk, str):
+        return False, tk
+    return True, f"libNVVM and ptxas from {tk['root']}"
+
+
+def enabled() -> bool:
+    """Only in the simulator: on a GPU the real launch compiles the kernel anyway."""
+    from .. import device
+
+    return device.is_simulator() and status()[0]
+
+
+def _warn_once(why: str) -> None:
+    if why == "CUDACOURSE_COMPILE_GATE=0":  # asked for: the replay child, or a user's choice
+        return
+    if not _STATE["warned"]:
+        _STATE["warned"] = True
+        print(f"cudacourse: kernels are NOT compiled for a GPU in this simulator session "
+              f"({why}); checks still run, but a kernel a GPU would refuse may pass here.",
+              file=sys.stderr)
+
+
+# --- argument types -------------------------------------------------------------------------
+
+def type_spec(value: Any) -> list | None:
+    """How Numba types a launch argument: ``["array", dtype, ndim, layout]`` or
+    ``["scalar", dtype]``; None when it cannot say."""
+    if _origin.is_device_array(value) or isinstance(value, _np.ndarray):
+        ary = getattr(value, "_ary", value)  # the simulator's array wraps a NumPy one
+        if not isinstance(ary, _np.ndarray):  # a real device array (GPU mode)
+            dtype = _np.dtype(value.dtype)
+            c = bool(getattr(value, "is_c_contiguous", lambda: True)())
+            f = bool(getattr(value, "is_f_contiguous", lambda: False)())
+            return ["array", dtype.str, len(value.shape), "C" if c else "F" if f else "A"]
+        if ary.dtype.kind not in "biufc":
+            return None
+        layout = "C" if ary.flags.c_contiguous else "F" if ary.flags.f_contiguous else "A"
+        return ["array", ary.dtype.str, ary.ndim, layout]
+    if isinstance(value, bool):
+        return ["scalar", "?"]
+    if isinstance(value, int):
+        return ["scalar", "<i8"]
+    if isinstance(value, float):
+        return ["scalar", "<f8"]
+    if isinstance(value, complex):
+        return ["scalar", "<c16"]
+    if isinstance(value, _np.generic) and value.dtype.kind in "biufc":
+        return ["scalar", value.dtype.str]
+    return None
+
+
+def describe_type(spec: list) -> str:
+    if spec[0] == "array":
+        return f"{_np.dtype(spec[1]).name} {spec[2]}-D array"
+    return _np.dtype(spec[1]).name
+
+
+# --- the compile ------------------------------------------------------------------------------
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "cudacourse", "sm90")
+
+
+def compile_kernel(kernel: Any, specs: list) -> dict:
+    """Compile ``kernel`` for sm_90 with argument types ``specs``; the child's answer for it:
+    ``{"ok": True, "resources": {...}}`` or ``{"ok": False, "kind", "error"}``, or
+    ``{"skipped": why}`` when it cannot be rebuilt or the compiler is absent."""
+    tk = toolkit()
+    if isinstance(tk, str):
+        return {"skipped": tk}
+    bundle = _source.bundle(kernel)
+    if bundle["problems"]:
+        return {"skipped": "; ".join(bundle["problems"])}
+    key = _source.digest({"v": CACHE_VERSION, "bundle": bundle, "specs": specs,
+                          "nvvm": tk["nvvm"]})
+    if key in _STATE["memo"]:
+        return _STATE["memo"][key]
+    path = os.path.join(_cache_dir(), key + ".json")
+    try:
+        with open(path) as f:
+            result = json.load(f)
+        _STATE["memo"][key] = result
+        return result
+    except (OSError, ValueError):
+        pass
+    req = {"toolkit": tk, "bundle": bundle, "entry": bundle["entries"][0],
+           "signatures": [specs], "src_dir": _SRC_DIR}
+    t0 = time.perf_counter()
+    answer = run_child("compile", req)
+    _STATE["last_seconds"] = time.perf_counter() - t0
+    if "child_error" in answer:
+        return {"skipped": "the sm_90 compiler could not run: " + answer["child_error"]}
+    result = answer["results"][0]
+    _STATE["memo"][key] = result
+    try:
+        os.makedirs(_cache_dir(), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: the in-memory cache still works
+        pass
+    return result
+
+
+def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
+    """Run ``_child.py mode`` with ``req`` on stdin; its JSON answer (or child_error)."""
+    from ._child import RESULT_MARK  # noqa: PLC0415 - a plain constant
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([_SRC_DIR] + [p for p in env.get(
+        "PYTHONPATH", "").split(os.pathsep) if p])
+    for var in ("NUMBA_ENABLE_CUDASIM", "CUDACOURSE_SIM_REASON"):
+        env.pop(var, None)
+    try:
+        proc = subprocess.run([sys.executable, _CHILD, mode], input=json.dumps(req),
+                              capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"child_error": f"it took longer than {timeout:.0f} s"}
+    out = proc.stdout
+    i = out.rfind(RESULT_MARK)
+    if i < 0:
+        tail = (proc.stderr or out).strip().splitlines()[-6:]
+        return {"child_error": f"exit status {proc.returncode}: " + " | ".join(tail)}
+    return json.loads(out[i + len(RESULT_MARK):].strip().splitlines()[0])
+
+
+def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
+    """In the simulator, refuse (raise :class:`CompileRefused`) what sm_90 would refuse.
+
+    Returns the kernel's resources, or None when nothing was compiled (GPU mode, compiler
+    absent: said once, arguments Numba cannot type here, source not rebuildable).
+    """
+    from .. import device
+
+    if not device.is_simulator():
+        return None
+    ok, why = status()
+    if not ok:
+        _warn_once(why)
+        return None
+    specs = [type_spec(a) for a in args]
+    if any(s is None for s in specs):
+        return None
+    result = compile_kernel(kernel, specs)
+    if "skipped" in result:
+        _warn_once(result["skipped"])
+        return None
+    if not result["ok"]:
+        reason, line = explain(result["error"], result.get("kind", ""),
+                               _unit_source(kernel))
+        raise CompileRefused(reason, result["error"], line)
+    r = result["resources"]
+    return Resources(r["registers"], r["shared"], r["local"], r.get("spill_stores", 0),
+                     r.get("spill_loads", 0), r.get("barriers", 0))
+
+
+def resources(kernel: Any, *args: Any) -> Resources | None:
+    """Registers, shared and local memory per thread of ``kernel`` for these arguments,
+    from a real sm_90 compile; None when the compiler is absent. Raises CompileRefused."""
+    ok, why = status()
+    if not ok:
+        _warn_once(why)
+        return None
+    specs = [type_spec(a) for a in args]
+    if any(s is None for s in specs):
+        return None
+    result = compile_kernel(kernel, specs)
+    if "skipped" in result:
+        return None
+    if not result["ok"]:
+        reason, line = explain(result["error"], result.get("kind", ""),
+                               _unit_source(kernel))
+        raise CompileRefused(reason, result["error"], line)
+    r = result["resources"]
+    return Resources(r["registers"], r["shared"], r["local"], r.get("spill_stores", 0),
+                     r.get("spill_loads", 0), r.get("barriers", 0))
+
+
+# --- the compiler's reason, in plain words -------------------------------------------------
+
+_RULES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"must have void return type|return type must be void", re.I),
+     "a kernel returns nothing: write the result into an output array instead of "
+     "`return`ing it (only a @cuda.jit(device=True) function returns a value)"),
+    (re.compile(r"built-in function sum>\) found for signature:\s*>>> sum\(list|"
+                r"sum\(list\("),
+     "sum() of a list is not supported on the GPU: add the values with +, or in a loop"),
+    (re.compile(r"Overload of function 'str'|unicode_type|UnicodeType|FormatValue|"
+                r"format_string", re.I),
+     "strings (f-strings, str(), .format) do not exist on the GPU; print() accepts only "
+     "numbers and constant strings"),
+    (re.compile(r"reflected list|list\(\w+\)<iv=|Cannot type list|empty list", re.I),
+     "Python lists do not exist on the GPU: use arrays (cuda.local.array for a small "
+     "scratch array) and loops"),
+    (re.compile(r"NRT required but not enabled"),
+     "this needs memory allocated inside the kernel (a list, np.zeros, np.empty, a new "
+     "array), which a GPU thread cannot do: use cuda.local.array or cuda.shared.array with "
+     "a constant size, or pass an output array in"),
+    (re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
+                r"'function'>"),
+     "the kernel calls the plain Python function {0}: a GPU can only call functions "
+     "decorated with @cuda.jit(device=True)"),
+    (re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
+                r"'[\w.]*FakeCUDAKernel'>"),
+     "the kernel calls {0}, a @cuda.jit kernel: a kernel cannot call another kernel; "
+     "decorate the helper with @cuda.jit(device=True)"),
+    (re.compile(r"Untyped global name '(\w+)'"),
+     "the kernel uses {0}, which a GPU kernel cannot use (it can use numbers, arrays, "
+     "math functions and other @cuda.jit functions)"),
+    (re.compile(r"Use of unsupported opcode \(YIELD", re.I),
+     "generators (yield) do not exist on the GPU"),
+]
+
+
+def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
+    """(reason in plain words, the learner's source line it points at)."""
+    line = _source_line(error)
+    np_attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module 'numpy'", error)
+    np_fn = re.search(r"Use of unsupported NumPy function '?numpy\.(\w+)'?", error)
+    called = re.search(r"No implementation of function Function\(<(?:built-in )?function "
+                       r"(\w+)", error)
+    name = (np_attr or np_fn).group(1) if (np_attr or np_fn) else ""
+    if not name and called and re.search(rf"\b(?:np|numpy)\.{called.group(1)}\s*\(",
+                                         source + line):
+        name = called.group(1)
+    if name:
+        if not line or f".{name}" not in line:
+            hit = re.search(rf"^.*\b(?:np|numpy)\.{name}\b.*$", source, re.M)
+            line = hit.group(0).strip() if hit else line
+        return (f"kernels cannot call numpy.{name}: a GPU thread has no NumPy; compute it "
+                "with loops and arithmetic on array elements (math.* works)", line)
+    if kind == "ptxas":
+        return ("ptxas (the GPU assembler) refused the kernel: " + error[-300:], line)
+    for pat, words in _RULES:
+        hit = pat.search(error)
+        if hit:
+            return words.format(*hit.groups()), line
+    if "TypingError" in kind or "Failed in cuda mode pipeline" in error:
+        return f"the GPU compiler cannot type this code: {_first_reason(error)}", line
+    return f"the GPU compiler refused the kernel: {_first_reason(error)}", line
+
+
+def _first_reason(error: str) -> str:
+    for raw in error.splitlines():
+        s = raw.strip()
+        if not s or s.startswith(("Failed in", "During:", "File ", "^", "- Resolution",
+                                  "No implementation of function")):
+            continue
+        return s[:240]
+    return error.strip()[:240]
+
+
+def _source_line(error: str) -> str:
+    """'line 7: out[i] = np.dot(a, b)' from the first block of Numba's message that points
+    into the learner's code (``File "...", line 7:``, source lines, then a ``^``)."""
+    blocks = re.finditer(r'File "([^"]*)", line (\d+):\n((?:.*\n)*?)\s*\^', error)
+    for m in blocks:
+        if "site-packages" in m.group(1) or "/numba" in m.group(1):
+            continue
+        code = [ln.strip() for ln in m.group(3).splitlines()
+                if ln.strip() and "<source elided>" not in ln]
+        return f"line {m.group(2)}: {code[-1]}" if code else f"line {m.group(2)}"
+    return ""
+
+
+def _unit_source(kernel: Any) -> str:
+    import inspect
+
+    try:
+        return inspect.getsource(getattr(kernel, "py_func", kernel))
+    except (OSError, TypeError):
+        return ""

@@ -1,0 +1,119 @@
+"""One verdict on every device: run the simulator-only checks on a GPU too.
+
+Some checks can only be made in Numba's CUDA simulator: counting global reads, poisoning
+shared memory, seeing a barrier or a warp call that not every thread reaches (simwarp),
+forcing a serial execution order, the stream happens-before trace. On a GPU the same checker
+re-runs them in a simulator SUBPROCESS, on the learner's kernel rebuilt from its source
+(``_source.bundle``: the function's text, its constants, the device functions it calls;
+notebook cells included), with small sizes, and raises the child's ``CheckFailure`` with
+the same cause, hint and context.
+
+For checker authors::
+
+    from ._replay import sim_part
+
+    @sim_part
+    def _warp_sum_technique(kernel, *, seed=None, hidden=False):
+        ...  # simulator-only checks; raise with E.fail(..., cause=...)
+
+    def check_warp_sum(kernel, *, hidden=False, seed=None):
+        E.require_kernel(kernel, "warp_sum", 2)
+        ...  # the real launches, on whichever device this is
+        _warp_sum_technique(kernel, seed=seed, hidden=hidden)
+
+In the simulator ``_warp_sum_technique(kernel, ...)`` simply runs. On a GPU it runs in the
+child instead. Rules: a sim part is a module-level function of a ``cudacourse.check``
+module; its positional arguments are the learner's functions (kernels, device functions,
+host functions) and its keyword arguments are JSON values (numbers, strings, lists).
+``run_sim_checks(part, *subjects, **kw)`` does the same without the decorator.
+
+A kernel that cannot be rebuilt in another process (its source is missing, or it reads a
+global the bundle cannot carry) fails on a GPU with cause ``"replay_error"`` and says which
+name: a grader must not give marks for checks it could not make.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from typing import Any, Callable
+
+from . import _compile, _source
+from ._engine import CheckFailure, fail
+
+TIMEOUT_S = 300
+_STATE: dict = {"last_seconds": 0.0, "runs": 0}
+
+
+def sim_part(fn: Callable) -> Callable:
+    """Decorate the simulator-only part of a checker (see the module docstring)."""
+
+    @functools.wraps(fn)
+    def part(*subjects: Any, **kw: Any) -> None:
+        __tracebackhide__ = True
+        run_sim_checks(fn, *subjects, **kw)
+
+    part.__sim_part__ = True
+    return part
+
+
+def run_sim_checks(part: Callable, *subjects: Any, **kw: Any) -> None:
+    """Run ``part(*subjects, **kw)`` in the simulator: in this process when it is the
+    simulator, else in a simulator subprocess on the subjects rebuilt from their source."""
+    __tracebackhide__ = True
+    from .. import device
+
+    inner = getattr(part, "__wrapped__", part)
+    if device.is_simulator() or os.environ.get("CUDACOURSE_REPLAY") == "inline":
+        inner(*subjects, **kw)
+        return
+    verdict = replay(inner, *subjects, **kw)
+    if verdict is not None:
+        raise verdict
+
+
+def replay(part: Callable, *subjects: Any, **kw: Any) -> CheckFailure | None:
+    """Run ``part`` on ``subjects`` in a simulator subprocess; None when it passes, else the
+    ``CheckFailure`` it raised there (fields intact)."""
+    mod = getattr(part, "__module__", "")
+    qual = getattr(part, "__qualname__", "")
+    if not mod.startswith("cudacourse.") or "<" in qual:
+        raise TypeError(f"{mod}.{qual} cannot be replayed: a sim part must be a module-level "
+                        "function of a cudacourse module")
+    bundle = _source.bundle(*subjects)
+    if bundle["problems"]:
+        return CheckFailure(
+            "the simulator part of this check cannot run on a GPU for your code: "
+            + "; ".join(bundle["problems"]) + ".", cause="replay_error",
+            hint="define the kernel (and what it uses) with def in a cell or a file, using "
+                 "only numbers, arrays, modules and other @cuda.jit functions as globals")
+    _check_json(kw)
+    req = {"bundle": bundle, "entries": bundle["entries"], "checker": f"{mod}:{qual}",
+           "kwargs": kw}
+    t0 = time.perf_counter()
+    answer = _compile.run_child("replay", req, timeout=TIMEOUT_S)
+    _STATE["last_seconds"] = time.perf_counter() - t0
+    _STATE["runs"] += 1
+    if "child_error" in answer:
+        return CheckFailure("the simulator re-run of your kernel could not be carried out: "
+                            + answer["child_error"], cause="replay_error",
+                            context={"traceback": answer.get("traceback", "")[-800:]})
+    if answer.get("ok"):
+        return None
+    return CheckFailure.from_dict(answer["failure"])
+
+
+def _check_json(kw: dict) -> None:
+    import json
+
+    try:
+        json.dumps(kw)
+    except TypeError as exc:
+        fail(f"internal: a sim part's keyword arguments must be JSON values ({exc})",
+             cause="replay_error")
+
+
+def last_seconds() -> float:
+    """Wall time of the latest replay subprocess (for the course's timing notes)."""
+    return _STATE["last_seconds"]
