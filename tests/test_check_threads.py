@@ -4,7 +4,7 @@ right answers (one thread per element, 2D and 1D grid-stride loops, shuffle vari
 from __future__ import annotations
 
 import pytest
-from numba import cuda
+from numba import cuda, float32
 
 import cudacourse.check as check
 from cudacourse.check import CheckFailure
@@ -111,6 +111,16 @@ def mirror_unwritten_column(img, out):
 
 
 @cuda.jit
+def mirror_one_thread(img, out):
+    # right pixels, but thread (0, 0) of block (0, 0) mirrors the whole image alone
+    c, r = cuda.grid(2)
+    if r == 0 and c == 0:
+        for rr in range(img.shape[0]):
+            for cc in range(img.shape[1]):
+                out[rr, cc] = img[rr, img.shape[1] - 1 - cc]
+
+
+@cuda.jit
 def mirror_stub(img, out):
     raise NotImplementedError()
 
@@ -138,6 +148,7 @@ def test_mirror_accepts_hidden():
     (mirror_copy, "nothing mirrored"),
     (mirror_upside_down, "upside down"),
     (mirror_unwritten_column, "never written"),
+    (mirror_one_thread, "not spread over the threads"),
     (mirror_stub, "not written yet"),
     (mirror_host, "@cuda.jit"),
 ])
@@ -145,7 +156,6 @@ def test_mirror_rejects(kernel, phrase):
     rejects(check.check_mirror, kernel, phrase)
 
 
-@pytest.mark.sim_only
 def test_mirror_guard_diagnosis_names_the_axis():
     with pytest.raises(CheckFailure, match=r"columns \(x\)"):
         check.check_mirror(mirror_no_guard_x, seed=3)
@@ -200,6 +210,20 @@ def saxpy_do_while(a, x, y, out):
 
 
 @cuda.jit
+def saxpy_one_thread(a, x, y, out):
+    # right numbers, but thread 0 loops over the whole array while the others idle
+    if cuda.grid(1) == 0:
+        for i in range(out.shape[0]):
+            out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def saxpy_loop_past_n(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0] + 1, cuda.gridsize(1)):
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
 def saxpy_off_by_one(a, x, y, out):
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = a * x[i + 1] + y[i + 1]
@@ -237,15 +261,19 @@ def test_saxpy_accepts(kernel):
     (saxpy_stops_early, "never written"),
     (saxpy_ignores_y, "y ignored"),
     (saxpy_wrong_math, "check the arithmetic"),
+    (saxpy_one_thread, "not spread over the threads"),
+    (saxpy_loop_past_n, "off by one"),
+    # right numbers, but each block redoes the whole array: each element written per block
+    (saxpy_block_stride, "step by cuda.gridsize(1)"),
 ])
 def test_saxpy_rejects(kernel, phrase):
     rejects(check.check_saxpy, kernel, phrase)
 
 
-@pytest.mark.sim_only
-def test_saxpy_rejects_every_block_doing_all_the_work():
-    # Correct numbers, but each block redoes the whole array: only read counting sees it.
-    rejects(check.check_saxpy, saxpy_block_stride, "step by cuda.gridsize(1)")
+def test_saxpy_every_block_doing_all_the_work_is_named_by_its_cause():
+    with pytest.raises(CheckFailure) as info:
+        check.check_saxpy(saxpy_block_stride, seed=7)
+    assert info.value.cause == "redundant_work", info.value
 
 
 # --- exercise 3: warp-shuffle sum --------------------------------------------------------
@@ -289,6 +317,42 @@ def warp_sum_grid_stride(x, out):
             offset //= 2
         if lane == 0:
             out[w] = v
+
+
+@cuda.jit
+def warp_sum_offset_tuple(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    for offset in (16, 8, 4, 2, 1):
+        v = v + cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+    if cuda.threadIdx.x % 32 == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_lane0_loop(x, out):
+    # right sums, no shuffle: lane 0 reads its warp's 32 values itself
+    i = cuda.grid(1)
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        v = 0.0
+        for j in range(i, min(i + 32, x.shape[0])):
+            v += x[j]
+        out[i // 32] = v
+
+
+@cuda.jit
+def warp_sum_via_shared(x, out):
+    # right sums, no shuffle: each lane stores its value, lane 0 adds the 32 slots
+    buf = cuda.shared.array(128, float32)
+    i = cuda.grid(1)
+    t = cuda.threadIdx.x
+    buf[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    if t % 32 == 0 and i // 32 < out.shape[0]:
+        v = 0.0
+        for j in range(32):
+            v += buf[t + j]
+        out[i // 32] = v
 
 
 @cuda.jit
@@ -425,7 +489,8 @@ def warp_sum_block_only(x, out):
         out[i // 32] = v
 
 
-@pytest.mark.parametrize("kernel", [warp_sum_right, warp_sum_xor, warp_sum_grid_stride])
+@pytest.mark.parametrize("kernel", [warp_sum_right, warp_sum_xor, warp_sum_grid_stride,
+                                    warp_sum_offset_tuple])
 def test_warp_sum_accepts(kernel):
     check.check_warp_sum(kernel, seed=1)
 
@@ -439,10 +504,12 @@ def test_warp_sum_accepts_hidden():
     (warp_sum_half_offsets, "only 16 lanes"),
     (warp_sum_offset_32, "twice the sum"),
     (warp_sum_offsets_up, "only 2 lanes"),
-    pytest.param(warp_sum_early_return, "do not return before the shuffles", marks=pytest.mark.sim_only(
-        reason="undefined behaviour on hardware: on the H200 (2026-11-30) lanes that exited "
-               "before a full-mask shuffle happened to contribute 0, so the sums came out "
-               "right; only the simulator's warp model can diagnose it")),
+    # undefined behaviour that the H200 (2026-11-30) happened to sum right: the verdict
+    # there comes from the simulator replay
+    (warp_sum_early_return, "do not return before the shuffles"),
+    (warp_sum_half_mask, "does not include the lane itself"),
+    (warp_sum_lane0_loop, "not made with shuffles"),
+    (warp_sum_via_shared, "shfl_down_sync"),
     (warp_sum_unguarded_read, "with the value 0"),
     (warp_sum_unguarded_write, "spare warps must not write"),
     (warp_sum_max, "maximum"),
@@ -452,8 +519,3 @@ def test_warp_sum_accepts_hidden():
 def test_warp_sum_rejects(kernel, phrase):
     rejects(check.check_warp_sum, kernel, phrase)
 
-
-@pytest.mark.sim_only
-def test_warp_sum_rejects_a_mask_without_the_lane():
-    # Undefined on a GPU (it may hang or give anything); the simulator names the mistake.
-    rejects(check.check_warp_sum, warp_sum_half_mask, "does not include the lane itself")

@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from . import _engine as E
+from . import _observe as O
 
-_OOB = re.compile(r"index (-?\d+) on an axis of size (\d+)")
 _FULL = 0xFFFFFFFF
 
 
-def _launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str, ctx: str,
-            oob: Any = None, extra: Any = None) -> None:
-    """``E.launch``, with the out-of-bounds and warp diagnoses made specific to the exercise:
-    ``oob(index, size)`` returns a better message (or "") for an index outside an array."""
-    try:
-        E.launch(kernel, grid, block, *args, name=name)
-    except E.CheckFailure as exc:
-        text = str(exc)
-        m = _OOB.search(text)
-        if m and oob is not None:
-            better = oob(int(m.group(1)), int(m.group(2)))
-            if better:
-                E.fail(f"{better} [{ctx}]")
-        if "WarpError" in text and extra:
-            E.fail(f"{text}\n{extra} [{ctx}]")
-        E.fail(f"{text} [{ctx}]")
+def _warp_error(exc: BaseException) -> bool:
+    """Whether a launch failure came from the simulator's warp model (simwarp)."""
+    from ..simwarp import WarpError
+
+    seen = exc
+    for _ in range(4):
+        seen = seen.__cause__ or seen.__context__
+        if seen is None:
+            return False
+        if isinstance(seen, WarpError):
+            return True
+    return "WarpError" in str(exc)
 
 
 # --- exercise 1: mirror an image left-right with a 2D grid --------------------------------
@@ -52,9 +47,11 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
     The first case has no spare threads (its shape is a multiple of the block), so any index
     outside the image there is wrong arithmetic (off by one, x and y swapped). The others
     are not multiples of the block in either direction and add a spare block row and column,
-    which only a 2D bounds guard survives.
+    which only a 2D bounds guard survives. Every element must be written once, by a thread
+    of its own (or a grid-stride loop): one thread mirroring the whole image fails.
     """
     E.require_kernel(kernel, "mirror", 2)
+    O.replay("check_mirror", kernel, hidden=hidden, seed=seed)
     gen = E.rng(seed)
     if not hidden:
         cases = [((24, 40), (8, 8), 0), ((19, 45), (16, 8), 1), ((45, 19), (8, 16), 1)]
@@ -63,54 +60,66 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
     for (rows, cols), (bx, by), spare in cases:
         img = E.random_array(gen, (rows, cols))
         gimg = E.to_device_guarded(img, "img")
-        out = E.Guarded.make((rows, cols), E._float32, "out")
+        out = O.output((rows, cols), "out")
         grid = (-(-cols // bx) + spare, -(-rows // by) + spare)
-        ctx = (f"image {rows}x{cols} (rows x columns), grid {grid} of blocks {(bx, by)} "
-               "as (x, y)")
+        ctx = {"image (rows, columns)": (rows, cols), "grid (x, y)": grid,
+               "block (x, y)": (bx, by)}
         exact = spare == 0 and rows % by == 0 and cols % bx == 0
 
-        def oob(index: int, size: int) -> str:
-            axis = "rows (y)" if size == rows else "columns (x)" if size == cols else ""
+        def oob(recs: list, block: tuple) -> tuple[str, str]:
+            r = recs[0]
+            axis = "rows (y)" if r.axis == 0 else "columns (x)"
             if exact:
-                if size == cols and index == cols:
-                    return ("read or wrote column W (one past the last): off by one? The "
+                if r.axis == 1 and r.index == cols:
+                    return ("off_by_one",
+                            "read or wrote column W (one past the last): off by one? The "
                             "mirror of column c is W - 1 - c.")
-                return (f"indexed {index} on the {axis or 'array'} of size {size} although "
-                        "this launch has no spare threads: are x and y swapped? "
-                        "cuda.grid(2) returns (x, y) = (column, row): c, r = cuda.grid(2).")
-            if axis:
-                check = "r < img.shape[0]" if size == rows else "c < img.shape[1]"
-                return (f"a thread outside the image indexed {index} on the {axis}, of size "
-                        f"{size}: missing bounds guard on the {axis}? Guard both: "
-                        f"if r < img.shape[0] and c < img.shape[1] (here {check} failed).")
-            return ""
+                return ("swapped_axes",
+                        f"indexed {r.index} on the {axis}, of size {r.size}, although this "
+                        "launch has no spare threads: are x and y swapped? cuda.grid(2) "
+                        "returns (x, y) = (column, row): c, r = cuda.grid(2).")
+            check = "r < img.shape[0]" if r.axis == 0 else "c < img.shape[1]"
+            return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
+                    f"a thread outside the image indexed {r.index} on the {axis}, of size "
+                    f"{r.size}: missing bounds guard on the {axis}? Guard both: "
+                    f"if r < img.shape[0] and c < img.shape[1] (here {check} failed).")
 
-        _launch(kernel, grid, (bx, by), gimg.view, out.view, name="mirror", ctx=ctx, oob=oob)
+        with O.observing() as obs:
+            O.launch(obs, kernel, grid, (bx, by), obs.watch(gimg.view, "img"),
+                     obs.watch(out.view, "out"), name="mirror", context=ctx, oob=oob)
+        O.no_return_value(obs, "mirror", "out[r, c]", ctx)
         hint = ("this launch has no spare threads, so an index is computed wrongly: are x and "
                 "y swapped? x is the column and y the row (c, r = cuda.grid(2))" if exact else
                 "missing bounds guard on the rows or columns (if r < H and c < W)?")
-        out.check_guards(hint)
+        O.check_guards(out, hint, ctx)
         got = out.result()
+        O.no_computed_nan(got, "out", ctx)
         want = _mirror_ref(img)
         written = ~E._isnan(got)
         if not written.all():
             if (written == _mirror_written_mask((rows, cols), grid, (bx, by), True)).all():
-                E.fail("the elements written form the region a kernel with rows and columns "
+                O.fail("swapped_axes",
+                       "the elements written form the region a kernel with rows and columns "
                        "swapped would reach: cuda.grid(2) returns (x, y) = (column, row), so "
-                       f"write c, r = cuda.grid(2) and out[r, c] [{ctx}]")
+                       "write c, r = cuda.grid(2) and out[r, c].", ctx)
             first = E._full((rows, cols), False)
             first[:by, :bx] = True
             if (written == first).all():
-                E.fail(f"only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
-                       "index must include cuda.blockIdx (cuda.grid(2) does it for you) "
-                       f"[{ctx}]")
-        E.compare(got, want, name="out", formula="img[r, W - 1 - c]", context=ctx,
+                O.fail("only_first_block",
+                       f"only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
+                       "index must include cuda.blockIdx (cuda.grid(2) does it for you).", ctx)
+        O.compare(got, want, name="out", formula="img[r, W - 1 - c]", context=ctx,
                   alternatives={"img itself (nothing mirrored)": img,
                                 "img flipped upside down (rows mirrored, not columns)":
                                     img[::-1, :],
                                 "img flipped both ways": img[::-1, ::-1]})
         if not E._array_equal(gimg.result(), img):
-            E.fail(f"mirror changed img; only out should be written [{ctx}].")
+            O.fail("inputs_changed", "mirror changed img; only out should be written.", ctx)
+        O.spread(obs, "out", rows * cols, grid[0] * grid[1] * bx * by, "mirror", ctx,
+                 per_thread="one pixel: c, r = cuda.grid(2)")
+    O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
+             "a spare block row and column", "each pixel written once, by its own thread",
+             hidden=hidden)
 
 
 # --- exercise 2: a grid-stride SAXPY ---------------------------------------------------------
@@ -118,9 +127,11 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
 def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``kernel(a, x, y, out)`` writes ``out[i] = a * x[i] + y[i]`` for every i with
     a grid-stride loop: the launch has fewer threads than elements on purpose, and also more
-    (a kernel must handle both). In the simulator, reads of ``x`` are counted, so a loop that
-    makes several threads redo the same element is found."""
+    (a kernel must handle both). Each element must be written once, and each thread must
+    do its share only: one thread looping over everything, or every block redoing the whole
+    array, fails although the numbers are right."""
     E.require_kernel(kernel, "saxpy", 4)
+    O.replay("check_saxpy", kernel, hidden=hidden, seed=seed)
     gen = E.rng(seed)
     if not hidden:
         cases = [(1000, 2, 64), (50, 2, 64), (777, 3, 32)]
@@ -131,59 +142,64 @@ def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -
         x = E.random_array(gen, n)
         y = E.random_array(gen, n)
         gx, gy = E.to_device_guarded(x, "x"), E.to_device_guarded(y, "y")
-        out = E.Guarded.make(n, E._float32, "out")
+        out = O.output(n, "out")
         threads = blocks * tpb
-        ctx = f"n={n}, {blocks} blocks of {tpb} threads = {threads} threads"
+        ctx = {"n": n, "blocks": blocks, "threads_per_block": tpb, "threads": threads}
         small = threads < n
 
-        def oob(index: int, size: int) -> str:
+        def oob(recs: list, block: tuple) -> tuple[str, str] | None:
+            r = recs[0]
+            if r.index < 0:
+                return None
             if small:
-                return (f"indexed {index} in an array of size {size} although this launch has "
-                        "fewer threads than elements: off by one in the index or the loop "
-                        "bounds? Loop i in range(cuda.grid(1), n, cuda.gridsize(1)).")
-            return (f"a thread past the end indexed {index} (size {size}): missing bounds "
-                    "guard? range(cuda.grid(1), n, cuda.gridsize(1)) is empty for such a "
-                    "thread.")
+                return ("off_by_one" if r.index == r.size else "out_of_bounds_read",
+                        f"indexed {r.array}[{r.index}] (size {r.size}, line {r.line}) although "
+                        "this launch has fewer threads than elements: off by one in the index "
+                        "or the loop bounds? Loop i in range(cuda.grid(1), n, "
+                        "cuda.gridsize(1)).")
+            words = O.out_of_bounds_words(recs, block, "saxpy")
+            if words[0] in ("off_by_one_guard", "off_by_one"):
+                return words
+            return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
+                    f"a thread past the end used {r.array}[{r.index}] (size {r.size}, line "
+                    f"{r.line}): missing bounds guard? range(cuda.grid(1), n, "
+                    "cuda.gridsize(1)) is empty for such a thread.")
 
-        _launch(kernel, blocks, tpb, a, gx.view, gy.view, out.view, name="saxpy", ctx=ctx,
-                oob=oob)
-        out.check_guards()
+        with O.observing() as obs:
+            O.launch(obs, kernel, blocks, tpb, a, obs.watch(gx.view, "x"),
+                     obs.watch(gy.view, "y"), obs.watch(out.view, "out"), name="saxpy",
+                     context=ctx, oob=oob)
+        O.no_return_value(obs, "saxpy", "out[i]", ctx)
+        O.check_guards(out, "missing bounds guard (loop while i < n)?", ctx)
         got = out.result()
+        O.no_computed_nan(got, "out", ctx)
         want = a.astype(E._float64) * x + y
         written = ~E._isnan(got)
         if small and not written.all():
             nw = E._flatnonzero(~written)
             if written[:threads].all() and not written[threads:].any():
-                E.fail(f"out[{threads}:] was never written: this launch has {threads} threads "
+                O.fail("no_grid_stride",
+                       f"out[{threads}:] was never written: this launch has {threads} threads "
                        f"for {n} elements on purpose, and each thread did one element. Did you "
                        "loop with cuda.gridsize(1)? for i in range(cuda.grid(1), n, "
-                       f"cuda.gridsize(1)) [{ctx}]")
-            E.fail(f"{nw.size} of {n} elements of out were never written, the first at index "
+                       "cuda.gridsize(1))", ctx)
+            O.fail("unwritten",
+                   f"{nw.size} of {n} elements of out were never written, the first at index "
                    f"{int(nw[0])}: did you loop with cuda.gridsize(1), starting at "
-                   f"cuda.grid(1)? [{ctx}]")
-        E.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
+                   "cuda.grid(1)?", ctx)
+        O.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
                   alternatives={"a * x[i] (y ignored)": a * x, "x[i] + y[i] (a ignored)": x + y,
                                 "a * y[i] + x[i] (x and y swapped)": a * y + x,
                                 "a * (x[i] + y[i])": a * (x + y)})
         if not E._array_equal(gx.result(), x) or not E._array_equal(gy.result(), y):
-            E.fail(f"saxpy changed x or y; only out should be written [{ctx}].")
-        if E.simulator() and small:
-            _check_each_element_once(kernel, blocks, tpb, a, x, y, ctx)
-
-
-def _check_each_element_once(kernel: Any, blocks: int, tpb: int, a: Any, x: Any, y: Any,
-                             ctx: str) -> None:
-    """Simulator only: every element of x should be read once, not once per block."""
-    from numba import cuda
-
-    cx, counter = E.counting_array(x)
-    out = cuda.device_array(x.shape[0], dtype=E._float32)
-    _launch(kernel, blocks, tpb, a, cx, cuda.to_device(y), out, name="saxpy", ctx=ctx)
-    n = x.shape[0]
-    if counter.n > n:
-        E.fail(f"x was read {counter.n} times for {n} elements: several threads handle the "
-               "same element. Start at cuda.grid(1) (not threadIdx.x) and step by "
-               f"cuda.gridsize(1) (not blockDim.x) [{ctx}]")
+            O.fail("inputs_changed", "saxpy changed x or y; only out should be written.", ctx)
+        O.spread(obs, "out", n, threads, "saxpy", ctx,
+                 per_thread="the elements cuda.grid(1), + cuda.gridsize(1), + 2 * "
+                            "cuda.gridsize(1)... (for i in range(cuda.grid(1), n, "
+                            "cuda.gridsize(1)))")
+    O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
+             "each element written once", "each thread doing its share of the grid-stride loop",
+             hidden=hidden)
 
 
 # --- exercise 3: sum each warp's 32 values with shuffles -------------------------------------
@@ -196,47 +212,69 @@ def _warp_sums(x: Any) -> Any:
     return padded.reshape(groups, 32).sum(axis=1), padded.reshape(groups, 32)
 
 
+SHUFFLE_STEPS = 5  # log2(32): a warp's 32 values need 5 shuffle rounds
+
+
 def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``kernel(x, out)`` writes ``out[w] = x[32 w] + ... + x[32 w + 31]`` (missing
     elements past the end count as 0), one warp per group, summed with warp shuffles.
 
     Lengths are not multiples of 32 (the last warp is partial), blocks hold several warps, and
-    a spare block follows, whose warps must not write.
+    a spare block follows, whose warps must not write. The technique is checked too: each
+    lane reads its own element of x, and every lane of a warp with data takes part in at
+    least 5 shuffle rounds (shfl_down_sync, shfl_xor_sync...): lane 0 looping over 32 values
+    or through shared memory fails, however right its sums.
     """
     E.require_kernel(kernel, "warp_sum", 2)
+    O.replay("check_warp_sum", kernel, hidden=hidden, seed=seed)
     gen = E.rng(seed)
     cases = [(200, 64), (333, 96), (64, 32)] if not hidden else [(513, 128), (95, 32), (250, 64)]
     for n, tpb in cases:
         x = E.random_array(gen, n)
         gx = E.to_device_guarded(x, "x")
         groups = -(-n // 32)
-        out = E.Guarded.make(groups, E._float32, "out")
+        out = O.output(groups, "out")
         blocks = -(-n // tpb) + 1
-        ctx = f"n={n} ({groups} warps of data), {blocks} blocks of {tpb} threads"
+        ctx = {"n": n, "warps_of_data": groups, "blocks": blocks, "threads_per_block": tpb}
 
-        def oob(index: int, size: int) -> str:
-            if size == n:
-                return (f"read x[{index}] past its end (size {n}): lanes past the end must "
-                        "take part in the shuffles with the value 0 instead of reading x (v = 0.0; "
-                        "if i < n: v = x[i]).")
-            if size == groups:
-                return (f"wrote out[{index}] past its end (size {groups}): the spare warps "
-                        "must not write: guard with i // 32 < out.shape[0].")
-            return ""
+        def oob(recs: list, block: tuple) -> tuple[str, str] | None:
+            r = recs[0]
+            if r.array == "x" and r.index >= n:
+                return ("out_of_bounds_read",
+                        f"read x[{r.index}] past its end (size {n}, line {r.line}): lanes past "
+                        "the end must take part in the shuffles with the value 0 instead of "
+                        "reading x (v = 0.0; if i < n: v = x[i]).")
+            if r.array == "out" and r.index >= groups:
+                return ("out_of_bounds_write",
+                        f"wrote out[{r.index}] past its end (size {groups}, line {r.line}): "
+                        "the spare warps must not write: guard with i // 32 < out.shape[0].")
+            return None
 
-        _launch(kernel, blocks, tpb, gx.view, out.view, name="warp_sum", ctx=ctx, oob=oob,
-                extra="Every lane that runs the shuffle must be named in its mask: use "
-                      "0xFFFFFFFF when all 32 lanes take part.")
-        out.check_guards("the spare warps must not write: guard with i // 32 < out.shape[0]")
+        with O.observing() as obs:
+            try:
+                O.launch(obs, kernel, blocks, tpb, obs.watch(gx.view, "x"),
+                         obs.watch(out.view, "out"), name="warp_sum", context=ctx, oob=oob)
+            except E.CheckFailure as exc:
+                if _warp_error(exc):
+                    O.fail("warp_ub", f"{getattr(exc, 'message', exc)} Every lane that runs "
+                           "the shuffle must be named in its mask: use 0xFFFFFFFF when all 32 "
+                           "lanes take part.", ctx)
+                raise
+        O.no_return_value(obs, "warp_sum", "out[i // 32]", ctx)
+        O.check_guards(out, "the spare warps must not write: guard with i // 32 < "
+                            "out.shape[0]", ctx)
         got = out.result()
+        O.no_computed_nan(got, "out", ctx)
         want, table = _warp_sums(x)
         ok = E._isclose(got, want, rtol=1e-4, atol=1e-4)
         if n % 32 and ok[:-1].all() and not ok[-1]:
-            E.fail(f"every warp's sum is right except the last, partial warp's (out[{groups - 1}]"
-                   f" = {got[-1]!r}, expected {want[-1]!r}): lanes past the end of x must still "
-                   "take part in every shuffle, with the value 0. Do not return before the "
-                   f"shuffles [{ctx}]")
-        E.compare(got, want, name="out", formula="the sum of x[32 w : 32 w + 32]",
+            O.fail("early_return",
+                   f"every warp's sum is right except the last, partial warp's (out[{groups - 1}]"
+                   f" = {E.fmt(got[-1]) if hasattr(E, 'fmt') else got[-1]}, expected "
+                   f"{E.fmt(want[-1]) if hasattr(E, 'fmt') else want[-1]}): lanes past the end "
+                   "of x must still take part in every shuffle, with the value 0. Do not "
+                   "return before the shuffles.", ctx)
+        O.compare(got, want, name="out", formula="the sum of x[32 w : 32 w + 32]",
                   rtol=1e-4, atol=1e-4, context=ctx,
                   alternatives={
                       "x[32 w], lane 0's own value (nothing reached lane 0: shfl_up_sync "
@@ -252,4 +290,46 @@ def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None
                       "twice the sum (an offset of 32 reads the lane itself)": 2 * want,
                       "the maximum of the 32 values": table.max(axis=1)})
         if not E._array_equal(gx.result(), x):
-            E.fail(f"warp_sum changed x; only out should be written [{ctx}].")
+            O.fail("inputs_changed", "warp_sum changed x; only out should be written.", ctx)
+        _check_shuffles(obs, n, tpb, ctx)
+    O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
+             "several warps per block and a spare block",
+             f"every lane reading its own element and taking part in {SHUFFLE_STEPS} or more "
+             "shuffle rounds", hidden=hidden)
+
+
+def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:
+    """The sum is made by shuffles: no lane reads another lane's element of x, and every
+    lane of a warp that holds data calls a shuffle at least SHUFFLE_STEPS times."""
+    if not obs.live:
+        return
+    who, most = obs.log("x").busiest_reader()
+    if most > 1:
+        lane = who[1][0] % 32
+        O.fail("no_shuffle",
+               f"lane {lane} of a warp ({O.thread_name(who)}) read {most} elements of x by "
+               "itself: the sum is not made with shuffles. Each lane reads its own element "
+               "(v = x[i]) and the warp adds them with v += cuda.shfl_down_sync(0xFFFFFFFF, v, "
+               "offset) for offset = 16, 8, 4, 2, 1.", ctx)
+    warps_with_data = -(-n // 32)
+    short = []
+    for w in range(warps_with_data):
+        block, first = divmod(w * 32, tpb)
+        for lane in range(32):
+            t = first + lane
+            if w * 32 + lane >= warps_with_data * 32 or t >= tpb:
+                break
+            key = ((block, 0, 0), (t, 0, 0))
+            if obs.shuffles.get(key, 0) < SHUFFLE_STEPS:
+                short.append((key, obs.shuffles.get(key, 0)))
+                break
+        if short:
+            break
+    if short:
+        key, calls = short[0]
+        O.fail("no_shuffle",
+               f"{O.thread_name(key)} took part in {calls} warp shuffle(s), but adding a "
+               f"warp's 32 values takes {SHUFFLE_STEPS} rounds in which every lane shuffles "
+               "(offsets 16, 8, 4, 2, 1): the sum must be made with cuda.shfl_down_sync (or "
+               "shfl_xor_sync), by all 32 lanes, not by one lane or through shared memory.",
+               ctx)

@@ -19,6 +19,7 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
     and block sizes, for grading.
     """
     E.require_kernel(kernel, "vector_add", 3)
+    O.replay("check_vector_add", kernel, hidden=hidden, seed=seed)  # GPU: the simulator's verdict first
     gen = E.rng(seed)
     cases = [(1000, 128), (257, 256), (1, 32)] if not hidden else [(1531, 64), (97, 96), (700, 512)]
     for n, tpb in cases:
@@ -44,7 +45,6 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
             O.fail("inputs_changed", "vector_add changed its inputs a or b; only out should "
                    "be written.", ctx)
         O.spread(obs, "out", n, blocks * tpb, "vector_add", ctx)
-    O.replay("check_vector_add", kernel, hidden=hidden, seed=seed)
     O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
              f"{len({t for _, t in cases})} block sizes", "a spare block each",
              "each element written once, by its own thread", hidden=hidden)
