@@ -28,6 +28,8 @@ ASSIGNMENT = "01_gpu_vs_cpu"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 TIMEOUT = int(os.environ.get("CUDACOURSE_GRADING_TIMEOUT", device.pick(sim=30, gpu=30)))
 # A small class: one of each kind the report must tell apart.
+# nbgrader's own autograde per job; the isolated grader's job is exercised by its own tests.
+JOB = distributed.autograde_one
 CLASS = {"ada": "correct", "bob": "wrong_kernel", "cy": "blank", "dee": "hostile_rebinding"}
 
 
@@ -77,7 +79,8 @@ def submit(path: Path, course: dict, roster: dict[str, str],
 
 
 def scores(db: str) -> dict[str, float]:
-    """Each student's total for the assignment, from the gradebook."""
+    """Each student's raw total for the assignment (before any late penalty), from the
+    gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(db) as gb:
@@ -94,7 +97,7 @@ def graded(tmp_path_factory):
     with distributed.open_executor(choice) as (executor, described):
         results, throughput = distributed.grade_all(
             path, ASSIGNMENT, distributed.submitted_students(path, ASSIGNMENT), executor,
-            options, describe=described)
+            options, job=JOB, describe=described)
     print("\n" + throughput.summary())
     return {"path": path, "want": want, "results": results, "throughput": throughput,
             "described": described}

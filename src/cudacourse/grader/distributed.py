@@ -21,7 +21,7 @@ database server (PostgreSQL, the ``postgres`` extra) for the gradebook, because 
 the whole file for every write.
 
 The job used when none is given is :func:`default_job`: the isolated grader's
-``cudacourse.grader.execute.grade_submission`` when it is installed, else
+``runner.grade_submission`` (this package) when it is installed, else
 :func:`autograde_one`, which runs ``nbgrader autograde --student S`` in a child process.
 """
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import contextlib
-import importlib
 import json
 import os
 import socket
@@ -140,12 +139,11 @@ def _incidents(course_root: Path, assignment: str, student: str) -> list[dict]:
 
 def default_job() -> Job:
     """The isolated grader's per-submission job when installed, else :func:`autograde_one`."""
-    try:
-        module = importlib.import_module("cudacourse.grader.execute")
-        job = getattr(module, "grade_submission")
-    except (ImportError, AttributeError):
+    try:  # relative: this package is also loaded by path as ``cudacourse_grader``
+        from .runner import grade_submission  # type: ignore[attr-defined]
+    except ImportError:
         return autograde_one
-    return job
+    return grade_submission
 
 
 def timed_call(job: Job, course_root: str, assignment: str, student: str,
@@ -161,6 +159,7 @@ def timed_call(job: Job, course_root: str, assignment: str, student: str,
     result.setdefault("ok", True)
     result["worker_seconds"] = time.monotonic() - start
     result.setdefault("host", socket.gethostname())
+    result.setdefault("pid", os.getpid())
     return result
 
 

@@ -1,0 +1,179 @@
+"""Deadlines per assignment and a late penalty, in nbgrader_config.py, applied by nbgrader.
+
+The configuration (nbgrader_config.py; docs/class-scale.md shows it whole)::
+
+    c.CoursePolicy.due = {"01_gpu_vs_cpu": "2026-12-08 23:59:00 UTC",
+                          "02_threads_blocks_warps": "2026-12-15 23:59:00 Europe/Paris"}
+    c.LatePenalty.penalty_method = "percent_per_day"   # or "none" (nbgrader's default), "zero"
+    c.LatePenalty.percent_per_day = 10                 # of the notebook's score, per started day
+    c.LatePenalty.max_percent = 50                     # never more than this
+    c.LatePenalty.grace_minutes = 10                   # up to this late counts as on time
+    c.AssignLatePenalties.plugin_class = LatePenalty   # the class from this module
+
+How the pieces meet nbgrader's own:
+
+* a submission's time is the ``timestamp.txt`` beside it (``nbgrader submit`` writes it in the
+  exchange, ``nbgrader collect`` copies it to ``submitted/<student>/<assignment>/``; without
+  the exchange, write it yourself, e.g. ``2026-12-09 08:30:00 UTC``); ``nbgrader autograde``
+  stores it in the gradebook;
+* an assignment's due date lives in the gradebook (formgrader shows it, ``nbgrader export``
+  has a ``duedate`` column, "late" is timestamp minus due date). :class:`SyncDeadlines`, put
+  first in ``Autograde.autograde_preprocessors``, and :func:`sync_deadlines` (run by
+  ``cudacourse grade`` and by hand) copy ``CoursePolicy.due`` there, so the configuration is
+  the one place deadlines are written;
+* nbgrader's ``AssignLatePenalties`` asks :class:`LatePenalty` for each late notebook's
+  penalty and stores it; the export's ``late_submission_penalty`` and ``score`` show it.
+
+This module imports nothing from ``cudacourse`` (nbgrader_config.py loads it by path).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from nbgrader.plugins import LateSubmissionPlugin
+from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import parse_utc
+from traitlets import Dict, Enum, Float, Unicode
+from traitlets.config import Config, Configurable
+from traitlets.config.loader import PyFileConfigLoader
+
+DAY = 86400.0
+
+
+class PolicyError(ValueError):
+    """A due date or a penalty setting that cannot be used."""
+
+
+def parse_due(assignment: str, text: str) -> datetime:
+    """A configured due date as naive UTC (how nbgrader stores it); a clear error if bad."""
+    try:
+        when = parse_utc(text)
+    except (ValueError, OverflowError) as exc:
+        raise PolicyError(f"CoursePolicy.due[{assignment!r}] = {text!r} is not a date: {exc}. "
+                          "Write e.g. '2026-12-08 23:59:00 UTC' or "
+                          "'2026-12-08T23:59:00+01:00'") from exc
+    return when
+
+
+class CoursePolicy(Configurable):
+    """The course's deadlines: ``c.CoursePolicy.due = {assignment: due date}``."""
+
+    due = Dict(key_trait=Unicode(), value_trait=Unicode(), help=(
+        "Due date per assignment, e.g. {'01_gpu_vs_cpu': '2026-12-08 23:59:00 UTC'}. A "
+        "timezone name or offset is allowed; without one the time is UTC.")).tag(config=True)
+
+    def deadlines(self) -> dict[str, datetime]:
+        """Every configured due date, parsed (naive UTC)."""
+        return {name: parse_due(name, text) for name, text in self.due.items()}
+
+
+class LatePenalty(LateSubmissionPlugin):
+    """nbgrader's late-submission plugin with a per-day percentage and a grace period."""
+
+    penalty_method = Enum(("none", "zero", "percent_per_day"), default_value="none", help=(
+        "'none': no penalty; 'zero': a late notebook scores 0; 'percent_per_day': "
+        "percent_per_day of the notebook's score per started day late, at most "
+        "max_percent.")).tag(config=True)
+    percent_per_day = Float(10.0, help="Percent of the score lost per started day late."
+                            ).tag(config=True)
+    max_percent = Float(100.0, help="The most a late submission can lose, in percent."
+                        ).tag(config=True)
+    grace_minutes = Float(0.0, help="Submissions at most this many minutes late count as on "
+                          "time (clock skew, a slow upload).").tag(config=True)
+
+    def percent(self, total_seconds_late: float) -> float:
+        """The percentage of the score lost for this lateness."""
+        if total_seconds_late <= self.grace_minutes * 60 or self.penalty_method == "none":
+            return 0.0
+        if self.penalty_method == "zero":
+            return 100.0
+        if not 0 <= self.percent_per_day <= 100 or not 0 <= self.max_percent <= 100:
+            raise PolicyError(f"LatePenalty: percent_per_day={self.percent_per_day} and "
+                              f"max_percent={self.max_percent} must be within 0..100")
+        days = math.ceil(total_seconds_late / DAY)
+        return min(self.max_percent, self.percent_per_day * days)
+
+    def late_submission_penalty(self, student_id: str, score: float,
+                                total_seconds_late: float) -> float | None:
+        pct = self.percent(total_seconds_late)
+        self.log.info("late penalty for %s: %.1f h late, %s -> %.0f%% of %s", student_id,
+                      total_seconds_late / 3600, self.penalty_method, pct, score)
+        if pct == 0:
+            return None
+        return round(score * pct / 100.0, 6)
+
+
+def sync_deadlines(db_url: str, policy: CoursePolicy, only: str | None = None
+                   ) -> dict[str, datetime]:
+    """Write the configured due dates into the gradebook (creating missing assignments)."""
+    from nbgrader.api import Gradebook
+
+    deadlines = policy.deadlines()
+    if only is not None:
+        deadlines = {k: v for k, v in deadlines.items() if k == only}
+    if deadlines:
+        with Gradebook(db_url) as gb:
+            for name, when in deadlines.items():
+                gb.update_or_create_assignment(name, duedate=when)
+    return deadlines
+
+
+class SyncDeadlines(NbGraderPreprocessor):
+    """First autograde preprocessor: the assignment's configured due date into the gradebook.
+
+    nbgrader computes lateness from the gradebook's due date; this makes ``nbgrader
+    autograde`` on its own honour ``CoursePolicy.due``.
+    """
+
+    def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
+        info = resources.get("nbgrader", {})
+        policy = CoursePolicy(parent=self)
+        if info.get("assignment") in policy.due and info.get("db_url"):
+            sync_deadlines(info["db_url"], policy, only=info["assignment"])
+        return nb, resources
+
+
+def load_config(course_root: str | os.PathLike) -> Config:
+    """The course's nbgrader_config.py, as nbgrader reads it."""
+    root = Path(course_root)
+    if not (root / "nbgrader_config.py").exists():
+        raise PolicyError(f"no nbgrader_config.py in {root}")
+    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+
+
+def policy_of(course_root: str | os.PathLike) -> tuple[CoursePolicy, LatePenalty]:
+    """The deadlines and late penalty configured for the course at ``course_root``."""
+    config = load_config(course_root)
+    return CoursePolicy(config=config), LatePenalty(config=config)
+
+
+def describe(course_root: str | os.PathLike) -> list[str]:
+    """Lines for the instructor: each deadline and the penalty rule."""
+    policy, late = policy_of(course_root)
+    lines = [f"{name}: due {when:%Y-%m-%d %H:%M} UTC"
+             for name, when in sorted(policy.deadlines().items())]
+    if late.penalty_method == "percent_per_day":
+        rule = (f"late: -{late.percent_per_day:g}% per started day, at most "
+                f"-{late.max_percent:g}%")
+    else:
+        rule = f"late: {late.penalty_method}"
+    if late.grace_minutes:
+        rule += f", {late.grace_minutes:g} min grace"
+    return lines + [rule]
+
+
+def utc_timestamp(when: datetime | None = None) -> str:
+    """A ``timestamp.txt`` line nbgrader reads back exactly: ``YYYY-MM-DD HH:MM:SS.ffffff UTC``."""
+    when = when or datetime.now(timezone.utc)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+__all__ = ["CoursePolicy", "LatePenalty", "PolicyError", "SyncDeadlines", "describe",
+           "load_config", "parse_due", "policy_of", "sync_deadlines", "utc_timestamp"]
