@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float32
 
 from .arrays import check_array, describe, is_device_array, return_like_input, to_device
 from .softmax import NEG_BIG, _shuffles_available
@@ -31,17 +31,26 @@ _ZERO = np.float32(0.0)
 
 
 def attention_ref(q: Any, k: Any, v: Any, causal: bool = False, xp: Any = np,
-                  scale: float | None = None) -> Any:
-    """softmax(q k^T * scale) v per head, scale = 1/sqrt(head_dim); float64 for NumPy input."""
+                  scale: float | None = None, softcap: float | None = None,
+                  window: int | None = None) -> Any:
+    """softmax(q k^T * scale) v per head, scale = 1/sqrt(head_dim); float64 for NumPy input.
+
+    ``softcap``: scores become ``softcap * tanh(score / softcap)`` before the mask (Gemma 2);
+    ``window`` (with ``causal``): query i sees keys i - window + 1 .. i only.
+    """
     q, k, v = (xp.asarray(a) for a in (q, k, v))
     if xp is np:
         q, k, v = (a.astype(np.float64) for a in (q, k, v))
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     s = xp.matmul(q, xp.swapaxes(k, -1, -2)) * scale
-    if causal:  # query i sees keys 0..i only
+    if softcap is not None:
+        s = softcap * xp.tanh(s / softcap)
+    if causal:  # query i sees keys 0..i only (and, with a window, not before i - window)
         n_q, n_k = s.shape[-2], s.shape[-1]
         mask = xp.arange(n_k)[None, :] > xp.arange(n_q)[:, None]
+        if window is not None:
+            mask |= xp.arange(n_k)[None, :] <= xp.arange(n_q)[:, None] - window
         s = xp.where(mask, -xp.inf, s)
     s = s - s.max(axis=-1, keepdims=True)  # subtract the row maximum: exp never overflows
     p = xp.exp(s)
@@ -402,12 +411,291 @@ def _make_flash_kernel(d: int, cfg: FlashConfig, use_shuffles: bool):
     return kernel
 
 
+# --- the faster kernel: 16-byte shared loads, larger register tiles, fewer exps --------------
+#
+# What changes against the "tiled" kernel above, each for a measured reason on the H200:
+# - every shared-memory read is 16 bytes (``_load4_shared``: 4 floats per instruction), so a
+#   thread issues (tr + tc) / 4 shared loads per 4 multiply-adds of each of its tr x tc
+#   scores instead of tr + tc loads per one: the old kernel was bound by shared loads;
+# - Q, K and P are stored row by row with a padded row length (4 words for Q and K, so the
+#   8 lanes that read 8 different rows hit 8 different groups of banks; ``ncg`` words for P,
+#   so its scalar stores are conflict-free too);
+# - one flat shared buffer (dynamic shared memory), so tiles above 48 KiB are possible;
+# - the running maximum is only raised when a tile's maximum exceeds it by more than
+#   ``RESCALE_LOG2`` (factor 2^8): the rescale of the accumulator is skipped on most tiles
+#   (p stays <= 2^8, far from float32's range), the deferred rescaling of FlashAttention-4;
+# - masks are applied only on the tiles that need them (the diagonal tile, the last tile,
+#   the first tile of a sliding window), decided per block, not per score;
+# - optional soft-capping ``cap * tanh(s / cap)`` and a causal sliding window, the variant
+#   PyTorch's SDPA cannot express.
+
+RESCALE_LOG2 = 8.0  # raise the running maximum only when a tile's exceeds it by 2^8
+
+
+@dataclass(frozen=True)
+class FastConfig:
+    """Tile shape of the "fast" kernel: ``bq`` query rows per block, ``bk`` keys per tile;
+    each thread owns ``tr`` query rows (rg, rg + nrg, ...) and ``tc`` keys of each tile
+    (cg, cg + ncg, ...), and ``d / ncg`` output columns in groups of 4, ncg = bk // tc."""
+
+    bq: int = 64
+    bk: int = 32
+    tr: int = 4
+    tc: int = 4
+
+    def ncg(self) -> int:
+        return self.bk // self.tc
+
+    def threads(self) -> int:
+        return (self.bq // self.tr) * self.ncg()
+
+    def layout(self, d: int, shuffles: bool = True) -> dict[str, int]:
+        """Word offsets of Q, K, V, P (and the reduction scratch) in the shared buffer."""
+        ncg = self.ncg()
+        qst = kst = d + 4
+        pst = self.bk + (ncg - self.bk) % 32
+        o = {"qst": qst, "kst": kst, "pst": pst, "q": 0}
+        o["k"] = o["q"] + self.bq * qst
+        o["v"] = o["k"] + self.bk * kst
+        o["p"] = o["v"] + self.bk * d
+        o["r"] = o["p"] + self.bq * pst
+        o["words"] = o["r"] + (0 if shuffles else self.bq * ncg)
+        return o
+
+    def shared_bytes(self, d: int, shuffles: bool = True) -> int:
+        return 4 * self.layout(d, shuffles)["words"]
+
+    def validate(self, d: int) -> None:
+        ncg = self.ncg() if self.tc else 0
+        nt = self.threads() if self.tr and self.tc else 0
+        problems = []
+        if not (self.tr and self.tc) or self.bq % self.tr or self.bk % self.tc:
+            problems.append("bq must be a multiple of tr and bk of tc")
+        if ncg not in (4, 8, 16, 32):
+            problems.append("bk // tc (lanes sharing a row) must be 4, 8, 16 or 32")
+        if d % 4 or (ncg and d % (4 * ncg)):
+            problems.append(f"head_dim {d} must be a multiple of 4 * (bk // tc) = {4 * ncg}")
+        if self.bk % 4:
+            problems.append("bk must be a multiple of 4 (P is read 4 keys at a time)")
+        if nt % 32 or nt > 1024:
+            problems.append(f"{nt} threads: need a multiple of 32, at most 1024")
+        elif (self.bq * d) % nt or (self.bk * d) % nt:
+            problems.append(f"{nt} threads must divide the Q and K tiles evenly")
+        if not problems and self.shared_bytes(d, False) > MAX_SHARED_BYTES:
+            problems.append(f"needs {self.shared_bytes(d, False)} bytes of shared memory > "
+                            f"{MAX_SHARED_BYTES}")
+        if problems:
+            raise ValueError(f"bad FastConfig {self} for head_dim {d}: " + "; ".join(problems))
+
+
+MAX_SHARED_BYTES = 227 * 1024  # per block on sm_90, once the kernel's limit is raised
+
+
+def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool):
+    """The "fast" fused kernel for head_dim ``d``; ``softcap`` compiles the tanh in."""
+    from .matmul import _load4_shared
+
+    cfg.validate(d)
+    BQ, BK, TR, TC, D = cfg.bq, cfg.bk, cfg.tr, cfg.tc, d
+    NCG = BK // TC
+    NT = cfg.threads()
+    NRG = NT // NCG
+    TD = D // NCG           # output columns per thread, in TD // 4 groups of 4
+    TG = TD // 4
+    D4 = D // 4
+    lay = cfg.layout(d, use_shuffles)
+    QST, KST, PST = lay["qst"], lay["kst"], lay["pst"]
+    OQ, OK, OV, OP, OR = lay["q"], lay["k"], lay["v"], lay["p"], lay["r"]
+    QST4, KST4, PST4 = QST // 4, KST // 4, PST // 4
+    QLOADS = BQ * D // NT
+    KLOADS = BK * D // NT
+    FULL = 0xFFFFFFFF
+    TH = np.float32(RESCALE_LOG2)
+    ONE = np.float32(1.0)
+    TWO = np.float32(2.0)
+    ALIGN = None if _numba_sim() else 16  # bytes: 16-byte loads need 16-byte alignment
+
+    @cuda.jit(fastmath=True)
+    def kernel(q, k, v, out, qscale, causal, window, cap2, capk):
+        """One block per BQ query rows of one head; scores in the log2 domain."""
+        sm = cuda.shared.array(0, float32, alignment=ALIGN)
+        bh = cuda.blockIdx.y
+        q0 = cuda.blockIdx.x * BQ
+        t = cuda.threadIdx.x
+        lane = t % 32
+        cg = lane % NCG                       # lanes of one row group are adjacent
+        rg = (t // 32) * (32 // NCG) + lane // NCG
+        seq = q.shape[1]
+
+        for it in range(QLOADS):  # Q tile, scaled by scale * log2(e): exp2 gives exp
+            e = t + it * NT
+            r = e // D
+            c = e % D
+            val = _ZERO
+            if q0 + r < seq:
+                val = q[bh, q0 + r, c] * qscale
+            sm[OQ + r * QST + c] = val
+
+        acc = cuda.local.array((TR, TD), np.float32)
+        sc = cuda.local.array((TR, TC), np.float32)
+        qa = cuda.local.array((TR, 4), np.float32)
+        kb = cuda.local.array((TC, 4), np.float32)
+        vb = cuda.local.array(TD, np.float32)
+        m = cuda.local.array(TR, np.float32)
+        l = cuda.local.array(TR, np.float32)
+        mx = cuda.local.array(TR, np.float32)
+        for i in range(TR):
+            m[i] = _NEG
+            l[i] = _ZERO
+            for j in range(TD):
+                acc[i, j] = _ZERO
+
+        qlast = min(seq, q0 + BQ) - 1          # the block's last row
+        kend = seq
+        kbeg = 0
+        if causal:
+            kend = qlast + 1                   # tiles after the last row: never visited
+            if window > 0:                     # tiles before the first row's window neither
+                kbeg = max(0, q0 - window + 1) // BK * BK
+        for k0 in range(kbeg, kend, BK):
+            cuda.syncthreads()  # the previous tile's K, V and P are no longer read
+            for it in range(KLOADS):
+                e = t + it * NT
+                r = e // D
+                c = e % D
+                kv = _ZERO
+                vv = _ZERO
+                if k0 + r < seq:
+                    kv = k[bh, k0 + r, c]
+                    vv = v[bh, k0 + r, c]
+                sm[OK + r * KST + c] = kv
+                sm[OV + r * D + c] = vv
+            cuda.syncthreads()
+
+            # S = Q K^T: a TR x TC patch, 4 dims per step, one 16-byte load per row and key
+            for i in range(TR):
+                for j in range(TC):
+                    sc[i, j] = _ZERO
+            for c4 in range(D4):
+                for i in range(TR):
+                    qa[i, 0], qa[i, 1], qa[i, 2], qa[i, 3] = _load4_shared(
+                        sm, OQ // 4 + (rg + i * NRG) * QST4 + c4)
+                for j in range(TC):
+                    kb[j, 0], kb[j, 1], kb[j, 2], kb[j, 3] = _load4_shared(
+                        sm, OK // 4 + (cg + j * NCG) * KST4 + c4)
+                for i in range(TR):
+                    for j in range(TC):
+                        sc[i, j] += (qa[i, 0] * kb[j, 0] + qa[i, 1] * kb[j, 1]
+                                     + qa[i, 2] * kb[j, 2] + qa[i, 3] * kb[j, 3])
+            if softcap:  # cap * tanh(s / cap) = cap - 2 cap / (exp(2 s / cap) + 1)
+                for i in range(TR):
+                    for j in range(TC):
+                        sc[i, j] = cap2 - TWO * cap2 / (math.exp2(sc[i, j] * capk) + ONE)
+
+            # masks only where some score of the tile is hidden (decided per block)
+            masked = (k0 + BK > seq or (causal and k0 + BK - 1 > q0)
+                      or (window > 0 and k0 <= qlast - window))
+            if masked:
+                for i in range(TR):
+                    row = q0 + rg + i * NRG
+                    for j in range(TC):
+                        col = k0 + cg + j * NCG
+                        if col >= seq or (causal and (col > row or (
+                                window > 0 and col <= row - window))):
+                            sc[i, j] = _NEG
+            for i in range(TR):
+                best = sc[i, 0]
+                for j in range(1, TC):
+                    best = max(best, sc[i, j])
+                mx[i] = best
+            if use_shuffles:  # the NCG lanes of a row agree on its maximum
+                for i in range(TR):
+                    off = NCG // 2
+                    while off > 0:
+                        mx[i] = max(mx[i], cuda.shfl_xor_sync(FULL, mx[i], off))
+                        off //= 2
+            else:
+                for i in range(TR):
+                    sm[OR + (rg + i * NRG) * NCG + cg] = mx[i]
+                cuda.syncthreads()
+                for i in range(TR):
+                    best = _NEG
+                    for j in range(NCG):
+                        best = max(best, sm[OR + (rg + i * NRG) * NCG + j])
+                    mx[i] = best
+                cuda.syncthreads()
+
+            # online softmax; the maximum is raised (and the sums rescaled) only when the
+            # tile's maximum passes it by 2^RESCALE_LOG2: most tiles skip the rescale
+            for i in range(TR):
+                if mx[i] > m[i] + TH:
+                    alpha = math.exp2(m[i] - mx[i])
+                    m[i] = mx[i]
+                    l[i] *= alpha
+                    for j in range(TD):
+                        acc[i, j] *= alpha
+                part = _ZERO
+                prow = OP + (rg + i * NRG) * PST + cg
+                for j in range(TC):
+                    p = math.exp2(sc[i, j] - m[i])
+                    if masked and sc[i, j] < _NEG_HALF:
+                        p = _ZERO  # a hidden key, also while the row has no maximum yet
+                    sm[prow + j * NCG] = p
+                    part += p
+                l[i] += part
+            cuda.syncthreads()  # all of P is written before threads read each other's
+
+            # O += P V: 4 keys per step, one 16-byte load per row of P and group of V
+            for k4 in range(BK // 4):
+                for i in range(TR):
+                    qa[i, 0], qa[i, 1], qa[i, 2], qa[i, 3] = _load4_shared(
+                        sm, OP // 4 + (rg + i * NRG) * PST4 + k4)
+                for kk in range(4):
+                    for g in range(TG):
+                        vb[4 * g], vb[4 * g + 1], vb[4 * g + 2], vb[4 * g + 3] = \
+                            _load4_shared(sm, OV // 4 + (4 * k4 + kk) * D4 + cg + g * NCG)
+                    for i in range(TR):
+                        for j in range(TD):
+                            acc[i, j] += qa[i, kk] * vb[j]
+
+        for i in range(TR):  # the row's sum is spread over its NCG lanes
+            total = l[i]
+            if use_shuffles:
+                off = NCG // 2
+                while off > 0:
+                    total += cuda.shfl_xor_sync(FULL, total, off)
+                    off //= 2
+            else:
+                cuda.syncthreads()
+                sm[OR + (rg + i * NRG) * NCG + cg] = l[i]
+                cuda.syncthreads()
+                total = _ZERO
+                for j in range(NCG):
+                    total += sm[OR + (rg + i * NRG) * NCG + j]
+            row = q0 + rg + i * NRG
+            if row < seq:
+                inv = ONE / total
+                for g in range(TG):
+                    for qq in range(4):
+                        out[bh, row, 4 * (cg + g * NCG) + qq] = acc[i, 4 * g + qq] * inv
+
+    kernel.shared_bytes = cfg.shared_bytes(d, use_shuffles)
+    return kernel
+
+
 _FLASH: dict[tuple, Any] = {}
+_FAST: dict[tuple, Any] = {}
 _ROWS: dict[int, Any] = {}
 
 
+def _numba_sim() -> bool:
+    from numba.cuda.core import config as _cfg
+
+    return bool(_cfg.ENABLE_CUDASIM)
+
+
 def flash_kernel(d: int, cfg: FlashConfig | None = None, use_shuffles: bool | None = None):
-    """The compiled-on-first-use fused kernel for head_dim ``d`` (cached)."""
+    """The compiled-on-first-use "tiled" kernel for head_dim ``d`` (cached)."""
     from .device import is_simulator
 
     if cfg is None:
@@ -420,6 +708,87 @@ def flash_kernel(d: int, cfg: FlashConfig | None = None, use_shuffles: bool | No
     return _FLASH[key]
 
 
+# Tile shapes of the "fast" kernel per head_dim, from tools/probe_attention.py on the H200
+# (see FAST_CONFIGS_NOTE). The simulator runs every thread in Python: 32 threads.
+FAST_GPU_CONFIGS = {16: FastConfig(64, 32, 4, 4), 32: FastConfig(64, 32, 4, 4),
+                    64: FastConfig(64, 32, 4, 4), 128: FastConfig(64, 32, 4, 4)}
+FAST_SIM_CONFIG = FastConfig(32, 16, 4, 4)
+FAST_CONFIGS_NOTE = "not yet timed"
+
+
+def _fast_config(d: int, cfg: FastConfig | None) -> FastConfig:
+    from .device import is_simulator
+
+    if cfg is not None:
+        return cfg
+    if is_simulator():
+        return FAST_SIM_CONFIG
+    return _tuned_configs().get(d, FAST_GPU_CONFIGS[d])
+
+
+_TUNED: dict[int, FastConfig] | None = None
+
+
+def _tuned_configs() -> dict[int, FastConfig]:
+    """Tile shapes from a tuning run: CUDACOURSE_FAST_CONFIGS names a JSON file
+    {"64": [bq, bk, tr, tc], ...} (tools/probe_attention.py writes one); else none."""
+    global _TUNED
+    if _TUNED is None:
+        import json
+        import os
+
+        path = os.environ.get("CUDACOURSE_FAST_CONFIGS")
+        _TUNED = {}
+        if path:
+            with open(path) as f:
+                _TUNED = {int(d): FastConfig(*c) for d, c in json.load(f).items()}
+    return _TUNED
+
+
+def fast_kernel(d: int, cfg: FastConfig | None = None, use_shuffles: bool | None = None,
+                softcap: bool = False):
+    """The compiled-on-first-use "fast" kernel (cached)."""
+    cfg = _fast_config(d, cfg)
+    if use_shuffles is None:
+        use_shuffles = _shuffles_available()
+    key = (d, cfg, use_shuffles, bool(softcap))
+    if key not in _FAST:
+        _FAST[key] = _make_fast_kernel(d, cfg, use_shuffles, bool(softcap))
+    return _FAST[key]
+
+
+_RAISED: set = set()
+
+
+def _allow_shared(kern: Any, args: tuple, nbytes: int) -> None:
+    """Raise the kernel's dynamic shared-memory limit above the default 48 KiB (GPU only).
+
+    A block may use up to 227 KiB on sm_90, but only after cuFuncSetAttribute says so for
+    the compiled function; Numba has no option for it, so it is set on the driver handle.
+    """
+    if nbytes <= 48 * 1024 or _numba_sim():
+        return
+    from numba import typeof
+    from numba.cuda.cudadrv import driver as drv
+
+    argtypes = tuple(typeof(a) for a in args)
+    key = (id(kern), argtypes, nbytes)
+    if key in _RAISED:
+        return
+    cufunc = kern.compile(argtypes)._codelibrary.get_cufunc()
+    if drv.USE_NV_BINDING:
+        attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        drv.driver.cuFuncSetAttribute(cufunc.handle, attr, nbytes)
+    else:
+        import ctypes
+
+        rc = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(
+            cufunc.handle, ctypes.c_int(8), ctypes.c_int(nbytes))
+        if rc:
+            raise RuntimeError(f"cuFuncSetAttribute(max dynamic shared = {nbytes}) failed: {rc}")
+    _RAISED.add(key)
+
+
 def _rows_kernel(d: int):
     d_max = max(16, 1 << (d - 1).bit_length())
     if d_max not in _ROWS:
@@ -427,26 +796,43 @@ def _rows_kernel(d: int):
     return _ROWS[d_max]
 
 
-VARIANTS = ("tiled", "rows")
+VARIANTS = ("fast", "tiled", "rows")
+BEST_VARIANT = "fast"
 
 
 def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = None,
-                    variant: str = "tiled", config: FlashConfig | None = None,
-                    use_shuffles: bool | None = None) -> Any:
+                    variant: str = "best", config: Any = None,
+                    use_shuffles: bool | None = None, softcap: float | None = None,
+                    window: int | None = None) -> Any:
     """Fused attention in one kernel launch, float32, without materialising the scores.
 
-    ``variant="tiled"`` is the fast FlashAttention-style kernel; ``"rows"`` the simple one
-    thread per query row version (what the lesson's exercise builds). Host input gives a host
+    ``variant``: ``"fast"`` (16-byte shared loads, larger register tiles, deferred
+    rescaling), ``"tiled"`` (the first FlashAttention-style kernel of the lesson), ``"rows"``
+    (one thread per query row: what the lesson's exercise builds); ``"best"`` is
+    ``BEST_VARIANT``. ``softcap`` (fast only) replaces each score s by
+    ``softcap * tanh(s / softcap)``, as Gemma 2 does; ``window`` (fast only, with
+    ``causal``) lets query i see keys i - window + 1 .. i only. Host input gives a host
     result; device input gives a device array (CuPy in, CuPy out).
     """
     bh, seq, d, shape = _check_qkv(q, k, v)
+    if variant == "best":
+        variant = BEST_VARIANT
     if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    if variant == "tiled" and d not in SUPPORTED_HEAD_DIMS and config is None:
+        raise ValueError(f"variant must be 'best' or one of {VARIANTS}, got {variant!r}")
+    if variant in ("tiled", "fast") and d not in SUPPORTED_HEAD_DIMS and config is None:
         raise ValueError(f"head_dim (last axis of q) must be one of {SUPPORTED_HEAD_DIMS}, "
                          f"got {d}")
     if variant == "rows" and not 1 <= d <= 128:
         raise ValueError(f"head_dim (last axis of q) must be 1 to 128, got {d}")
+    if (softcap is not None or window is not None) and variant != "fast":
+        raise ValueError(f"softcap and window need variant='fast', got {variant!r}")
+    if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
+        raise ValueError(f"softcap must be a positive number, got {softcap!r}")
+    if window is not None:
+        if not causal:
+            raise ValueError("window needs causal=True (a causal sliding window)")
+        if int(window) != window or window < 1:
+            raise ValueError(f"window must be a positive integer, got {window!r}")
     on_host = not all(is_device_array(a) for a in (q, k, v))
     dq, dk, dv = (_as_3d(a, bh, seq, d) for a in (q, k, v))
     if out is None:
@@ -465,7 +851,7 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
         if variant == "rows":
             grid = ((seq + ROWS_TILE - 1) // ROWS_TILE, bh)
             _rows_kernel(d)[grid, ROWS_TILE](dq, dk, dv, dout, np.float32(scale), bool(causal))
-        else:
+        elif variant == "tiled":
             from .device import is_simulator
 
             cfg = config or (SIM_CONFIG if is_simulator() else GPU_CONFIGS[d])
@@ -473,6 +859,15 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
             grid = ((seq + cfg.bq - 1) // cfg.bq, bh)
             kern[grid, cfg.threads()](dq, dk, dv, dout, np.float32(scale * LOG2E),
                                       bool(causal))
+        else:
+            cfg = _fast_config(d, config)
+            kern = fast_kernel(d, cfg, use_shuffles, softcap is not None)
+            cap2 = float(softcap) * LOG2E if softcap is not None else 1.0
+            args = (dq, dk, dv, dout, np.float32(scale * LOG2E), bool(causal),
+                    np.int32(window or 0), np.float32(cap2), np.float32(2.0 * LOG2E / cap2))
+            _allow_shared(kern, args, kern.shared_bytes)
+            grid = ((seq + cfg.bq - 1) // cfg.bq, bh)
+            kern[grid, cfg.threads(), 0, kern.shared_bytes](*args)
     if on_host:
         return return_like_input(dout, out, on_host, shape)
     if out is not None:

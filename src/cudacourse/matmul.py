@@ -38,7 +38,10 @@ def matmul_ref(a: Any, b: Any, xp: Any = np) -> Any:
 @cuda.jit
 def _matmul_naive(a, b, c):
     """c[row, col] = sum_k a[row, k] * b[k, col], one thread per output."""
-    row, col = cuda.grid(2)
+    # x (threadIdx.x, the index that differs between neighbouring lanes of a warp) runs
+    # along columns: a warp reads 32 neighbouring values of a row of b and writes 32
+    # neighbouring values of c (coalesced), and all its lanes read the same a[row, k].
+    col, row = cuda.grid(2)
     # The grid is rounded up to whole blocks: threads past the edge must not write.
     if row < c.shape[0] and col < c.shape[1]:
         acc = float32(0.0)
@@ -406,8 +409,8 @@ def flops(m: int, k: int, n: int) -> int:
 
 def launch_config(m: int, n: int, variant: str) -> tuple[tuple, tuple]:
     """(grid, block) for an m x n output."""
-    if variant == "naive":
-        return (math.ceil(m / 16), math.ceil(n / 16)), (16, 16)
+    if variant == "naive":  # x along columns, as in the kernel
+        return (math.ceil(n / 16), math.ceil(m / 16)), (16, 16)
     if variant == "tiled":
         # x runs along columns (coalesced), y along rows.
         return (math.ceil(n / TILE), math.ceil(m / TILE)), (TILE, TILE)

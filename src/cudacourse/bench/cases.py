@@ -78,8 +78,10 @@ def _matmul_cases(ctx: Ctx) -> list[Case]:
         label = f"Numba matmul, {variant}"
         if variant == "best" and hasattr(mod, "BEST"):
             label += f" ({mod.BEST})"
+        more = (("matmul_best_vs_torch", "torch_matmul"),) if variant == "best" else ()
         return Case(f"matmul_{variant}", label, prepare,
-                    ratio=f"matmul_{variant}_vs_cublas", vs="cublas_sgemm", kind="compute")
+                    ratio=f"matmul_{variant}_vs_cublas", vs="cublas_sgemm", kind="compute",
+                    more=more)
 
     return [case(v) for v in (*mod.MATMUL_VARIANTS, "best")]
 
@@ -260,25 +262,43 @@ def _attention_inputs(ctx: Ctx, shape: tuple[int, int, int]) -> tuple[Any, Any, 
                                                   ctx.uniform(shape, -1.0, 1.0)))
 
 
-def _check_attention(ctx: Ctx, q: Any, k: Any, v: Any, got: Any, what: str) -> None:
+def _check_attention(ctx: Ctx, q: Any, k: Any, v: Any, got: Any, what: str,
+                     causal: bool = False, softcap: float | None = None,
+                     window: int | None = None, rtol: float = 1e-3, atol: float = 1e-4) -> None:
     """Compare the first and last heads on sampled query rows with a float64 softmax."""
     xp = ctx.xp
     h, s, d = q.shape
     rows = _sample_rows(ctx, s)
+    got = xp.asarray(got)
     for head in sorted({0, h - 1}):
         qh = q[head][rows].astype(xp.float64)
         kh, vh = k[head].astype(xp.float64), v[head].astype(xp.float64)
         scores = qh @ kh.T / math.sqrt(d)
+        if softcap is not None:
+            scores = softcap * xp.tanh(scores / softcap)
+        if causal:
+            j, i = xp.arange(s)[None, :], rows[:, None]
+            hide = j > i
+            if window is not None:
+                hide |= j <= i - window
+            scores = xp.where(hide, -xp.inf, scores)
         p = xp.exp(scores - scores.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
-        assert_close(ctx, got[head][rows], p @ vh, f"{what} (head {head})", rtol=1e-3,
-                     atol=1e-4)
+        assert_close(ctx, got[head][rows], p @ vh, f"{what} (head {head})", rtol=rtol,
+                     atol=atol)
 
 
-def _attention_work(shape: tuple[int, int, int]) -> dict:
+def _attention_work(shape: tuple[int, int, int], causal: bool = False) -> dict:
     h, s, d = shape
-    return dict(flops=4.0 * h * s * s * d, bytes=16.0 * h * s * d,
-                shape=f"{h} heads x {s} x {d} float32")
+    flops = 4.0 * h * s * s * d / (2 if causal else 1)
+    return dict(flops=flops, bytes=16.0 * h * s * d,
+                shape=f"{h} heads x {s} x {d} float32" + (", causal" if causal else ""))
+
+
+def _suffix(s: int, d: int, causal: bool) -> str:
+    """JSON name suffix of an attention shape; 4096 x 64, not causal, has none."""
+    return (f"_d{d}" if d != 64 else "") + ("_causal" if causal else "") + \
+        (f"_s{s}" if s != 4096 else "")
 
 
 def _attention_cases(ctx: Ctx) -> list[Case]:
@@ -304,10 +324,265 @@ def _attention_cases(ctx: Ctx) -> list[Case]:
                                                       "attention_unfused"),
                         **_attention_work(shape))
 
+    def step(variant: str) -> Callable[[Ctx], Prepared]:
+        def prepare(ctx: Ctx) -> Prepared:
+            q, k, v = _attention_inputs(ctx, shape)
+            dq, dk, dv = (ctx.dev(t) for t in (q, k, v))
+            out = ctx.output(shape)
+            return Prepared(lambda: mod.flash_attention(dq, dk, dv, out=out, variant=variant),
+                            lambda: _check_attention(ctx, q, k, v, ctx.read(out),
+                                                     f"flash_attention variant {variant!r}"),
+                            **_attention_work(shape))
+        return prepare
+
+    best = getattr(mod, "BEST_VARIANT", "tiled")
+    steps = [Case(f"attention_{v}", f"attention, fused, {v} variant (lesson 5 step)", step(v),
+                  kind="compute") for v in ("rows", "tiled") if v in getattr(mod, "VARIANTS", ())]
     return [Case("attention_unfused", "attention, unfused (CuPy: cuBLAS + softmax)", unfused,
                  kind="compute", needs="cupy"),
-            Case("attention_fused", "attention, fused (Numba flash_attention)", fused,
-                 ratio="attention_fused_vs_unfused", vs="attention_unfused", kind="compute")]
+            *steps,
+            Case("attention_fused", f"attention, fused (Numba flash_attention, {best})", fused,
+                 ratio="attention_fused_vs_unfused", vs="attention_unfused", kind="compute",
+                 more=(("attention_fused_vs_torch_eager", "attention_torch_eager"),
+                       ("attention_fused_vs_sdpa_f32", "attention_sdpa_f32")))]
+
+
+def _torch_qkv(ctx: Ctx, shape: tuple[int, int, int], dtype: str = "float32") -> tuple:
+    torch = _torch()
+    q, k, v = _attention_inputs(ctx, shape)
+    ts = tuple(torch.as_tensor(a, device="cuda") for a in (q, k, v))
+    if dtype == "bfloat16":
+        ts = ctx.memo(f"bf16{shape}", lambda: tuple(t.to(torch.bfloat16) for t in ts))
+    return ts
+
+
+def _eager_attention(torch: Any, q: Any, k: Any, v: Any, hide: Any = None,
+                     softcap: float | None = None) -> Any:
+    """PyTorch eager attention: two matmuls and torch.softmax, the scores in memory."""
+    s = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    if softcap is not None:
+        s = softcap * torch.tanh(s / softcap)
+    if hide is not None:
+        s.masked_fill_(hide, float("-inf"))
+    return torch.matmul(torch.softmax(s, dim=-1), v)
+
+
+def _sdpa_backend(torch: Any, d: int, causal: bool, dtype: Any) -> str:
+    """Which backend PyTorch's dispatcher picks for scaled_dot_product_attention."""
+    try:
+        t = torch.zeros((1, 16, 4096, d), device="cuda", dtype=dtype)
+        choice = torch._fused_sdp_choice(t, t, t, is_causal=causal)
+        return str(torch.nn.attention.SDPBackend(choice)).split(".")[-1]
+    except Exception as exc:  # noqa: BLE001 - a private API: report, do not fail
+        return f"unknown ({type(exc).__name__})"
+
+
+def _torch_attention_cases(ctx: Ctx) -> list[Case]:
+    """PyTorch eager and SDPA (float32, bfloat16), Triton bf16 and the fused kernel, for
+    every shape of SIZES["attention_peers"] and the base shape of the attention entry."""
+    mod = _need("cudacourse.attention", "flash_attention")
+    base = ctx.sizes["attention"]
+    shapes = [(*base, False), *ctx.sizes["attention_peers"]]
+    torch = None if ctx.sim else _torch()
+    cases: list[Case] = []
+    for h, s, d, causal in shapes:
+        shape, sfx = (h, s, d), _suffix(s, d, causal)
+        work = _attention_work(shape, causal)
+
+        def check(ctx: Ctx, out: Any, what: str, shape=shape, causal=causal, **tol) -> None:
+            q, k, v = _attention_inputs(ctx, shape)
+            _check_attention(ctx, q, k, v, out, what, causal=causal, **tol)
+
+        def eager(ctx: Ctx, shape=shape, causal=causal, check=check, work=work) -> Prepared:
+            torch = _torch()
+            tq, tk, tv = _torch_qkv(ctx, shape)
+            n = shape[1]
+            hide = torch.ones(n, n, dtype=torch.bool, device="cuda").triu(1) if causal else None
+            res: list[Any] = []
+
+            def run() -> None:
+                res[:] = [_eager_attention(torch, tq, tk, tv, hide)]
+
+            return Prepared(run, lambda: check(ctx, ctx.xp.asarray(res.pop()),
+                                               "PyTorch eager attention"), **work)
+
+        def sdpa(dtype: str, check=check, work=work, shape=shape, causal=causal):
+            def prepare(ctx: Ctx, shape=shape, causal=causal, check=check, work=work,
+                        dtype=dtype) -> Prepared:
+                torch = _torch()
+                from torch.nn.functional import scaled_dot_product_attention as f
+
+                tq, tk, tv = _torch_qkv(ctx, shape, dtype)
+                res: list[Any] = []
+
+                q4, k4, v4 = (t[None] for t in (tq, tk, tv))  # (1, heads, seq, d)
+
+                def run() -> None:
+                    res[:] = [f(q4, k4, v4, is_causal=causal)[0]]
+
+                tol = dict(rtol=2e-2, atol=2e-2) if dtype == "bfloat16" else {}
+                return Prepared(run, lambda: check(ctx, ctx.xp.asarray(res.pop().float()),
+                                                   f"SDPA {dtype}", **tol), **work)
+            return prepare
+
+        def triton(ctx: Ctx, shape=shape, causal=causal, check=check, work=work) -> Prepared:
+            from . import triton_flash
+
+            ok, why = triton_flash.available()
+            if not ok:
+                raise Skipped(why)
+            tq, tk, tv = _torch_qkv(ctx, shape, "bfloat16")
+            out = tq.new_empty(tq.shape)
+            return Prepared(lambda: triton_flash.triton_attention(tq, tk, tv, causal, out=out),
+                            lambda: check(ctx, ctx.xp.asarray(out.float()), "Triton bf16",
+                                          rtol=2e-2, atol=2e-2), **work)
+
+        def fused(ctx: Ctx, shape=shape, causal=causal, check=check, work=work) -> Prepared:
+            q, k, v = _attention_inputs(ctx, shape)
+            dq, dk, dv = (ctx.dev(t) for t in (q, k, v))
+            out = ctx.output(shape)
+            return Prepared(lambda: mod.flash_attention(dq, dk, dv, causal=causal, out=out),
+                            lambda: check(ctx, ctx.read(out), "flash_attention"), **work)
+
+        f32 = "float32" if torch is None else _sdpa_backend(torch, d, causal, torch.float32)
+        b16 = "bf16" if torch is None else _sdpa_backend(torch, d, causal, torch.bfloat16)
+        shp = f"{h}x{s}x{d}" + (" causal" if causal else "")
+        cases += [Case(f"attention_torch_eager{sfx}", f"PyTorch eager attention, {shp}",
+                       eager, kind="compute", needs="torch"),
+                  Case(f"attention_sdpa_f32{sfx}", f"PyTorch SDPA float32 ({f32}), {shp}",
+                       sdpa("float32"), kind="compute", needs="torch"),
+                  Case(f"attention_sdpa_bf16{sfx}", f"PyTorch SDPA bfloat16 ({b16}), {shp}",
+                       sdpa("bfloat16"), ratio=f"attention_sdpa_bf16_vs_sdpa_f32{sfx}",
+                       vs=f"attention_sdpa_f32{sfx}", kind="compute", needs="torch")]
+        if s == base[1]:  # beyond the course: tensor cores from Python, via Triton
+            cases.append(Case(f"attention_triton_bf16{sfx}",
+                              f"Triton flash attention bfloat16 (beyond the course), {shp}",
+                              triton, ratio=f"attention_triton_bf16_vs_sdpa_bf16{sfx}",
+                              vs=f"attention_sdpa_bf16{sfx}", kind="compute", needs="torch"))
+        if sfx:  # the base shape's fused kernel is the attention entry's
+            cases.append(Case(f"attention_fused{sfx}", f"attention, fused (Numba), {shp}",
+                              fused, ratio=f"attention_fused_vs_torch_eager{sfx}",
+                              vs=f"attention_torch_eager{sfx}", kind="compute",
+                              more=((f"attention_fused_vs_sdpa_f32{sfx}",
+                                     f"attention_sdpa_f32{sfx}"),)))
+    return cases
+
+
+def _softcap_cases(ctx: Ctx) -> list[Case]:
+    """Soft-capped scores with a causal sliding window: SDPA cannot express it."""
+    mod = _need("cudacourse.attention", "flash_attention")
+    h, s, d, cap, win = ctx.sizes["attention_softcap"]
+    shape = (h, s, d)
+    # the scores' true work: causal triangle minus what the window hides
+    visible = sum(min(i + 1, win) for i in range(s)) if s <= 65536 else s * win
+    work = dict(flops=4.0 * h * visible * d, bytes=16.0 * h * s * d,
+                shape=f"{h} heads x {s} x {d} float32, cap {cap:g}, window {win}")
+
+    def inputs(ctx: Ctx) -> tuple:
+        q, k, v = _attention_inputs(ctx, shape)
+        return ctx.memo("softcap", lambda: (q * np.float32(8.0), k, v))  # the cap matters
+
+    def check(ctx: Ctx, out: Any, what: str) -> None:
+        q, k, v = inputs(ctx)
+        _check_attention(ctx, q, k, v, out, what, causal=True, softcap=cap, window=win)
+
+    def fused(ctx: Ctx) -> Prepared:
+        q, k, v = inputs(ctx)
+        dq, dk, dv = (ctx.dev(t) for t in (q, k, v))
+        out = ctx.output(shape)
+        return Prepared(lambda: mod.flash_attention(dq, dk, dv, causal=True, out=out,
+                                                    softcap=cap, window=win),
+                        lambda: check(ctx, ctx.read(out), "soft-capped flash_attention"), **work)
+
+    def torch_inputs(ctx: Ctx) -> tuple:
+        torch = _torch()
+        tq, tk, tv = (torch.as_tensor(a, device="cuda") for a in inputs(ctx))
+        i = torch.arange(s, device="cuda")
+        hide = (i[None, :] > i[:, None]) | (i[None, :] <= i[:, None] - win)
+        return torch, tq, tk, tv, hide
+
+    def eager(ctx: Ctx) -> Prepared:
+        torch, tq, tk, tv, hide = torch_inputs(ctx)
+        res: list[Any] = []
+
+        def run() -> None:
+            res[:] = [_eager_attention(torch, tq, tk, tv, hide, softcap=cap)]
+
+        return Prepared(run, lambda: check(ctx, ctx.xp.asarray(res.pop()),
+                                           "PyTorch eager soft-capped attention"), **work)
+
+    def eager_memory(ctx: Ctx) -> Prepared:
+        torch, tq, tk, tv, hide = torch_inputs(ctx)
+        res: list[Any] = []
+
+        def run() -> None:
+            res[:] = [_eager_attention(torch, tq, tk, tv, hide, softcap=cap)]
+
+        def value() -> float:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            out = _eager_attention(torch, tq, tk, tv, hide, softcap=cap)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - before - out.numel() * 4
+            return max(0, peak) / 2**30
+
+        return Prepared(run, lambda: check(ctx, ctx.xp.asarray(res.pop()),
+                                           "PyTorch eager soft-capped attention"),
+                        shape=work["shape"], value=value)
+
+    def flex(ctx: Ctx) -> Prepared:
+        torch, tq, tk, tv, _ = torch_inputs(ctx)
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        except ImportError as exc:
+            raise Skipped(f"FlexAttention unavailable: {exc}") from None
+
+        def score_mod(score, b, hh, qi, ki):
+            return cap * torch.tanh(score / cap)
+
+        def mask_mod(b, hh, qi, ki):
+            return (qi >= ki) & (qi - ki < win)
+
+        block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=s, KV_LEN=s,
+                                       device="cuda")
+        compiled = ctx.memo("flex", lambda: torch.compile(flex_attention))
+        fq, fk, fv = (t[None] for t in (tq, tk, tv))
+        res: list[Any] = []
+
+        def run() -> None:
+            res[:] = [compiled(fq, fk, fv, score_mod=score_mod, block_mask=block_mask)]
+
+        return Prepared(run, lambda: check(ctx, ctx.xp.asarray(res.pop()[0]),
+                                           "FlexAttention (compiled, float32)"), **work)
+
+    return [Case("attention_softcap_torch_eager", "soft-capped causal-window attention, "
+                 "PyTorch eager", eager, kind="compute", needs="torch"),
+            Case("attention_softcap_torch_eager_extra_memory", "same, PyTorch eager: extra GiB",
+                 eager_memory, ratio="attention_softcap_torch_eager_extra_gib", kind="value",
+                 needs="torch"),
+            Case("attention_softcap_flex", "same, FlexAttention (torch.compile, float32)", flex,
+                 kind="compute", needs="torch"),
+            Case("attention_softcap_fused", "same, fused (Numba flash_attention, softcap)",
+                 fused, ratio="attention_softcap_fused_vs_torch_eager",
+                 vs="attention_softcap_torch_eager", kind="compute",
+                 more=(("attention_softcap_fused_vs_flex", "attention_softcap_flex"),))]
+
+
+def _torch_matmul_cases(ctx: Ctx) -> list[Case]:
+    def prepare(ctx: Ctx) -> Prepared:
+        torch = _torch()
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 as cuBLAS SGEMM, no TF32
+        a, b = _matmul_inputs(ctx)
+        ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+        c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda")
+        return Prepared(lambda: torch.matmul(ta, tb, out=c),
+                        lambda: _check_matmul(ctx, a, b, ctx.xp.asarray(c), "torch.matmul"),
+                        **_matmul_work(ctx))
+
+    return [Case("torch_matmul", "PyTorch torch.matmul float32 (TF32 off)", prepare,
+                 ratio="torch_matmul_vs_cublas", vs="cublas_sgemm", kind="compute",
+                 needs="torch")]
 
 
 def extra_memory_gib(fn: Callable[[], Any], keep_bytes: int = 0) -> float:
@@ -400,8 +675,15 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
     Entry("cublas", "ceiling: cuBLAS SGEMM through CuPy", "matmul", _cublas_cases),
     Entry("matmul", "Numba matmul, every variant and the best one", "matmul", _matmul_cases,
           "cublas"),
+    Entry("torch_matmul", "PyTorch float32 matmul beside cuBLAS", "matmul",
+          _torch_matmul_cases, "cublas"),
     Entry("attention", "fused (Numba) vs unfused (CuPy) attention", "attention",
           _attention_cases),
+    Entry("attention_torch", "PyTorch eager and SDPA (float32, bfloat16), Triton bf16 and the "
+          "fused kernel, d = 64 and 128, causal and not, S = 4096 and 16384", "attention_torch",
+          _torch_attention_cases),
+    Entry("attention_softcap", "soft-capped causal-window attention: fused, PyTorch eager, "
+          "FlexAttention", "attention_softcap", _softcap_cases),
     Entry("attention_memory", "extra device memory of fused and unfused attention, long "
           "sequence", "attention_memory", _attention_memory_cases),
 ]}

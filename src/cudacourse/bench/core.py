@@ -22,12 +22,20 @@ GPU_MARKER = "<!-- cudacourse-bench mode=gpu -->"
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"copy": 2**28, "vector": 2**28, "sum": 2**28, "transpose": (16384, 16384),
              "matmul": (4096, 4096, 4096), "attention": (16, 4096, 64),
-             "attention_memory": (16, 16384, 64)},
+             "attention_memory": (16, 16384, 64),
+             # (heads, seq, head_dim) x causal: the PyTorch comparison of issue 15
+             "attention_peers": [(16, s, d, c) for s in (4096, 16384) for d in (64, 128)
+                                 for c in (False, True) if (s, d) != (4096, 64) or c],
+             # (heads, seq, head_dim, cap, window): soft-capped scores, causal window
+             "attention_softcap": (16, 4096, 64, 50.0, 1024)},
     "small": {"copy": 2**22, "vector": 2**20 + 3, "sum": 2**20 + 3, "transpose": (1000, 1027),
               "matmul": (300, 257, 263), "attention": (2, 300, 64),
-              "attention_memory": (2, 1024, 64)},
+              "attention_memory": (2, 1024, 64),
+              "attention_peers": [(2, 300, 64, True), (2, 300, 128, False)],
+              "attention_softcap": (2, 300, 64, 5.0, 100)},
     "sim": {"copy": 4096, "vector": 1003, "sum": 2051, "transpose": (40, 33),
-            "matmul": (33, 20, 31), "attention": (1, 24, 64), "attention_memory": None},
+            "matmul": (33, 20, 31), "attention": (1, 24, 64), "attention_memory": None,
+            "attention_peers": [(1, 24, 128, True)], "attention_softcap": (1, 40, 64, 5.0, 7)},
 }
 
 
@@ -64,6 +72,7 @@ class Case:
     vs: str | None = None  # the measurement it is divided by (None: a value)
     kind: str = "memory"  # "memory": rate in bytes/s, "compute": rate in flop/s
     needs: str = "course"  # "course", "cupy" or "torch"
+    more: tuple = ()  # further (ratio name, measurement it is divided by) pairs
 
 
 @dataclass
@@ -80,6 +89,7 @@ class Measurement:
     flops: float = 0.0
     times_ms: list[float] = field(default_factory=list)
     value: float | None = None
+    more: tuple = ()  # further (ratio name, vs) pairs, as Case.more
 
     @property
     def median_ms(self) -> float | None:
@@ -155,6 +165,10 @@ class Ctx:
             self._family = family
             if not self.sim:
                 self.xp.get_default_memory_pool().free_all_blocks()
+                import sys
+
+                if "torch" in sys.modules:  # PyTorch's caching allocator keeps freed blocks
+                    sys.modules["torch"].cuda.empty_cache()
 
     def sync(self) -> None:
         from numba import cuda
@@ -250,7 +264,8 @@ def event_times(fn: Callable[[], Any], repeats: int = 20, warmup: int = 2,
 def run_case(case: Case, ctx: Ctx, timer: Callable[[Callable[[], Any]], list[float]] | None
              ) -> Measurement:
     """Prepare, run once, check; time only what passed the check (and only with a timer)."""
-    m = Measurement(case.name, case.label, case.kind, ratio=case.ratio, vs=case.vs)
+    m = Measurement(case.name, case.label, case.kind, ratio=case.ratio, vs=case.vs,
+                    more=tuple(case.more))
     try:
         if case.needs != "course" and ctx.sim:
             raise Skipped(f"{'CuPy' if case.needs == 'cupy' else 'PyTorch'} needs a real GPU")

@@ -20,23 +20,23 @@ def ratios(measurements: dict[str, Measurement]) -> tuple[dict[str, float], dict
     values: dict[str, float] = {}
     problems: dict[str, str] = {}
     for m in measurements.values():
-        if not m.ratio:
-            continue
-        if m.status != "ok":
-            problems[m.ratio] = f"{m.status}: {m.detail}"
-            continue
-        if m.vs is None:
-            if m.value is not None:
-                values[m.ratio] = m.value
-            continue
-        d = measurements.get(m.vs)
-        if d is None or d.status != "ok":
-            problems[m.ratio] = (f"{m.vs} was not measured" if d is None
-                                 else f"{m.vs} {d.status}: {d.detail}")
-            continue
-        num, den = m.rate(d.kind), d.rate()
-        if num and den:
-            values[m.ratio] = num / den
+        pairs = ([(m.ratio, m.vs)] if m.ratio else []) + [tuple(p) for p in m.more]
+        for ratio, vs in pairs:
+            if m.status != "ok":
+                problems[ratio] = f"{m.status}: {m.detail}"
+                continue
+            if vs is None:
+                if m.value is not None:
+                    values[ratio] = m.value
+                continue
+            d = measurements.get(vs)
+            if d is None or d.status != "ok":
+                problems[ratio] = (f"{vs} was not measured" if d is None
+                                   else f"{vs} {d.status}: {d.detail}")
+                continue
+            num, den = m.rate(d.kind), d.rate()
+            if num and den:
+                values[ratio] = num / den
     return values, problems
 
 
@@ -73,7 +73,7 @@ def environment() -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - informational only
             pass
     libs = {}
-    for pkg in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "cupy", "torch",
+    for pkg in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "cupy", "torch", "triton",
                 "tqdm", "cudacourse"):
         v = _v(pkg)
         if v:
