@@ -1,0 +1,394 @@
+"""Checkers for lesson 6: the heat-diffusion stencil with its halo, the double-buffered time
+loop, and the fused lattice Boltzmann step.
+
+The stencil check looks at *where* a kernel is wrong, because each mistake has its own
+footprint: cells on the tiles' edges (the halo was not loaded), at the tiles' corners only
+(the corner cells of the halo were not loaded), on the grid's boundary (the walls were
+overwritten), anywhere and differently from run to run (a missing barrier). In the
+simulator, shared memory starts poisoned (``tiling.poisoned_shared``) so unloaded cells
+stand out. The LBM check compares with the NumPy reference of the same step on small
+periodic channels with walls and an obstacle, then uses physics to name the mistake: mass
+must be conserved exactly, and errors confined to the nodes next to a solid node point at
+bounce-back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import _engine as E
+from .tiling import poisoned_shared
+from .. import lbm as _lbm
+from .. import stencil as _stencil
+
+TX, TY = 16, 8  # the stencil exercise's block (= tile) shape
+LBM_BLOCK = (16, 4)  # the LBM exercise's block shape
+_BIG = 1.0e20
+_np = E._np  # captured at import (before learner code runs)
+_heat_ref = _stencil.heat_step_ref
+_Stepper = _lbm.ReferenceStepper
+_equilibrium = _lbm.equilibrium
+_roll = _np.roll
+_zeros = _np.zeros
+_where = _np.where
+_uint8 = _np.uint8
+
+
+# --- the stencil step ----------------------------------------------------------------------
+
+def _heat_case(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> Any:
+    ny, nx = u.shape
+    gu = E.to_device_guarded(u, "u")
+    out = E.Guarded.make((ny, nx), E._float32, "out")
+    grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
+    E.launch(kernel, grid, (TX, TY), gu.view, out.view, E._float32(alpha), name="heat_step")
+    out.check_guards("a write outside out: guard the store with `if y < ny and x < nx`")
+    if not E._array_equal(gu.result(), u):
+        E.fail("heat_step wrote into its input u: an in-place update races its neighbours "
+               "(another block may still be loading the old value as its halo). Read only "
+               f"u, write the new values to out; the time loop swaps the two [{ctx}].")
+    return out.result()
+
+
+def _tile_masks(ny: int, nx: int) -> tuple[Any, Any, Any]:
+    """(boundary cells, cells on a tile's edge, cells at a tile's corner)."""
+    y, x = _np.mgrid[0:ny, 0:nx]
+    px, py = x % TX, y % TY
+    ex = (px == 0) | (px == TX - 1)
+    ey = (py == 0) | (py == TY - 1)
+    boundary = (y == 0) | (x == 0) | (y == ny - 1) | (x == nx - 1)
+    return boundary, (ex | ey) & ~boundary, ex & ey & ~boundary
+
+
+def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
+    scale = float(E._abs(u).max())
+    ok = E._isclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+    if ok.all():
+        return
+    if E._isnan(got).any():
+        E.compare(got, want, name="out", formula="the 9-point heat step", rtol=1e-5,
+                  atol=1e-5 * scale, context=ctx)
+    bad = ~ok
+    boundary, edge, corner = _tile_masks(*u.shape)
+    if not (bad & ~boundary).any():
+        E.fail("only boundary cells are wrong: the boundary rows and columns are walls at a "
+               "fixed temperature, so out must equal u there (copy it; update only cells "
+               f"with 0 < y < ny - 1 and 0 < x < nx - 1) [{ctx}].")
+    if not (bad & ~corner).any():
+        E.fail("only the cells at the corners of each tile are wrong: they need the corner "
+               "cells of the halo (the diagonal neighbours in the diagonal tiles), which were "
+               "not loaded. Load the whole (TY + 2) x (TX + 2) tile, corners included, for "
+               f"example with one loop over its cells strided by the block's threads [{ctx}].")
+    if not (bad & ~edge).any():
+        E.fail("only the cells on the edges of each tile are wrong: their neighbours in the "
+               "next tile, the halo, were not loaded into shared memory (or not at the right "
+               "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x "
+               f"(TX + 2) cells, before the barrier [{ctx}].")
+    finite = got[~E._isnan(got)]
+    if finite.size and E._abs(finite).max() > _BIG:
+        E.fail("heat_step used shared memory that no thread had written yet, in the middle "
+               "of tiles too: a missing cuda.syncthreads() between loading the tile and "
+               f"computing from it [{ctx}].")
+    E.compare(got, want, name="out", formula="u + alpha * (4 (N + S + E + W) + (NE + NW + "
+              "SE + SW) - 20 u) / 6 inside, u on the boundary", rtol=1e-5,
+              atol=1e-5 * scale, context=ctx)
+
+
+def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+    """Check ``kernel(u, out, alpha)``: one 9-point heat step from shared-memory tiles with
+    a halo, blocks of (TX, TY) threads, grid (ceil(nx / TX), ceil(ny / TY)), x along
+    columns; shapes are not tile multiples; boundary cells keep their values."""
+    E.require_kernel(kernel, "heat_step", 3)
+    gen = E.rng(seed)
+    cases = ([(21, 37, 0), (16, 32, 1), (9, 19, 0)] if not hidden else
+             [(19, 35, 0), (24, 17, 1), (11, 48, 0)])
+    with poisoned_shared():
+        for ny, nx, spare in cases:
+            u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
+            alpha = float(gen.uniform(0.1, 0.3))
+            ctx = f"u {ny}x{nx}, alpha {alpha:.3f}, blocks of {TX}x{TY}"
+            want = _heat_ref(u.astype(E._float64), alpha)
+            runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
+            for got in runs:
+                _diagnose_heat(got, want, u, ctx)
+            if not E._array_equal(runs[0], runs[1]):
+                E.fail("heat_step gave different results for the same input: a race. Is "
+                       "there a cuda.syncthreads() between loading the tile and computing "
+                       f"from it? [{ctx}]")
+        _check_heat_reuse(kernel, gen)
+
+
+def _check_heat_reuse(kernel: Any, gen: Any) -> None:
+    """A tiled stencil reads each value of u about (TX+2)(TY+2) / (TX TY) times, not 9."""
+    if not E.simulator():
+        try:
+            smem = kernel.get_shared_mem_per_block()
+            if isinstance(smem, dict):
+                smem = max(smem.values()) if smem else 0
+        except Exception:  # noqa: BLE001 - an unknown dispatcher: nothing to conclude
+            return
+        if smem == 0:
+            E.fail("heat_step declares no shared memory: stage the tile and its halo in "
+                   "cuda.shared.array and compute from it.")
+        return
+    ny, nx = 2 * TY, 2 * TX
+    u = E.random_array(gen, (ny, nx))
+    cu, count = E.counting_array(u)
+    out = E.Guarded.make((ny, nx), E._float32, "out")
+    E.launch(kernel, (2, 2), (TX, TY), cu, out.view, E._float32(0.2), name="heat_step")
+    per_cell = count.n / (ny * nx)
+    if per_cell > 3.0:
+        E.fail(f"heat_step read u {count.n} times for {ny * nx} cells ({per_cell:.1f} reads "
+               "per cell), like a kernel without shared memory (9 per cell); a tiled one "
+               f"reads each value about {(TX + 2) * (TY + 2) / (TX * TY):.2f} times. Load "
+               "tile + halo into cuda.shared.array once, then compute from shared memory.")
+
+
+# --- the time loop --------------------------------------------------------------------------
+
+def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+    """Check ``diffuse(d_u, d_tmp, steps, alpha)``: runs ``steps`` heat steps with the two
+    device buffers d_u and d_tmp alternating as input and output, and returns the one that
+    holds the result (one of the two, still on the device)."""
+    from numba import cuda
+
+    if not callable(diffuse):
+        E.fail(f"diffuse must be a function, got {type(diffuse).__name__}.")
+    gen = E.rng(seed)
+    ny, nx = (12, 19) if not hidden else (14, 17)
+    for steps in ([1, 2, 5] if not hidden else [3, 4]):
+        u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
+        alpha = float(gen.uniform(0.1, 0.3))
+        ctx = f"u {ny}x{nx}, {steps} steps, alpha {alpha:.3f}"
+        du = cuda.to_device(u)
+        dt = cuda.to_device(E._full((ny, nx), E._np.nan, E._float32))
+        res = diffuse(du, dt, steps, alpha)
+        if res is None:
+            E.fail(f"diffuse returned None: return the device array that holds the last "
+                   f"step's result [{ctx}].")
+        if isinstance(res, E._ndarray):
+            E.fail("diffuse returned a NumPy array: keep the data on the device and return "
+                   f"the device buffer written last (copying back is the caller's job) [{ctx}].")
+        if res is not du and res is not dt:
+            E.fail("diffuse returned a new array: swap the two buffers it was given (d_u, "
+                   "d_tmp) after each step instead of allocating or copying, so the data "
+                   f"stays where it is [{ctx}].")
+        got = res.copy_to_host()
+        refs = [u.astype(E._float64)]
+        for _ in range(steps + 1):
+            refs.append(_heat_ref(refs[-1], alpha))
+        tol = 1e-5 * float(E._abs(u).max())
+
+        def same(k: int) -> bool:
+            return bool(E._isclose(got, refs[k], rtol=1e-5, atol=tol).all())
+
+        if same(steps):
+            continue
+        if steps > 1 and same(1):
+            E.fail("diffuse's result is one step from u, whatever the number of steps: the "
+                   "buffers are not swapped, so every step reads the same input. After each "
+                   f"launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].")
+        if same(steps - 1) or same(steps + 1):
+            E.fail(f"diffuse returned the state after {steps - 1 if same(steps - 1) else steps + 1}"
+                   f" steps, not {steps}: after the last swap the newest values are in the "
+                   "buffer now called d_u (the one the next step would read); return that, "
+                   f"and launch exactly `steps` times [{ctx}].")
+        E.compare(got, refs[steps], name="the result", formula=f"{steps} heat steps from u",
+                  rtol=1e-5, atol=tol, context=ctx)
+
+
+# --- the fused LBM step -------------------------------------------------------------------
+
+def _lbm_geometry(ny: int, nx: int, gen: Any) -> Any:
+    """A periodic channel (walls in rows 0 and ny - 1) with a small obstacle inside."""
+    solid = _lbm.channel(ny, nx)
+    cy = float(gen.uniform(3.0, ny - 4.0))
+    cx = float(gen.uniform(2.0, nx - 3.0))
+    solid |= _lbm.cylinder(ny, nx, cx, cy, 1.6)
+    return solid
+
+
+def _lbm_inputs(ny: int, nx: int, gen: Any) -> tuple[Any, Any, float, float]:
+    solid = _lbm_geometry(ny, nx, gen)
+    f = _lbm.init_f(solid, (float(gen.uniform(0.02, 0.08)), float(gen.uniform(-0.02, 0.02))),
+                    dtype=E._float64)
+    f = f * (1.0 + 0.15 * gen.uniform(-1.0, 1.0, f.shape))  # every population different
+    omega = float(gen.uniform(1.1, 1.7))
+    fx = float(gen.uniform(2e-3, 5e-3))
+    return f.astype(E._float32), solid, omega, fx
+
+
+def _near_solid(solid: Any) -> Any:
+    """Fluid nodes with at least one solid neighbour (of the 8)."""
+    near = _zeros(solid.shape, dtype=bool)
+    for i in range(1, 9):
+        near |= _roll(solid, (int(_lbm.CY[i]), int(_lbm.CX[i])), axis=(0, 1))
+    return near & ~solid
+
+
+def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: int,
+              ctx: str) -> Any:
+    q, ny, nx = f.shape
+    gf = E.to_device_guarded(f, "f_in")
+    out = E.Guarded.make(f.shape, E._float32, "f_out")
+    from numba import cuda
+
+    gs = cuda.to_device(solid.astype(_uint8))
+    bx, by = LBM_BLOCK
+    grid = (math.ceil(nx / bx) + spare, math.ceil(ny / by))
+    E.launch(kernel, grid, LBM_BLOCK, gf.view, out.view, gs, E._float32(omega),
+             E._float32(fx), name="lbm_step")
+    out.check_guards("a write outside f_out: guard with `if x < nx and y < ny`")
+    if not E._array_equal(gf.result(), f):
+        E.fail("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
+               "the array others are still reading is a race (push instead of pull). Pull: "
+               "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
+               f"node [{ctx}].")
+    return out.result()
+
+
+def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]:
+    st = _Stepper(solid, omega, (fx, 0.0))
+    f64 = f.astype(E._float64)
+    streamed = st.stream(f64)
+    local_rho = f64.sum(axis=0)
+    lux = (f64[1] + f64[5] + f64[8] - f64[3] - f64[6] - f64[7]) / local_rho
+    luy = (f64[2] + f64[5] + f64[6] - f64[4] - f64[7] - f64[8]) / local_rho
+    w = _np.asarray(_lbm.W).reshape(9, 1, 1)
+    cx = _np.asarray(_lbm.CX).reshape(9, 1, 1)
+    mixed = streamed + omega * (_equilibrium(local_rho, lux, luy) - streamed) + 3 * w * cx * fx
+    # Pulling from x + c_i instead of x - c_i (and bouncing back off x + c_i).
+    wrong = _np.empty_like(f64)
+    for i in range(9):
+        shift = (-int(_lbm.CY[i]), -int(_lbm.CX[i]))
+        wrong[i] = _where(_roll(solid, shift, axis=(0, 1)) if i else False,
+                          f64[_lbm.OPP[i]], _roll(f64[i], shift, axis=(0, 1)))
+    pulled_wrong = st.collide(wrong)
+    return {
+        "collided before streaming: each node's own populations were collided, then "
+        "streamed (push order) so the stored populations are not the post-collision ones of "
+        "this step. Pull first (gather f_in[i] from x - c_i, or bounce back), then compute "
+        "rho and u from those 9 and collide": st.stream(st.collide(f64)),
+        "the equilibrium from rho and u of f_in at the node before streaming: compute rho "
+        "and u from the 9 populations just pulled, then collide them": mixed,
+        "the streamed populations without collision: add omega * (feq - f) to each": streamed,
+        "the collision of the node's own populations without streaming: pull "
+        "f_in[i, y - CY[i], x - CX[i]] first": st.collide(f64),
+        "populations pulled from x + c_i: the population moving with velocity c_i comes from "
+        "the upstream node x - c_i": pulled_wrong,
+        "the step without the force term: add 3 * W[i] * CX[i] * fx to each population":
+            _Stepper(solid, omega, (0.0, 0.0)).step(f64),
+    }
+
+
+def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: str) -> None:
+    want = _Stepper(solid, omega, (fx, 0.0)).step(f.astype(E._float64))
+    tol = dict(rtol=2e-5, atol=2e-6)
+    ok = E._isclose(got, want, **tol)
+    if ok.all():
+        return
+    fluid = ~solid
+    node_bad = ~ok.all(axis=0)
+    if not (node_bad & fluid).any():
+        E.fail("only the solid nodes are wrong: a solid node must copy its 9 populations "
+               f"from f_in to f_out unchanged (and do nothing else) [{ctx}].")
+    if E._isnan(got[:, fluid]).any():
+        E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
+                  formula="one pull-stream-collide step", context=ctx, **tol)
+    for label, alt in _alternatives(f, solid, omega, fx).items():
+        if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
+            E.fail(f"f_out holds {label} [{ctx}].")
+    mass_in = float(f.astype(E._float64)[:, fluid].sum())
+    mass_out = float(got.astype(E._float64)[:, fluid].sum())
+    lost = abs(mass_out - mass_in) > 1e-5 * mass_in
+    near = _near_solid(solid)
+    if not (node_bad & fluid & ~near).any():
+        _diagnose_bounce(got, f, solid, omega, fx, tol, ctx)
+        if lost:
+            E.fail(f"mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
+                   f"before the step and {mass_out:.6f} after), and only nodes next to a wall "
+                   "or the obstacle are wrong: a population is lost (or counted twice) at "
+                   "bounce-back. When the upstream node x - c_i is solid, f_i must become "
+                   "f_in[OPP[i], y, x], the population that left towards the wall, reversed "
+                   f"[{ctx}].")
+        E.fail("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
+               "bounce-back takes the wrong opposite direction. When x - c_i is solid, "
+               "f_i = f_in[OPP[i], y, x] with c[OPP[i]] = -c[i] (both components reversed, "
+               f"not a mirror image) [{ctx}].")
+    if lost:
+        E.fail(f"mass is not conserved (the fluid's populations summed to {mass_in:.6f} before "
+               f"the step and {mass_out:.6f} after): a population is lost, or counted twice. "
+               "Each of the 9 must be pulled (from x - c_i, wrapping around the periodic "
+               f"edges) or bounced back, and collision must keep rho [{ctx}].")
+    x_edges = _zeros(solid.shape, dtype=bool)
+    x_edges[:, 0] = x_edges[:, -1] = True
+    if not (node_bad & fluid & ~x_edges).any():
+        E.fail("only the first and last columns are wrong: the lattice is periodic in x, so "
+               "the upstream neighbour of x = 0 is x = nx - 1 and that of x = nx - 1 is 0 "
+               f"(use (x - CX[i]) % nx) [{ctx}].")
+    E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
+              formula="f_i + omega (feq_i - f_i) + 3 w_i c_i,x fx of the pulled populations",
+              context=ctx, **tol)
+
+
+def _bounced(f64: Any, solid: Any, omega: float, fx: float, opp: Any) -> Any:
+    """The step with bounce-back taking f_in[opp[i]] (None: a lost population, 0.0)."""
+    st = _Stepper(solid, omega, (fx, 0.0))
+    g = _np.empty_like(f64)
+    g[0] = f64[0]
+    for i in range(1, 9):
+        back = 0.0 if opp is None else f64[opp[i]]
+        g[i] = _where(st.bounce[i], back, st._pull(f64[i], i))
+    return st.collide(g)
+
+
+def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol: dict,
+                     ctx: str) -> None:
+    """Errors only next to solid nodes: find the bounce-back the kernel actually does."""
+    import itertools
+
+    fluid = ~solid
+    f64 = f.astype(E._float64)
+    if E._isclose(got[:, fluid], _bounced(f64, solid, omega, fx, None)[:, fluid], **tol).all():
+        E.fail("a population is lost at the walls: where the upstream node x - c_i is solid, "
+               "f_i came out as 0 (the population was dropped), and mass leaks away. Bounce "
+               "it back: f_i = f_in[OPP[i], y, x], the population that left towards the "
+               f"wall [{ctx}].")
+    right = list(_lbm.OPP)
+    for group in ((1, 2, 3, 4), (5, 6, 7, 8)):
+        targets = [right[i] for i in group]
+        for perm in itertools.permutations(targets):
+            if list(perm) == targets:
+                continue
+            opp = list(right)
+            for i, j in zip(group, perm):
+                opp[i] = j
+            alt = _bounced(f64, solid, omega, fx, opp)
+            if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
+                wrong = [i for i in group if opp[i] != right[i]]
+                i = wrong[0]
+                c = (int(_lbm.CX[i]), int(_lbm.CY[i]))
+                E.fail("bounce-back takes the wrong opposite direction for "
+                       f"i = {', '.join(map(str, wrong))}: for c_{i} = {c} your kernel bounces "
+                       f"back population {opp[i]}, but the reversed direction -c_{i} is "
+                       f"population {right[i]}. Check OPP: c[OPP[i]] = -c[i], both "
+                       f"components reversed [{ctx}].")
+
+
+def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+    """Check ``kernel(f_in, f_out, solid, omega, fx)``: one fused D2Q9 step per node (pull
+    with bounce-back, BGK collision with a body force fx), periodic in x and y, solid nodes
+    copied; blocks of LBM_BLOCK threads, x along columns; against the NumPy reference."""
+    E.require_kernel(kernel, "lbm_step", 5)
+    gen = E.rng(seed)
+    cases = ([(10, 19, 0), (9, 16, 1), (12, 7, 0)] if not hidden else
+             [(11, 21, 0), (10, 9, 1)])
+    for ny, nx, spare in cases:
+        f, solid, omega, fx = _lbm_inputs(ny, nx, gen)
+        ctx = f"{ny}x{nx} lattice, omega {omega:.3f}, fx {fx:.4f}, blocks of {LBM_BLOCK}"
+        runs = [_lbm_case(kernel, f, solid, omega, fx, spare, ctx) for _ in range(2)]
+        for got in runs:
+            _diagnose_lbm(got, f, solid, omega, fx, ctx)
+        if not E._array_equal(runs[0], runs[1]):
+            E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].")

@@ -1,0 +1,434 @@
+"""Catalogue of right and wrong answers to lesson 6's exercises, and what the checkers say.
+
+Every wrong kernel must be rejected with a diagnosis naming its mistake and the fix; every
+right one, however it is written, must pass. Race-dependent cases need the simulator, where
+threads interleave and shared memory starts poisoned during a check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda, float32
+
+import cudacourse.check
+from cudacourse import lbm, stencil
+from cudacourse.check import science as S
+
+pytestmark = pytest.mark.lesson6
+
+TX, TY = S.TX, S.TY
+HALO = (TY + 2, TX + 2)  # a constant shape for cuda.shared.array
+CX, CY, OPP = lbm.CX, lbm.CY, lbm.OPP
+W = lbm.W.astype(np.float32)
+BAD_OPP = np.array([0, 3, 4, 1, 2, 8, 7, 6, 5])  # diagonals mirrored, not reversed
+
+
+def _check(fn, kernel):
+    fn(kernel, seed=7)
+    fn(kernel, hidden=True, seed=8)
+
+
+# --- the heat step: right answers ----------------------------------------------------------
+
+@cuda.jit
+def heat_right(u, out, alpha):
+    """Cooperative strided load of tile + halo."""
+    tile = cuda.shared.array(HALO, float32)
+    ny, nx = u.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x0 = cuda.blockIdx.x * TX - 1
+    y0 = cuda.blockIdx.y * TY - 1
+    for k in range(ty * TX + tx, (TY + 2) * (TX + 2), TX * TY):
+        r, s = k // (TX + 2), k % (TX + 2)
+        gy, gx = y0 + r, x0 + s
+        tile[r, s] = u[gy, gx] if 0 <= gy < ny and 0 <= gx < nx else 0.0
+    cuda.syncthreads()
+    y, x = y0 + ty + 1, x0 + tx + 1
+    if y < ny and x < nx:
+        r, s = ty + 1, tx + 1
+        c = tile[r, s]
+        if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+            out[y, x] = c
+        else:
+            e = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+            d = tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1] + tile[r + 1, s + 1]
+            out[y, x] = c + alpha * (4 * e + d - 20 * c) / 6
+
+
+def _make_heat_edges(halo: bool = True, corners: bool = True, barrier: bool = True,
+                     boundary: bool = True, in_place: bool = False, guards: bool = True):
+    """Each thread loads its cell; edge threads load the halo's edges, corner threads its
+    corners. The flags switch off one part each (the catalogue's wrong kernels)."""
+
+    @cuda.jit
+    def kernel(u, out, alpha):
+        tile = cuda.shared.array(HALO, float32)
+        ny, nx = u.shape
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        x, y = cuda.grid(2)
+        r, s = ty + 1, tx + 1
+
+        def get(yy, xx):
+            if guards:
+                return u[yy, xx] if 0 <= yy < ny and 0 <= xx < nx else float32(0.0)
+            return u[yy, xx]
+
+        tile[r, s] = get(y, x)
+        if halo:
+            if tx == 0:
+                tile[r, 0] = get(y, x - 1)
+            if tx == TX - 1:
+                tile[r, TX + 1] = get(y, x + 1)
+            if ty == 0:
+                tile[0, s] = get(y - 1, x)
+            if ty == TY - 1:
+                tile[TY + 1, s] = get(y + 1, x)
+            if corners:
+                if tx == 0 and ty == 0:
+                    tile[0, 0] = get(y - 1, x - 1)
+                if tx == TX - 1 and ty == 0:
+                    tile[0, TX + 1] = get(y - 1, x + 1)
+                if tx == 0 and ty == TY - 1:
+                    tile[TY + 1, 0] = get(y + 1, x - 1)
+                if tx == TX - 1 and ty == TY - 1:
+                    tile[TY + 1, TX + 1] = get(y + 1, x + 1)
+        if barrier:
+            cuda.syncthreads()
+        if guards and (y >= ny or x >= nx):
+            return
+        c = tile[r, s]
+        if boundary and (y == 0 or x == 0 or y == ny - 1 or x == nx - 1):
+            new = c
+        else:
+            e = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+            d = tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1] + tile[r + 1, s + 1]
+            new = c + alpha * (4 * e + d - 20 * c) / 6
+        if in_place:
+            u[y, x] = new
+        else:
+            out[y, x] = new
+
+    return kernel
+
+
+heat_right_edges = _make_heat_edges()
+
+
+@cuda.jit
+def heat_naive(u, out, alpha):
+    x, y = cuda.grid(2)
+    ny, nx = u.shape
+    if y < ny and x < nx:
+        if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+            out[y, x] = u[y, x]
+        else:
+            e = u[y - 1, x] + u[y + 1, x] + u[y, x - 1] + u[y, x + 1]
+            d = u[y - 1, x - 1] + u[y - 1, x + 1] + u[y + 1, x - 1] + u[y + 1, x + 1]
+            out[y, x] = u[y, x] + alpha * (4 * e + d - 20 * u[y, x]) / 6
+
+
+@cuda.jit
+def heat_wrong_weights(u, out, alpha):
+    """A 5-point Laplacian instead of the 9-point one."""
+    tile = cuda.shared.array(HALO, float32)
+    ny, nx = u.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x0 = cuda.blockIdx.x * TX - 1
+    y0 = cuda.blockIdx.y * TY - 1
+    for k in range(ty * TX + tx, (TY + 2) * (TX + 2), TX * TY):
+        r, s = k // (TX + 2), k % (TX + 2)
+        gy, gx = y0 + r, x0 + s
+        tile[r, s] = u[gy, gx] if 0 <= gy < ny and 0 <= gx < nx else 0.0
+    cuda.syncthreads()
+    y, x = y0 + ty + 1, x0 + tx + 1
+    if y < ny and x < nx:
+        r, s = ty + 1, tx + 1
+        c = tile[r, s]
+        if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+            out[y, x] = c
+        else:
+            e = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+            out[y, x] = c + alpha * (e - 4 * c)
+
+
+def heat_plain_python(u, out, alpha):
+    out[:] = stencil.heat_step_ref(u, alpha)
+
+
+HEAT_WRONG = {
+    "halo not loaded": (_make_heat_edges(halo=False), "edges of each tile", False),
+    "halo corners not loaded": (_make_heat_edges(corners=False), "corners of each tile", False),
+    "missing barrier": (_make_heat_edges(barrier=False), "syncthreads", True),
+    "boundary overwritten": (_make_heat_edges(boundary=False), "boundary", False),
+    "in-place update": (_make_heat_edges(in_place=True), "in-place update races", False),
+    "edges not tile multiples": (_make_heat_edges(guards=False), "guard", True),
+    "no shared memory": (heat_naive, "cuda.shared.array", False),
+    "wrong arithmetic": (heat_wrong_weights, "check the arithmetic", False),
+    "not a kernel": (heat_plain_python, "@cuda.jit", False),
+}
+
+
+@pytest.mark.parametrize("kernel", [heat_right, heat_right_edges], ids=["strided", "edges"])
+def test_right_heat_kernels_pass(kernel):
+    _check(cudacourse.check.check_heat_step, kernel)
+
+
+@pytest.mark.parametrize("name", list(HEAT_WRONG))
+def test_wrong_heat_kernels_are_diagnosed(name):
+    kernel, phrase, sim_only = HEAT_WRONG[name]
+    if sim_only and not cudacourse.device.is_simulator():
+        pytest.skip("a race or an out-of-bounds access: the simulator shows it every time "
+                    "(poisoned shared memory, checked indices), a GPU only sometimes")
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        cudacourse.check.check_heat_step(kernel, seed=3)
+    assert phrase in str(exc.value), str(exc.value)
+
+
+# --- the time loop ---------------------------------------------------------------------------
+
+def _launch(a, b, alpha):
+    ny, nx = a.shape
+    stencil._heat_naive[(math.ceil(nx / 16), math.ceil(ny / 8)), (16, 8)](a, b, alpha)
+
+
+def diffuse_right(d_u, d_tmp, steps, alpha):
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
+def diffuse_right_parity(d_u, d_tmp, steps, alpha):
+    bufs = (d_u, d_tmp)
+    for t in range(steps):
+        _launch(bufs[t % 2], bufs[1 - t % 2], alpha)
+    return bufs[steps % 2]
+
+
+def diffuse_no_swap(d_u, d_tmp, steps, alpha):
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+    return d_tmp
+
+
+def diffuse_returns_older(d_u, d_tmp, steps, alpha):
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_tmp
+
+
+def diffuse_to_host(d_u, d_tmp, steps, alpha):
+    return diffuse_right(d_u, d_tmp, steps, alpha).copy_to_host()
+
+
+def diffuse_allocates(d_u, d_tmp, steps, alpha):
+    for _ in range(steps):
+        d_new = cuda.device_array_like(d_u)
+        _launch(d_u, d_new, alpha)
+        d_u = d_new
+    return d_u
+
+
+DIFFUSE_WRONG = {
+    "buffers not swapped": (diffuse_no_swap, "not swapped"),
+    "returns the older buffer": (diffuse_returns_older, "after the last swap"),
+    "copies to the host": (diffuse_to_host, "NumPy array"),
+    "allocates every step": (diffuse_allocates, "new array"),
+}
+
+
+@pytest.mark.parametrize("fn", [diffuse_right, diffuse_right_parity], ids=["swap", "parity"])
+def test_right_time_loops_pass(fn):
+    _check(cudacourse.check.check_diffuse, fn)
+
+
+@pytest.mark.parametrize("name", list(DIFFUSE_WRONG))
+def test_wrong_time_loops_are_diagnosed(name):
+    fn, phrase = DIFFUSE_WRONG[name]
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        cudacourse.check.check_diffuse(fn, seed=4)
+    assert phrase in str(exc.value), str(exc.value)
+
+
+# --- the LBM step: right answers --------------------------------------------------------------
+
+@cuda.jit
+def lbm_right(f_in, f_out, solid, omega, fx):
+    """Loops over the 9 directions, pulled populations in a local array, % for the wrap."""
+    x, y = cuda.grid(2)
+    ny, nx = solid.shape
+    if x >= nx or y >= ny:
+        return
+    if solid[y, x]:
+        for i in range(9):
+            f_out[i, y, x] = f_in[i, y, x]
+        return
+    g = cuda.local.array(9, float32)
+    rho = float32(0.0)
+    jx = float32(0.0)
+    jy = float32(0.0)
+    for i in range(9):
+        xs = (x - CX[i]) % nx
+        ys = (y - CY[i]) % ny
+        g[i] = f_in[OPP[i], y, x] if solid[ys, xs] else f_in[i, ys, xs]
+        rho += g[i]
+        jx += CX[i] * g[i]
+        jy += CY[i] * g[i]
+    ux = jx / rho
+    uy = jy / rho
+    usq = 1.5 * (ux * ux + uy * uy)
+    for i in range(9):
+        cu = CX[i] * ux + CY[i] * uy
+        feq = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
+        f_out[i, y, x] = g[i] + omega * (feq - g[i]) + 3.0 * W[i] * CX[i] * fx
+
+
+@cuda.jit
+def lbm_right_two_pass(f_in, f_out, solid, omega, fx):
+    """Pulls twice (moments, then collision) instead of keeping a local array; wraps with
+    selects; a grid-stride loop over rows."""
+    x = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    ny, nx = solid.shape
+    for y in range(cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y, ny,
+                   cuda.gridDim.y * cuda.blockDim.y):
+        if x < nx:
+            if solid[y, x] != 0:
+                for i in range(9):
+                    f_out[i, y, x] = f_in[i, y, x]
+            else:
+                rho = 0.0
+                jx = 0.0
+                jy = 0.0
+                for i in range(9):
+                    xs = x - CX[i]
+                    xs = nx - 1 if xs < 0 else (0 if xs >= nx else xs)
+                    ys = y - CY[i]
+                    ys = ny - 1 if ys < 0 else (0 if ys >= ny else ys)
+                    v = f_in[OPP[i], y, x] if solid[ys, xs] != 0 else f_in[i, ys, xs]
+                    rho += v
+                    jx += CX[i] * v
+                    jy += CY[i] * v
+                ux, uy = jx / rho, jy / rho
+                for i in range(9):
+                    xs = x - CX[i]
+                    xs = nx - 1 if xs < 0 else (0 if xs >= nx else xs)
+                    ys = y - CY[i]
+                    ys = ny - 1 if ys < 0 else (0 if ys >= ny else ys)
+                    v = f_in[OPP[i], y, x] if solid[ys, xs] != 0 else f_in[i, ys, xs]
+                    cu = CX[i] * ux + CY[i] * uy
+                    feq = W[i] * rho * (1 + 3 * cu + 4.5 * cu * cu - 1.5 * (ux * ux + uy * uy))
+                    f_out[i, y, x] = (1 - omega) * v + omega * feq + 3 * W[i] * CX[i] * fx
+
+
+def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
+              local_moments=False):
+    """The loop form with one part switched off or changed."""
+
+    @cuda.jit
+    def kernel(f_in, f_out, solid, omega, fx):
+        x, y = cuda.grid(2)
+        ny, nx = solid.shape
+        if x >= nx or y >= ny:
+            return
+        if solid[y, x]:
+            if copy_solid:
+                for i in range(9):
+                    f_out[i, y, x] = f_in[i, y, x]
+            return
+        g = cuda.local.array(9, float32)
+        rho = float32(0.0)
+        jx = float32(0.0)
+        jy = float32(0.0)
+        for i in range(9):
+            xs = (x - CX[i]) % nx if wrap else x - CX[i]
+            ys = (y - CY[i]) % ny if wrap else y - CY[i]
+            if solid[ys, xs]:
+                g[i] = f_in[opp[i], y, x] if bounce else float32(0.0)
+            else:
+                g[i] = f_in[i, ys, xs]
+            v = f_in[i, y, x] if local_moments else g[i]
+            rho += v
+            jx += CX[i] * v
+            jy += CY[i] * v
+        ux = jx / rho
+        uy = jy / rho
+        usq = 1.5 * (ux * ux + uy * uy)
+        for i in range(9):
+            cu = CX[i] * ux + CY[i] * uy
+            feq = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
+            f_out[i, y, x] = g[i] + omega * (feq - g[i]) + (3.0 * W[i] * CX[i] * fx
+                                                            if force else 0.0)
+
+    return kernel
+
+
+def _make_push(in_place: bool):
+    """Collide the node's own populations, then push them to the neighbours."""
+
+    @cuda.jit
+    def kernel(f_in, f_out, solid, omega, fx):
+        x, y = cuda.grid(2)
+        ny, nx = solid.shape
+        if x >= nx or y >= ny:
+            return
+        dst = f_in if in_place else f_out
+        if solid[y, x]:
+            if not in_place:
+                for i in range(9):
+                    f_out[i, y, x] = f_in[i, y, x]
+            return
+        rho = float32(0.0)
+        jx = float32(0.0)
+        jy = float32(0.0)
+        for i in range(9):
+            rho += f_in[i, y, x]
+            jx += CX[i] * f_in[i, y, x]
+            jy += CY[i] * f_in[i, y, x]
+        ux = jx / rho
+        uy = jy / rho
+        usq = 1.5 * (ux * ux + uy * uy)
+        for i in range(9):
+            cu = CX[i] * ux + CY[i] * uy
+            feq = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
+            post = f_in[i, y, x] + omega * (feq - f_in[i, y, x]) + 3.0 * W[i] * CX[i] * fx
+            xd = (x + CX[i]) % nx
+            yd = (y + CY[i]) % ny
+            if solid[yd, xd]:
+                dst[OPP[i], y, x] = post
+            else:
+                dst[i, yd, xd] = post
+
+    return kernel
+
+
+LBM_WRONG = {
+    "push in place (racing)": (_make_push(True), "push instead of pull", False),
+    "collision before streaming": (_make_push(False), "collided before streaming", False),
+    "moments before streaming": (_make_lbm(local_moments=True), "before streaming", False),
+    "wrong opposite direction": (_make_lbm(opp=BAD_OPP), "wrong opposite direction", False),
+    "a lost population at the boundary": (_make_lbm(bounce=False), "a population is lost",
+                                          False),
+    "solid nodes not copied": (_make_lbm(copy_solid=False), "solid node", False),
+    "force forgotten": (_make_lbm(force=False), "without the force term", False),
+    "no periodic wrap": (_make_lbm(wrap=False), "outside an array", True),
+}
+
+
+@pytest.mark.parametrize("kernel", [lbm_right, lbm_right_two_pass], ids=["loop", "two-pass"])
+def test_right_lbm_kernels_pass(kernel):
+    _check(cudacourse.check.check_lbm_step, kernel)
+
+
+@pytest.mark.parametrize("name", list(LBM_WRONG))
+def test_wrong_lbm_kernels_are_diagnosed(name):
+    kernel, phrase, sim_only = LBM_WRONG[name]
+    if sim_only and not cudacourse.device.is_simulator():
+        pytest.skip("an out-of-bounds read: the simulator refuses it, a GPU reads a "
+                    "neighbouring row")
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        cudacourse.check.check_lbm_step(kernel, seed=5)
+    assert phrase in str(exc.value), str(exc.value)
