@@ -1,4 +1,10 @@
-"""Accepting arrays from anywhere (NumPy, Numba, CuPy) and refusing wrong ones clearly."""
+"""Accepting arrays from anywhere (NumPy, Numba, CuPy) and refusing wrong ones clearly.
+
+The host-or-device half of the launcher contract (``cudacourse.launch``): ``check_array``
+refuses wrong arguments naming them, ``to_device`` gives a kernel a Numba view of any input,
+``output_array`` the array to write, and ``return_like_input`` hands the result back the way
+the input came (host in, host out; device in, device out; ``out`` written in place).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from ._numba_private import is_numba_array
+
 
 def is_device_array(x: Any) -> bool:
     """A GPU array: Numba's own, or anything exposing ``__cuda_array_interface__`` (CuPy,
     PyTorch CUDA tensors)."""
     if isinstance(x, np.ndarray):
         return False
-    return (type(x).__name__ in ("DeviceNDArray", "MappedNDArray", "FakeCUDAArray")
-            or hasattr(x, "__cuda_array_interface__"))
+    return is_numba_array(x) or hasattr(x, "__cuda_array_interface__")
 
 
 def describe(x: Any) -> str:
@@ -54,7 +61,7 @@ def to_device(x: Any) -> Any:
 
     if isinstance(x, np.ndarray):
         return cuda.to_device(np.ascontiguousarray(x))
-    if type(x).__name__ in ("DeviceNDArray", "FakeCUDAArray"):
+    if is_numba_array(x):
         return x
     return cuda.as_cuda_array(x)
 

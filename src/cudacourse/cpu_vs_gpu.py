@@ -6,14 +6,13 @@ simple the copies over PCIe cost far more than the arithmetic.
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 from numba import cuda, njit, prange
 
 from . import device
+from .timing import event_median, host_median, median_seconds
 from .vector import _vector_add, launch_config
 
 
@@ -42,36 +41,6 @@ class Timings:
         return "\n".join(rows)
 
 
-def _median(fn, repeats: int) -> float:
-    fn()  # warm-up: first calls compile (JIT) and allocate
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _event_median(fn, repeats: int, inner: int = 1) -> float:
-    """GPU seconds per call from CUDA events, median over ``repeats``.
-
-    With ``inner`` > 1 the calls are queued back to back between the two events, so that
-    Python's launch overhead (tens of microseconds) overlaps the previous kernel instead of
-    being counted as GPU time.
-    """
-    fn()
-    start, stop = cuda.event(timing=True), cuda.event(timing=True)
-    times = []
-    for _ in range(repeats):
-        start.record()
-        for _ in range(inner):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cuda.event_elapsed_time(start, stop) / 1e3 / inner)
-    return statistics.median(times)
-
-
 def default_sizes() -> list[int]:
     """Sizes that take seconds in total: tiny in the simulator, up to 2^27 on a GPU."""
     return device.pick(sim=[100, 1_000, 4_000], gpu=[2**k for k in range(12, 28, 3)])
@@ -82,7 +51,6 @@ def measure(sizes: list[int] | None = None, repeats: int | None = None,
     """Time NumPy, Numba-parallel CPU and the CUDA kernel (with and without copies)."""
     sizes = sizes or default_sizes()
     repeats = repeats or device.pick(sim=1, gpu=10)
-    sim = device.is_simulator()
     t = Timings(sizes, device.mode(), {k: [] for k in
                 ("numpy", "numba_cpu", "gpu_kernel", "gpu_copy_in", "gpu_copy_out")})
     gen = np.random.default_rng(seed)
@@ -90,11 +58,12 @@ def measure(sizes: list[int] | None = None, repeats: int | None = None,
         a = gen.standard_normal(n, dtype=np.float32)
         b = gen.standard_normal(n, dtype=np.float32)
         out = np.empty_like(a)
-        t.seconds["numpy"].append(_median(lambda: np.add(a, b, out=out), repeats))
-        t.seconds["numba_cpu"].append(_median(lambda: _cpu_parallel_add(a, b, out), repeats))
+        t.seconds["numpy"].append(host_median(lambda: np.add(a, b, out=out), repeats, sync=False))
+        t.seconds["numba_cpu"].append(host_median(lambda: _cpu_parallel_add(a, b, out), repeats,
+                                                  sync=False))
         da, db = cuda.to_device(a), cuda.to_device(b)
         dout = cuda.device_array_like(da)
-        blocks, threads = launch_config(n)
+        blocks, threads = launch_config(n, "simple")  # the kernel of lesson 1
 
         def kernel() -> None:
             _vector_add[blocks, threads](da, db, dout)
@@ -106,16 +75,11 @@ def measure(sizes: list[int] | None = None, repeats: int | None = None,
         def copy_out() -> None:
             dout.copy_to_host(out)
 
-        if sim:  # no timing events in the simulator: wall clock, and it means little
-            def synced(f):
-                return lambda: (f(), cuda.synchronize())
-            t.seconds["gpu_kernel"].append(_median(synced(kernel), repeats))
-            t.seconds["gpu_copy_in"].append(_median(synced(copy_in), repeats))
-            t.seconds["gpu_copy_out"].append(_median(synced(copy_out), repeats))
-        else:
-            t.seconds["gpu_kernel"].append(_event_median(kernel, repeats))
-            t.seconds["gpu_copy_in"].append(_event_median(copy_in, repeats))
-            t.seconds["gpu_copy_out"].append(_median(lambda: copy_out(), repeats))
+        # CUDA events on a GPU; the simulator has none: its wall clock, which means little.
+        t.seconds["gpu_kernel"].append(median_seconds(kernel, repeats))
+        t.seconds["gpu_copy_in"].append(median_seconds(copy_in, repeats))
+        # copy_to_host returns when the copy is done: the host clock sees all of it.
+        t.seconds["gpu_copy_out"].append(host_median(copy_out, repeats))
         if not np.allclose(dout.copy_to_host(), a + b):
             raise AssertionError(f"the GPU vector add is wrong at n={n}")
     return t
@@ -159,13 +123,15 @@ def variant_bandwidth(n: int | None = None, repeats: int = 20) -> dict[str, floa
     b = cuda.to_device(gen.standard_normal(n, dtype=np.float32))
     out = cuda.device_array(n, np.float32)
     copy_dst = cuda.device_array(n, np.float32)
-    result = {"copy": 8 * n / _event_median(lambda: copy_dst.copy_to_device(a), repeats, 5) / 1e9}
+    def seconds(fn) -> float:  # 5 calls per sample: Python's launch cost overlaps the GPU's work
+        return event_median(fn, repeats, inner=5) / 1e3
+
+    result = {"copy": 8 * n / seconds(lambda: copy_dst.copy_to_device(a)) / 1e9}
     sample = slice(0, n, 9973)
     want = a.copy_to_host()[sample] + b.copy_to_host()[sample]
     for v in VARIANTS:
         vector_add(a, b, out, variant=v)
         if not np.allclose(out.copy_to_host()[sample], want):
             raise AssertionError(f"variant {v} is wrong")
-        result[v] = 12 * n / _event_median(lambda: vector_add(a, b, out, variant=v),
-                                           repeats, 5) / 1e9
+        result[v] = 12 * n / seconds(lambda: vector_add(a, b, out, variant=v)) / 1e9
     return result

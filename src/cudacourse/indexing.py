@@ -23,37 +23,23 @@ from numba import cuda
 
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      to_device)
-
-WARP_SIZE = 32
+from .launch import WARP_SIZE, blocks_for, check_block, check_threads
 
 
 # --- launch configurations ----------------------------------------------------------------
 
-def blocks_for(n: int, threads: int) -> int:
-    """Blocks of ``threads`` needed to give each of ``n`` elements a thread (rounded up)."""
-    if threads < 1:
-        raise ValueError(f"threads must be positive, got {threads}")
-    return (n + threads - 1) // threads
-
-
 def launch_config_1d(n: int, threads: int = 256) -> tuple[int, int]:
-    """(blocks, threads per block) for ``n`` elements, one thread each."""
-    if not 1 <= threads <= 1024:
-        raise ValueError(f"threads must be 1 to 1024 (a GPU limit), got {threads}")
-    if threads % WARP_SIZE:
-        raise ValueError(f"threads={threads} is not a multiple of the warp size 32: the last "
-                         "warp of every block would run partly empty")
-    return max(1, blocks_for(n, threads)), threads
+    """(grid, block) = (blocks, threads per block) for ``n`` elements, one thread each."""
+    threads = check_threads(threads, whole_warps=True)
+    return blocks_for(n, threads), threads
 
 
 def launch_config_2d(shape: tuple[int, int], block: tuple[int, int] = (16, 16)
                      ) -> tuple[tuple[int, int], tuple[int, int]]:
     """(grid, block) covering a ``(rows, cols)`` array; block and grid are (x=cols, y=rows)."""
     rows, cols = shape
-    bx, by = block
-    if bx * by > 1024:
-        raise ValueError(f"block {block} has {bx * by} threads; a GPU allows at most 1024")
-    return (max(1, blocks_for(cols, bx)), max(1, blocks_for(rows, by))), (bx, by)
+    bx, by = check_block(block)
+    return (blocks_for(cols, bx), blocks_for(rows, by)), (bx, by)
 
 
 # --- the thread map -------------------------------------------------------------------------
@@ -177,7 +163,7 @@ def scale(x: Any, factor: float, *, blocks: int | None = None, threads: int = 25
     ``blocks`` needs ``grid_stride=True`` or elements are left undone (a ValueError says so)."""
     check_array(x, "x", ndim=1)
     n = int(x.shape[0])
-    need = max(1, blocks_for(n, threads))
+    need = blocks_for(n, threads)
     if blocks is None:
         blocks = need
     if blocks < 1:
@@ -186,11 +172,11 @@ def scale(x: Any, factor: float, *, blocks: int | None = None, threads: int = 25
         raise ValueError(f"{blocks} blocks of {threads} threads cover {blocks * threads} of "
                          f"{n} elements: use grid_stride=True or at least {need} blocks")
     dx = to_device(x)
-    dout = cuda.device_array(n, dtype=np.float32)
+    dout = output_array(None, (n,))
     if n:
         kernel = _scale_grid_stride if grid_stride else _scale
         kernel[blocks, threads](dx, np.float32(factor), dout)
-    return dout if is_device_array(x) else dout.copy_to_host()
+    return return_like_input(dout, None, not is_device_array(x))
 
 
 # --- coverage: how often is each element handled? -------------------------------------------

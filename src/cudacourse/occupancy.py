@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from .device import is_simulator, require_gpu
+from .launch import blocks_for
+from .timing import event_median
 
 
 @dataclass(frozen=True)
@@ -158,12 +160,11 @@ def driver_blocks_per_sm(kernel: Any, args: tuple, threads_per_block: int,
                          dynamic_shared: int = 0) -> int:
     """The driver's own answer (``cuOccupancyMaxActiveBlocksPerMultiprocessor``). GPU only."""
     require_gpu("asking the driver for occupancy")
-    from numba import cuda
+    from ._numba_private import max_cooperative_grid_blocks
+    from .launch import sm_count
 
-    spec = kernel.specialize(*args)
-    compiled = next(iter(spec.overloads.values()))
-    sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    return compiled.max_cooperative_grid_blocks(threads_per_block, dynamic_shared) // sms
+    blocks = max_cooperative_grid_blocks(kernel, args, threads_per_block, dynamic_shared)
+    return blocks // sm_count()
 
 
 # --- block size against bandwidth, measured (GPU only) ---------------------------------------
@@ -197,17 +198,9 @@ def block_size_sweep(n: int = 1 << 26, sizes: Any = (32, 64, 128, 256, 512, 1024
     res = kernel_resources(kernel, x, out, np.float32(2.0))
     rows = []
     for tpb in sizes:
-        blocks = (n + tpb - 1) // tpb
-        kernel[blocks, tpb](x, out, np.float32(2.0))  # warm up (first launch compiles)
-        samples = []
-        for _ in range(repeats):
-            start, stop = cuda.event(timing=True), cuda.event(timing=True)
-            start.record()
-            kernel[blocks, tpb](x, out, np.float32(2.0))
-            stop.record()
-            stop.synchronize()
-            samples.append(cuda.event_elapsed_time(start, stop))
-        ms = float(np.median(samples))
+        blocks = blocks_for(n, tpb)
+        # The first (untimed) launch compiles; then CUDA events time each launch.
+        ms = event_median(lambda: kernel[blocks, tpb](x, out, np.float32(2.0)), repeats)
         occ = occupancy(tpb, res.registers_per_thread, res.shared_per_block)
         rows.append({"threads_per_block": tpb, "ms": ms, "gb_per_s": 2 * 4 * n / ms / 1e6,
                      "occupancy": occ.occupancy})

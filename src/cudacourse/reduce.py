@@ -14,12 +14,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numba import cuda, float32
 
 from .arrays import check_array, require_device, to_device
+from .launch import KernelConfig, Variants, resident_blocks, sm_count
 
 
 def reduce_sum_ref(x: Any, xp: Any = np) -> Any:
@@ -160,12 +162,30 @@ def _make_kernels(op: str, items: int = ITEMS):
             "items": items}
 
 
-REDUCE_VARIANTS = ("shared_tree", "warp_shuffle", "single_pass")
-BEST = "single_pass"  # fastest on an NVIDIA H200 (tools/probe_tiling.py, 2026-11-30)
+@dataclass(frozen=True)
+class Config(KernelConfig):
+    """One way to run a reduction: which kernel, and how many blocks per SM it launches."""
+
+    kernel: str  # "shared_tree", "warp_shuffle", "single_pass"
+    blocks_per_sm: int = 8
+
+    @property
+    def name(self) -> str:
+        default = SINGLE_PASS_BLOCKS_PER_SM if self.kernel == "single_pass" else BLOCKS_PER_SM
+        return self.kernel + (f"/b{self.blocks_per_sm}" if self.blocks_per_sm != default else "")
+
+
 BLOCKS_PER_SM = 8
 # Measured on an NVIDIA H200 (2026-11-30, 256M float32, tools/probe_tiling.py): 16 items per
 # thread and 16 blocks per SM read at 3.53 TB/s, 1.03 x the device-to-device copy rate.
 SINGLE_PASS_BLOCKS_PER_SM = 16
+REGISTRY = Variants(
+    {"shared_tree": Config("shared_tree"), "warp_shuffle": Config("warp_shuffle"),
+     "single_pass": Config("single_pass", SINGLE_PASS_BLOCKS_PER_SM)},
+    best=Config("single_pass", SINGLE_PASS_BLOCKS_PER_SM),
+    chosen_by="tools/probe_tiling.py on an NVIDIA H200, 2026-11-30 (256M float32)")
+REDUCE_VARIANTS = VARIANTS = REGISTRY.names
+BEST = REGISTRY.best
 _kernels: dict[str, dict] = {}
 
 
@@ -176,19 +196,21 @@ def kernels(op: str) -> dict:
 
 
 def _sm_count() -> int:
-    from .device import current, is_simulator
-
-    if is_simulator():
-        return 2
-    gpu = current().gpu
-    return gpu.sm_count if gpu else cuda.get_current_device().MULTIPROCESSOR_COUNT
+    return sm_count()
 
 
 def grid_size(n: int, items: int = 1, blocks_per_sm: int = BLOCKS_PER_SM) -> int:
     """Blocks for ``n`` elements: enough to fill every SM a few times, never more than the
     work needs (grid-stride loops cover the rest)."""
-    need = max(1, math.ceil(n / (TPB * items)))
-    return max(1, min(need, _sm_count() * blocks_per_sm))
+    return resident_blocks(n, TPB * items, blocks_per_sm)
+
+
+def launch_config(n: int, variant: str | Config = "best", items: int = ITEMS
+                  ) -> tuple[int, int]:
+    """(grid, block) of the first (or only) launch of ``variant`` for ``n`` elements."""
+    cfg = REGISTRY.resolve(variant)
+    per = items if cfg.kernel == "single_pass" else 1
+    return grid_size(n, per, cfg.blocks_per_sm), TPB
 
 
 def _check_input(x: Any, name: str = "x") -> None:
@@ -197,54 +219,49 @@ def _check_input(x: Any, name: str = "x") -> None:
         raise ValueError(f"{name} is empty: the reduction of no elements is not defined here")
 
 
-def _reduce_into(x: Any, out: Any, op: str, variant: str) -> None:
+def _reduce_into(x: Any, out: Any, op: str, variant: str | Config) -> None:
     """Launch ``variant`` on device array ``x``; the result lands in device ``out[0]``."""
+    cfg = REGISTRY.resolve(variant)
     ks = kernels(op)
     n = x.shape[0]
-    if variant == "single_pass":
+    blocks, tpb = launch_config(n, cfg, ks["items"])
+    if cfg.kernel == "single_pass":
         ks["fill"][1, 32](out)
-        ks["single_pass"][grid_size(n, ks["items"], SINGLE_PASS_BLOCKS_PER_SM), TPB](x, out)
+        ks["single_pass"][blocks, tpb](x, out)
         return
-    k = ks[variant]
-    blocks = grid_size(n)
+    k = ks[cfg.kernel]
     if blocks == 1:
-        k[1, TPB](x, out)
+        k[1, tpb](x, out)
         return
     partial = cuda.device_array(blocks, dtype=np.float32)
-    k[blocks, TPB](x, partial)
-    k[1, TPB](partial, out)  # the second pass: one block reduces the per-block results
+    k[blocks, tpb](x, partial)
+    k[1, tpb](partial, out)  # the second pass: one block reduces the per-block results
 
 
-def _reduce(x: Any, op: str, variant: str) -> float:
-    if variant == "best":
-        variant = BEST
-    if variant not in REDUCE_VARIANTS:
-        raise ValueError(f"variant must be 'best' or one of {REDUCE_VARIANTS}, got {variant!r}")
+def _reduce(x: Any, op: str, variant: str | Config) -> float:
+    REGISTRY.resolve(variant)  # an unknown variant is refused before any copy
     _check_input(x)
     out = cuda.device_array(1, dtype=np.float32)
     _reduce_into(to_device(x), out, op, variant)
     return float(out.copy_to_host()[0])
 
 
-def reduce_sum(x: Any, variant: str = "best") -> float:
+def reduce_sum(x: Any, variant: str | Config = "best") -> float:
     """The sum of a float32 vector (host or device), as a Python float."""
     return _reduce(x, "sum", variant)
 
 
-def reduce_max(x: Any, variant: str = "best") -> float:
+def reduce_max(x: Any, variant: str | Config = "best") -> float:
     """The largest element of a float32 vector (host or device), as a Python float."""
     return _reduce(x, "max", variant)
 
 
-def reduce_sum_into(x: Any, out: Any, variant: str = "best") -> Any:
+def reduce_sum_into(x: Any, out: Any, variant: str | Config = "best") -> Any:
     """Write the sum of device array ``x`` into the 1-element device array ``out``.
 
     No copy back and no synchronisation: for timing loops. Returns ``out``.
     """
-    if variant == "best":
-        variant = BEST
-    if variant not in REDUCE_VARIANTS:
-        raise ValueError(f"variant must be 'best' or one of {REDUCE_VARIANTS}, got {variant!r}")
+    REGISTRY.resolve(variant)
     _check_input(x)
     require_device(x, "x")
     require_device(out, "out")
@@ -256,4 +273,4 @@ def reduce_sum_into(x: Any, out: Any, variant: str = "best") -> Any:
 
 
 __all__ = ["reduce_sum_ref", "reduce_max_ref", "reduce_sum", "reduce_max", "reduce_sum_into",
-           "REDUCE_VARIANTS"]
+           "REDUCE_VARIANTS", "VARIANTS", "BEST", "Config", "launch_config"]

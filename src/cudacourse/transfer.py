@@ -9,15 +9,17 @@ mapped (zero-copy) memory, and a small model of when offloading pays at all.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 from numba import cuda
 
+from . import _numba_private
 from .arrays import check_array, is_device_array, same_shape, to_device
 from .device import is_simulator
+from .launch import blocks_for
+from .timing import median_seconds
 
 THREADS = 256
 
@@ -38,11 +40,6 @@ def _scale(x, out, alpha):
         out[i] = alpha * x[i]
 
 
-def blocks_for(n: int, threads: int = THREADS) -> int:
-    """Enough blocks of ``threads`` to give every one of ``n`` elements a thread."""
-    return max(1, (n + threads - 1) // threads)
-
-
 def gpu_scale(x: Any, alpha: float, out: Any = None, stream: Any = 0) -> Any:
     """``alpha * x`` on the GPU, spelling out the lifecycle.
 
@@ -60,7 +57,7 @@ def gpu_scale(x: Any, alpha: float, out: Any = None, stream: Any = 0) -> Any:
         same_shape(x=x, out=out)
         d_out = to_device(out) if is_device_array(out) else cuda.device_array_like(out)
     if x.shape[0]:
-        _scale[blocks_for(x.shape[0]), THREADS, stream](d_x, d_out, np.float32(alpha))
+        _scale[blocks_for(x.shape[0], THREADS), THREADS, stream](d_x, d_out, np.float32(alpha))
     if not on_host:
         return d_out
     if isinstance(out, np.ndarray):
@@ -84,9 +81,7 @@ def memory_state() -> dict[str, float] | None:
         return None
     ctx = cuda.current_context()
     free, total = ctx.get_memory_info()
-    pending = getattr(getattr(ctx, "memory_manager", None), "deallocations", None)
-    queued = len(getattr(pending, "_cons", ())) if pending is not None else 0
-    queued_bytes = int(getattr(pending, "_size", 0)) if pending is not None else 0
+    queued, queued_bytes = _numba_private.queued_frees(ctx)
     return {"free": float(free), "total": float(total), "queued_frees": float(queued),
             "queued_bytes": float(queued_bytes)}
 
@@ -95,10 +90,7 @@ def flush_frees() -> None:
     """Run the frees Numba has queued now (what happens anyway when the queue fills up)."""
     if is_simulator():
         return
-    pending = getattr(getattr(cuda.current_context(), "memory_manager", None),
-                      "deallocations", None)
-    if pending is not None:
-        pending.clear()
+    _numba_private.flush_queued_frees(cuda.current_context())
 
 
 # --- keep data on the device: repeated smoothing with two buffers ----------------------------
@@ -145,7 +137,7 @@ def smooth_on_device(x: Any, steps: int) -> Any:
     dst = cuda.device_array_like(src)
     n = x.shape[0]
     for _ in range(steps):
-        _smooth_step[blocks_for(n), THREADS](src, dst)
+        _smooth_step[blocks_for(n, THREADS), THREADS](src, dst)
         src, dst = dst, src  # the output of this step is the input of the next
     return src.copy_to_host() if on_host else src
 
@@ -211,7 +203,7 @@ def pipelined_scale(x: np.ndarray, alpha: float, n_chunks: int = 8, n_streams: i
         stream, m = streams[s], hi - lo
         di, do = d_in[s][:m], d_out[s][:m]
         steps = (("H2D", lambda: di.copy_to_device(h_in[lo:hi], stream=stream)),
-                 ("kernel", lambda: _scale[blocks_for(m), THREADS, stream](
+                 ("kernel", lambda: _scale[blocks_for(m, THREADS), THREADS, stream](
                      di, do, np.float32(alpha))),
                  ("D2H", lambda: do.copy_to_host(h_out[lo:hi], stream=stream)))
         for kind, step in steps:
@@ -270,7 +262,7 @@ def mapped_scale(x: np.ndarray, alpha: float) -> np.ndarray:
     h_out = cuda.mapped_array(n, dtype=np.float32)
     h_x[:] = x
     if n:
-        _scale[blocks_for(n), THREADS](h_x, h_out, np.float32(alpha))
+        _scale[blocks_for(n, THREADS), THREADS](h_x, h_out, np.float32(alpha))
     cuda.synchronize()  # the kernel wrote host memory: wait before reading it
     return np.array(h_out)
 
@@ -291,20 +283,11 @@ def copy_seconds(nbytes: int, pinned: bool, direction: str = "H2D", repeats: int
     host = cuda.pinned_array(n, dtype=np.float32) if pinned else np.empty(n, np.float32)
     host[:] = 1.0
     dev = cuda.device_array(n, dtype=np.float32)
-    times = []
-    for _ in range(repeats + 1):  # one warm-up
-        if is_simulator():
-            t0 = time.perf_counter()
-            dev.copy_to_device(host) if direction == "H2D" else dev.copy_to_host(host)
-            times.append(time.perf_counter() - t0)
-            continue
-        e0, e1 = cuda.event(timing=True), cuda.event(timing=True)
-        e0.record()
+
+    def copy() -> None:
         dev.copy_to_device(host) if direction == "H2D" else dev.copy_to_host(host)
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) / 1e3)
-    return float(np.median(times[1:]))
+
+    return median_seconds(copy, repeats, warmup=1)
 
 
 def bandwidth_sweep(sizes: Sequence[int], direction: str = "H2D",

@@ -14,7 +14,8 @@ Each thread of a 32 x 8 block moves 4 elements (32 / 8), so more loads are in fl
 
 from __future__ import annotations
 
-import math
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from numba import cuda, float32, uint64
 
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      to_device)
+from .launch import KernelConfig, Variants, blocks_for
 
 
 def transpose_ref(x: Any, xp: Any = np) -> Any:
@@ -74,50 +76,81 @@ def _make_tiled(tile: int, rows: int, pad: int):
             if r < n and c < m:
                 out[r, c] = sh[tx, ty + uint64(j * rows)]
 
-    kernel.tile = tile
+    kernel.tile = (tile, tile)  # (rows, cols) of the tile one block moves, as in matmul
     kernel.block = (tile, rows)
     return kernel
 
 
-TRANSPOSE_VARIANTS = ("naive", "tiled", "tiled_padded", "tiled_padded64")
-# name -> (tile, rows of threads, padding columns). On an NVIDIA H200 (2026-11-30, 16384^2,
-# tools/probe_tiling.py) against a device-to-device copy: 0.15, 0.50, 0.98 and 1.09.
-TILED_CONFIGS = {"tiled": (32, 8, 0), "tiled_padded": (32, 8, 1),
-                 "tiled_padded64": (64, 4, 1)}  # 64 x 64 tile, 16 elements per thread
-BEST = "tiled_padded64"  # fastest on an NVIDIA H200 (tools/probe_tiling.py, 2026-11-30)
-_tiled: dict[str, Any] = {}
+@dataclass(frozen=True)
+class Config(KernelConfig):
+    """One way to run the transpose: the naive kernel, or a tile through shared memory."""
+
+    kernel: str  # "naive" or "tiled"
+    tile: int = 32  # the block moves a tile x tile tile
+    rows: int = 8  # threads per block = tile x rows; each thread moves tile / rows elements
+    pad: int = 0  # spare columns in shared memory (1 avoids the bank conflicts)
+
+    @property
+    def name(self) -> str:
+        if self.kernel == "naive":
+            return "naive"
+        s = "tiled" + ("_padded" if self.pad else "") + (str(self.tile) if self.tile != 32 else "")
+        default_rows = {32: 8, 64: 4}.get(self.tile)
+        return s + (f"/r{self.rows}" if self.rows != default_rows else "") + \
+            (f"/p{self.pad}" if self.pad > 1 else "")
 
 
-def _tiled_kernel(variant: str):
-    if variant not in _tiled:
-        _tiled[variant] = _make_tiled(*TILED_CONFIGS[variant])
-    return _tiled[variant]
+# On an NVIDIA H200 (2026-11-30, 16384^2, tools/probe_tiling.py) against a device-to-device
+# copy: naive 0.15, tiled 0.50, tiled_padded 0.98, tiled_padded64 1.09 (the probe's figures;
+# docs/benchmarks.md has the bench's, measured through this launcher).
+REGISTRY = Variants(
+    {"naive": Config("naive"), "tiled": Config("tiled", 32, 8, 0),
+     "tiled_padded": Config("tiled", 32, 8, 1),
+     "tiled_padded64": Config("tiled", 64, 4, 1)},  # 64 x 64 tile, 16 elements per thread
+    best=Config("tiled", 64, 4, 1),
+    chosen_by="tools/probe_tiling.py on an NVIDIA H200, 2026-11-30 (16384^2 float32)")
+TRANSPOSE_VARIANTS = VARIANTS = REGISTRY.names
+BEST = REGISTRY.best
+# name -> (tile, rows of threads, padding columns), as lesson 4 shows them
+TILED_CONFIGS = {name: (c.tile, c.rows, c.pad) for name, c in REGISTRY.named.items()
+                 if c.kernel == "tiled"}
 
 
-def launch_config(m: int, n: int, variant: str) -> tuple[tuple, tuple]:
+@functools.cache
+def _tiled_for(tile: int, rows: int, pad: int):
+    return _make_tiled(tile, rows, pad)
+
+
+def _kernel_for(cfg: Config):
+    return _transpose_naive if cfg.kernel == "naive" else _tiled_for(cfg.tile, cfg.rows, cfg.pad)
+
+
+def _tiled_kernel(variant: str | Config):
+    """The compiled-once kernel of a tiled variant."""
+    return _kernel_for(REGISTRY.resolve(variant))
+
+
+def launch_config(m: int, n: int, variant: str | Config = "best") -> tuple[tuple, tuple]:
     """(grid, block) to transpose an m x n matrix."""
-    if variant == "naive":
+    cfg = REGISTRY.resolve(variant)
+    if cfg.kernel == "naive":
         bx, by = NAIVE_BLOCK
-        return (math.ceil(n / bx), math.ceil(m / by)), NAIVE_BLOCK
-    k = _tiled_kernel(variant)
-    return (math.ceil(n / k.tile), math.ceil(m / k.tile)), k.block
+        return (blocks_for(n, bx), blocks_for(m, by)), NAIVE_BLOCK
+    k = _kernel_for(cfg)
+    rows, cols = k.tile
+    return (blocks_for(n, cols), blocks_for(m, rows)), k.block
 
 
-def transpose(x: Any, out: Any = None, variant: str = "best") -> Any:
+def transpose(x: Any, out: Any = None, variant: str | Config = "best") -> Any:
     """The transpose of a float32 matrix on the GPU (host in, host out; device in, device
     out). ``out`` may be a preallocated (n, m) device array."""
-    if variant == "best":
-        variant = BEST
-    if variant not in TRANSPOSE_VARIANTS:
-        raise ValueError(f"variant must be 'best' or one of {TRANSPOSE_VARIANTS}, "
-                         f"got {variant!r}")
+    cfg = REGISTRY.resolve(variant)
     check_array(x, "x", ndim=2)
     m, n = x.shape
     on_host = not is_device_array(x)
     dx = to_device(x)
     dout = output_array(out, (n, m))
     if m and n:
-        grid, block = launch_config(m, n, variant)
-        kernel = _transpose_naive if variant == "naive" else _tiled_kernel(variant)
-        kernel[grid, block](dx, dout)
+        grid, block = launch_config(m, n, cfg)
+        _kernel_for(cfg)[grid, block](dx, dout)
     return return_like_input(dout, out, on_host)

@@ -11,16 +11,16 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from numba import cuda
 
-from .arrays import check_array, is_device_array, to_device
+from .arrays import check_array, is_device_array, return_like_input, to_device
 from .device import require_gpu
+from .launch import WARP_SIZE, blocks_for, check_block, check_threads
+from .timing import event_median
 
-WARP_SIZE = 32
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -31,9 +31,7 @@ def warp_layout_ref(block: int | tuple[int, ...]) -> tuple[np.ndarray, np.ndarra
     the block's dimensions. Linear id = ``x + bx * (y + by * z)``; 32 consecutive ids form a
     warp, so a 2D block of width 8 packs 4 rows into each warp."""
     dims = (block,) if isinstance(block, int) else tuple(block)
-    bx, by, bz = (tuple(dims) + (1, 1))[:3]
-    if bx * by * bz > 1024:
-        raise ValueError(f"block {block} has {bx * by * bz} threads; a GPU allows at most 1024")
+    bx, by, bz = check_block((tuple(dims) + (1, 1))[:3])
     linear = np.arange(bx * by * bz, dtype=np.int32).reshape(bz, by, bx)
     shape = (bx,) if len(dims) == 1 else (by, bx) if len(dims) == 2 else (bz, by, bx)
     return (linear // WARP_SIZE).reshape(shape), (linear % WARP_SIZE).reshape(shape)
@@ -118,16 +116,16 @@ DIVERGENCE_VARIANTS = ("lanes disagree", "warps agree", "branch-free")
 def run_branchy(x: Any, k: int, variant: str, threads: int = 256) -> Any:
     """One launch of a divergence kernel; host in, host out (device in, device out)."""
     check_array(x, "x", dtype=(np.float32, np.float64), ndim=1)
-    if variant not in DIVERGENCE_VARIANTS:
+    if variant not in DIVERGENCE_VARIANTS:  # a demonstration, not speed choices: no "best"
         raise ValueError(f"variant must be one of {DIVERGENCE_VARIANTS}, got {variant!r}")
     dx = to_device(x)
     dout = cuda.device_array(x.shape[0], dtype=x.dtype)
-    blocks = max(1, (x.shape[0] + threads - 1) // threads)
+    blocks = blocks_for(x.shape[0], threads)
     if variant == "branch-free":
         _branch_free[blocks, threads](dx, dout, k)
     else:
         _branchy[blocks, threads](dx, dout, k, variant == "warps agree")
-    return dout if is_device_array(x) else dout.copy_to_host()
+    return return_like_input(dout, None, not is_device_array(x))
 
 
 def time_divergence(n: int = 1 << 24, k: int = 64, repeats: int = 10,
@@ -135,20 +133,8 @@ def time_divergence(n: int = 1 << 24, k: int = 64, repeats: int = 10,
     """Median milliseconds per launch of each variant, timed with CUDA events (GPU only)."""
     require_gpu("timing warp divergence")
     x = cuda.to_device(np.random.default_rng(0).standard_normal(n).astype(np.float32))
-    times: dict[str, float] = {}
-    for variant in DIVERGENCE_VARIANTS:
-        out = run_branchy(x, k, variant, threads)  # compile and warm up
-        samples = []
-        for _ in range(repeats):
-            start, stop = cuda.event(timing=True), cuda.event(timing=True)
-            start.record()
-            run_branchy(x, k, variant, threads)
-            stop.record()
-            stop.synchronize()
-            samples.append(cuda.event_elapsed_time(start, stop))
-        del out
-        times[variant] = float(np.median(samples))
-    return times
+    return {variant: event_median(lambda v=variant: run_branchy(x, k, v, threads), repeats)
+            for variant in DIVERGENCE_VARIANTS}
 
 
 # --- warp shuffles and votes -----------------------------------------------------------------
@@ -235,16 +221,14 @@ def _warp_ballots(x, out):
 
 def _warp_launch(kernel: Any, x: Any, out_len: int, out_dtype: Any, threads: int) -> Any:
     check_array(x, "x", dtype=(np.float32, np.float64), ndim=1)
-    if threads % WARP_SIZE or not WARP_SIZE <= threads <= 1024:
-        raise ValueError(f"threads must be a multiple of 32 up to 1024, got {threads}: warp "
-                         "primitives need whole warps")
+    check_threads(threads, whole_warps=True)  # warp primitives need whole warps
     n = int(x.shape[0])
     if n == 0:
         raise ValueError("x is empty")
     dx = to_device(x)
     dout = cuda.device_array(out_len, dtype=out_dtype)
-    kernel[math.ceil(n / threads), threads](dx, dout)
-    return dout if is_device_array(x) else dout.copy_to_host()
+    kernel[blocks_for(n, threads), threads](dx, dout)
+    return return_like_input(dout, None, not is_device_array(x))
 
 
 def warp_sums(x: Any, threads: int = 128) -> Any:

@@ -1,0 +1,274 @@
+"""Every use of Numba's private API in the course's topic modules, in one place.
+
+numba-cuda is in maintenance mode (docs/dependencies.md): its internals will not change
+much, but an upgrade may still move them, and its successor will not have them at all. So
+nothing outside this module reaches past ``numba.cuda``'s documented API. Each seam says
+what it relies on; ``tests/test_numba_private.py`` checks every one of them against the
+installed numba-cuda and fails naming that version when an upgrade breaks one.
+
+The course's checkers (``cudacourse.check``) have their own seams in ``check/_trace.py`` and
+``check/_engine.py``; ``simwarp`` patches the simulator's thread classes (listed below, so
+that the test covers them too).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+NUMBA_CUDA_VERSION = "unknown"
+try:
+    from importlib.metadata import version as _version
+
+    NUMBA_CUDA_VERSION = _version("numba-cuda")
+except Exception:  # noqa: BLE001 - a source checkout of numba-cuda has no metadata
+    pass
+
+
+class NumbaInternalsChanged(RuntimeError):
+    """A private Numba attribute this course relies on is missing or changed."""
+
+
+def _broken(what: str, exc: BaseException | None = None) -> NumbaInternalsChanged:
+    why = f": {type(exc).__name__}: {exc}" if exc else ""
+    return NumbaInternalsChanged(
+        f"numba-cuda {NUMBA_CUDA_VERSION} changed a private API the course uses ({what}){why}. "
+        "Update src/cudacourse/_numba_private.py for this version, or install the pinned "
+        "numba-cuda (pyproject.toml).")
+
+
+# --- configuration: the simulator flag, re-reading the environment -----------------------------
+
+def simulating() -> bool:
+    """Whether numba.cuda runs in its simulator (``numba.cuda.core.config.ENABLE_CUDASIM``)."""
+    from numba.cuda.core import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def reload_numba_config() -> None:
+    """Make an already-imported numba re-read NUMBA_* variables (``config.reload_config``)."""
+    config = sys.modules.get("numba.cuda.core.config")
+    if config is not None:
+        config.reload_config()
+
+
+# --- which objects are Numba's own device arrays -------------------------------------------------
+
+# Class names rather than classes: importing the classes would import numba.cuda, which must
+# not happen before ``cudacourse.device`` has chosen the mode.
+NUMBA_ARRAY_TYPES = ("DeviceNDArray", "MappedNDArray", "FakeCUDAArray")
+
+
+def is_numba_array(x: Any) -> bool:
+    return type(x).__name__ in NUMBA_ARRAY_TYPES
+
+
+# --- the memory manager's deferred frees -----------------------------------------------------
+
+def _pending_frees(ctx: Any) -> Any:
+    """``ctx.memory_manager.deallocations``: Numba's queue of frees not yet issued."""
+    return getattr(getattr(ctx, "memory_manager", None), "deallocations", None)
+
+
+def queued_frees(ctx: Any) -> tuple[int, int]:
+    """(count, bytes) of the frees Numba has queued but not yet issued (``_cons``, ``_size``)."""
+    pending = _pending_frees(ctx)
+    if pending is None:
+        return 0, 0
+    return len(getattr(pending, "_cons", ())), int(getattr(pending, "_size", 0))
+
+
+def flush_queued_frees(ctx: Any) -> None:
+    pending = _pending_frees(ctx)
+    if pending is not None:
+        pending.clear()
+
+
+# --- compiled kernels --------------------------------------------------------------------------
+
+def compiled_overload(kernel: Any, args: tuple) -> Any:
+    """The compiled ``_Kernel`` a dispatcher runs for ``args`` (``specialize(...).overloads``)."""
+    spec = kernel.specialize(*args)
+    try:
+        return next(iter(spec.overloads.values()))
+    except (AttributeError, StopIteration) as exc:
+        raise _broken("dispatcher.specialize(...).overloads", exc) from None
+
+
+def max_cooperative_grid_blocks(kernel: Any, args: tuple, threads: int,
+                                dynamic_shared: int = 0) -> int:
+    """``_Kernel.max_cooperative_grid_blocks``: the driver's occupancy answer times SMs."""
+    return compiled_overload(kernel, args).max_cooperative_grid_blocks(threads, dynamic_shared)
+
+
+# --- a launch with the argument handling done once -----------------------------------------------
+
+def _launch_api() -> tuple[Any, Any, Any]:
+    """cuda.core's ``launch`` and ``LaunchConfig`` as Numba imports them, and Numba's stream
+    conversion; raises NumbaInternalsChanged when they moved."""
+    try:
+        from numba.cuda import dispatcher
+        from numba.cuda.cudadrv import driver
+
+        return dispatcher.launch, dispatcher.LaunchConfig, driver._to_core_stream
+    except (ImportError, AttributeError) as exc:
+        raise _broken("numba.cuda.dispatcher.launch / LaunchConfig, driver._to_core_stream",
+                      exc) from None
+
+
+_ORIGINAL_LAUNCH_CALL: Any = None
+
+
+def _dispatcher_unpatched() -> bool:
+    """False while something (the checkers' launch tracer) wraps Numba's launch: then every
+    launch must go through it."""
+    from numba.cuda import dispatcher
+
+    return dispatcher._LaunchConfiguration.__call__ is _ORIGINAL_LAUNCH_CALL
+
+
+def _flatten(kernel: Any, args: tuple) -> tuple[list[Any], list[int | None]]:
+    """The flattened kernel parameters for ``args``, as Numba's own ``_prepare_args`` makes
+    them, and for each parameter the index of the argument whose data pointer it is (None
+    for parameters that stay as they are: sizes, shapes, strides, scalars)."""
+    params: list[Any] = []
+    where: list[int | None] = []
+    for i, (ty, val) in enumerate(zip(kernel.argument_types, args)):
+        before = len(params)
+        kernel._prepare_args(ty, val, 0, [], params)
+        where += [None] * (len(params) - before)
+        if hasattr(val, "__cuda_array_interface__"):
+            ptr = val.__cuda_array_interface__["data"][0]
+            # An array flattens to meminfo, parent, nitems, itemsize, data, shape, strides.
+            if len(params) - before < 5 or params[before + 4] != ptr:
+                raise _broken(f"array argument {i} did not flatten to (meminfo, parent, "
+                              f"nitems, itemsize, data, shape..., strides...)")
+            where[before + 4] = i
+    return params, where
+
+
+def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "PreparedLaunch | None":
+    """A function that launches ``kernel[grid, block]`` on arguments shaped like ``args``
+    with none of Numba's per-call typing and conversion: only the data pointers of the
+    array arguments are read again (from ``__cuda_array_interface__``).
+
+    ``kernel`` must already be compiled for ``args`` (launch it once first). Returns None in
+    the simulator, for host (NumPy) arguments, or when Numba's internals differ from what
+    this relies on: the caller then launches through the dispatcher.
+    """
+    if simulating():
+        return None
+    global _ORIGINAL_LAUNCH_CALL
+    try:
+        from numba.cuda import dispatcher
+
+        if _ORIGINAL_LAUNCH_CALL is None:
+            _ORIGINAL_LAUNCH_CALL = dispatcher._LaunchConfiguration.__call__
+        if not _dispatcher_unpatched():
+            return None
+        if any(type(a).__module__.startswith("numpy") and hasattr(a, "shape") for a in args):
+            return None  # host arrays are copied on every launch: nothing to prepare
+        launch, LaunchConfig, to_stream = _launch_api()
+        argtypes = tuple(kernel.typeof_pyval(a) for a in args)
+        compiled = kernel.overloads[argtypes]
+        params, where = _flatten(compiled, args)
+        core_kernel = compiled._codelibrary.get_cufunc().kernel
+        config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+        stream = to_stream(0)
+    except NumbaInternalsChanged:
+        raise
+    except Exception:  # noqa: BLE001 - anything unexpected: the dispatcher path, still right
+        return None
+    return PreparedLaunch(kernel, grid, block, launch, stream, config, core_kernel, params,
+                          where)
+
+
+class PreparedLaunch:
+    """One kernel launch shape with its parameters flattened once (``prepared_launch``)."""
+
+    def __init__(self, kernel: Any, grid: Any, block: Any, launch: Any, stream: Any,
+                 config: Any, core_kernel: Any, params: list[Any], where: list[int | None]):
+        self.kernel, self.grid, self.block = kernel, grid, block
+        self._launch, self._stream, self._config, self._core = launch, stream, config, core_kernel
+        self._params = params
+        self._slots = [k for k, i in enumerate(where) if i is not None]  # data pointers
+        self._arrays = [i for i in where if i is not None]
+
+    @staticmethod
+    def usable() -> bool:
+        """False while something wraps Numba's launch (the checkers' tracer, installed after
+        this was prepared): launches must then go through the dispatcher, where it sees them."""
+        return _dispatcher_unpatched()
+
+    def with_pointers(self, *pointers: int) -> None:
+        """Launch with these data pointers for the array arguments, in argument order (the
+        caller checked ``usable()``)."""
+        params = self._params
+        for k, p in zip(self._slots, pointers):
+            params[k] = p
+        self._launch(self._stream, self._config, self._core, *params)
+
+    def __call__(self, *args: Any) -> None:
+        """Launch on ``args``, shaped like the arguments it was prepared with."""
+        if not self.usable():
+            self.kernel[self.grid, self.block](*args)
+            return
+        self.with_pointers(*(args[i].__cuda_array_interface__["data"][0]
+                             for i in self._arrays))
+
+
+# --- what the test checks: every seam above, and simwarp's -----------------------------------
+
+def seams() -> dict[str, Callable[[], Any]]:
+    """Name -> a function that touches the private attribute (raises if it is gone)."""
+
+    def sim(module: str, *names: str) -> Callable[[], Any]:
+        def touch() -> Any:
+            import importlib
+
+            mod = importlib.import_module(module)
+            obj = mod
+            for n in names:
+                obj = getattr(obj, n)
+            return obj
+        return touch
+
+    found = {
+        "numba.cuda.core.config.ENABLE_CUDASIM": sim("numba.cuda.core.config", "ENABLE_CUDASIM"),
+        "numba.cuda.core.config.reload_config": sim("numba.cuda.core.config", "reload_config"),
+        "numba.cuda.core.errors.TypingError": sim("numba.cuda.core.errors", "TypingError"),
+        "numba.cuda.extending.intrinsic": sim("numba.cuda.extending", "intrinsic"),
+        "numba.cuda.types.Array": sim("numba.cuda.types", "Array"),
+        # simwarp.install() wraps these three and adds methods to FakeCUDAModule
+        "simulator.kernel.BlockManager.__init__": sim("numba.cuda.simulator.kernel",
+                                                      "BlockManager", "__init__"),
+        "simulator.kernel.BlockThread.__init__": sim("numba.cuda.simulator.kernel",
+                                                     "BlockThread", "__init__"),
+        "simulator.kernel.BlockThread.run": sim("numba.cuda.simulator.kernel", "BlockThread",
+                                                "run"),
+        "simulator.kernelapi.FakeCUDAModule": sim("numba.cuda.simulator.kernelapi",
+                                                  "FakeCUDAModule"),
+        "simulator FakeCUDAArray": sim("numba.cuda.simulator.cudadrv.devicearray",
+                                       "FakeCUDAArray"),
+    }
+    if not simulating():
+        found.update({
+            "dispatcher.launch, LaunchConfig, driver._to_core_stream": _launch_api,
+            "dispatcher._LaunchConfiguration.__call__": sim("numba.cuda.dispatcher",
+                                                            "_LaunchConfiguration", "__call__"),
+            "dispatcher._Kernel._prepare_args": sim("numba.cuda.dispatcher", "_Kernel",
+                                                    "_prepare_args"),
+            "dispatcher._Kernel.max_cooperative_grid_blocks": sim(
+                "numba.cuda.dispatcher", "_Kernel", "max_cooperative_grid_blocks"),
+            "driver._PendingDeallocs._cons/_size/clear": sim("numba.cuda.cudadrv.driver",
+                                                             "_PendingDeallocs", "clear"),
+            "devicearray.DeviceNDArray": sim("numba.cuda.cudadrv.devicearray", "DeviceNDArray"),
+            "devicearray.MappedNDArray": sim("numba.cuda.cudadrv.devicearray", "MappedNDArray"),
+        })
+    return found
+
+
+__all__ = ["NUMBA_CUDA_VERSION", "NumbaInternalsChanged", "simulating", "reload_numba_config",
+           "NUMBA_ARRAY_TYPES", "is_numba_array", "queued_frees", "flush_queued_frees",
+           "compiled_overload", "max_cooperative_grid_blocks", "prepared_launch", "seams"]

@@ -1,0 +1,86 @@
+"""The one way the course times GPU work: CUDA events, medians, and the host clock where a
+GPU clock does not exist.
+
+A kernel launch returns before the kernel has run, so ``time.perf_counter()`` around it
+measures Python, not the GPU. CUDA events are recorded into the stream between pieces of
+work, and the GPU stamps them when it gets there: the difference is GPU time.
+
+* ``event_times(fn)``: milliseconds of each of ``repeats`` calls, each between its own pair
+  of events; with ``inner`` > 1 each sample queues that many calls back to back and is
+  divided by ``inner``, so Python's launch overhead overlaps the previous kernel instead of
+  being counted as GPU time.
+* ``event_median(fn)``: their median.
+* ``host_median(fn)``: the host clock, synchronised after each call (what the simulator,
+  which has no timing events, can offer; its numbers say nothing about a GPU).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+from .device import is_simulator
+
+
+def event_times(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1, inner: int = 1,
+                stream: Any = 0) -> list[float]:
+    """Milliseconds per call of ``fn``, one sample per repeat, from CUDA events (GPU only).
+
+    ``warmup`` calls run first, untimed: the first call of a kernel compiles it.
+    """
+    from numba import cuda
+
+    from .device import require_gpu
+
+    require_gpu("timing with CUDA events")
+    if repeats < 1 or inner < 1:
+        raise ValueError(f"repeats and inner must be >= 1, got {repeats} and {inner}")
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start, stop = cuda.event(timing=True), cuda.event(timing=True)
+        start.record(stream)
+        for _ in range(inner):
+            fn()
+        stop.record(stream)
+        stop.synchronize()
+        samples.append(cuda.event_elapsed_time(start, stop) / inner)
+    return samples
+
+
+def event_median(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1,
+                 inner: int = 1, stream: Any = 0) -> float:
+    """Median milliseconds per call of ``fn`` (``event_times``)."""
+    return float(statistics.median(event_times(fn, repeats, warmup, inner, stream)))
+
+
+def host_median(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1,
+                sync: bool = True) -> float:
+    """Median seconds per call of ``fn`` on the host clock, synchronising the device after
+    each call when ``sync`` (so queued GPU work is counted)."""
+    from numba import cuda
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+        if sync:
+            cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    return float(statistics.median(times))
+
+
+def median_seconds(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1,
+                   inner: int = 1) -> float:
+    """Seconds per call: CUDA events on a GPU, the synchronised host clock in the simulator."""
+    if is_simulator():
+        return host_median(fn, repeats, warmup)
+    return event_median(fn, repeats, warmup, inner) / 1e3
