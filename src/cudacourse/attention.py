@@ -442,6 +442,7 @@ class FastConfig:
     bk: int = 32
     tr: int = 4
     tc: int = 4
+    prefetch: bool = False  # load the next K, V tile into registers during this one's math
 
     def ncg(self) -> int:
         return self.bk // self.tc
@@ -514,6 +515,20 @@ def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool
     ONE = np.float32(1.0)
     TWO = np.float32(2.0)
     ALIGN = None if _numba_sim() else 16  # bytes: 16-byte loads need 16-byte alignment
+    PREFETCH = cfg.prefetch
+
+    @cuda.jit(device=True, inline="always")
+    def load_kv(k, v, rk, rv, bh, k0, t, seq):
+        """This thread's share of a K and a V tile, global -> registers; 0 past the end."""
+        for it in range(KLOADS):
+            e = t + it * NT
+            r = e // D
+            c = e % D
+            rk[it] = _ZERO
+            rv[it] = _ZERO
+            if k0 + r < seq:
+                rk[it] = k[bh, k0 + r, c]
+                rv[it] = v[bh, k0 + r, c]
 
     @cuda.jit(fastmath=True)
     def kernel(q, k, v, out, qscale, causal, window, cap2, capk):
@@ -557,19 +572,20 @@ def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool
             kend = qlast + 1                   # tiles after the last row: never visited
             if window > 0:                     # tiles before the first row's window neither
                 kbeg = max(0, q0 - window + 1) // BK * BK
+        rk = cuda.local.array(KLOADS, np.float32)
+        rv = cuda.local.array(KLOADS, np.float32)
+        if PREFETCH:
+            load_kv(k, v, rk, rv, bh, kbeg, t, seq)
         for k0 in range(kbeg, kend, BK):
             cuda.syncthreads()  # the previous tile's K, V and P are no longer read
+            if not PREFETCH:
+                load_kv(k, v, rk, rv, bh, k0, t, seq)
             for it in range(KLOADS):
                 e = t + it * NT
-                r = e // D
-                c = e % D
-                kv = _ZERO
-                vv = _ZERO
-                if k0 + r < seq:
-                    kv = k[bh, k0 + r, c]
-                    vv = v[bh, k0 + r, c]
-                sm[OK + r * KST + c] = kv
-                sm[OV + r * D + c] = vv
+                sm[OK + (e // D) * KST + e % D] = rk[it]
+                sm[OV + e] = rv[it]  # V rows are unpadded: element e of the tile
+            if PREFETCH and k0 + BK < kend:  # the next tile's loads fly during this math
+                load_kv(k, v, rk, rv, bh, k0 + BK, t, seq)
             cuda.syncthreads()
 
             # S = Q K^T: a TR x TC patch, 4 dims per step, one 16-byte load per row and key
