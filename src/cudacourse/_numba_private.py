@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
+import numpy as np
+
 NUMBA_CUDA_VERSION = "unknown"
 try:
     from importlib.metadata import version as _version
@@ -117,23 +119,29 @@ def _launch_api() -> tuple[Any, Any, Any]:
                       exc) from None
 
 
-_ORIGINAL_LAUNCH_CALL: Any = None
+_dispatcher_module: Any = None
 
 
 def _dispatcher_unpatched() -> bool:
     """False while something (the checkers' launch tracer) wraps Numba's launch: then every
-    launch must go through it."""
-    from numba.cuda import dispatcher
+    launch must go through it. Numba's own method is the one whose code lives in Numba's
+    dispatcher module (a wrapper made with functools.wraps copies names, not code)."""
+    global _dispatcher_module
+    if _dispatcher_module is None:
+        from numba.cuda import dispatcher as _dispatcher_module
+    dispatcher = _dispatcher_module
+    code = getattr(dispatcher._LaunchConfiguration.__call__, "__code__", None)
+    return code is not None and code.co_filename == dispatcher.__file__
 
-    return dispatcher._LaunchConfiguration.__call__ is _ORIGINAL_LAUNCH_CALL
 
-
-def _flatten(kernel: Any, args: tuple) -> tuple[list[Any], list[int | None]]:
+def _flatten(kernel: Any, args: tuple) -> tuple[list[Any], list[int | None], list[tuple]]:
     """The flattened kernel parameters for ``args``, as Numba's own ``_prepare_args`` makes
-    them, and for each parameter the index of the argument whose data pointer it is (None
-    for parameters that stay as they are: sizes, shapes, strides, scalars)."""
+    them; for each parameter the index of the argument whose data pointer it is (None for
+    sizes, shapes and strides, which the launch shape fixes); and for every other argument
+    (scalars) ``(index, type, first parameter, count)`` so its value can be set per call."""
     params: list[Any] = []
     where: list[int | None] = []
+    scalars: list[tuple] = []
     for i, (ty, val) in enumerate(zip(kernel.argument_types, args)):
         before = len(params)
         kernel._prepare_args(ty, val, 0, [], params)
@@ -145,7 +153,9 @@ def _flatten(kernel: Any, args: tuple) -> tuple[list[Any], list[int | None]]:
                 raise _broken(f"array argument {i} did not flatten to (meminfo, parent, "
                               f"nitems, itemsize, data, shape..., strides...)")
             where[before + 4] = i
-    return params, where
+        else:
+            scalars.append((i, ty, before, len(params) - before))
+    return params, where, scalars
 
 
 def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "PreparedLaunch | None":
@@ -159,20 +169,15 @@ def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "Prepare
     """
     if simulating():
         return None
-    global _ORIGINAL_LAUNCH_CALL
     try:
-        from numba.cuda import dispatcher
-
-        if _ORIGINAL_LAUNCH_CALL is None:
-            _ORIGINAL_LAUNCH_CALL = dispatcher._LaunchConfiguration.__call__
         if not _dispatcher_unpatched():
             return None
-        if any(type(a).__module__.startswith("numpy") and hasattr(a, "shape") for a in args):
+        if any(isinstance(a, np.ndarray) for a in args):
             return None  # host arrays are copied on every launch: nothing to prepare
         launch, LaunchConfig, to_stream = _launch_api()
         argtypes = tuple(kernel.typeof_pyval(a) for a in args)
         compiled = kernel.overloads[argtypes]
-        params, where = _flatten(compiled, args)
+        params, where, scalars = _flatten(compiled, args)
         core_kernel = compiled._codelibrary.get_cufunc().kernel
         config = LaunchConfig(grid=grid, block=block, shmem_size=0)
         stream = to_stream(0)
@@ -180,16 +185,18 @@ def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "Prepare
         raise
     except Exception:  # noqa: BLE001 - anything unexpected: the dispatcher path, still right
         return None
-    return PreparedLaunch(kernel, grid, block, launch, stream, config, core_kernel, params,
-                          where)
+    return PreparedLaunch(kernel, compiled, grid, block, launch, stream, config, core_kernel,
+                          params, where, scalars)
 
 
 class PreparedLaunch:
     """One kernel launch shape with its parameters flattened once (``prepared_launch``)."""
 
-    def __init__(self, kernel: Any, grid: Any, block: Any, launch: Any, stream: Any,
-                 config: Any, core_kernel: Any, params: list[Any], where: list[int | None]):
+    def __init__(self, kernel: Any, compiled: Any, grid: Any, block: Any, launch: Any,
+                 stream: Any, config: Any, core_kernel: Any, params: list[Any],
+                 where: list[int | None], scalars: list[tuple]):
         self.kernel, self.grid, self.block = kernel, grid, block
+        self._compiled, self._scalars = compiled, scalars
         self._launch, self._stream, self._config, self._core = launch, stream, config, core_kernel
         self._params = params
         self._slots = [k for k, i in enumerate(where) if i is not None]  # data pointers
@@ -214,6 +221,10 @@ class PreparedLaunch:
         if not self.usable():
             self.kernel[self.grid, self.block](*args)
             return
+        for i, ty, first, count in self._scalars:  # scalars may differ from call to call
+            flat: list[Any] = []
+            self._compiled._prepare_args(ty, args[i], 0, [], flat)
+            self._params[first:first + count] = flat
         self.with_pointers(*(args[i].__cuda_array_interface__["data"][0]
                              for i in self._arrays))
 

@@ -185,8 +185,9 @@ def choose(policy: str | None = None) -> Choice:
         os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "0")
     # Checkers launch deliberately small grids; that warning would only be noise there.
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
-    if "numba.cuda.core.config" in sys.modules:  # numba read its config already: re-read it
-        sys.modules["numba.cuda.core.config"].reload_config()
+    from ._numba_private import reload_numba_config
+
+    reload_numba_config()  # if numba read its config already, it re-reads it
     return Choice(mode=mode, policy=policy, reason=reason, gpu=gpu)
 
 
