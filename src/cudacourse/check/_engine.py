@@ -526,9 +526,19 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
                  cause="out_of_bounds_read", hint="missing bounds guard (if i < n)?",
                  context=ctx)
         except Exception as exc:  # noqa: BLE001 - anything else the kernel raised or caused
-            _launch_error(exc, name, ctx)
+            _launch_error(exc, name, {**ctx, "kernel": kernel})
     if stray.first is not None:
-        _launch_error(stray.first, name, ctx, stray.thread, stray.count)
+        _launch_error(stray.first, name, {**ctx, "kernel": kernel}, stray.thread, stray.count)
+
+
+def _is_compile_error(exc: BaseException, text: str) -> bool:
+    if "TypingError" in text or "LoweringError" in text or "must have void return type" in text:
+        return True
+    try:
+        from numba.core.errors import NumbaError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, NumbaError) and not _device.is_simulator()
 
 
 def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
@@ -538,15 +548,17 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
     if "ILLEGAL_ADDRESS" in text or "illegal address" in text.lower():
         fail(f"{name} accessed memory it does not own (illegal address): an index far out "
              "of bounds. The GPU context is now unusable: restart the kernel.",
-             cause="illegal_address", context=ctx)
-    if "TypingError" in text or "LoweringError" in text:
+             cause="illegal_address", context={k: v for k, v in ctx.items() if k != "kernel"})
+    if _is_compile_error(exc, text):  # on a GPU: the real compile, at the first launch
         from . import _compile
 
-        reason, line = _compile.explain(str(exc), type(exc).__name__)
+        reason, line = _compile.explain(str(exc), type(exc).__name__,
+                                        _compile._unit_source(ctx.get("kernel")))
         where = f" ({line})" if line else ""
-        fail(f"{name} does not compile for the GPU{where}: {reason}.",
-             cause="does_not_compile", context=ctx)
+        fail(f"{name} would not compile for a GPU{where}: {reason}.",
+             cause="does_not_compile")
     who = f" in {thread}" if thread else ""
+    ctx = {k: v for k, v in ctx.items() if k != "kernel"}
     more = f" (and in {count - 1} other threads)" if count > 1 else ""
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     fail(f"{name} raised {first_line}{who}{more}.", cause="kernel_raised",

@@ -117,3 +117,22 @@ def _check_json(kw: dict) -> None:
 def last_seconds() -> float:
     """Wall time of the latest replay subprocess (for the course's timing notes)."""
     return _STATE["last_seconds"]
+
+
+@sim_part
+def selfcheck_plus_one(kernel: Any, *, n: int = 100, block: int = 32) -> None:
+    """A sim part of the engine's own, for its tests and for ``cudacourse doctor``: the kernel
+    must compute ``out[i] = a[i] + 1`` reading each ``a[i]`` exactly once (a read count only
+    the simulator can take)."""
+    from . import _engine as E
+
+    a = E._array(E._np.arange(n, dtype=E._float32))
+    counted, reads = E.counting_array(a)
+    out = E.Guarded.make(n, E._float32, "out")
+    E.launch(kernel, (n + block - 1) // block, block, counted, out.view, name="plus_one")
+    out.check_guards()
+    E.compare(out.result(), a + 1, name="out", formula="a[i] + 1", block=block)
+    if reads.n != n:
+        E.fail(f"plus_one read a {reads.n} times for {n} elements; each element once is "
+               "enough.", cause="wrong_technique", hint="Read a[i] once into a local variable.",
+               context={"n": n, "reads": reads.n})
