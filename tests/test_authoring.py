@@ -6,7 +6,6 @@ import pytest
 
 from cudacourse import authoring
 
-pytestmark = pytest.mark.lesson1
 
 SRC = '''# %% [markdown]
 # # Title

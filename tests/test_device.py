@@ -12,7 +12,6 @@ import pytest
 
 from cudacourse import device
 
-pytestmark = pytest.mark.lesson1
 
 
 def run_py(code: str, **env: str) -> subprocess.CompletedProcess:

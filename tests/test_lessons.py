@@ -1,0 +1,75 @@
+"""cudacourse.lessons: the registry agrees with the README, pyproject's markers and the tree."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cudacourse import lessons as L
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_table_comes_from_the_registry():
+    readme = (ROOT / "README.md").read_text()
+    assert L.readme_table() in readme, (
+        "README.md's lessons table differs from src/cudacourse/lessons.py: paste the output of "
+        "`python -m cudacourse.lessons readme` into README.md (or fix the registry)")
+
+
+def test_pyproject_markers_come_from_the_registry():
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"][
+        "ini_options"]["markers"]
+    lesson_markers = [m for m in markers if re.match(r"lesson\d+:", m)]
+    registered = L.marker_lines()
+    assert lesson_markers[:len(registered)] == registered, (
+        "pyproject.toml's lesson markers differ from src/cudacourse/lessons.py: paste the "
+        "output of `python -m cudacourse.lessons markers` (or fix the registry)")
+    # A marker ahead of its lesson is a lesson being written: allowed until its source
+    # exists (then test_lesson_sources_and_registry_list_the_same_lessons asks for its entry).
+    for extra in lesson_markers[len(registered):]:
+        number = int(re.match(r"lesson(\d+):", extra).group(1))
+        assert not list((ROOT / "lessons").glob(f"{number:02d}_*.py")), (
+            f"lessons/{number:02d}_*.py exists but has no entry in src/cudacourse/lessons.py")
+
+
+def test_lesson_sources_and_registry_list_the_same_lessons():
+    sources = sorted(p.stem for p in (ROOT / "lessons").glob("[0-9][0-9]_*.py"))
+    assert sources == [lesson.stem for lesson in L.LESSONS]
+    assert [lesson.number for lesson in L.LESSONS] == list(range(1, len(L.LESSONS) + 1))
+    assert all(lesson.stem.startswith(f"{lesson.number:02d}_") for lesson in L.LESSONS)
+
+
+@pytest.mark.parametrize("lesson", L.LESSONS, ids=lambda lesson: lesson.stem)
+def test_every_file_a_lesson_names_exists(lesson):
+    for path in (lesson.source, lesson.master, lesson.release):
+        assert (ROOT / path).exists(), path
+    assert (ROOT / "src/cudacourse/quizzes" / lesson.questions).exists(), lesson.questions
+    for module in lesson.topics + lesson.plots:
+        importlib.import_module(f"cudacourse.{module}")
+    import cudacourse.check
+
+    for name in lesson.checkers:
+        assert callable(getattr(cudacourse.check, name)), name
+
+
+@pytest.mark.parametrize("lesson", L.LESSONS, ids=lambda lesson: lesson.stem)
+def test_the_lesson_uses_what_the_registry_says(lesson):
+    text = (ROOT / lesson.source).read_text()
+    for name in lesson.checkers:
+        assert f"cudacourse.check.{name}" in text, f"{lesson.source} never calls {name}"
+    for module in lesson.topics + lesson.plots:
+        last = module.split(".")[-1]
+        if module == "simwarp":  # installed by `import cudacourse` in the simulator
+            continue
+        assert re.search(rf"\b{last}\b", text), f"{lesson.source} never uses {module}"
+    assert f'quiz.ask("{lesson.stem}.' in text
+
+
+def test_the_command_line_prints_both():
+    assert L.main(["readme"]) == 0 and L.main(["markers"]) == 0
+    assert L.main([]) == 2
