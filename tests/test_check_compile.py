@@ -1,0 +1,196 @@
+"""The simulator's sm_90 compile gate: what a GPU refuses is refused, in plain words, with the
+learner's line; what it accepts gives real registers and memory; results are cached; a
+missing compiler is said once and checks still run.
+
+The gate runs only in the simulator (on a GPU the real launch compiles the kernel, and
+tests/test_check_engine.py checks that both give the same verdict), so these tests are
+``sim_only``; the plain-words translation of canned compiler messages runs everywhere.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import cudacourse
+from cudacourse.check import CheckFailure, _compile as C, _engine as E
+from cudacourse.check import check_vector_add
+from numba import cuda
+
+SCALE = 3.0
+
+
+@cuda.jit(device=True)
+def times_scale(x):
+    return x * SCALE
+
+
+@cuda.jit
+def good(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = times_scale(a[i]) + b[i]
+
+
+@cuda.jit
+def with_shared(a, b, out):
+    tile = cuda.shared.array(128, np.float32)  # 512 bytes per block
+    i = cuda.grid(1)
+    tile[cuda.threadIdx.x] = a[i] if i < a.size else 0.0
+    cuda.syncthreads()
+    if i < out.size:
+        out[i] = tile[cuda.threadIdx.x] + b[i]
+
+
+def helper(x):
+    return x + 1
+
+
+@cuda.jit
+def kern_np_dot(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = np.dot(a, b)
+
+
+@cuda.jit
+def kern_returns(a, b, out):
+    i = cuda.grid(1)
+    return a[i] + b[i]
+
+
+@cuda.jit
+def kern_sum_list(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = sum([a[i], b[i]])
+
+
+@cuda.jit
+def kern_plain_call(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = helper(a[i])
+
+
+@cuda.jit
+def kern_string(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = len(str(i))
+
+
+def _args(n=64):
+    a = cuda.to_device(np.ones(n, np.float32))
+    return a, a, cuda.to_device(np.zeros(n, np.float32))
+
+
+needs_gate = pytest.mark.skipif(not C.status()[0] or cudacourse.MODE != "sim",
+                                reason="the sm_90 gate runs in the simulator with the "
+                                       "nvidia-nvvm/nvidia-cuda-nvcc wheels: "
+                                       + C.status()[1])
+
+
+@pytest.mark.sim_only
+@needs_gate
+def test_a_right_kernel_compiles_and_reports_resources():
+    res = C.gate(good, _args(), "vector_add")
+    assert res is not None and 0 < res.registers <= 255
+    assert res.local == 0
+    shared = C.gate(with_shared, _args(), "vector_add")
+    assert shared.shared == 512 and shared.barriers >= 1
+
+
+@pytest.mark.sim_only
+@needs_gate
+@pytest.mark.parametrize("kernel, phrase, line", [
+    (kern_np_dot, "kernels cannot call numpy.dot", "np.dot(a, b)"),
+    (kern_returns, "a kernel returns nothing", ""),
+    (kern_sum_list, "sum() of a list is not supported on the GPU", ""),
+    (kern_plain_call, "calls the plain Python function helper", "helper(a[i])"),
+    (kern_string, "strings (f-strings, str(), .format) do not exist on the GPU", ""),
+], ids=["np.dot", "return", "sum-list", "plain-call", "str"])
+def test_what_sm90_refuses_is_refused_in_plain_words(kernel, phrase, line):
+    with pytest.raises(CheckFailure) as info:
+        E.launch(kernel, 1, 64, *_args(), name="vector_add")
+    assert info.value.cause == "does_not_compile"
+    assert phrase in str(info.value)
+    assert line in str(info.value)
+    assert "Traceback" not in str(info.value) and "site-packages" not in str(info.value)
+
+
+@pytest.mark.sim_only
+@needs_gate
+def test_the_checker_refuses_before_simulating():
+    with pytest.raises(CheckFailure, match="kernels cannot call numpy.dot"):
+        check_vector_add(kern_np_dot)
+
+
+@pytest.mark.sim_only
+@needs_gate
+def test_compiles_are_cached_by_source_and_types(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setitem(C._STATE, "memo", {})
+    t0 = time.perf_counter()
+    first = C.gate(good, _args(), "k")
+    cold = time.perf_counter() - t0
+    assert list(tmp_path.rglob("*.json"))  # on disk, for the next session
+
+    def no_child(*a, **k):
+        raise AssertionError("a cached compile started the compiler again")
+
+    monkeypatch.setattr(C, "run_child", no_child)
+    t0 = time.perf_counter()
+    assert C.gate(good, _args(), "k") == first
+    monkeypatch.setitem(C._STATE, "memo", {})  # a new session: the disk cache answers
+    assert C.gate(good, _args(), "k") == first
+    warm = time.perf_counter() - t0
+    with pytest.raises(AssertionError, match="started the compiler"):  # new types: compile
+        C.gate(good, (cuda.to_device(np.ones(4, np.float64)),) * 3, "k")
+    print(f"\n[timing] sm_90 compile in a child: cold {cold:.2f} s, cached {warm:.3f} s")
+
+
+@pytest.mark.sim_only
+def test_without_the_wheels_checks_still_run_and_say_so_once(monkeypatch, capsys):
+    monkeypatch.setitem(C._STATE, "toolkit", "the nvidia-nvvm wheel is not installed")
+    monkeypatch.setitem(C._STATE, "warned", False)
+    assert C.status() == (False, "the nvidia-nvvm wheel is not installed")
+    assert C.gate(kern_np_dot, _args(), "k") is None
+    assert C.gate(kern_np_dot, _args(), "k") is None
+    err = capsys.readouterr().err
+    assert err.count("kernels are NOT compiled for a GPU") == 1
+    assert "nvidia-nvvm wheel is not installed" in err
+
+
+def test_arguments_are_typed_as_numba_types_them():
+    assert C.type_spec(np.zeros((3, 4), np.float32)) == ["array", "<f4", 2, "C"]
+    assert C.type_spec(np.zeros((3, 4), np.float32)[:, ::2]) == ["array", "<f4", 2, "A"]
+    assert C.type_spec(np.zeros((3, 4), np.float32).T) == ["array", "<f4", 2, "F"]
+    assert C.type_spec(cuda.to_device(np.zeros(5, np.int32))) == ["array", "<i4", 1, "C"]
+    assert C.type_spec(2.0) == ["scalar", "<f8"] and C.type_spec(3) == ["scalar", "<i8"]
+    assert C.type_spec(np.float32(2)) == ["scalar", "<f4"]
+    assert C.type_spec("text") is None
+
+
+@pytest.mark.parametrize("error, phrase", [
+    ("Failed in cuda mode pipeline (step: nopython frontend)\nUnknown attribute 'linalg' of "
+     "type Module(<module 'numpy' from '...'>)", "kernels cannot call numpy.linalg"),
+    ("CUDA kernel must have void return type.", "a kernel returns nothing"),
+    ("Untyped global name 'f': Cannot determine Numba type of <class 'function'>",
+     "calls the plain Python function f"),
+    ("Untyped global name 'pd': Cannot determine Numba type of <class 'module'>",
+     "the kernel uses pd"),
+    ("something new and strange\nmore", "the GPU compiler refused the kernel: something new"),
+])
+def test_compiler_messages_in_plain_words(error, phrase):
+    reason, _ = C.explain(error, "")
+    assert phrase in reason
+
+
+def test_the_learners_line_is_found_in_numbas_message():
+    error = ('Untyped global name \'f\'\n\nFile "/tmp/ipykernel_1/2.py", line 7:\n'
+             'def k(a):\n    <source elided>\n    a[0] = f(a[1])\n    ^\n\n'
+             'File "/x/site-packages/numba/core.py", line 3:\n  inner\n  ^\n')
+    assert C._source_line(error) == "line 7: a[0] = f(a[1])"
