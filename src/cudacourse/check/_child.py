@@ -119,7 +119,8 @@ def rebuild(bundle: dict) -> dict:
             lines.append("\n")
         lines[start:start + len(body)] = body
     for filename, lines in files.items():  # so inspect.getsource works on the rebuilt code
-        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+        if not linecache.getlines(filename):  # a notebook cell: no file on this machine
+            linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
     for unit in bundle["units"]:
         code = compile("\n" * (unit["lineno"] - 1) + unit["source"], unit["filename"], "exec")
         exec(code, ns)  # noqa: S102 - the learner's own function, rebuilt

@@ -1,0 +1,173 @@
+"""The simulator-only checks, re-run on a learner's kernel rebuilt from its source in a
+simulator subprocess: the bundle carries what the kernel needs (constants, modules, device
+functions, closures, notebook cells), the child's verdict comes back with its fields, and
+on a GPU a sim part goes through the child while in the simulator it runs in-process.
+
+The subprocess runs the simulator on both devices, so these tests run on both; the one
+that needs a GPU parent is marked ``gpu``.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import time
+
+import numpy as np
+import pytest
+
+import cudacourse
+from cudacourse.check import CheckFailure, _compile, _replay as R, _source
+from numba import cuda
+
+OFFSET = 1.0
+TABLE = np.arange(4, dtype=np.float32)
+
+
+@cuda.jit(device=True)
+def plus_offset(x):
+    return x + OFFSET
+
+
+@cuda.jit
+def plus_one(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = plus_offset(a[i])
+
+
+@cuda.jit
+def plus_one_reads_thrice(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + a[i] - a[i] + 1.0
+
+
+@cuda.jit
+def uses_math_and_table(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = math.sqrt(a[i]) + TABLE[i % 4]
+
+
+def make_scaled(factor):
+    @cuda.jit
+    def scaled(a, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a[i] * factor
+
+    return scaled
+
+
+def _exec(unit: dict) -> dict:
+    """What the child does with a bundle, here (simulator mode is enough to rebuild)."""
+    from cudacourse.check import _child
+
+    return _child.rebuild(unit)
+
+
+# --- the bundle ------------------------------------------------------------------------------
+
+def test_bundle_carries_constants_modules_and_device_functions():
+    b = _source.bundle(plus_one)
+    assert b["problems"] == [] and b["entries"] == ["plus_one"]
+    assert [u["name"] for u in b["units"]] == ["plus_one", "plus_offset"]
+    assert b["units"][1]["jit"] == {"device": True}
+    assert "OFFSET = 1.0" in b["prelude"]
+    assert any(s.endswith("['numba.cuda']") for s in b["prelude"])
+    ns = _exec(b)
+    assert ns["OFFSET"] == 1.0 and ns["plus_one"].__name__ == "plus_one"
+
+
+def test_bundle_carries_arrays_imports_and_closures():
+    b = _source.bundle(uses_math_and_table, make_scaled(2.5))
+    assert b["problems"] == []
+    assert "TABLE" in b["arrays"] and any("as math" in s or "'math'" in s for s in b["prelude"])
+    assert "factor = 2.5" in b["prelude"]
+    ns = _exec(b)
+    assert np.array_equal(ns["TABLE"], TABLE)
+
+
+def test_rebuilt_code_keeps_the_learners_file_and_lines():
+    b = _source.bundle(plus_one)
+    unit = b["units"][0]
+    assert unit["filename"] == __file__
+    assert unit["lineno"] == plus_one.py_func.__code__.co_firstlineno + 1  # the def line
+    ns = _exec(b)
+    assert ns["plus_one"].py_func.__code__.co_firstlineno == unit["lineno"]
+
+
+def test_a_notebook_cell_is_found_through_linecache():
+    """IPython registers each cell's text in linecache under a file name like this."""
+    name = "/tmp/ipykernel_4242/1234567.py"
+    src = ("from numba import cuda\n\n@cuda.jit\ndef cell_kernel(a, out):\n"
+           "    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a[i] + 1.0\n")
+    linecache.cache[name] = (len(src), None, src.splitlines(keepends=True), name)
+    try:
+        ns: dict = {}
+        exec(compile(src, name, "exec"), ns)  # noqa: S102 - what IPython does with a cell
+        b = _source.bundle(ns["cell_kernel"])
+    finally:
+        del linecache.cache[name]
+    assert b["problems"] == []
+    assert b["units"][0]["filename"] == name and b["units"][0]["lineno"] == 4
+
+
+def test_what_cannot_be_carried_is_named():
+    lock = object()
+
+    @cuda.jit
+    def reads_an_object(a, out):
+        out[0] = lock
+
+    b = _source.bundle(reads_an_object)
+    assert any("lock" in p for p in b["problems"])
+    failure = R.replay(R.selfcheck_plus_one, reads_an_object)
+    assert failure.cause == "replay_error" and "lock" in str(failure)
+
+
+# --- the child's verdict ---------------------------------------------------------------------------
+
+def test_replay_passes_a_right_kernel_and_returns_the_failure_of_a_wrong_one():
+    t0 = time.perf_counter()
+    assert R.replay(R.selfcheck_plus_one, plus_one, n=40, block=32) is None
+    ok_s = time.perf_counter() - t0
+    failure = R.replay(R.selfcheck_plus_one, plus_one_reads_thrice, n=40, block=32)
+    assert isinstance(failure, CheckFailure)
+    assert failure.cause == "wrong_technique"
+    assert failure.context == {"n": 40, "reads": 120}
+    assert failure.hint == "Read a[i] once into a local variable."
+    print(f"\n[timing] simulator replay subprocess ({cudacourse.MODE}): {ok_s:.2f} s")
+
+
+def test_replay_refuses_a_part_that_is_not_a_package_function():
+    def local_part(kernel):
+        pass
+
+    with pytest.raises(TypeError, match="module-level function of a cudacourse module"):
+        R.replay(local_part, plus_one)
+
+
+@pytest.mark.sim_only
+def test_in_the_simulator_a_sim_part_runs_in_process(monkeypatch):
+    """Simulator only: here the part must not start a child (on a GPU it must)."""
+
+    def no_child(*a, **k):
+        raise AssertionError("a replay child was started in the simulator")
+
+    monkeypatch.setattr(R, "replay", no_child)
+    R.selfcheck_plus_one(plus_one, n=40, block=32)
+    with pytest.raises(CheckFailure) as info:
+        R.selfcheck_plus_one(plus_one_reads_thrice, n=40, block=32)
+    assert info.value.cause == "wrong_technique"
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_sim_part_gives_the_simulators_verdict():
+    runs = R._STATE["runs"]
+    R.selfcheck_plus_one(plus_one, n=40, block=32)
+    with pytest.raises(CheckFailure) as info:
+        R.selfcheck_plus_one(plus_one_reads_thrice, n=40, block=32)
+    assert info.value.cause == "wrong_technique"
+    assert R._STATE["runs"] == runs + 2  # both went through the simulator child
