@@ -194,3 +194,20 @@ def test_the_learners_line_is_found_in_numbas_message():
              'def k(a):\n    <source elided>\n    a[0] = f(a[1])\n    ^\n\n'
              'File "/x/site-packages/numba/core.py", line 3:\n  inner\n  ^\n')
     assert C._source_line(error) == "line 7: a[0] = f(a[1])"
+
+
+@pytest.mark.sim_only
+def test_doctor_says_whether_kernels_are_compiled_for_real(monkeypatch, capsys):
+    """Simulator only: on a GPU, doctor compiles and launches a kernel for real instead."""
+    from cudacourse import cli
+
+    problems: list = []
+    cli._doctor_sm90(problems)
+    out = capsys.readouterr().out
+    if C.status()[0]:
+        assert "sm_90 compile yes, kernels are compiled for real" in out and not problems
+    monkeypatch.setitem(C._STATE, "toolkit", "the nvidia-nvvm wheel is not installed")
+    cli._doctor_sm90(problems)
+    out = capsys.readouterr().out
+    assert "kernels NOT compiled for a GPU: the nvidia-nvvm wheel is not installed" in out
+    assert not problems  # a platform without the wheels is a fallback, not a failure

@@ -75,6 +75,8 @@ def doctor(args: argparse.Namespace) -> int:
                 print("  kernel compile and launch: ok")
             ok, why_cp = device.cupy_usable()
             print(f"cupy usable   {'yes' if ok else 'no: ' + why_cp}")
+            if choice.mode == "sim":
+                _doctor_sm90(problems)
         except Exception as exc:  # noqa: BLE001 - report whatever broke
             problems.append(f"numba.cuda cannot compile or launch a kernel: "
                             f"{type(exc).__name__}: {exc}")
@@ -88,21 +90,64 @@ def doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def lab(args: argparse.Namespace) -> int:
-    """Copy new learner notebooks into the workspace (never overwriting) and open JupyterLab."""
-    from .workspace import sync
+def _doctor_sm90(problems: list[str]) -> None:
+    """Simulator mode: are learner kernels also compiled for a real GPU (sm_90)?"""
+    import time
 
-    ws = sync(Path(args.workspace) if args.workspace else None)
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ws}"]
+    from .check import _compile
+
+    ok, why = _compile.status()
+    if not ok:
+        print(f"sm_90 compile kernels NOT compiled for a GPU: {why}")
+        return
+    import numpy as np
+    from numba import cuda
+
+    def _probe_sm90(x):
+        x[0] = 42
+
+    t0 = time.perf_counter()
+    result = _compile.compile_kernel(cuda.jit(_probe_sm90), [_compile.type_spec(
+        np.zeros(1, np.int32))])
+    took = time.perf_counter() - t0
+    if result.get("ok"):
+        regs = result["resources"]["registers"]
+        print(f"sm_90 compile yes, kernels are compiled for real before they are simulated "
+              f"({why}; probe kernel: {regs} registers, {took:.1f} s)")
+    else:
+        why = result.get("skipped") or result.get("error", "?")
+        print(f"sm_90 compile kernels NOT compiled for a GPU: {why}")
+        problems.append(f"the sm_90 compile gate is installed but failed: {why}")
+
+
+def lab(args: argparse.Namespace) -> int:
+    """Open JupyterLab: the learner's workspace, or with ``--instructor`` the course and formgrader.
+
+    Learners get their own copies of the lessons (copied once, never overwritten) and a
+    JupyterLab without nbgrader's instructor tools. Instructors get JupyterLab in the course
+    root (where ``nbgrader_config.py`` applies), with every tool, opened on formgrader.
+    """
+    from .authoring import ROOT
+    from .workspace import lab_environment, learner_config_dir, sync
+
+    if args.instructor:
+        root, config_dir = ROOT, None
+        start = ["--ServerApp.default_url=/formgrader"]
+    else:
+        root = sync(Path(args.workspace) if args.workspace else None)
+        config_dir, start = learner_config_dir(root), []
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={root}", *start]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI machines often run as root
     cmd += args.rest
-    print("cudacourse: opening JupyterLab in", ws, flush=True)
-    # From the workspace, not the repository: the instructors' nbgrader_config.py (course
-    # root = the repository) must not apply to a learner's server.
-    os.chdir(ws)
-    # Become JupyterLab (no child process left behind when this one is stopped).
-    os.execv(sys.executable, cmd)
+    print("cudacourse: opening JupyterLab in", root,
+          "(instructor: formgrader)" if args.instructor else "", flush=True)
+    # A learner's server runs from the workspace, where the instructors' nbgrader_config.py
+    # (course root = the repository) does not apply; an instructor's from the course root.
+    os.chdir(root)
+    # Become JupyterLab (no child process left behind when this one is stopped), with an
+    # environment its kernels may inherit: without the variables this command set for itself.
+    os.execve(sys.executable, cmd, lab_environment(dict(os.environ), config_dir))
     return 0  # not reached
 
 
@@ -138,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("doctor", help="describe the environment, exit 1 if broken").set_defaults(f=doctor)
     s = sub.add_parser("lab", help="open the course in JupyterLab")
     s.add_argument("--workspace", help="where your notebooks live (default: ./workspace)")
+    s.add_argument("--instructor", action="store_true",
+                   help="open the course root with nbgrader's instructor tools, on formgrader")
     s.set_defaults(f=lab, rest=[])  # other arguments go to JupyterLab
     s = sub.add_parser("build", help="rebuild masters and learner notebooks from lessons/")
     s.add_argument("--check", action="store_true", help="only report stale files")
