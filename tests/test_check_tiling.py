@@ -187,36 +187,126 @@ def mm_plain_python(a, b, c):
     c[:] = a @ b
 
 
+@cuda.jit
+def mm_first_barrier_in_if(a, b, c):
+    """Both barriers are there, but the first only for threads inside c."""
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(0, a.shape[1], TILE):
+        sa[ty, tx] = a[row, t + tx] if row < a.shape[0] and t + tx < a.shape[1] else 0.0
+        sb[ty, tx] = b[t + ty, col] if t + ty < b.shape[0] and col < b.shape[1] else 0.0
+        if row < c.shape[0] and col < c.shape[1]:
+            cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_partial_tile_unfilled(a, b, c):
+    """Past the edges of a and b the tile slots are left as they were, not set to 0.0."""
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0.0)
+    for t in range(0, a.shape[1], TILE):
+        if row < a.shape[0] and t + tx < a.shape[1]:
+            sa[ty, tx] = a[row, t + tx]
+        if t + ty < b.shape[0] and col < b.shape[1]:
+            sb[ty, tx] = b[t + ty, col]
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < c.shape[0] and col < c.shape[1]:
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_right_statements(a, b, c):
+    """Right, written differently: tile-index loop, if/else statements, early store guard."""
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    k = a.shape[1]
+    acc = 0.0
+    for tile in range((k + TILE - 1) // TILE):
+        kk = tile * TILE
+        if row < a.shape[0] and kk + tx < k:
+            sa[ty, tx] = a[row, kk + tx]
+        else:
+            sa[ty, tx] = 0.0
+        if kk + ty < k and col < b.shape[1]:
+            sb[ty, tx] = b[kk + ty, col]
+        else:
+            sb[ty, tx] = 0.0
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row >= c.shape[0] or col >= c.shape[1]:
+        return
+    c[row, col] = acc
+
+
 MM_WRONG = {
     "no shared memory": (mm_naive, "as often as a kernel without shared memory"),
-    "missing first barrier": (mm_no_first_barrier, "no thread had written yet"),
-    "missing second barrier": (mm_no_second_barrier, "syncthreads"),
+    "missing first barrier": (mm_no_first_barrier, "after loading the tiles"),
+    "missing second barrier": (mm_no_second_barrier, "add the second cuda.syncthreads()"),
     "only tile multiples": (mm_multiples_only, "missing bounds guard"),
     "last partial tile skipped": (mm_skips_last_tile, "partial tile is skipped"),
     "unwritten output": (mm_unwritten, "never written"),
     "wrong arithmetic": (mm_wrong_index, "check the arithmetic"),
     "not a kernel": (mm_plain_python, "@cuda.jit"),
+    "first barrier inside an if": (mm_first_barrier_in_if, "inside `if row < c.shape[0]"),
+    "partial tile left unfilled": (mm_partial_tile_unfilled, "load 0.0 there"),
 }
 
 
-@pytest.mark.sim_only
+def rejects(checker, kernel, phrase: str, seed: int = 1) -> AssertionError:
+    with pytest.raises(AssertionError) as info:
+        checker(kernel, seed=seed)
+    assert phrase.lower() in str(info.value).lower(), str(info.value)
+    return info.value
+
+
 @pytest.mark.parametrize("name", list(MM_WRONG))
 def test_tiled_matmul_rejects(name):
     kernel, phrase = MM_WRONG[name]
-    with pytest.raises(AssertionError, match=phrase):
-        cudacourse.check.check_tiled_matmul(kernel, seed=1)
+    rejects(cudacourse.check.check_tiled_matmul, kernel, phrase)
 
 
-@pytest.mark.sim_only
 @pytest.mark.parametrize("seed", [2, 3])
 def test_missing_barriers_caught_repeatedly(seed):
-    """The race is caught on every attempt, not once in a while."""
+    """The race is caught on every attempt, not once in a while: the detector sees the two
+    accesses between the same barriers, whatever order the threads ran in."""
     for kernel in (mm_no_first_barrier, mm_no_second_barrier):
-        with pytest.raises(AssertionError, match="syncthreads"):
-            cudacourse.check.check_tiled_matmul(kernel, seed=seed)
+        err = rejects(cudacourse.check.check_tiled_matmul, kernel, "syncthreads", seed)
+        assert err.cause == "missing_barrier"
 
 
-@pytest.mark.parametrize("kernel", [mm_right, mm_right_grid_stride])
+def test_tiled_matmul_messages_do_not_misdirect():
+    """An indexing bug is not blamed on a race; a barrier inside an `if` is not reported as
+    a missing second barrier."""
+    err = rejects(cudacourse.check.check_tiled_matmul, mm_wrong_index, "check the arithmetic")
+    assert "or a race" not in str(err).lower()
+    err = rejects(cudacourse.check.check_tiled_matmul, mm_first_barrier_in_if, "undefined")
+    assert err.cause == "divergent_barrier" and "add the second" not in str(err).lower()
+    err = rejects(cudacourse.check.check_tiled_matmul, mm_partial_tile_unfilled, "0.0")
+    assert err.cause == "unfilled_tile" and "check the arithmetic" not in str(err)
+
+
+@pytest.mark.parametrize("kernel", [mm_right, mm_right_grid_stride, mm_right_statements])
 def test_tiled_matmul_accepts(kernel):
     cudacourse.check.check_tiled_matmul(kernel, seed=4)
 
@@ -393,31 +483,126 @@ def sum_drops_tail(x, partial):
 
 
 @cuda.jit
+def sum_sync_in_if(x, partial):
+    """The lesson's undefined behaviour: the tree's barrier only for threads t < s."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+            cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_serial_thread0(x, partial):
+    """Right sums, no tree: thread 0 adds the block's slots one by one."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    if t == 0:
+        acc = float32(0.0)
+        for j in range(TPB):
+            acc += sh[j]
+        partial[cuda.blockIdx.x] = acc
+
+
+@cuda.jit
+def sum_serial_global(x, partial):
+    """Right sums, no shared memory at all: thread 0 reads its block's elements itself."""
+    if cuda.threadIdx.x == 0:
+        acc = float32(0.0)
+        base = cuda.blockIdx.x * TPB
+        for j in range(base, min(base + TPB, x.shape[0])):
+            acc += x[j]
+        partial[cuda.blockIdx.x] = acc
+
+
+@cuda.jit
+def sum_right_shuffle_tail(x, partial):
+    """Right, written differently: the tree in shared memory down to one warp, then shuffles."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s >= 32:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t < 32:
+        v = sh[t]
+        for off in (16, 8, 4, 2, 1):
+            v += cuda.shfl_down_sync(0xFFFFFFFF, v, off)
+        if t == 0:
+            partial[cuda.blockIdx.x] = v
+
+
+@cuda.jit
+def sum_right_for_levels(x, partial):
+    """Right, written differently: a for loop over the levels, strides from a shift."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    v = float32(0.0)
+    if i < x.shape[0]:
+        v = x[i]
+    sh[t] = v
+    cuda.syncthreads()
+    for level in range(1, 8):
+        s = TPB >> level
+        if t < s:
+            sh[t] = sh[t] + sh[t + s]
+        cuda.syncthreads()
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
 def sum_unwritten(x, partial):
     sh = cuda.shared.array(TPB, float32)
     sh[cuda.threadIdx.x] = 0.0
 
 
 SUM_WRONG = {
-    "missing barrier in the tree": (sum_no_tree_barrier, "syncthreads"),
-    "missing barrier after loading": (sum_no_load_barrier, "no thread had written yet"),
+    "missing barrier in the tree": (sum_no_tree_barrier, "races on shared memory"),
+    "missing barrier after loading": (sum_no_load_barrier, "races on shared memory"),
     "wrong tree stride": (sum_wrong_stride, "first half only"),
     "only the first block": (sum_first_block_only, "first block's elements"),
     "tail slots left unwritten": (sum_ignores_tail, "past the end of x must"),
     "tail dropped": (sum_drops_tail, "only the last block"),
     "unwritten output": (sum_unwritten, "never written"),
+    "barrier inside if t < s": (sum_sync_in_if, "inside `if t < s:`"),
+    "thread 0 adds serially": (sum_serial_thread0, "serially"),
+    "thread 0 reads x serially": (sum_serial_global, "serially"),
 }
 
 
-@pytest.mark.sim_only
 @pytest.mark.parametrize("name", list(SUM_WRONG))
 def test_block_sum_rejects(name):
     kernel, phrase = SUM_WRONG[name]
-    with pytest.raises(AssertionError, match=phrase):
-        cudacourse.check.check_block_sum(kernel, seed=1)
+    rejects(cudacourse.check.check_block_sum, kernel, phrase)
 
 
-@pytest.mark.parametrize("kernel", [sum_right, sum_right_grid_stride, sum_right_interleaved])
+def test_block_sum_causes():
+    causes = {k.__name__: rejects(cudacourse.check.check_block_sum, k, "").cause
+              for k in (sum_sync_in_if, sum_serial_thread0, sum_no_tree_barrier)}
+    assert causes == {"sum_sync_in_if": "divergent_barrier", "sum_serial_thread0": "no_tree",
+                      "sum_no_tree_barrier": "missing_barrier"}
+
+
+@pytest.mark.parametrize("kernel", [sum_right, sum_right_grid_stride, sum_right_interleaved,
+                                    sum_right_shuffle_tail, sum_right_for_levels])
 def test_block_sum_accepts(kernel):
     cudacourse.check.check_block_sum(kernel, seed=6)
     cudacourse.check.check_block_sum(kernel, hidden=True, seed=7)

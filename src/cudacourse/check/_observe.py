@@ -297,34 +297,40 @@ def _flat_slots(shape: tuple, idx: Any) -> list[int]:
     return [int(v) for v in _arange(int(E._prod(shape))).reshape(shape)[idx].ravel()]
 
 
-def _thread_words(threads: list) -> str:
+def _dims(v: tuple) -> Any:
+    """(5,) or (5, 0, 0) -> 5; (0, 3, 0) -> (0, 3): a thread or block index as written."""
+    v = tuple(int(i) for i in v)
+    while len(v) > 1 and v[-1] == 0:
+        v = v[:-1]
+    return v[0] if len(v) == 1 else v
+
+
+def _thread_words(threads: list, total: int = 0) -> str:
     """'threads 64 to 127 of block 0' for a list of (block, thread) keys."""
     if not threads:
         return "no thread"
-    ids = sorted(t[1] for t in threads)
-    block = threads[0][0]
-    flat = [i[0] for i in ids] if all(len(i) == 1 or i[1:] == (0,) * (len(i) - 1)
-                                      for i in ids) else None
-    b = block[0] if len(block) == 1 or block[1:] == (0,) * (len(block) - 1) else tuple(block)
-    if flat is not None and flat == list(range(flat[0], flat[0] + len(flat))):
-        who = f"thread {flat[0]}" if len(flat) == 1 else f"threads {flat[0]} to {flat[-1]}"
-    elif flat is not None:
-        who = "threads " + ", ".join(map(str, flat[:6])) + (", ..." if len(flat) > 6 else "")
-    else:
-        who = "threads " + ", ".join(str(i) for i in ids[:4]) + (", ..." if len(ids) > 4 else "")
-    return f"{who} of block {b}"
+    ids = sorted(tuple(t[1]) for t in threads)
+    b = _dims(threads[0][0])
+    one_d = all(i[1:] == (0,) * (len(i) - 1) for i in ids)
+    if one_d:
+        flat = [i[0] for i in ids]
+        if flat == list(range(flat[0], flat[0] + len(flat))):
+            who = f"thread {flat[0]}" if len(flat) == 1 else f"threads {flat[0]} to {flat[-1]}"
+        else:
+            who = "threads " + ", ".join(map(str, flat[:6])) + (", ..." if len(flat) > 6 else "")
+        return f"{who} of block {b}"
+    eg = _dims(ids[0])
+    return f"{len(ids)} threads of block {b} (thread {eg} among them)"
 
 
 def thread_name(key: tuple) -> str:
     block, thread = key
-    t = thread[0] if thread[1:] == (0,) * (len(thread) - 1) else tuple(thread)
-    b = block[0] if block[1:] == (0,) * (len(block) - 1) else tuple(block)
-    return f"thread {t} of block {b}"
+    return f"thread {_dims(thread)} of block {_dims(block)}"
 
 
 def _enclosing_if(filename: str, line: int) -> str:
     """The condition of the innermost ``if`` around ``line`` in the learner's source."""
-    src = "".join(linecache.getlines(filename))
+    src = "".join(linecache.getlines(filename)) if filename else ""
     if not src:
         return ""
     try:
@@ -540,14 +546,16 @@ class Observation:
                 for k, s in seqs.items():
                     at[s[p] if p < len(s) else 0].append(k)
                 if len(at) > 1:
-                    lines = sorted((ln for ln in at if ln), key=lambda ln: -len(at[ln]))
+                    # Name the barrier inside a branch when there is one: that is the fix.
+                    conds = {ln: _enclosing_if(self.barrier_file.get(ln, ""), ln)
+                             for ln in at if ln}
+                    lines = sorted((ln for ln in at if ln),
+                                   key=lambda ln: (not conds[ln], -len(at[ln])))
                     line = lines[0]
                     others = [k for ln, ks in at.items() if ln != line for k in ks]
                     other_line = next((ln for ln in at if ln not in (0, line)), 0)
-                    fname = self.barrier_file.get(line, "")
                     self.divergences.append(Divergence(
-                        tuple(block), line, at[line], others, other_line,
-                        _enclosing_if(fname, line) if fname else ""))
+                        tuple(block), line, at[line], others, other_line, conds[line]))
                     break
         for aid, meta in self._shared_meta.items():
             if meta.get("block") != tuple(block):

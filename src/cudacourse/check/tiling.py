@@ -18,6 +18,7 @@ import traceback
 from typing import Any, Iterator
 
 from . import _engine as E
+from . import _observe as O
 
 TILE = 16  # the exercise's tile size (the notebook's setup cell defines the same TILE)
 TPB = 128  # threads per block of the block-sum exercise (a power of two)
@@ -67,78 +68,150 @@ def _poison_hint(what: str) -> str:
             "they were stored), or slots left unwritten at the edges (load 0.0 there)")
 
 
+def _race_or_divergence(obs: O.Observation, name: str, ctx: dict, race_fix: str) -> None:
+    """Barrier mistakes, seen directly (simulator): whatever numbers the run produced."""
+    O.no_return_value(obs, name, "the output array", ctx)
+    O.no_divergent_barrier(obs, name, ctx)
+    if obs.live and obs.races:
+        O.fail("missing_barrier", f"{name} races on shared memory: {obs.race_words()}. "
+               f"{race_fix}", ctx)
+
+
+def _unfilled_words(obs: O.Observation, what: str) -> str:
+    arr, idx, who, line = obs.unfilled[0]
+    slot = ", ".join(map(str, idx))
+    return (f"{O.thread_name(who)} read slot [{slot}] of {arr} (line {line}), which no thread "
+            f"of its block ever stored: {what}")
+
+
 # --- the tiled matmul --------------------------------------------------------------------
 
-def _matmul_case(kernel: Any, a: Any, b: Any, spare: int, ctx: str) -> Any:
+def _matmul_case(kernel: Any, a: Any, b: Any, spare: int, ctx: dict,
+                 obs: O.Observation | None = None) -> Any:
     m, k = a.shape
     n = b.shape[1]
     ga, gb = E.to_device_guarded(a, "a"), E.to_device_guarded(b, "b")
-    out = E.Guarded.make((m, n), E._float32, "c")
+    out = O.output((m, n), "c")
     grid = (math.ceil(n / TILE) + spare, math.ceil(m / TILE))
-    E.launch(kernel, grid, (TILE, TILE), ga.view, gb.view, out.view, name="tiled_matmul")
-    out.check_guards("a write outside c: missing `if row < m and col < n` before the store?")
+    w = obs if obs is not None else O.Observation(False)
+    O.launch(w, kernel, grid, (TILE, TILE), w.watch(ga.view, "a"), w.watch(gb.view, "b"),
+             w.watch(out.view, "c"), name="tiled_matmul", context=ctx,
+             oob=lambda recs, block: _matmul_oob(recs, m, k, n))
+    O.check_guards(out, "a write outside c: missing `if row < m and col < n` before the store?",
+                   ctx)
     if not E._array_equal(ga.result(), a) or not E._array_equal(gb.result(), b):
-        E.fail(f"tiled_matmul changed its inputs a or b; only c should be written [{ctx}].")
+        O.fail("inputs_changed", "tiled_matmul changed its inputs a or b; only c should be "
+               "written.", ctx)
     return out.result()
+
+
+def _matmul_oob(recs: list, m: int, k: int, n: int) -> tuple[str, str]:
+    r = recs[0]
+    axis_name = {("a", 0): "row (m)", ("a", 1): "column (k)", ("b", 0): "row (k)",
+                 ("b", 1): "column (n)", ("c", 0): "row (m)", ("c", 1): "column (n)"}
+    where = axis_name.get((r.array, r.axis), f"axis {r.axis}")
+    verb = "wrote" if r.write else "read"
+    if r.array == "c":
+        return ("out_of_bounds_write",
+                f"{O.thread_name(r.thread)} {verb} c[..] with {where} index {r.index} (size "
+                f"{r.size}, line {r.line}): missing bounds guard on the store, "
+                "`if row < m and col < n`?")
+    return ("out_of_bounds_read",
+            f"{O.thread_name(r.thread)} {verb} {r.array} with {where} index {r.index} (size "
+            f"{r.size}, line {r.line}): missing bounds guard on the tile loads. Past an edge "
+            "of a or b (row >= m, column >= k, ...), store 0.0 in the tile instead of reading.")
 
 
 def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``kernel(a, b, c)``: c = a @ b, launched with TILE x TILE blocks, grid
-    (ceil(n / TILE), ceil(m / TILE)), x along columns; shapes need not be tile multiples."""
+    (ceil(n / TILE), ceil(m / TILE)), x along columns; shapes need not be tile multiples.
+
+    Besides the numbers (twice, as a race may change them): barriers every thread reaches,
+    no shared-memory race between two barriers, partial tiles filled with 0.0, and (in the
+    simulator) about n / TILE reads of each element of a and b, not n.
+    """
     E.require_kernel(kernel, "tiled_matmul", 3)
+    O.replay("check_tiled_matmul", kernel, hidden=hidden, seed=seed)
     gen = E.rng(seed)
     # (m, k, n, spare blocks): edges that are not tile multiples, k over several tiles.
     cases = ([(19, 37, 21, 0), (9, 35, 16, 1), (16, 18, 5, 0)] if not hidden else
              [(21, 40, 7, 1), (17, 20, 18, 0), (5, 50, 9, 0)])
-    with poisoned_shared():
-        for m, k, n, spare in cases:
-            a = E.random_array(gen, (m, k))
-            b = E.random_array(gen, (k, n))
-            ctx = f"a {m}x{k}, b {k}x{n}, blocks of {TILE}x{TILE}"
-            want = a.astype(E._float64) @ b.astype(E._float64)
-            runs = [_matmul_case(kernel, a, b, spare, ctx) for _ in range(2)]
-            for got in runs:
-                finite = got[~E._isnan(got)]
-                if finite.size and E._abs(finite).max() > _BIG:
-                    E.fail(_poison_hint("tiled_matmul") + f" [{ctx}].")
-            kt = k - k % TILE
-            alternatives = {}
-            if kt != k:
-                alternatives["the sum over the first whole tiles of k only (the last, partial "
-                             "tile is skipped: loop over math.ceil(k / TILE) tiles, with 0.0 "
-                             "loaded past the edge)"] = a[:, :kt] @ b[:kt, :]
-            tol = 1e-4 * k
-            for got in runs:
-                try:
-                    E.compare(got, want, name="c", formula="sum over k of a[row, k] * b[k, col]",
-                              rtol=1e-4, atol=tol, context=ctx, alternatives=alternatives)
-                except E.CheckFailure as exc:
-                    if k > TILE and _single_tile_right(kernel, gen, m, n):
-                        E.fail("tiled_matmul is right when k fits in one tile but wrong with "
-                               "several tiles: threads overwrite a tile while others still "
-                               "compute from it. Add the second cuda.syncthreads(), after the "
-                               f"loop over the tile and before the next loads [{ctx}].")
-                    if str(exc).endswith(f"check the arithmetic. [{ctx}]"):
-                        E.fail(f"{exc} (Or a race: are both cuda.syncthreads() there?)")
-                    raise
-            if not E._array_equal(runs[0], runs[1]):
-                E.fail("tiled_matmul gave different results for the same input: a race. Are "
-                       "both cuda.syncthreads() there (after loading a tile, and after using "
-                       f"it, before the next loads overwrite it)? [{ctx}]")
-        _check_reuse(kernel, gen)
+    for m, k, n, spare in cases:
+        a = E.random_array(gen, (m, k))
+        b = E.random_array(gen, (k, n))
+        ctx = {"a": f"{m}x{k}", "b": f"{k}x{n}", "blocks": f"{TILE}x{TILE}"}
+        want = a.astype(E._float64) @ b.astype(E._float64)
+        runs = []
+        for _ in range(2):
+            with O.observing() as obs:
+                runs.append(_matmul_case(kernel, a, b, spare, ctx, obs))
+            if obs.live and obs.races and k > TILE and not _single_tile_races(kernel, gen, m, n):
+                O.no_divergent_barrier(obs, "tiled_matmul", ctx)
+                O.fail("missing_barrier",
+                       f"tiled_matmul races on shared memory when k spans several tiles: "
+                       f"{obs.race_words()}. Threads overwrite a tile while others still "
+                       "compute from it: add the second cuda.syncthreads(), after the loop "
+                       "over the tile and before the next loads.", ctx)
+            _race_or_divergence(obs, "tiled_matmul", ctx,
+                                "Add cuda.syncthreads() after loading the tiles (before any "
+                                "thread computes from them), and a second one after using "
+                                "them (before the next loads overwrite them).")
+        for got in runs:
+            finite = got[~E._isnan(got)]
+            if finite.size and E._abs(finite).max() > _BIG:
+                if obs.live and obs.unfilled:
+                    O.fail("unfilled_tile", _unfilled_words(
+                        obs, "a slot past the edge of a or b must still be filled: load 0.0 "
+                             "there (sa[ty, tx] = a[row, col] if row < m and col < k else "
+                             "0.0)."), ctx)
+                O.fail("missing_barrier", _poison_hint("tiled_matmul") + ".", ctx)
+        kt = k - k % TILE
+        alternatives = {}
+        if kt != k:
+            alternatives["the sum over the first whole tiles of k only (the last, partial "
+                         "tile is skipped: loop over math.ceil(k / TILE) tiles, with 0.0 "
+                         "loaded past the edge)"] = a[:, :kt] @ b[:kt, :]
+            if kt >= TILE:  # the partial tile's empty slots kept the previous tile's values
+                lo = kt - TILE + k % TILE
+                alternatives["a sum in which the last, partial tile's empty slots still "
+                             "hold the previous tile's values: past the edge of a and b, "
+                             "load 0.0 there"] = want + a[:, lo:kt] @ b[lo:kt, :]
+        tol = 1e-4 * k
+        for got in runs:
+            O.no_computed_nan(got, "c", ctx)
+            try:
+                O.compare(got, want, name="c", formula="sum over k of a[row, k] * b[k, col]",
+                          rtol=1e-4, atol=tol, context=ctx, alternatives=alternatives)
+            except E.CheckFailure:
+                if obs.live and obs.stale and kt != k:
+                    O.fail("unfilled_tile",
+                           f"c is wrong and a slot of the last, partial tile kept a value "
+                           f"from the previous tile (read at line {obs.stale[0][3]}): past the "
+                           "edge of a and b, load 0.0 there instead of leaving the slot as "
+                           "it was.", ctx)
+                raise
+        if not E._array_equal(runs[0], runs[1]):
+            O.fail("missing_barrier",
+                   "tiled_matmul gave different results for the same input: a race. Are "
+                   "both cuda.syncthreads() there (after loading a tile, and after using "
+                   "it, before the next loads overwrite it)?", ctx)
+    _check_reuse(kernel, gen)
+    O.passed("tiled_matmul", f"{len(cases)} shapes with partial tiles",
+             "each run twice", "barriers reached by every thread, no shared-memory race",
+             "tiles reused from shared memory", hidden=hidden)
 
 
-def _single_tile_right(kernel: Any, gen: Any, m: int, n: int) -> bool:
-    """Whether the kernel is right for a k that fits in one tile (no tile is reused)."""
+def _single_tile_races(kernel: Any, gen: Any, m: int, n: int) -> bool:
+    """Whether the kernel races even when k fits in one tile (no tile is reloaded)."""
     k = TILE - 3
     a = E.random_array(gen, (m, k))
     b = E.random_array(gen, (k, n))
-    try:
-        got = _matmul_case(kernel, a, b, 0, "one tile")
-    except E.CheckFailure:
-        return False
-    want = a.astype(E._float64) @ b.astype(E._float64)
-    return bool(E._isclose(got, want, rtol=1e-4, atol=1e-4 * k).all())
+    with O.observing() as obs:
+        try:
+            _matmul_case(kernel, a, b, 0, {"k": k})
+        except E.CheckFailure:
+            return True
+    return bool(obs.races)
 
 
 def _check_reuse(kernel: Any, gen: Any) -> None:
@@ -152,21 +225,23 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
         except Exception:  # noqa: BLE001 - an unknown dispatcher: nothing to conclude
             return
         if smem == 0:
-            E.fail("tiled_matmul declares no shared memory: stage TILE x TILE tiles of a and "
-                   "b in cuda.shared.array and compute from those.")
+            O.fail("no_tiles", "tiled_matmul declares no shared memory: stage TILE x TILE "
+                   "tiles of a and b in cuda.shared.array and compute from those.")
         return
     m, k, n = 16, 48, 16
     a = E.random_array(gen, (m, k))
     b = E.random_array(gen, (k, n))
-    ca, na = E.counting_array(a)
-    cb, nb = E.counting_array(b)
-    out = E.Guarded.make((m, n), E._float32, "c")
-    E.launch(kernel, (n // TILE, m // TILE), (TILE, TILE), ca, cb, out.view,
-             name="tiled_matmul")
+    out = O.output((m, n), "c")
+    with O.observing() as obs:
+        O.launch(obs, kernel, (n // TILE, m // TILE), (TILE, TILE),
+                 obs.watch(E.to_device_guarded(a, "a").view, "a"),
+                 obs.watch(E.to_device_guarded(b, "b").view, "b"), out.view,
+                 name="tiled_matmul")
     naive = m * n * k  # reads of a (and of b) by one thread per output, no reuse
-    reads = max(na.n, nb.n)
+    reads = max(obs.log("a").total_reads, obs.log("b").total_reads)
     if reads > naive / 4:
-        E.fail(f"tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
+        O.fail("no_tiles",
+               f"tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
                f"product, as often as a kernel without shared memory ({naive}); a tiled one "
                f"reads each element about n / TILE times ({naive // TILE} reads). Load each "
                "tile into cuda.shared.array once, then compute from shared memory.")
@@ -174,56 +249,111 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
 
 # --- the block sum -------------------------------------------------------------------------
 
+TREE_READS = 3 * int(math.log2(TPB))  # shared-memory reads one thread makes in a tree, at most
+
+
 def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
     """Check ``kernel(x, partial)``: partial[b] = the sum of x[b*TPB : (b+1)*TPB] (elements
-    past the end count as 0), launched with ceil(n / TPB) blocks of TPB threads."""
+    past the end count as 0), launched with ceil(n / TPB) blocks of TPB threads.
+
+    The technique is checked as well as the sums: a tree in shared memory (no thread reads
+    more than a few slots per level: thread 0 adding the block serially fails), barriers
+    that every thread of the block reaches (``syncthreads()`` inside ``if t < s`` fails: it
+    is undefined behaviour), and no race between two barriers. A tree finished with warp
+    shuffles passes.
+    """
     E.require_kernel(kernel, "block_sum", 2)
+    O.replay("check_block_sum", kernel, hidden=hidden, seed=seed)
     gen = E.rng(seed)
     cases = [300, TPB, 77] if not hidden else [260, 1, 200]
-    with poisoned_shared():
-        for n in cases:
-            x = E.random_array(gen, n)
-            blocks = math.ceil(n / TPB)
-            ctx = f"n={n}, {blocks} blocks of {TPB} threads"
-            pad = E._full(blocks * TPB, 0.0, dtype=E._float64)
-            pad[:n] = x
-            want = pad.reshape(blocks, TPB).sum(axis=1)
-            runs = []
-            for _ in range(2):
-                gx = E.to_device_guarded(x, "x")
-                out = E.Guarded.make(blocks, E._float32, "partial")
-                E.launch(kernel, blocks, TPB, gx.view, out.view, name="block_sum")
-                out.check_guards("a write past partial: only thread 0 of each block writes "
-                                 "partial[cuda.blockIdx.x]")
-                runs.append(out.result())
-            for got in runs:
-                _diagnose_sum(got, want, x, n, blocks, ctx)
-            if not E._array_equal(runs[0], runs[1]):
-                E.fail("block_sum gave different results for the same input: a race. Is "
-                       "there a cuda.syncthreads() after the loads and after every level of "
-                       f"the tree? [{ctx}]")
+    for n in cases:
+        x = E.random_array(gen, n)
+        blocks = math.ceil(n / TPB)
+        ctx = {"n": n, "blocks": blocks, "threads_per_block": TPB}
+        pad = E._full(blocks * TPB, 0.0, dtype=E._float64)
+        pad[:n] = x
+        want = pad.reshape(blocks, TPB).sum(axis=1)
+        runs = []
+        for _ in range(2):
+            gx = E.to_device_guarded(x, "x")
+            out = O.output(blocks, "partial")
+            with O.observing() as obs:
+                O.launch(obs, kernel, blocks, TPB, obs.watch(gx.view, "x"),
+                         obs.watch(out.view, "partial"), name="block_sum", context=ctx)
+            _race_or_divergence(obs, "block_sum", ctx,
+                                "Put a cuda.syncthreads() after the loads and after every "
+                                "level of the tree, where every thread of the block reaches "
+                                "it (outside the `if t < s`).")
+            O.check_guards(out, "a write past partial: only thread 0 of each block writes "
+                                "partial[cuda.blockIdx.x]", ctx)
+            runs.append(out.result())
+        for got in runs:
+            _diagnose_sum(got, want, x, n, blocks, ctx, obs)
+        if not E._array_equal(runs[0], runs[1]):
+            O.fail("missing_barrier",
+                   "block_sum gave different results for the same input: a race. Is "
+                   "there a cuda.syncthreads() after the loads and after every level of "
+                   "the tree?", ctx)
+        _check_tree(obs, ctx)
+    O.passed("block_sum", f"{len(cases)} lengths with a partial last block", "each run twice",
+             "a tree in shared memory", "barriers reached by every thread, no race",
+             hidden=hidden)
 
 
-def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: str) -> None:
+def _check_tree(obs: O.Observation, ctx: dict) -> None:
+    """The block is summed by a tree: no thread reads x more than once or more than
+    TREE_READS shared slots (a serial sum by thread 0 reads TPB of them)."""
+    if not obs.live:
+        return
+    who, most = obs.log("x").busiest_reader()
+    if most > 2:
+        O.fail("no_tree",
+               f"{O.thread_name(who)} read {most} elements of x by itself: the block's sum is "
+               "made serially, not by a tree. Each thread loads its own element into shared "
+               "memory; then, for s = TPB // 2, TPB // 4, ..., 1, threads t < s add slot t + s "
+               "into slot t, with cuda.syncthreads() between the levels.", ctx)
+    if obs.shared_reads:
+        who = max(obs.shared_reads, key=obs.shared_reads.get)
+        most = obs.shared_reads[who]
+        if most > TREE_READS:
+            O.fail("no_tree",
+                   f"{O.thread_name(who)} read {most} shared-memory slots by itself, while a "
+                   f"tree over {TPB} threads needs about {2 * int(math.log2(TPB))} per thread: "
+                   "one thread adds the block serially. Halve the number of active threads "
+                   "at each level instead: threads t < s add slot t + s into slot t, for s = "
+                   "TPB // 2 down to 1, with cuda.syncthreads() between the levels.", ctx)
+    elif obs.shuffles and max(obs.shuffles.values()) >= 5:
+        return  # a whole-block shuffle reduction without shared memory: still a tree
+
+
+def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
+                  obs: O.Observation) -> None:
     finite = got[~E._isnan(got)]
     if finite.size and E._abs(finite).max() > _BIG:
-        E.fail(_poison_hint("block_sum") + "; threads past the end of x must store 0.0 in "
-               f"their slot [{ctx}].")
+        if obs.live and obs.unfilled:
+            O.fail("unfilled_tile", _unfilled_words(
+                obs, "threads past the end of x must store 0.0 in their slot "
+                     "(sh[t] = x[i] if i < n else 0.0)."), ctx)
+        O.fail("missing_barrier", _poison_hint("block_sum") + "; threads past the end of x "
+               "must store 0.0 in their slot.", ctx)
+    O.no_computed_nan(got, "partial", ctx)
     tol = 1e-4 * TPB
     ok = E._isclose(got, want, rtol=1e-4, atol=tol)
     if ok.all():
         return
     if E._isnan(got).any():
-        E.compare(got, want, name="partial", formula="the sum of each block's elements",
+        O.compare(got, want, name="partial", formula="the sum of each block's elements",
                   rtol=1e-4, atol=tol, context=ctx)
     if blocks > 1 and E._isclose(got, want[0], rtol=1e-4, atol=tol).all():
-        E.fail("every block returned the sum of the first block's elements: index x with "
+        O.fail("only_first_block",
+               "every block returned the sum of the first block's elements: index x with "
                "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), "
-               f"not cuda.threadIdx.x alone [{ctx}].")
+               "not cuda.threadIdx.x alone.", ctx)
     if ok[:-1].all() and n % TPB:
-        E.fail(f"only the last block, which holds the tail (x[{(blocks - 1) * TPB}:{n}]), is "
+        O.fail("wrong_values",
+               f"only the last block, which holds the tail (x[{(blocks - 1) * TPB}:{n}]), is "
                "wrong: threads past the end of x must add 0.0, and the elements before the "
-               f"end must all be counted [{ctx}].")
+               "end must all be counted.", ctx)
     halves = {
         "the sum of each block's first half only": 0.5,
         "the sum of each block's first quarter only": 0.25,
@@ -233,13 +363,17 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: str) ->
     per = pad.reshape(blocks, TPB)
     for label, frac in halves.items():
         if E._isclose(got, per[:, :int(TPB * frac)].sum(axis=1), rtol=1e-4, atol=tol).all():
-            E.fail(f"partial holds {label}: check the tree's stride. It starts at half the "
+            O.fail("wrong_formula",
+                   f"partial holds {label}: check the tree's stride. It starts at half the "
                    "block (s = TPB // 2), halves each step (s //= 2) and stops after s = 1, "
-                   f"with threads t < s adding slot t + s [{ctx}].")
+                   "with threads t < s adding slot t + s.", ctx)
     if E._isclose(got, per[:, 0], rtol=1e-4, atol=tol).all():
-        E.fail("partial holds just each block's first element: the tree never ran. Check its "
-               f"loop (while s > 0: ...) [{ctx}].")
+        O.fail("wrong_formula",
+               "partial holds just each block's first element: the tree never ran. Check its "
+               "loop (while s > 0: ...).", ctx)
     bad = int(E._flatnonzero(~ok)[0])
-    E.fail(f"partial[{bad}] = {got[bad]!r}, expected {want[bad]!r} (the sum of block {bad}'s "
-           "elements); a missing cuda.syncthreads() between the tree's levels, or a wrong "
-           f"stride, gives this [{ctx}].")
+    fmt = getattr(E, "fmt", repr)
+    O.fail("wrong_values",
+           f"partial[{bad}] = {fmt(got[bad])}, expected {fmt(want[bad])} (the sum of block "
+           f"{bad}'s elements): check the tree's stride (threads t < s add slot t + s, s "
+           "halving from TPB // 2 to 1) and that every thread loads its own element.", ctx)
