@@ -45,12 +45,19 @@ def test_occupancy_curve_covers_the_block_sizes():
     assert max(o.occupancy for o in curve) == 1.0
 
 
-def test_kernel_resources_in_the_simulator_are_labelled_examples():
+def test_kernel_resources_in_the_simulator_come_from_an_sm90_compile_or_are_examples():
     if not device.is_simulator():
         pytest.skip("GPU: see test_kernel_resources_on_gpu")
+    from cudacourse.check import _compile
+
     res = O.kernel_resources(O._copy_scale_kernel(), np.zeros(4, np.float32),
                              np.zeros(4, np.float32), np.float32(2))
-    assert not res.measured and "example numbers" in res.source
+    if _compile.status()[0]:  # the nvidia-nvvm / nvidia-cuda-nvcc wheels are installed
+        assert res.measured and "sm_90" in res.source
+        assert 1 <= res.registers_per_thread <= 255 and res.shared_per_block == 0
+        assert res.max_threads_per_block == 1024
+    else:
+        assert not res.measured and "example numbers" in res.source
 
 
 def test_gpu_only_functions_refuse_in_the_simulator():

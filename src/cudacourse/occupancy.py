@@ -142,11 +142,12 @@ def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
     """Registers, shared and local memory of ``kernel`` compiled for ``args``' types.
 
     On a GPU the numbers come from the compiled kernel (``specialize`` compiles it for those
-    argument types). In the simulator there is no compiled code: the result is
-    ``EXAMPLE_RESOURCES``, whose ``source`` says so.
+    argument types). In the simulator they come from a real sm_90 compile of the same kernel
+    by libNVVM and ptxas from the pip wheels (``cudacourse.check._compile``); without those
+    wheels the result is ``EXAMPLE_RESOURCES``, whose ``source`` says so.
     """
     if is_simulator():
-        return EXAMPLE_RESOURCES
+        return _sm90_resources(kernel, args)
     spec = kernel.specialize(*args)
     return KernelResources(
         registers_per_thread=int(spec.get_regs_per_thread()),
@@ -154,6 +155,29 @@ def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
         local_per_thread=int(spec.get_local_mem_per_thread()),
         max_threads_per_block=int(spec.get_max_threads_per_block()),
         source="compiled kernel (read from the GPU driver)")
+
+
+def _sm90_resources(kernel: Any, args: tuple) -> KernelResources:
+    """The simulator's answer: ptxas's report for an sm_90 build, else the examples."""
+    from .check import _compile
+
+    try:
+        res = _compile.resources(kernel, *args)
+    except _compile.CompileRefused:
+        res = None
+    if res is None:
+        return EXAMPLE_RESOURCES
+    # The most threads a block can have with this many registers: whole warps, each taking
+    # its registers in units of 256 from one of four 16384-register partitions.
+    lim = SMLimits()
+    per_warp = _round_up(max(res.registers, 1) * lim.warp_size, lim.register_unit)
+    warps = lim.register_partitions * ((lim.registers // lim.register_partitions) // per_warp)
+    return KernelResources(
+        registers_per_thread=res.registers, shared_per_block=res.shared,
+        local_per_thread=res.local,
+        max_threads_per_block=min(lim.max_threads_per_block, warps * lim.warp_size),
+        source="compiled for sm_90 by NVVM and ptxas (no GPU here: the simulator runs the "
+               "kernel, the pip-installed compiler reports its resources)")
 
 
 def driver_blocks_per_sm(kernel: Any, args: tuple, threads_per_block: int,
