@@ -62,3 +62,31 @@ def test_every_lesson_source_has_its_master_and_learner_copy():
         text = lesson.read_text()
         assert "# %% [readonly] id=setup\nimport cudacourse" in text, \
             f"{lesson.name}: the first code cell must import cudacourse (it picks the device)"
+
+
+def test_cell_attributes_and_kinds_come_through_jupytext():
+    cells = authoring.parse(SRC)
+    assert [c.kind for c in cells] == ["markdown", "readonly", None, "solution", "tests"]
+    assert cells[4].attrs == {"id": "test_ex", "points": "2.5"}
+    assert [c.lineno for c in cells] == [1, 5, 7, 9, 14]
+
+
+def test_a_lesson_source_round_trips_through_jupytext_unchanged():
+    """What pairing needs: opening the source as a notebook and saving it gives it back."""
+    import jupytext
+
+    for lesson in authoring.lessons():
+        text = lesson.read_text()
+        assert jupytext.writes(jupytext.reads(text, fmt="py:percent"), fmt="py:percent") == text
+
+
+def test_the_course_root_is_found_from_below_and_refused_elsewhere(tmp_path, monkeypatch):
+    (tmp_path / "lessons").mkdir()
+    (tmp_path / "nbgrader_config.py").write_text("")
+    monkeypatch.chdir(tmp_path / "lessons")
+    assert authoring.find_root() == tmp_path
+    assert authoring.lessons() == []
+    other = tmp_path.parent / (tmp_path.name + "_elsewhere")
+    other.mkdir()
+    with pytest.raises(authoring.CourseRootNotFound, match="no course here"):
+        authoring.find_root(other)

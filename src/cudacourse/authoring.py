@@ -1,17 +1,23 @@
 """Lesson sources -> instructor masters -> learner copies.
 
-Lessons are written as reviewable percent-format Python files, ``lessons/NN_topic.py``.
-They are built into the nbgrader masters ``solutions/NN_topic/NN_topic.ipynb`` (never edited
-by hand: edit the ``.py`` and rebuild), which ``nbgrader generate_assignment`` turns into the
+Lessons are written as reviewable percent-format Python files, ``lessons/NN_topic.py``, read
+with jupytext (the ecosystem's tool for text notebooks, which also lets an author open the
+source as a notebook in JupyterLab and save it back: docs/authoring.md, "Pairing"). They
+are built into the nbgrader masters ``solutions/NN_topic/NN_topic.ipynb`` (never edited by
+hand: edit the ``.py`` and rebuild), which ``nbgrader generate_assignment`` turns into the
 learner copies ``notebooks/NN_topic/NN_topic.ipynb``.
 
-Cell markers::
+Cell markers (jupytext keeps them as the cell's title and metadata)::
 
     # %% [markdown]                          markdown; each line starts with "# "
     # %%                                     ordinary code (demo), editable
     # %% [readonly] id=setup                 locked code cell (nbgrader restores it)
     # %% [solution] id=vector_add            autograded answer (### BEGIN/END SOLUTION)
     # %% [tests] id=test_vector_add points=3 autograder tests (### BEGIN/END HIDDEN TESTS)
+
+The course root (the folder holding ``lessons/``, ``nbgrader_config.py``) is found from the
+current directory upwards, or given as ``root``: nothing here depends on where the package
+is installed.
 """
 
 from __future__ import annotations
@@ -25,44 +31,102 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parents[2]
-_MARK = re.compile(r"^# %%(?:\s*\[(?P<kind>[\w-]+)\])?(?P<attrs>.*)$")
 _KINDS = {None, "markdown", "readonly", "solution", "tests"}
+_TITLE = re.compile(r"^\[(?P<kind>[\w-]+)\]$")
+# Keys jupytext adds to a cell's metadata for its own round trip, not lesson attributes.
+_JUPYTEXT_KEYS = {"title", "lines_to_next_cell", "incorrectly_encoded_metadata",
+                  "cell_marker", "region_name"}
 
 
 class LessonSyntaxError(ValueError):
     pass
 
 
+class CourseRootNotFound(FileNotFoundError):
+    pass
+
+
+def find_root(start: str | Path | None = None) -> Path:
+    """The course root: ``start`` (default: the current directory) or the nearest folder
+    above it that holds ``lessons/`` and ``nbgrader_config.py``."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "lessons").is_dir() and (folder / "nbgrader_config.py").is_file():
+            return folder
+    raise CourseRootNotFound(
+        f"no course here: neither {here} nor a folder above it holds lessons/ and "
+        "nbgrader_config.py. Run this from the course checkout, or pass its path.")
+
+
+def __getattr__(name: str) -> Any:
+    """``ROOT``: the course root found from the current directory (that directory itself
+    when there is none, so that importing never fails)."""
+    if name == "ROOT":
+        try:
+            return find_root()
+        except CourseRootNotFound:
+            return Path.cwd()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @dataclass
 class Cell:
     kind: str | None
     attrs: dict[str, str]
-    lines: list[str]
+    source: str
     lineno: int
 
 
+def _attrs(metadata: dict[str, Any]) -> dict[str, str]:
+    """``key=value`` words after the kind: jupytext parses the JSON-like ones (points=3)
+    itself and keeps the rest (id=setup) as one string."""
+    attrs = {k: str(v) for k, v in metadata.items() if k not in _JUPYTEXT_KEYS}
+    for word in metadata.get("incorrectly_encoded_metadata", "").split():
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise LessonSyntaxError(f"cell attribute {word!r} is not key=value")
+        attrs[key] = value
+    return attrs
+
+
 def parse(text: str, name: str = "<lesson>") -> list[Cell]:
-    cells: list[Cell] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        m = _MARK.match(line)
-        if m:
+    """The cells of a percent-format lesson source, read by jupytext."""
+    import jupytext
+
+    lines = text.splitlines()
+    marks = [k for k, line in enumerate(lines, 1) if line.startswith("# %%")]
+    first_text = next((k for k, line in enumerate(lines, 1) if line.strip()), None)
+    if first_text is not None and (not marks or first_text < marks[0]):
+        raise LessonSyntaxError(f"{name}:{first_text}: text before the first '# %%' marker")
+    nb = jupytext.reads(text, fmt="py:percent")
+    if len(nb.cells) != len(marks):
+        raise LessonSyntaxError(f"{name}: {len(marks)} '# %%' markers but jupytext read "
+                                f"{len(nb.cells)} cells")
+    cells = []
+    for lineno, c in zip(marks, nb.cells):
+        title = c.metadata.get("title", "")
+        m = _TITLE.match(title)
+        if c.cell_type == "markdown":
+            kind = "markdown"
+        elif m:
             kind = m.group("kind")
-            if kind not in _KINDS:
-                raise LessonSyntaxError(f"{name}:{lineno}: unknown cell kind [{kind}]")
-            attrs = dict(a.split("=", 1) for a in m.group("attrs").split())
-            cells.append(Cell(kind, attrs, [], lineno))
-        elif cells:
-            cells[-1].lines.append(line)
-        elif line.strip():
-            raise LessonSyntaxError(f"{name}:{lineno}: text before the first '# %%' marker")
+        elif title:
+            raise LessonSyntaxError(f"{name}:{lineno}: unknown cell marker text {title!r}")
+        else:
+            kind = None
+        if kind not in _KINDS:
+            raise LessonSyntaxError(f"{name}:{lineno}: unknown cell kind [{kind}]")
+        cells.append(Cell(kind, _attrs(c.metadata), _strip(c.source), lineno))
     return cells
 
 
-def _strip(lines: list[str]) -> str:
+def _strip(source: str) -> str:
+    """The source without its leading and trailing blank lines."""
+    lines = source.split("\n")
     while lines and not lines[0].strip():
         lines = lines[1:]
     while lines and not lines[-1].strip():
@@ -80,10 +144,9 @@ def to_notebook(text: str, name: str = "<lesson>") -> nbformat.NotebookNode:
     ids: set[str] = set()
     for k, c in enumerate(parse(text, name)):
         if c.kind == "markdown":
-            src = _strip([re.sub(r"^# ?", "", ln) for ln in c.lines])
-            cell = nbformat.v4.new_markdown_cell(src)
+            cell = nbformat.v4.new_markdown_cell(c.source)
         else:
-            cell = nbformat.v4.new_code_cell(_strip(c.lines))
+            cell = nbformat.v4.new_code_cell(c.source)
         gid = c.attrs.get("id")
         if c.kind in ("readonly", "solution", "tests") and not gid:
             raise LessonSyntaxError(f"{name}:{c.lineno}: [{c.kind}] cells need id=...")
@@ -109,40 +172,28 @@ def to_notebook(text: str, name: str = "<lesson>") -> nbformat.NotebookNode:
     return nb
 
 
-def lessons(root: Path = ROOT) -> list[Path]:
-    return sorted((root / "lessons").glob("[0-9][0-9]_*.py"))
+def lessons(root: str | Path | None = None) -> list[Path]:
+    return sorted((find_root(root) / "lessons").glob("[0-9][0-9]_*.py"))
 
 
-def master_path(lesson: Path, root: Path = ROOT) -> Path:
-    return root / "solutions" / lesson.stem / f"{lesson.stem}.ipynb"
+def master_path(lesson: Path, root: str | Path | None = None) -> Path:
+    return find_root(root) / "solutions" / lesson.stem / f"{lesson.stem}.ipynb"
 
 
-def release_path(lesson: Path, root: Path = ROOT) -> Path:
-    return root / "notebooks" / lesson.stem / f"{lesson.stem}.ipynb"
+def release_path(lesson: Path, root: str | Path | None = None) -> Path:
+    return find_root(root) / "notebooks" / lesson.stem / f"{lesson.stem}.ipynb"
 
 
 def render(nb: nbformat.NotebookNode) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def build_masters(root: Path = ROOT) -> list[Path]:
-    """Write every master from its lesson source; return the ones that changed."""
-    changed = []
-    for lesson in lessons(root):
-        out = master_path(lesson, root)
-        text = render(to_notebook(lesson.read_text(), str(lesson)))
-        if not out.exists() or out.read_text() != text:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
-            changed.append(out)
-    return changed
-
-
-def generate_release(assignment: str, root: Path = ROOT) -> str:
+def generate_release(assignment: str, root: str | Path | None = None) -> str:
     """Run ``nbgrader generate_assignment`` in a scratch course; return the learner copy.
 
     A scratch copy keeps the real gradebook untouched and makes the result reproducible.
     """
+    root = find_root(root)
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         shutil.copytree(root / "solutions" / assignment, course / "solutions" / assignment)
@@ -160,12 +211,13 @@ def generate_release(assignment: str, root: Path = ROOT) -> str:
         return render(nb)
 
 
-def build(root: Path = ROOT, check_only: bool = False,
+def build(root: str | Path | None = None, check_only: bool = False,
           only: list[str] | None = None) -> list[str]:
     """Rebuild masters and learner copies; with ``check_only``, report what is stale.
 
     ``only`` limits the work to lessons whose name starts with one of its strings.
     """
+    root = find_root(root)
     stale: list[str] = []
     for lesson in lessons(root):
         if only and not any(lesson.stem.startswith(o) for o in only):
