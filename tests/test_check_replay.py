@@ -4,7 +4,8 @@ functions, closures, notebook cells), the child's verdict comes back with its fi
 on a GPU a sim part goes through the child while in the simulator it runs in-process.
 
 The subprocess runs the simulator on both devices, so these tests run on both; the one
-that needs a GPU parent is marked ``gpu``.
+that needs a GPU parent is marked ``gpu``, and a GPU-mode parent is also exercised here
+without a GPU (a fake H200 and the wheels' compiler, in a subprocess).
 """
 
 from __future__ import annotations
@@ -171,3 +172,95 @@ def test_on_a_gpu_a_sim_part_gives_the_simulators_verdict():
         R.selfcheck_plus_one(plus_one_reads_thrice, n=40, block=32)
     assert info.value.cause == "wrong_technique"
     assert R._STATE["runs"] == runs + 2  # both went through the simulator child
+
+
+# --- a GPU-mode parent, without a GPU --------------------------------------------------------
+
+GPU_MODE_SCRIPT = r'''
+import os, sys, json, importlib.util
+SRC = sys.argv[1]
+spec = importlib.util.spec_from_file_location("_cc_child", os.path.join(SRC, "cudacourse", "check", "_child.py"))
+child = importlib.util.module_from_spec(spec); spec.loader.exec_module(child)
+sys.path.insert(0, SRC)
+child.setup_offline_sm90(child.find_toolkit(), SRC)
+import numpy as np
+import cudacourse
+from numba import cuda
+from cudacourse.check import CheckFailure, _engine as E, _origin, _replay as R
+from cudacourse import vector as V
+out = {"mode": cudacourse.MODE}
+
+@cuda.jit
+def plus_one(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + 1.0
+
+@cuda.jit
+def plus_one_reads_thrice(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + a[i] - a[i] + 1.0
+
+@cuda.jit
+def returns_value(a, out):
+    i = cuda.grid(1)
+    return a[i]
+
+@cuda.jit
+def calls_np_dot(a, out):
+    i = cuda.grid(1)
+    out[i] = np.dot(a, a)
+
+def verdict(fn, *a, **k):
+    try:
+        fn(*a, **k)
+        return "pass"
+    except CheckFailure as exc:
+        return exc.cause + ": " + str(exc)
+
+out["kind"] = _origin.examine(plus_one).kind
+out["device_kind"] = _origin.examine(cuda.jit(device=True)(lambda x: x)).kind
+out["package"] = verdict(E.require_kernel, V._vector_add, "vector_add", 3)
+out["rejit"] = verdict(E.require_kernel, cuda.jit(V._vector_add.py_func), "vector_add", 3)
+x = np.zeros(32, np.float32)
+out["returns"] = verdict(E.launch, returns_value, 1, 32, x, x, name="k")
+out["np_dot"] = verdict(E.launch, calls_np_dot, 1, 32, x, x, name="k")
+out["replay_good"] = verdict(R.selfcheck_plus_one, plus_one, n=40, block=32)
+out["replay_bad"] = verdict(R.selfcheck_plus_one, plus_one_reads_thrice, n=40, block=32)
+out["replays"] = R._STATE["runs"]
+print("RESULT" + json.dumps(out))
+'''
+
+
+@pytest.mark.skipif(isinstance(_compile.toolkit(), str),
+                    reason="needs the nvidia-nvvm/nvidia-cuda-nvcc wheels to build GPU-mode "
+                           "kernels without a GPU (on a GPU, the gpu-marked test covers this)")
+def test_a_gpu_mode_parent_refuses_compiles_and_replays(tmp_path):
+    """A process in GPU mode (a fake H200, the wheels' compiler, no driver): real
+    dispatchers are classified, the course's kernels refused, compile errors put in words
+    by the first launch, and sim parts go through the simulator child."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "gpu_mode.py"
+    script.write_text(GPU_MODE_SCRIPT)
+    src = os.path.dirname(os.path.dirname(os.path.abspath(cudacourse.__file__)))
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM",
+                                                             "CUDACOURSE_DEVICE")}
+    proc = subprocess.run([sys.executable, str(script), src], capture_output=True, text=True,
+                          timeout=300, env=env)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+    assert line, proc.stderr[-2000:]
+    got = json.loads(line[0][len("RESULT"):])
+    assert (got["mode"], got["kind"], got["device_kind"]) == ("gpu", "kernel",
+                                                              "device_function")
+    assert got["package"].startswith("package_kernel") and got["rejit"].startswith(
+        "package_kernel")
+    assert got["returns"].startswith("does_not_compile") and "returns nothing" in got["returns"]
+    assert "kernels cannot call numpy.dot" in got["np_dot"]
+    assert got["replay_good"] == "pass"
+    assert got["replay_bad"].startswith("wrong_technique")
+    assert got["replays"] == 2

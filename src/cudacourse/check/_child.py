@@ -126,7 +126,7 @@ def rebuild(bundle: dict) -> dict:
         exec(code, ns)  # noqa: S102 - the learner's own function, rebuilt
         fn = ns[unit["name"]]
         if unit["jit"] is not None:
-            ns[unit["name"]] = cuda.jit(**unit["jit"])(fn)
+            ns[unit["name"]] = cuda.jit(**_jit_keywords(unit["jit"]))(fn)
     for alias, target in bundle["aliases"].items():
         ns[alias] = ns[target]
     for name, blob in bundle.get("arrays", {}).items():
@@ -135,6 +135,15 @@ def rebuild(bundle: dict) -> dict:
         ns[name] = np.frombuffer(base64.b64decode(blob["data"]), dtype=blob["dtype"]) \
             .reshape(blob["shape"]).copy()
     return ns
+
+
+def _jit_keywords(opts: dict) -> dict:
+    """The options this process's ``cuda.jit`` takes (the simulator's takes fewer)."""
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM:
+        return {k: v for k, v in opts.items() if k in ("device", "fastmath", "inline")}
+    return dict(opts)
 
 
 def argtypes(specs: list) -> tuple:

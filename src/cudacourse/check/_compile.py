@@ -268,7 +268,8 @@ def resources(kernel: Any, *args: Any) -> Resources | None:
 # --- the compiler's reason, in plain words -------------------------------------------------
 
 _RULES: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"must have void return type|return type must be void", re.I),
+    (re.compile(r"must have void return type|return type must be void|"
+                r"No conversion from [\w()\[\], ]+ to none", re.I),
      "a kernel returns nothing: write the result into an output array instead of "
      "`return`ing it (only a @cuda.jit(device=True) function returns a value)"),
     (re.compile(r"built-in function sum>\) found for signature:\s*>>> sum\(list|"
