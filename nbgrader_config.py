@@ -64,3 +64,37 @@ if _executor is not None:
                                            CheckCellMetadata]
     # Per-cell limit while autograding (tests and tools pass --ResilientExecute.timeout=N).
     c.ResilientExecute.timeout = 240
+
+
+# --- questions: formative or graded, per assignment (cudacourse.quiz_mode) -----------------
+# Formative (default): instant right/wrong in the widget, 0 points. Graded: the widget only
+# records a choice, the answer is checked at autograding and explained in the feedback.
+# List the graded assignments, then rebuild their learner copies (./course build NN).
+c.QuizMode.graded = []  # e.g. ["03_memory", "04_shared_memory"]
+c.QuizMode.points = 1  # points per graded question
+
+
+def _load_quiz_mode():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "cudacourse_quiz_mode" in sys.modules:
+        return sys.modules["cudacourse_quiz_mode"].QuizMode
+    spec = importlib.util.find_spec("cudacourse")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "quiz_mode.py"
+    mod_spec = importlib.util.spec_from_file_location("cudacourse_quiz_mode", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules["cudacourse_quiz_mode"] = module
+    mod_spec.loader.exec_module(module)
+    return module.QuizMode
+
+
+_quiz_mode = _load_quiz_mode()
+if _quiz_mode is not None:
+    from nbgrader.converters import GenerateAssignment as _GA
+
+    c.GenerateAssignment.preprocessors = [
+        _quiz_mode, *_GA.class_traits()["preprocessors"].make_dynamic_default()]

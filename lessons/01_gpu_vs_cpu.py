@@ -28,7 +28,11 @@ from numba import cuda
 # executed by ordinary CPU threads, one simulated GPU thread at a time. The simulator is
 # thousands of times slower than a GPU (about 4,400 GPU threads per second on a 2-core
 # laptop), so this notebook uses smaller sizes there, and its timings say nothing about GPU
-# speed. Everything you write is correct on both.
+# speed. A kernel that is correct on a GPU is correct in the simulator; the other way round
+# is not guaranteed: the simulator lets through some mistakes a GPU punishes (it runs one
+# thread at a time, so many races never show, and it does not compile the kernel for the
+# GPU, so some type errors appear only there). The checkers add the GPU's own limits and
+# poison memory to catch what they can; run the notebook on a GPU once to be sure.
 
 # %%
 choice = device.current()
@@ -64,9 +68,9 @@ if choice.gpu:
 quiz.ask("01_gpu_vs_cpu.throughput")
 
 # %% [solution] id=answer_throughput
-# Write the letter of your choice, e.g. answer_throughput = "a"
+# Question 1: What a GPU is built for. Answer as: answer_throughput = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_throughput = "b"
+answer_throughput = "a"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_throughput points=1
@@ -142,8 +146,9 @@ print("matches NumPy:", np.allclose(d_out.copy_to_host(), c_numpy))  # copy back
 quiz.ask("01_gpu_vs_cpu.blocks")
 
 # %% [solution] id=answer_blocks
+# Question 2: Blocks for 1,000 elements. Answer as: answer_blocks = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_blocks = "b"
+answer_blocks = "c"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_blocks points=1
@@ -194,26 +199,28 @@ except AssertionError as err:
     print("rejected:", err)
 
 # %%
-quiz.ask("01_gpu_vs_cpu.guard")
+quiz.ask("01_gpu_vs_cpu.spare_threads")
 
-# %% [solution] id=answer_guard
+# %% [solution] id=answer_spare_threads
+# Question 3: Threads past the end. Answer as: answer_spare_threads = <a number>, within 0.5
 ### BEGIN SOLUTION
-answer_guard = "b"
+answer_spare_threads = 24
 ### END SOLUTION
 
-# %% [tests] id=test_answer_guard points=1
-quiz.grade("01_gpu_vs_cpu.guard", answer_guard)
+# %% [tests] id=test_answer_spare_threads points=1
+quiz.grade("01_gpu_vs_cpu.spare_threads", answer_spare_threads)
 
 # %%
-quiz.ask("01_gpu_vs_cpu.grid")
+quiz.ask("01_gpu_vs_cpu.global_index")
 
-# %% [solution] id=answer_grid
+# %% [solution] id=answer_global_index
+# Question 4: A thread's global index. Answer as: answer_global_index = <a number>, within 0.5
 ### BEGIN SOLUTION
-answer_grid = "c"
+answer_global_index = 677
 ### END SOLUTION
 
-# %% [tests] id=test_answer_grid points=1
-quiz.grade("01_gpu_vs_cpu.grid", answer_grid)
+# %% [tests] id=test_answer_global_index points=1
+quiz.grade("01_gpu_vs_cpu.global_index", answer_global_index)
 
 # %% [markdown]
 # ## 4. Timing CPU against GPU
@@ -248,8 +255,10 @@ plt.show()
 #   GPUs win when data stays on the device for many operations.
 #
 # In the simulator the "GPU" lines are Python threads doing the work one element at a time:
-# they are slow, and that says nothing about a real GPU. Run this notebook on a machine with
-# an NVIDIA GPU to see real numbers.
+# they are slow, and that says nothing about a real GPU. The Numba-CPU line can jump too
+# (from microseconds to milliseconds between neighbouring sizes): on a small or shared
+# machine, starting its worker threads and competing with other processes cost more than
+# the additions. Run this notebook on a machine with an NVIDIA GPU to see real numbers.
 
 # %%
 s = timings.seconds
@@ -266,36 +275,58 @@ if device.is_simulator():
 quiz.ask("01_gpu_vs_cpu.transfers")
 
 # %% [solution] id=answer_transfers
+# Question 5: Where the time goes. Answer as: answer_transfers = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_transfers = "b"
+answer_transfers = "d"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_transfers points=1
 quiz.grade("01_gpu_vs_cpu.transfers", answer_transfers)
 
+# %%
+quiz.ask("01_gpu_vs_cpu.bytes_moved")
+
+# %% [solution] id=answer_bytes_moved
+# Question 6: Bytes a vector add moves. Answer as: answer_bytes_moved = <a number of GB>, within 0.05
+### BEGIN SOLUTION
+answer_bytes_moved = 1.2
+### END SOLUTION
+
+# %% [tests] id=test_answer_bytes_moved points=1
+quiz.grade("01_gpu_vs_cpu.bytes_moved", answer_bytes_moved)
+
+
 # %% [markdown]
 # ## 5. How fast can a vector add go?
 #
-# A vector add does one addition per 12 bytes moved (two 4-byte reads, one 4-byte write): it
-# is **memory-bound**. Its speed limit is the GPU's memory bandwidth, and the honest way to
+# As you just computed, a vector add moves 12 bytes for each addition: it is
+# **memory-bound**. Its speed limit is the GPU's memory bandwidth, and the honest way to
 # measure that limit is a plain device-to-device copy in the same run. The package has several
 # variants of the kernel:
 #
 # - `simple`: one element per thread, as you wrote it;
-# - `grid_stride`: a grid sized to a few waves of the SMs, each thread looping over the array
-#   in steps of the whole grid (fewer blocks to schedule, the same coalesced accesses);
-# - `ilp` and faster ones: each thread loads several elements *before* using any of them.
-#   The GPU hides memory latency by having many loads in flight; more independent loads per
-#   thread means more bytes in flight with the same number of threads.
+# - `grid_stride`: a fixed, smaller grid (a few times as many blocks as the SMs can hold at
+#   once), each thread looping over the array in steps of the whole grid, as lesson 2 shows.
+#   Neighbouring threads still touch neighbouring addresses, which lets the hardware merge
+#   their loads into a few wide memory transactions (*coalescing*, lesson 4);
+# - `ilp` (instruction-level parallelism) and `vec4` (four float32 loaded by one 16-byte
+#   instruction): each thread starts several loads *before* using any of them. The GPU hides
+#   memory latency by having many loads in flight; more independent loads per thread means
+#   more bytes in flight with the same number of threads.
 #
 # A profiler such as Nsight Compute (`ncu --set full python script.py`) would report the
-# simple kernel's DRAM throughput well below the copy's, with warps stalled on "long
-# scoreboard" (waiting for loads); the multi-element variants move more bytes per stall.
+# simple kernel's memory throughput below the copy's, with threads mostly stalled waiting for
+# their loads (Nsight calls that stall "long scoreboard"); the multi-element variants keep
+# more bytes in flight per stall.
 
 # %%
 if device.is_simulator():
     print("Bandwidth needs a real GPU: in the simulator every 'GPU thread' is a Python call, "
-          "so GB/s figures would be meaningless. The variants are still tested for correctness:")
+          "so GB/s figures would be meaningless. Measured on an NVIDIA H200 by the course's "
+          "benchmark (docs/benchmarks.json, 2026-11-30, 2^28 float32, copy = 4,220 GB/s):")
+    for v, ratio in (("simple", 0.82), ("grid_stride", 0.87), ("ilp", 1.04), ("vec4", 1.03)):
+        print(f"  {v:<12} {ratio:.2f} of the copy")
+    print("Here the variants are tested for correctness:")
     for v in cudacourse.vector.VARIANTS:
         x = rng.standard_normal(777, dtype=np.float32)
         ok = np.allclose(cudacourse.vector.vector_add(x, x, variant=v), 2 * x)

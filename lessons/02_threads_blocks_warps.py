@@ -38,14 +38,14 @@ import matplotlib.pyplot as plt
 #
 # `cuda.grid(1)` is `blockIdx.x * blockDim.x + threadIdx.x`, the thread's global index, and
 # `cuda.grid(2)` gives `(x, y)` the same way in two directions. Blocks exist because the
-# hardware schedules them: a block runs on one SM (streaming multiprocessor), its threads can
-# share fast on-chip memory and wait for each other, while different blocks are independent
-# and run in any order.
+# hardware schedules them: a block runs on one SM (streaming multiprocessor), and its
+# threads can cooperate (share a scratchpad on the SM and wait for each other, which
+# lesson 4 teaches), while different blocks are independent and run in any order.
 #
 # For 2D data such as an image this course uses **x for the column** (the contiguous,
 # fast-varying axis) and **y for the row**: `c, r = cuda.grid(2)`, then `img[r, c]`.
-# Neighbouring threads (consecutive x) then read neighbouring addresses, which lesson 3
-# shows is what memory likes.
+# Neighbouring threads (consecutive x) then read neighbouring addresses, which is what
+# memory likes (lesson 4 measures it, as *coalescing*).
 
 # %% [markdown]
 # Which thread handles which element? The kernel `indexing._thread_map_2d` writes, into
@@ -74,8 +74,9 @@ print("the kernel's map equals the formula:", all((g == w).all() for g, w in zip
 quiz.ask("02_threads_blocks_warps.grid_2d")
 
 # %% [solution] id=answer_grid_2d
+# Question 1: A 2D grid for an image. Answer as: answer_grid_2d = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_grid_2d = "b"
+answer_grid_2d = "d"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_grid_2d points=1
@@ -171,8 +172,9 @@ plt.show()
 quiz.ask("02_threads_blocks_warps.grid_stride")
 
 # %% [solution] id=answer_grid_stride
+# Question 2: Elements per thread in a grid-stride loop. Answer as: answer_grid_stride = <a number>, within 0.5
 ### BEGIN SOLUTION
-answer_grid_stride = "c"
+answer_grid_stride = 10
 ### END SOLUTION
 
 # %% [tests] id=test_answer_grid_stride points=1
@@ -235,8 +237,9 @@ plt.show()
 quiz.ask("02_threads_blocks_warps.warp_rows")
 
 # %% [solution] id=answer_warp_rows
+# Question 3: Which threads form a warp. Answer as: answer_warp_rows = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_warp_rows = "b"
+answer_warp_rows = "c"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_warp_rows points=1
@@ -285,8 +288,9 @@ else:
 quiz.ask("02_threads_blocks_warps.divergence")
 
 # %% [solution] id=answer_divergence
+# Question 4: The cost of a divergent branch. Answer as: answer_divergence = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_divergence = "c"
+answer_divergence = "b"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_divergence points=1
@@ -304,11 +308,18 @@ quiz.grade("02_threads_blocks_warps.divergence", answer_divergence)
 # %% [markdown]
 # ## 4. Occupancy
 #
+# Two kinds of on-chip storage matter here. **Registers** hold each thread's private
+# variables; they are the fastest storage there is, and the compiler decides how many a
+# kernel needs per thread (what does not fit *spills* to **local memory**, which despite its
+# name lives in the slow GPU memory). **Shared memory** is a scratchpad on the SM that the
+# threads of one block share; lesson 4 uses it, with `cuda.syncthreads()`, the barrier that
+# makes a block's threads wait for each other.
+#
 # An SM of compute capability 9.0 (H100, H200) has room for at most **64 warps** (2048
-# threads) and **32 blocks**, **65,536 registers** and up to **228 KB of shared memory**,
-# shared by all resident blocks. A block is placed only if all of its registers and shared
-# memory fit, so a kernel that uses many registers per thread, or much shared memory per
-# block, leaves warp slots empty. **Occupancy** = resident warps / 64.
+# threads) and **32 blocks**, **65,536 registers** and **228 KB of shared memory**, shared by
+# all resident blocks (one block may use at most 227 KB of it). A block is placed only if
+# all of its registers and shared memory fit, so a kernel that uses many registers per
+# thread, or much shared memory per block, leaves warp slots empty. **Occupancy** = resident warps / 64.
 #
 # A kernel's resources are fixed when it is compiled. On a GPU `occupancy.kernel_resources`
 # compiles the kernel for the given arguments and reads them from the driver
@@ -351,8 +362,9 @@ for tpb in (32, 128, 256, 1024):
 quiz.ask("02_threads_blocks_warps.occupancy_regs")
 
 # %% [solution] id=answer_occupancy_regs
+# Question 5: Occupancy limited by registers. Answer as: answer_occupancy_regs = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_occupancy_regs = "b"
+answer_occupancy_regs = "a"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_occupancy_regs points=1
@@ -413,8 +425,9 @@ print("match NumPy:", (ballots == warps.warp_ballots_ref(x > 0)).all())
 quiz.ask("02_threads_blocks_warps.shuffle_total")
 
 # %% [solution] id=answer_shuffle_total
+# Question 6: Where a shuffle sum ends up. Answer as: answer_shuffle_total = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_shuffle_total = "b"
+answer_shuffle_total = "d"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_shuffle_total points=1

@@ -1,9 +1,11 @@
 # %% [markdown]
 # # Lesson 3: host and device memory
 #
-# A GPU computes on its own memory. On the NVIDIA H200 that memory moves about 4 TB/s; the
-# link to the host's memory moves about 50 GB/s at best, some 80 times less. So the question
-# of this lesson is not how to compute but **when to move data, and how**:
+# A GPU computes on its own memory. On the NVIDIA H200 that memory moves 4.2 TB/s (a
+# device-to-device copy in this course's benchmark, `docs/benchmarks.json`, 2026-11-30); the
+# link to the host's memory moved 52.6 GB/s on the same machine that day (pinned copies of
+# 1 GiB), some 80 times less. So the question of this lesson is not how to compute but
+# **when to move data, and how**:
 #
 # 1. the explicit lifecycle: allocate, copy in, launch, copy back, free;
 # 2. the copies Numba makes for you when you pass NumPy arrays to a kernel;
@@ -13,7 +15,7 @@
 # 6. mapped (zero-copy) memory, the cost of a launch, CuPy and PyTorch interoperation;
 # 7. a small model of when offloading pays at all.
 #
-# Three exercises are checked by `cudacourse.check`, four questions by the quiz.
+# Three exercises are checked by `cudacourse.check`; six questions ask you to predict or explain.
 
 # %% [readonly] id=setup
 import cudacourse
@@ -109,8 +111,9 @@ else:
 quiz.ask("03_memory.implicit")
 
 # %% [solution] id=answer_implicit
+# Question 1: Copies behind a loop of launches. Answer as: answer_implicit = <a number>, within 0.5
 ### BEGIN SOLUTION
-answer_implicit = "c"
+answer_implicit = 200
 ### END SOLUTION
 
 # %% [tests] id=test_answer_implicit points=1
@@ -156,9 +159,10 @@ cudacourse.check.check_gpu_scale(gpu_scale, hidden=True)
 #
 # The sweep below times host-to-device copies of growing size with CUDA events on a GPU.
 # **In the simulator a "copy" is a NumPy copy timed by the host clock: its numbers say
-# nothing about a GPU**, and the sizes are tiny. When this notebook ran on an NVIDIA H200
-# (2026-11-30, while other tests shared the machine), pinned copies of 16 MiB reached
-# 41 GB/s against 13 GB/s pageable.
+# nothing about a GPU**, and the sizes are tiny. On the NVIDIA H200 of this course's
+# benchmark run (2026-11-30), pinned copies of 1 GiB reached 52.6 GB/s against 6.8 GB/s
+# from pageable memory. In the simulator the plot below shows NumPy copies: the two lines
+# can lie on top of each other, because there is no DMA engine to tell them apart.
 
 # %%
 sizes = device.pick(sim=[2**12, 2**14, 2**16], gpu=[2**k for k in range(12, 30, 2)])
@@ -179,12 +183,26 @@ plt.show()
 quiz.ask("03_memory.pinned")
 
 # %% [solution] id=answer_pinned
+# Question 2: Why pinned memory copies faster. Answer as: answer_pinned = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_pinned = "b"
+answer_pinned = "c"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_pinned points=1
 quiz.grade("03_memory.pinned", answer_pinned)
+
+# %%
+quiz.ask("03_memory.copy_time")
+
+# %% [solution] id=answer_copy_time
+# Question 3: How long a copy takes. Answer as: answer_copy_time = <a number of ms>, within 0.5
+### BEGIN SOLUTION
+answer_copy_time = 16
+### END SOLUTION
+
+# %% [tests] id=test_answer_copy_time points=1
+quiz.grade("03_memory.copy_time", answer_copy_time)
+
 
 # %% [markdown]
 # ## 4. Keep the data on the device
@@ -263,6 +281,63 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ### Streams in Numba, on a small example
+#
+# Five pieces of API make a pipeline. Here they are on a job that is *not* one: two
+# independent arrays, each squared on its own stream.
+#
+# * `s = cuda.stream()` creates a stream. Work issued without one goes to the *default
+#   stream*, which waits for everything else.
+# * Copies take `stream=`: `d.copy_to_device(h, stream=s)`, `d.copy_to_host(h, stream=s)`
+#   (and `cuda.to_device(h, stream=s)`). With a stream they are queued and return at once;
+#   from pinned host memory the copy then really runs while the host goes on.
+# * A launch names its stream as a third value in the brackets:
+#   `kernel[blocks, threads, s](args)`. It runs after the work queued on `s` before it.
+# * `s.synchronize()` waits until everything queued on `s` is done (`cuda.synchronize()`
+#   waits for every stream). Read a host buffer only after that.
+# * Slicing a device array, `d[lo:hi]`, gives a **view**: the same device memory, no copy,
+#   no allocation. Copies and kernels accept a view like any device array, so a chunk of a
+#   big buffer needs no buffer of its own.
+
+# %%
+@cuda.jit
+def square_kernel(x):
+    """x[i] = x[i] ** 2, in place."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] = x[i] * x[i]
+
+
+streams = [cuda.stream(), cuda.stream()]
+hosts = [cuda.pinned_array(6, dtype=np.float32) for _ in streams]  # pinned: async copies
+for j, h in enumerate(hosts):
+    h[:] = np.arange(6) + 10 * j
+devs = [cuda.device_array(6, dtype=np.float32) for _ in streams]  # one buffer per stream
+for h, d, s in zip(hosts, devs, streams):
+    d.copy_to_device(h, stream=s)     # queued on s; returns at once
+    square_kernel[1, 32, s](d)        # on s too: runs after the copy
+    d.copy_to_host(h, stream=s)       # queued on s as well
+for s in streams:
+    s.synchronize()                   # wait for s: now h holds the result
+print("stream 0:", hosts[0], "\nstream 1:", hosts[1])
+
+view = devs[1][2:5]                   # elements 2, 3, 4 of devs[1]: a view, no copy
+square_kernel[1, 32](view)            # default stream; the kernel sees a 3-element array
+print("after squaring the view again:", devs[1].copy_to_host())
+
+# %%
+quiz.ask("03_memory.sync_print")
+
+# %% [solution] id=answer_sync_print
+# Question 4: Reading a result that was only queued. Answer as: answer_sync_print = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_sync_print = "a"
+### END SOLUTION
+
+# %% [tests] id=test_answer_sync_print points=1
+quiz.grade("03_memory.sync_print", answer_sync_print)
+
+# %% [markdown]
 # On a GPU the next cell runs `transfer.pipelined_scale` and draws the bars from CUDA
 # events recorded around each operation, so the picture shows what the hardware did in
 # this run. The simulator has no timing events and runs everything in order: it prints
@@ -336,8 +411,9 @@ cudacourse.check.check_pipelined_scale(pipelined_scale, hidden=True)
 quiz.ask("03_memory.streams")
 
 # %% [solution] id=answer_streams
+# Question 5: Pick the lines that race. Answer as: answer_streams = "<letters>", every one of a, b, c, d that applies, separated by commas
 ### BEGIN SOLUTION
-answer_streams = "d"
+answer_streams = "a, b"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_streams points=1
@@ -423,20 +499,24 @@ else:
 # Moving data costs time whatever the GPU does with it. A small model: the GPU needs
 # `bytes / link bandwidth + flops / GPU throughput` (plus a launch), the CPU needs the
 # larger of `bytes / host memory bandwidth` and `flops / CPU throughput`. The ratio
-# flops per byte is the *arithmetic intensity*. The link and GPU figures are H200
-# measurements (pinned copies 52.6 GB/s, SGEMM 48.8 TFLOP/s, from the project's GPU notes of
-# 2026-11-30; the course's own benchmark measured SGEMM at 51.4 TFLOP/s); the CPU
-# figures (200 GB/s, 1 TFLOP/s) are round assumptions for one server socket.
+# flops per byte is the *arithmetic intensity*. The GPU figures are the NVIDIA H200's, from
+# this course's run of 2026-11-30: cuBLAS SGEMM 51.4 TFLOP/s (`docs/benchmarks.json`) and
+# pinned host-to-device copies of 52.6 GB/s (section 3). The CPU figures (200 GB/s,
+# 1 TFLOP/s) are round assumptions for one server socket.
 
 # %%
-machine = transfer.Machine.h200()
+machine = transfer.Machine(link=52.6e9, gpu_flops=51.4e12, cpu_flops=1.0e12,
+                           cpu_bandwidth=200e9)  # H200, 2026-11-30; CPU: assumptions
 model = transfer.offload_times(np.logspace(-2, 4, 200), nbytes=1e9, machine=machine)
-viz.plot_offload(model, title="1 GB of data on the host: CPU against GPU with copies")
+break_even = transfer.break_even_intensity(1e9, machine)
+viz.plot_offload(model, title="1 GB of data on the host: CPU against GPU with copies",
+                 break_even=break_even)
 plt.show()
-print(f"break-even: {transfer.break_even_intensity(1e9, machine):.1f} FLOP per byte")
+print(f"break-even: {break_even:.1f} FLOP per byte")
 
 # %% [markdown]
-# Element-wise work (an add: about 0.1 FLOP per byte) stays below the break-even point:
+# Element-wise work (a float32 add: 1 FLOP per 12 bytes, about 0.083) stays far below the
+# break-even point:
 # transfer-bound, it is faster on the CPU unless the data already lives on the GPU.
 # Matrix multiplication of large matrices does hundreds of FLOP per byte: compute-bound,
 # it pays many times over. That is why real programs move data to the GPU once and keep
@@ -446,8 +526,9 @@ print(f"break-even: {transfer.break_even_intensity(1e9, machine):.1f} FLOP per b
 quiz.ask("03_memory.offload")
 
 # %% [solution] id=answer_offload
+# Question 6: Whether offloading an add pays. Answer as: answer_offload = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_offload = "a"
+answer_offload = "d"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_offload points=1

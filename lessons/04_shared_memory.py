@@ -1,9 +1,11 @@
 # %% [markdown]
 # # Lesson 4: shared memory and tiling
 #
-# Global memory (HBM) is large and far away: hundreds of cycles per access. Every block
-# also has a small **shared memory** (up to 227 KB per SM on an H200), on the chip, as
-# fast as a register file access when used well, and visible to all threads of the block.
+# Global memory (HBM) is large and far away: hundreds of cycles per access. Every SM also
+# has a small **shared memory** on the chip (228 KB per SM on an H200, compute capability
+# 9.0, of which one block may use up to 227 KB). It is far faster than global memory, though
+# slower than a register, and a block's shared memory is visible to all threads of the
+# block and to no other block.
 #
 # In this lesson:
 #
@@ -120,15 +122,16 @@ with cudacourse.check.tiling.poisoned_shared():
 #   `if` that some threads skip is undefined behaviour (it hangs, or worse).
 
 # %%
-quiz.ask("04_shared_memory.barrier_purpose")
+quiz.ask("04_shared_memory.race_lines")
 
-# %% [solution] id=answer_barrier_purpose
+# %% [solution] id=answer_race_lines
+# Question 1: Pick the lines that race. Answer as: answer_race_lines = "<letters>", every one of a, b, c, d, e that applies, separated by commas
 ### BEGIN SOLUTION
-answer_barrier_purpose = "b"
+answer_race_lines = "d, e"
 ### END SOLUTION
 
-# %% [tests] id=test_answer_barrier_purpose points=1
-quiz.grade("04_shared_memory.barrier_purpose", answer_barrier_purpose)
+# %% [tests] id=test_answer_race_lines points=1
+quiz.grade("04_shared_memory.race_lines", answer_race_lines)
 
 # %% [markdown]
 # ## 2. Matrix multiply, step by step
@@ -200,12 +203,37 @@ cudacourse.check.check_tiled_matmul(tiled_matmul, hidden=True)
 quiz.ask("04_shared_memory.tile_reads")
 
 # %% [solution] id=answer_tile_reads
+# Question 2: Global loads of B in the tiled matmul. Answer as: answer_tile_reads = <a number>, within 0.5
 ### BEGIN SOLUTION
-answer_tile_reads = "c"
+answer_tile_reads = 32
 ### END SOLUTION
 
 # %% [tests] id=test_answer_tile_reads points=1
 quiz.grade("04_shared_memory.tile_reads", answer_tile_reads)
+
+# %%
+quiz.ask("04_shared_memory.barrier_purpose")
+
+# %% [solution] id=answer_barrier_purpose
+# Question 3: The second barrier of the tiled matmul. Answer as: answer_barrier_purpose = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_barrier_purpose = "c"
+### END SOLUTION
+
+# %% [tests] id=test_answer_barrier_purpose points=1
+quiz.grade("04_shared_memory.barrier_purpose", answer_barrier_purpose)
+
+# %%
+quiz.ask("04_shared_memory.smem_blocks")
+
+# %% [solution] id=answer_smem_blocks
+# Question 4: Blocks per SM with 32 x 32 tiles. Answer as: answer_smem_blocks = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_smem_blocks = "a"
+### END SOLUTION
+
+# %% [tests] id=test_answer_smem_blocks points=1
+quiz.grade("04_shared_memory.smem_blocks", answer_smem_blocks)
 
 # %% [markdown]
 # **Step 3, register blocking.** With 16 x 16 tiles every multiply-add still needs two
@@ -381,6 +409,7 @@ fig = viz.plot_bandwidth(bandwidth, copy_bw / 1e9, title=f"sum of {n:,} float32"
 quiz.ask("04_shared_memory.shuffle_barrier")
 
 # %% [solution] id=answer_shuffle_barrier
+# Question 5: Why a warp shuffle needs no barrier. Answer as: answer_shuffle_barrier = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
 answer_shuffle_barrier = "d"
 ### END SOLUTION
@@ -427,8 +456,9 @@ fig = viz.plot_bandwidth(tbw, copy_bw / 1e9, title=f"transpose {shape[0]} x {sha
 quiz.ask("04_shared_memory.padding")
 
 # %% [solution] id=answer_padding
+# Question 6: Banks of a padded tile. Answer as: answer_padding = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_padding = "a"
+answer_padding = "b"
 ### END SOLUTION
 
 # %% [tests] id=test_answer_padding points=1

@@ -55,9 +55,10 @@ else:
 # ## 2. Counting bytes: why unfused attention is memory-bound
 #
 # With 16 heads, S = 16384 and float32, the scores alone are
-# 16 x 16384^2 x 4 bytes = **16 GiB**. The matmuls do 2d = 128 flops per score (for d = 64),
-# but each softmax step (scale, max, subtract, exp, sum, divide) does about one operation per
-# 4-byte score it reads and writes. An H200 needs roughly 15 flops per byte moved to keep its
+# 16 x 16384^2 x 4 bytes = **16 GiB**. The two matmuls do a number of flops per score that
+# grows with d (the second question below counts them: a few hundred for d = 64), but each
+# softmax step (scale, max, subtract, exp, sum, divide) does about one operation per 4-byte
+# score it reads and writes. An H200 needs roughly 15 flops per byte moved to keep its
 # arithmetic busy, so those steps wait on memory. The fused kernel keeps the scores in
 # registers and shared memory; its only extra memory is the output.
 # %%
@@ -70,14 +71,25 @@ for s in (4096, 16384):
 # %%
 quiz.ask("05_fused_attention.scores_memory")
 # %% [solution] id=answer_scores_memory
+# Question 1: Memory for the score matrix. Answer as: answer_scores_memory = <a number of GiB>, within 0.05
 ### BEGIN SOLUTION
-answer_scores_memory = "c"
+answer_scores_memory = 2
 ### END SOLUTION
 # %% [tests] id=test_answer_scores_memory points=1
 quiz.grade("05_fused_attention.scores_memory", answer_scores_memory)
 # %%
+quiz.ask("05_fused_attention.flops_per_score")
+# %% [solution] id=answer_flops_per_score
+# Question 2: FLOPs per score. Answer as: answer_flops_per_score = <a number of FLOP>, within 0.5
+### BEGIN SOLUTION
+answer_flops_per_score = 256
+### END SOLUTION
+# %% [tests] id=test_answer_flops_per_score points=1
+quiz.grade("05_fused_attention.flops_per_score", answer_flops_per_score)
+# %%
 quiz.ask("05_fused_attention.memory_bound")
 # %% [solution] id=answer_memory_bound
+# Question 3: Why the softmax steps are slow. Answer as: answer_memory_bound = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
 answer_memory_bound = "b"
 ### END SOLUTION
@@ -158,8 +170,9 @@ cudacourse.check.check_online_update(online_update, hidden=True)
 # %%
 quiz.ask("05_fused_attention.rescale")
 # %% [solution] id=answer_rescale
+# Question 4: One step of the online softmax. Answer as: answer_rescale = <a number>, within 0.01
 ### BEGIN SOLUTION
-answer_rescale = "d"
+answer_rescale = 1.15
 ### END SOLUTION
 # %% [tests] id=test_answer_rescale points=1
 quiz.grade("05_fused_attention.rescale", answer_rescale)
@@ -235,8 +248,9 @@ cudacourse.check.check_flash_rows(flash_rows, hidden=True)
 # %%
 quiz.ask("05_fused_attention.shared_tiles")
 # %% [solution] id=answer_shared_tiles
+# Question 5: Why K and V go through shared memory. Answer as: answer_shared_tiles = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
-answer_shared_tiles = "a"
+answer_shared_tiles = "d"
 ### END SOLUTION
 # %% [tests] id=test_answer_shared_tiles points=1
 quiz.grade("05_fused_attention.shared_tiles", answer_shared_tiles)
@@ -280,6 +294,7 @@ print("all finite:", np.isfinite(got).all(), "| relative error:",
 # %%
 quiz.ask("05_fused_attention.causal_skip")
 # %% [solution] id=answer_causal_skip
+# Question 6: Tiles a causal block can skip. Answer as: answer_causal_skip = "<letter>", one of a, b, c, d
 ### BEGIN SOLUTION
 answer_causal_skip = "c"
 ### END SOLUTION

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,39 +49,125 @@ def test_build_check_reports_fresh_masters(capsys):
     assert "up to date" in capsys.readouterr().out
 
 
-def test_lab_copies_the_lessons_and_serves_jupyterlab(tmp_path):
-    """`cudacourse lab` (what `./course lab` runs) starts a JupyterLab on the workspace."""
-    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here (the GPU "
-                        "machine's image carries only what executes and grades notebooks)")
+def _free_port() -> int:
     import socket
-    import time
-    import urllib.request
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ws = tmp_path / "ws"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys, cudacourse_cli; sys.exit(cudacourse_cli.main())",
-         "lab", "--workspace", str(ws), "--no-browser", f"--ServerApp.port={port}",
-         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.open_browser=False"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        body = ""
+        return s.getsockname()[1]
+
+
+class _Lab:
+    """A `cudacourse lab` (what `./course lab` runs) on a free port, for one test."""
+
+    def __init__(self, *args: str):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys, cudacourse_cli; sys.exit(cudacourse_cli.main())",
+             "lab", *args, "--no-browser", f"--ServerApp.port={self.port}",
+             "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
+             "--ServerApp.disable_check_xsrf=True", "--ServerApp.open_browser=False"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def get(self, path: str, timeout: float = 5) -> tuple[int, str]:
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, ""
+
+    def post(self, path: str, body: dict) -> dict:
+        import json
+        import urllib.request
+
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read().decode())
+
+    def wait(self) -> str:
+        import time
+
         for _ in range(120):
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=2) as r:
-                    body = r.read().decode()
-                    break
+                status, body = self.get("/lab", timeout=2)
+                if status == 200:
+                    return body
             except OSError:
-                if proc.poll() is not None:
-                    break
-                time.sleep(0.5)
-        assert "JupyterLab" in body, proc.stdout.read() if proc.poll() is not None else body
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/01_gpu_vs_cpu",
-                                    timeout=5) as r:
-            assert "01_gpu_vs_cpu.ipynb" in r.read().decode()
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise AssertionError(self.proc.stdout.read() if self.proc.poll() is not None
+                             else "JupyterLab did not answer")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def _needs_jupyterlab():
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here (the GPU "
+                        "machine's image carries only what executes and grades notebooks)")
+
+
+def test_lab_copies_the_lessons_and_serves_jupyterlab(tmp_path):
+    """The learner's lab: their copies of the lessons, no instructor tools, no news."""
+    _needs_jupyterlab()
+    ws = tmp_path / "ws"
+    lab = _Lab("--workspace", str(ws))
+    try:
+        body = lab.wait()
+        assert "JupyterLab" in body
+        assert lab.get("/api/contents/01_gpu_vs_cpu")[1].count("01_gpu_vs_cpu.ipynb") >= 1
+        # the page config the browser gets disables nbgrader's instructor tools
+        assert "@jupyter/nbgrader:create-assignment" in body
+        assert "@jupyterlab/apputils-extension:announcements" in body
+        assert lab.get("/formgrader")[0] == 404  # server side too
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        lab.close()
     assert (ws / "01_gpu_vs_cpu" / "01_gpu_vs_cpu.ipynb").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(),
+                    reason="reads a kernel's environment from /proc (Linux)")
+def test_kernels_started_by_lab_do_not_inherit_the_cli_variables(tmp_path):
+    """`cudacourse` sets CUDACOURSE_QUIET/CUDACOURSE_CLI for itself; a learner's kernel must
+    not see them (else the setup cell prints no device line and numpy is not checked)."""
+    _needs_jupyterlab()
+    import time
+
+    lab = _Lab("--workspace", str(tmp_path / "ws"))
+    try:
+        lab.wait()
+        kernel = lab.post("/api/kernels", {"name": "python3"})
+        env = None
+        for _ in range(60):  # the kernel is a child process of the server
+            kids = Path(f"/proc/{lab.proc.pid}/task/{lab.proc.pid}/children").read_text().split()
+            if kids:
+                env = Path(f"/proc/{kids[0]}/environ").read_bytes().split(b"\0")
+                break
+            time.sleep(0.5)
+        assert env is not None, "no kernel process"
+        names = {e.split(b"=", 1)[0].decode() for e in env if e}
+        assert "CUDACOURSE_QUIET" not in names and "CUDACOURSE_CLI" not in names
+        assert "JUPYTER_CONFIG_PATH" in names
+        assert kernel["id"]
+    finally:
+        lab.close()
+
+
+def test_instructor_lab_shows_formgrader():
+    _needs_jupyterlab()
+    lab = _Lab("--instructor")
+    try:
+        body = lab.wait()
+        assert "@jupyter/nbgrader:create-assignment" not in body
+        status, page = lab.get("/formgrader", timeout=30)
+        assert status == 200 and "formgrader" in page.lower()
+    finally:
+        lab.close()

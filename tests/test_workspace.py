@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from cudacourse.workspace import sync
@@ -50,3 +52,33 @@ def test_untouched_copy_is_updated_in_place(tmp_path):
     sync(ws, rel)
     assert (ws / "01_x" / "01_x.ipynb").read_text() == "v2"
     assert not (ws / "01_x" / "01_x.new.ipynb").exists()
+
+
+def test_learner_config_hides_instructor_tools_and_the_news(tmp_path):
+    import json
+
+    from cudacourse.workspace import learner_config_dir
+
+    config = learner_config_dir(tmp_path / "ws")
+    assert config.is_relative_to(tmp_path / "ws")  # workspace-local, nothing global changes
+    page = json.loads((config / "labconfig" / "page_config.json").read_text())
+    disabled = {k for k, v in page["disabledExtensions"].items() if v}
+    assert {"@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:formgrader",
+            "@jupyterlab/apputils-extension:announcements"} <= disabled
+    assert "@jupyter/nbgrader:assignment-list" not in disabled  # learners fetch and submit
+    server = json.loads((config / "jupyter_server_config.json").read_text())
+    assert server["ServerApp"]["jpserver_extensions"][
+        "nbgrader.server_extensions.formgrader"] is False
+
+
+def test_lab_environment_drops_the_cli_variables_and_adds_the_config(tmp_path):
+    from cudacourse.workspace import lab_environment
+
+    env = {"CUDACOURSE_QUIET": "1", "CUDACOURSE_CLI": "1", "CUDACOURSE_DEVICE": "sim",
+           "JUPYTER_CONFIG_PATH": "/elsewhere", "PATH": "/bin"}
+    out = lab_environment(env, tmp_path)
+    assert "CUDACOURSE_QUIET" not in out and "CUDACOURSE_CLI" not in out
+    assert out["CUDACOURSE_DEVICE"] == "sim" and out["PATH"] == "/bin"
+    assert out["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(tmp_path), "/elsewhere"]
+    assert "JUPYTER_CONFIG_PATH" not in lab_environment({"CUDACOURSE_CLI": "1"})
+    assert env["CUDACOURSE_CLI"] == "1"  # the caller's dict is left alone

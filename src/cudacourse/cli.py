@@ -121,20 +121,33 @@ def _doctor_sm90(problems: list[str]) -> None:
 
 
 def lab(args: argparse.Namespace) -> int:
-    """Copy new learner notebooks into the workspace (never overwriting) and open JupyterLab."""
-    from .workspace import sync
+    """Open JupyterLab: the learner's workspace, or with ``--instructor`` the course and formgrader.
 
-    ws = sync(Path(args.workspace) if args.workspace else None)
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ws}"]
+    Learners get their own copies of the lessons (copied once, never overwritten) and a
+    JupyterLab without nbgrader's instructor tools. Instructors get JupyterLab in the course
+    root (where ``nbgrader_config.py`` applies), with every tool, opened on formgrader.
+    """
+    from .authoring import ROOT
+    from .workspace import lab_environment, learner_config_dir, sync
+
+    if args.instructor:
+        root, config_dir = ROOT, None
+        start = ["--ServerApp.default_url=/formgrader"]
+    else:
+        root = sync(Path(args.workspace) if args.workspace else None)
+        config_dir, start = learner_config_dir(root), []
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={root}", *start]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI machines often run as root
     cmd += args.rest
-    print("cudacourse: opening JupyterLab in", ws, flush=True)
-    # From the workspace, not the repository: the instructors' nbgrader_config.py (course
-    # root = the repository) must not apply to a learner's server.
-    os.chdir(ws)
-    # Become JupyterLab (no child process left behind when this one is stopped).
-    os.execv(sys.executable, cmd)
+    print("cudacourse: opening JupyterLab in", root,
+          "(instructor: formgrader)" if args.instructor else "", flush=True)
+    # A learner's server runs from the workspace, where the instructors' nbgrader_config.py
+    # (course root = the repository) does not apply; an instructor's from the course root.
+    os.chdir(root)
+    # Become JupyterLab (no child process left behind when this one is stopped), with an
+    # environment its kernels may inherit: without the variables this command set for itself.
+    os.execve(sys.executable, cmd, lab_environment(dict(os.environ), config_dir))
     return 0  # not reached
 
 
@@ -170,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("doctor", help="describe the environment, exit 1 if broken").set_defaults(f=doctor)
     s = sub.add_parser("lab", help="open the course in JupyterLab")
     s.add_argument("--workspace", help="where your notebooks live (default: ./workspace)")
+    s.add_argument("--instructor", action="store_true",
+                   help="open the course root with nbgrader's instructor tools, on formgrader")
     s.set_defaults(f=lab, rest=[])  # other arguments go to JupyterLab
     s = sub.add_parser("build", help="rebuild masters and learner notebooks from lessons/")
     s.add_argument("--check", action="store_true", help="only report stale files")

@@ -1,31 +1,64 @@
 """Concept questions: a bank kept as data, asked inline, graded by nbgrader.
 
 The bank is ``quizzes/<lesson>.toml``. Answers are stored only as salted SHA-256 hashes, so
-neither the bank nor a learner's notebook spells out the right choice. In a notebook::
+neither the bank nor a learner's notebook spells out the key. In a notebook::
 
-    quiz.ask("gpu_vs_cpu.cores")        # widget with instant feedback (text fallback)
-    answer_cores = "b"                  # the learner's choice, in an autograded answer cell
-    quiz.grade("gpu_vs_cpu.cores", answer_cores)   # in the locked test cell
+    quiz.ask("01_gpu_vs_cpu.blocks")      # "Question 2: Blocks for 1,000 elements", a widget
+    answer_blocks = "b"                   # the learner's answer, in an autograded answer cell
+    quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)   # in the locked test cell
+
+Three kinds of question (``kind`` in the bank):
+
+* ``choice`` (the default): one right letter, ``answer_x = "b"``;
+* ``multi``: every letter that applies ("pick the lines that race"), ``answer_x = "a, c"``;
+* ``number``: a number within ``tol`` of the right value, ``answer_x = 4.2``.
 
 A bank entry::
 
     [[question]]
-    id = "cores"
+    id = "blocks"
+    title = "Blocks for 1,000 elements"       # the header, after "Question N:"
+    predict = true                            # it asks to predict or compute
     prompt = "..."
-    choices = { a = "...", b = "..." }
-    answer = "<quiz.answer_hash('gpu_vs_cpu.cores', 'b')>"
-    explain = "why the right answer is right (shown once answered correctly)"
+    choices = { a = "...", b = "...", c = "...", d = "..." }
+    answer = "<cudacourse quiz-hash 01_gpu_vs_cpu.blocks b>"
+    why = { a = "the misconception behind (a)", b = "one line: why (b) is right", ... }
+    explain = "the full explanation: after a right answer, and in graded feedback"
+    hint = "a nudge after a wrong answer (optional)"
+
+A ``number`` question has ``unit``, ``tol`` and ``wrong = [{ value = ..., why = "..." }]`` (the
+values that common mistakes give) instead of ``choices`` and ``why``.
+
+Modes (chosen per assignment by the instructor, see ``cudacourse.quiz_mode``): *formative*
+questions give instant right/wrong feedback and carry no points; *graded* ones record the
+answer (``record``) and are graded only at autograding, with the explanation in the feedback.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import linecache
+import math
+import re
+import textwrap
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
 _SALT = "cudacourse-quiz-v1"
+KINDS = ("choice", "multi", "number")
+
+
+def _digest(qid: str, key: str) -> str:
+    return hashlib.sha256(f"{_SALT}:{qid}:{key}".encode()).hexdigest()
+
+
+def _letters(answer: str) -> list[str]:
+    """ "(B), d " -> ["b", "d"]: forgiving about case, spaces, parentheses and separators."""
+    parts = re.split(r"[\s,;]+", str(answer).strip().lower().replace("(", " ").replace(")", " "))
+    return sorted({p for p in parts if p})
 
 
 @dataclass(frozen=True)
@@ -36,37 +69,121 @@ class Question:
     answer_hash: str
     explain: str
     hint: str
+    title: str = ""
+    kind: str = "choice"
+    number: int = 0  # position in the lesson, from 1
+    why: dict[str, str] = field(default_factory=dict)
+    predict: bool = False
+    unit: str = ""
+    tol: float = 0.0
+    wrong: tuple[tuple[float, str], ...] = ()
 
-    def is_right(self, choice: str) -> bool:
-        return answer_hash(self.qid, choice) == self.answer_hash
+    @property
+    def var(self) -> str:
+        """The learner's answer variable: ``answer_<id>``."""
+        return "answer_" + self.qid.split(".", 1)[1]
+
+    @property
+    def header(self) -> str:
+        return f"Question {self.number}: {self.title}" if self.title else f"Question {self.number}"
+
+    def answer_format(self) -> str:
+        """How to write the answer, e.g. ``answer_blocks = "<letter>"``, one of a, b, c, d."""
+        letters = ", ".join(self.choices)
+        if self.kind == "choice":
+            return f'{self.var} = "<letter>", one of {letters}'
+        if self.kind == "multi":
+            return (f'{self.var} = "<letters>", every one of {letters} that applies, '
+                    'separated by commas')
+        unit = f" of {self.unit}" if self.unit else ""
+        return f"{self.var} = <a number{unit}>, within {self.tol:g}"
+
+    # --- checking -----------------------------------------------------------------------
+    def is_right(self, answer: object) -> bool:
+        if self.kind == "number":
+            x = _as_number(answer)
+            if x is None:
+                return False
+            k = x / self.tol
+            return any(_digest(self.qid, str(int(b))) == self.answer_hash
+                       for b in {math.floor(k), math.ceil(k)})
+        if not isinstance(answer, str):
+            return False
+        return _digest(self.qid, ",".join(_letters(answer))) == self.answer_hash
+
+    def right_choices(self) -> list[str]:
+        """The key, recovered by trying every possible answer (choice and multi only)."""
+        keys = list(self.choices)
+        sizes = [1] if self.kind == "choice" else range(1, len(keys) + 1)
+        for r in sizes:
+            for combo in itertools.combinations(keys, r):
+                if _digest(self.qid, ",".join(sorted(combo))) == self.answer_hash:
+                    return list(combo)
+        raise ValueError(f"{self.qid}: no choice matches the stored answer hash")
+
+    def format_problem(self, answer: object) -> str | None:
+        """Why ``answer`` is not even a well-formed answer, or None."""
+        if self.kind == "number":
+            if isinstance(answer, bool) or _as_number(answer) is None:
+                return f"{self.var} must be a number, e.g. {self.var} = 12.5; got {answer!r}"
+            return None
+        if not isinstance(answer, str):
+            return (f"{self.var} must be a letter in quotes: {self.answer_format()}; "
+                    f"got {answer!r}")
+        picked = _letters(answer)
+        bad = [p for p in picked if p not in self.choices]
+        if bad or not picked:
+            return (f"{answer!r} is not one of the choices {', '.join(self.choices)}: "
+                    f"{self.answer_format()}")
+        if self.kind == "choice" and len(picked) > 1:
+            return f"pick one letter only: {self.answer_format()}"
+        return None
 
     def text(self) -> str:
-        lines = [self.prompt, ""]
+        lines = [self.header, "", self.prompt, ""]
         lines += [f"  ({k}) {v}" for k, v in self.choices.items()]
+        lines += ["", "Answer in the cell below: " + self.answer_format()]
         return "\n".join(lines)
 
 
-def answer_hash(qid: str, choice: str) -> str:
-    """The hash stored in the bank for ``choice`` being the answer to ``qid``."""
-    norm = str(choice).strip().lower().strip("()")
-    return hashlib.sha256(f"{_SALT}:{qid}:{norm}".encode()).hexdigest()
+def _as_number(answer: object) -> float | None:
+    if isinstance(answer, bool):
+        return None
+    try:
+        x = float(str(answer).replace(",", "").replace("_", "")) if isinstance(answer, str) \
+            else float(answer)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
+# --- the bank ----------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def bank(lesson: str) -> dict[str, Question]:
-    """All questions of one lesson's bank, by full id."""
+    """All questions of one lesson's bank, by full id, in the order the lesson asks them."""
     try:
         raw = resources.files("cudacourse.quizzes").joinpath(f"{lesson}.toml").read_text()
     except FileNotFoundError:
         raise KeyError(f"no question bank for lesson {lesson!r}") from None
     data = tomllib.loads(raw)
     out: dict[str, Question] = {}
-    for q in data.get("question", []):
+    for n, q in enumerate(data.get("question", []), 1):
         qid = f"{lesson}.{q['id']}"
         if qid in out:
             raise ValueError(f"duplicate question id {qid}")
-        out[qid] = Question(qid, q["prompt"].strip(), dict(q["choices"]), q["answer"],
-                            q.get("explain", "").strip(), q.get("hint", "").strip())
+        kind = q.get("kind", "choice")
+        if kind not in KINDS:
+            raise ValueError(f"{qid}: kind must be one of {KINDS}, got {kind!r}")
+        if kind == "number" and not q.get("tol", 0) > 0:
+            raise ValueError(f"{qid}: a number question needs tol > 0")
+        out[qid] = Question(
+            qid, q["prompt"].strip(), dict(q.get("choices", {})), q["answer"],
+            q.get("explain", "").strip(), q.get("hint", "").strip(),
+            title=q.get("title", "").strip(), kind=kind, number=n,
+            why={k: v.strip() for k, v in q.get("why", {}).items()},
+            predict=bool(q.get("predict", False)), unit=q.get("unit", ""),
+            tol=float(q.get("tol", 0.0)),
+            wrong=tuple((float(w["value"]), w["why"].strip()) for w in q.get("wrong", [])))
     return out
 
 
@@ -84,64 +201,189 @@ def get(qid: str) -> Question:
         raise KeyError(f"no question {qid!r} in the {lesson!r} bank") from None
 
 
-def feedback(qid: str, choice: str) -> tuple[bool, str]:
-    """(right?, what to tell the learner)."""
+def answer_hash(qid: str, answer: str) -> str:
+    """The hash stored in the bank for ``answer`` being the key to ``qid``.
+
+    For a ``number`` question of the bank, ``answer`` is the value (rounded to ``tol``); for
+    ``multi``, the letters that apply ("a, c").
+    """
+    try:
+        q = get(qid)
+    except KeyError:
+        q = None
+    if q is not None and q.kind == "number":
+        x = _as_number(answer)
+        if x is None:
+            raise ValueError(f"{qid} is a number question; got {answer!r}")
+        return _digest(qid, str(round(x / q.tol)))
+    return _digest(qid, ",".join(_letters(answer)))
+
+
+# --- feedback ----------------------------------------------------------------------------
+def _wrong_why(q: Question, answer: object) -> str:
+    """What the learner's wrong answer most likely got wrong."""
+    if q.kind == "number":
+        x = _as_number(answer)
+        for value, why in q.wrong:
+            if x is not None and abs(x - value) <= q.tol:
+                return why
+        return q.hint or "Work it out again, step by step."
+    picked = _letters(str(answer))
+    if q.kind == "choice":
+        return q.why.get(picked[0]) or q.hint or "Think about it again."
+    right = set(q.right_choices())
+    notes = [f"({k}) {q.why[k]}" for k in picked if k not in right and k in q.why]
+    missing = len(right - set(picked))
+    if missing:
+        notes.append(f"{missing} more {'choice applies' if missing == 1 else 'choices apply'}."
+                     + (f" Hint: {q.hint}" if q.hint else ""))
+    return " ".join(notes) or q.hint
+
+
+def _right_why(q: Question) -> str:
+    if q.kind == "number" or not q.why:
+        return q.explain
+    keys = q.right_choices()
+    return " ".join(q.why[k] for k in keys if k in q.why) or q.explain
+
+
+def feedback(qid: str, answer: object) -> tuple[bool, str]:
+    """(right?, what to tell the learner): the why of their choice, never the key."""
     q = get(qid)
-    key = str(choice).strip().lower().strip("()")
-    if key not in q.choices:
-        return False, f"{choice!r} is not one of the choices {', '.join(q.choices)}."
-    if q.is_right(key):
-        return True, "Right. " + q.explain
-    return False, "Not quite. " + (q.hint or "Think about it again and try another choice.")
+    problem = q.format_problem(answer)
+    if problem:
+        return False, problem
+    if q.is_right(answer):
+        return True, "Right. " + _right_why(q)
+    return False, "Not quite. " + _wrong_why(q, answer)
 
 
-def answer(qid: str, choice: str) -> bool:
-    """Plain-text instant feedback: print it and return whether the choice is right."""
+def answer(qid: str, choice: object) -> bool:
+    """Plain-text instant feedback: print it and return whether the answer is right."""
     ok, text = feedback(qid, choice)
     print(text)
     return ok
 
 
-def grade(qid: str, choice: object) -> None:
-    """For nbgrader test cells: raise AssertionError unless ``choice`` is right."""
+def _show(answer: object) -> str:
+    return f'"{answer}"' if isinstance(answer, str) else repr(answer)
+
+
+def grade(qid: str, choice: object, reveal: bool = False) -> None:
+    """For nbgrader test cells: raise AssertionError, whose message teaches, unless right.
+
+    ``reveal`` (graded mode, after submission) adds the full explanation to both outcomes.
+    """
+    __tracebackhide__ = True  # IPython and pytest show the test cell, not this frame
     q = get(qid)
-    if not isinstance(choice, str):
-        raise AssertionError(f"the answer to {qid} must be one of the letters "
-                             f"{', '.join(map(repr, q.choices))}, got {choice!r}")
-    key = choice.strip().lower().strip("()")
-    if key not in q.choices:
-        raise AssertionError(f"{choice!r} is not one of the choices {', '.join(q.choices)}")
-    if not q.is_right(key):
-        raise AssertionError(f"{choice!r} is not the right answer to {qid}")
+    problem = q.format_problem(choice)
+    extra = f"\n\n{q.explain}" if reveal and q.explain else ""
+    if problem:
+        message = problem
+    elif q.is_right(choice):
+        print(f"{q.header}: right. {_right_why(q)}" + (extra if q.kind != "number" else ""))
+        return
+    else:
+        message = (f"{q.var} = {_show(choice)} is not the right answer to {q.header}. "
+                   f"{_wrong_why(q, choice)}{extra}")
+    _fail(message)
 
 
-def ask(qid: str) -> None:
-    """Show the question; with ipywidgets, choices to click with instant feedback."""
+# IPython shows every frame of a traceback except those marked ``__tracebackhide__``, and
+# never hides the last one, where the exception is raised. So the AssertionError is raised
+# in a one-line frame of its own, without source: the learner sees their test cell and the
+# explanation, not this module's code.
+_WHERE = "<answer check>"
+_RAISE = compile("raise _exc from None", _WHERE, "exec")
+_SHOWN = "# your answer, checked: the explanation is on the last line below\n"
+
+
+def _fail(message: str) -> None:
+    __tracebackhide__ = True
+    # What IPython prints as this frame's source line (mtime None: linecache keeps it).
+    linecache.cache[_WHERE] = (len(_SHOWN), None, [_SHOWN], _WHERE)
+    # Wrapped: a traceback is preformatted text, which notebooks do not wrap.
+    text = "\n\n".join(textwrap.fill(part, 88, break_on_hyphens=False)
+                       for part in message.split("\n\n"))
+    exec(_RAISE, {"_exc": AssertionError(text)})  # noqa: S102 - our own constant code
+
+
+def record(qid: str, choice: object) -> None:
+    """Graded mode, learner side: check only the form of the answer, reveal nothing."""
+    __tracebackhide__ = True
+    q = get(qid)
+    problem = q.format_problem(choice)
+    if problem:
+        _fail(problem)
+    print(f"Recorded {q.var} = {_show(choice)}. {q.header} is graded after you submit; "
+          "the explanation comes with your feedback.")
+
+
+def ask(qid: str, graded: bool = False) -> None:
+    """Show the question; with ipywidgets, a widget (instant feedback unless ``graded``)."""
     q = get(qid)
     from IPython.display import Markdown, display
 
-    md = f"**Question ({qid})** {q.prompt}\n\n" + "\n".join(
+    md = f"**{q.header}.** {q.prompt}\n\n" + "\n".join(
         f"- **({k})** {v}" for k, v in q.choices.items())
+    how = f"\n\nAnswer in the cell below: `{q.answer_format()}`."
+    if graded:
+        how += " This question is graded after you submit: no right or wrong before then."
     try:
         import ipywidgets as w
     except ImportError:
-        display(Markdown(md + f"\n\nCheck a choice with `quiz.answer({qid!r}, 'a')`."))
+        tail = "" if graded else f" Check an answer with `quiz.answer({qid!r}, ...)`."
+        display(Markdown(md + how + tail))
         return
-    display(Markdown(md))
+    display(Markdown(md + how))
     # The choices' text is in the Markdown above (readable anywhere, also where widgets do not
-    # render); the buttons only carry the letters.
-    pick = w.RadioButtons(options=[(f"({k})", k) for k in q.choices], value=None,
-                          description="Your choice:", style={"description_width": "initial"})
-    button = w.Button(description="Check", button_style="primary")
+    # render); the widgets only carry the letters.
+    if q.kind == "choice":
+        pick = w.RadioButtons(options=[(f"({k})", k) for k in q.choices], value=None,
+                              description="Your choice:", style={"description_width": "initial"})
+        boxes: list = [pick]
+
+        def value() -> object:
+            return pick.value
+    elif q.kind == "multi":
+        boxes = [w.Checkbox(description=f"({k})", value=False, indent=False) for k in q.choices]
+
+        def value() -> object:
+            chosen = [k for k, b in zip(q.choices, boxes) if b.value]
+            return ", ".join(chosen) if chosen else None
+    else:
+        num = w.Text(description=f"Your answer{f' ({q.unit})' if q.unit else ''}:",
+                     style={"description_width": "initial"})
+        boxes = [num]
+
+        def value() -> object:
+            return num.value.strip() or None
+    button = w.Button(description="Record" if graded else "Check", button_style="primary")
     out = w.HTML()
 
     def on_click(_: object) -> None:
-        if pick.value is None:
-            out.value = "<i>Pick a choice first.</i>"
+        v = value()
+        if v is None:
+            out.value = "<i>Pick a choice first.</i>" if q.kind != "number" else \
+                "<i>Type a number first.</i>"
             return
-        ok, text = feedback(qid, pick.value)
+        shown = v if q.kind != "number" else _as_number(v)
+        problem = q.format_problem(shown if shown is not None else v)
+        if problem:
+            out.value = f"<span style='color:#b35900'>{_html(problem)}</span>"
+            return
+        line = f"<code>{q.var} = {_html(_show(shown))}</code>"
+        if graded:
+            out.value = f"Now write {line} in the cell below; it is graded after you submit."
+            return
+        ok, text = feedback(qid, shown)
         colour = "#1a7f37" if ok else "#b35900"
-        out.value = f"<span style='color:{colour}'>{text}</span>"
+        more = f" Write {line} in the cell below." if ok else ""
+        out.value = f"<span style='color:{colour}'>{_html(text)}</span>{more}"
 
     button.on_click(on_click)
-    display(w.VBox([pick, button, out]))
+    display(w.VBox([*boxes, button, out]))
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

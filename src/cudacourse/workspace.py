@@ -60,3 +60,52 @@ def sync(workspace: Path | None = None, releases: Path | None = None) -> Path:
                   f"{side.name}")
     state_file.write_text(json.dumps(state, indent=1, sort_keys=True))
     return ws
+
+
+# --- what the learner's JupyterLab shows ---------------------------------------------------
+# Instructor tools that nbgrader installs for everyone: the Create Assignment sidebar, the
+# formgrader and the course list. JupyterLab's news pop-up would cover the first output.
+LEARNER_DISABLED_EXTENSIONS = (
+    "@jupyter/nbgrader:create-assignment",
+    "@jupyter/nbgrader:formgrader",
+    "@jupyter/nbgrader:course-list",
+    "@jupyterlab/apputils-extension:announcements",
+)
+LEARNER_DISABLED_SERVER_EXTENSIONS = (
+    "nbgrader.server_extensions.formgrader",
+    "nbgrader.server_extensions.course_list",
+)
+# Set by the `cudacourse` command for its own process only (quiet import, no numpy refusal
+# while the doctor explains it); a kernel that inherited them would hide the device line
+# and skip the numpy compatibility check.
+CLI_ONLY_VARIABLES = ("CUDACOURSE_QUIET", "CUDACOURSE_CLI")
+
+
+def learner_config_dir(workspace: Path) -> Path:
+    """Write the workspace's own Jupyter configuration (learner view); return its folder.
+
+    It is added to ``JUPYTER_CONFIG_PATH`` by ``lab_environment``, so the learner's own
+    ``~/.jupyter`` settings still apply on top of it and nothing outside the workspace
+    changes.
+    """
+    config = Path(workspace) / ".cudacourse" / "jupyter"
+    (config / "labconfig").mkdir(parents=True, exist_ok=True)
+    page = {"disabledExtensions": {name: True for name in LEARNER_DISABLED_EXTENSIONS}}
+    (config / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1) + "\n")
+    server = {"ServerApp": {"jpserver_extensions": {
+        name: False for name in LEARNER_DISABLED_SERVER_EXTENSIONS}}}
+    (config / "jupyter_server_config.json").write_text(json.dumps(server, indent=1) + "\n")
+    return config
+
+
+def lab_environment(env: dict[str, str], config_dir: Path | None = None) -> dict[str, str]:
+    """The environment JupyterLab (and so every kernel it starts) runs with.
+
+    Drops the variables the ``cudacourse`` command sets for itself; with ``config_dir``
+    (the learner view), puts it first on ``JUPYTER_CONFIG_PATH``.
+    """
+    out = {k: v for k, v in env.items() if k not in CLI_ONLY_VARIABLES}
+    if config_dir is not None:
+        rest = out.get("JUPYTER_CONFIG_PATH", "")
+        out["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in (str(config_dir), rest) if p)
+    return out

@@ -22,8 +22,11 @@ def plot_bandwidth(rows: Sequence[dict[str, float]], title: str = "", ax: Any = 
     """GB/s against copy size for pageable and pinned host memory (``bandwidth_sweep`` rows)."""
     ax = _axes(ax, (6.5, 3.8))
     sizes = [r["bytes"] for r in rows]
-    for label, marker in (("pageable", "o"), ("pinned", "s")):
-        ax.plot(sizes, [r[label] for r in rows], marker=marker, label=label)
+    # Distinct line styles and hollow markers: where the two lines coincide (small copies,
+    # or the simulator, where both are NumPy copies) both stay visible.
+    for label, marker, style in (("pageable", "o", "-"), ("pinned", "s", "--")):
+        ax.plot(sizes, [r[label] for r in rows], marker=marker, linestyle=style,
+                markerfacecolor="none", markersize=7 if label == "pinned" else 5, label=label)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s")
@@ -51,21 +54,29 @@ def plot_timeline(bars: Sequence[Any], title: str = "", unit: str = "ms",
     ax.set_title(title or "pipeline timeline (numbers: chunk)")
     from matplotlib.patches import Patch
 
+    # Outside the axes, so that it never covers a bar.
     ax.legend(handles=[Patch(color=c, label=k) for k, c in _COLOURS.items()],
-              loc="lower right", fontsize=8)
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return ax
 
 
-def plot_offload(model: dict[str, Any], title: str = "", ax: Any = None) -> Any:
-    """CPU and GPU (copies included) time against arithmetic intensity (``offload_times``)."""
+def plot_offload(model: dict[str, Any], title: str = "", ax: Any = None,
+                 break_even: float | None = None) -> Any:
+    """CPU and GPU (copies included) time against arithmetic intensity (``offload_times``).
+
+    ``break_even`` (``transfer.break_even_intensity``) marks the crossing; without it the
+    first sampled intensity where the GPU wins is marked, which is only as fine as the grid.
+    """
     ax = _axes(ax, (6.5, 3.8))
     x = np.asarray(model["intensity"])
     ax.loglog(x, model["cpu"], label="CPU")
     ax.loglog(x, model["gpu"], label="GPU, copies included")
-    wins = np.flatnonzero(np.asarray(model["gpu"]) < np.asarray(model["cpu"]))
-    if wins.size:
-        ax.axvline(x[wins[0]], color="grey", linestyle="--", linewidth=1)
-        ax.text(x[wins[0]], ax.get_ylim()[1], f" GPU wins above {x[wins[0]]:.2g} FLOP/byte",
+    if break_even is None:
+        wins = np.flatnonzero(np.asarray(model["gpu"]) < np.asarray(model["cpu"]))
+        break_even = float(x[wins[0]]) if wins.size else None
+    if break_even is not None and np.isfinite(break_even):
+        ax.axvline(break_even, color="grey", linestyle="--", linewidth=1)
+        ax.text(break_even, ax.get_ylim()[1], f" GPU wins above {break_even:.1f} FLOP/byte",
                 va="top", fontsize=8)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("seconds")

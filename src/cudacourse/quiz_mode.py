@@ -1,0 +1,73 @@
+"""Formative or graded questions, chosen per assignment when the learner copy is generated.
+
+``nbgrader_config.py`` runs ``QuizMode`` first in ``nbgrader generate_assignment`` (which
+``cudacourse build`` runs). The lesson source always holds the formative form::
+
+    quiz.ask("03_memory.pinned")                        # ordinary cell
+    answer_pinned = "b"                                 # solution cell
+    quiz.grade("03_memory.pinned", answer_pinned)       # test cell
+
+* **formative** (the default): instant right/wrong in the widget and in the test cell, which
+  is worth 0 points (a question anyone can check before submitting cannot be worth points);
+* **graded**: the widget records a choice without judging it, the visible test cell only
+  checks the form of the answer (``quiz.record``), and the real check moves into hidden tests
+  that nbgrader puts back at autograding, with the full explanation in the feedback.
+
+Configure in ``nbgrader_config.py``::
+
+    c.QuizMode.graded = ["03_memory"]          # assignments whose questions are graded
+    c.QuizMode.points = 1                      # points per graded question
+
+This module imports nothing from the ``cudacourse`` package (nbgrader loads it by path), so
+the nbgrader process never chooses a device.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool, Float, List, Unicode
+
+_GRADE = re.compile(r'^quiz\.grade\((?P<q>"[\w.]+"),\s*(?P<var>\w+)\)\s*$', re.M)
+_ASK = re.compile(r'^quiz\.ask\((?P<q>"[\w.]+")\)\s*$', re.M)
+
+
+def graded_source(source: str) -> str:
+    """The graded form of a question's test cell: form check visible, grading hidden."""
+    return _GRADE.sub(
+        lambda m: (f"quiz.record({m['q']}, {m['var']})  # graded after you submit\n"
+                   "### BEGIN HIDDEN TESTS\n"
+                   f"quiz.grade({m['q']}, {m['var']}, reveal=True)\n"
+                   "### END HIDDEN TESTS"), source)
+
+
+class QuizMode(Preprocessor):
+    """Rewrite question cells for the assignment's mode (see the module docstring)."""
+
+    graded = List(Unicode(), help="assignments whose questions are graded (hidden until "
+                  "autograding); all others are formative (instant feedback, 0 points)"
+                  ).tag(config=True)
+    points = Float(1.0, help="points per question in a graded assignment").tag(config=True)
+    enabled = Bool(True)  # nbconvert runs a registered preprocessor only when enabled
+
+    def mode(self, assignment: str) -> str:
+        return "graded" if assignment in self.graded else "formative"
+
+    def preprocess(self, nb, resources):  # noqa: ANN001 - nbconvert's signature
+        assignment = resources.get("nbgrader", {}).get("assignment", "")
+        graded = self.mode(assignment) == "graded"
+        nb.metadata.setdefault("cudacourse", {})["quiz_mode"] = self.mode(assignment)
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") and _GRADE.search(cell.source):
+                if graded:
+                    cell.source = graded_source(cell.source)
+                    meta["points"] = self.points
+                else:
+                    meta["points"] = 0.0
+            elif graded and not meta and _ASK.search(cell.source):
+                cell.source = _ASK.sub(lambda m: f"quiz.ask({m['q']}, graded=True)", cell.source)
+        return nb, resources

@@ -1,0 +1,101 @@
+"""Formative or graded questions per assignment, applied by nbgrader generate_assignment."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudacourse import authoring
+from cudacourse.quiz_mode import QuizMode, graded_source
+
+LESSON = '''# %% [readonly] id=setup
+from cudacourse import quiz
+
+# %%
+quiz.ask("01_gpu_vs_cpu.blocks")
+
+# %% [solution] id=answer_blocks
+### BEGIN SOLUTION
+answer_blocks = "c"
+### END SOLUTION
+
+# %% [tests] id=test_answer_blocks points=1
+quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)
+'''
+
+
+def _cells(nb):
+    return {c.get("id"): c for c in nb["cells"]}
+
+
+def test_graded_source_hides_the_check_and_keeps_a_form_check():
+    src = graded_source('quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)')
+    visible, hidden = src.split("### BEGIN HIDDEN TESTS")
+    assert 'quiz.record("01_gpu_vs_cpu.blocks", answer_blocks)' in visible
+    assert "quiz.grade(" not in visible
+    assert 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, reveal=True)' in hidden
+    assert hidden.strip().endswith("### END HIDDEN TESTS")
+
+
+@pytest.mark.parametrize("mode", ["formative", "graded"])
+def test_preprocessor_rewrites_question_cells(mode):
+    nb = authoring.to_notebook(LESSON)
+    pp = QuizMode(graded=["01_x"] if mode == "graded" else [])
+    nb, _ = pp.preprocess(nb, {"nbgrader": {"assignment": "01_x"}})
+    cells = _cells(nb)
+    test = cells["test_answer_blocks"]
+    ask = next(c for c in nb.cells if "quiz.ask" in c.source)
+    assert nb.metadata["cudacourse"]["quiz_mode"] == mode
+    if mode == "graded":
+        assert test.metadata["nbgrader"]["points"] == 1
+        assert "BEGIN HIDDEN TESTS" in test.source and "quiz.record(" in test.source
+        assert ask.source == 'quiz.ask("01_gpu_vs_cpu.blocks", graded=True)'
+    else:
+        assert test.metadata["nbgrader"]["points"] == 0
+        assert test.source == 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)'
+        assert ask.source == 'quiz.ask("01_gpu_vs_cpu.blocks")'
+    assert cells["answer_blocks"].source.count('answer_blocks = "c"') == 1  # untouched
+
+
+def _generate(tmp_path: Path, graded: list[str]) -> tuple[dict, Path]:
+    course = tmp_path / "course"
+    (course / "solutions" / "01_x").mkdir(parents=True)
+    (course / "solutions" / "01_x" / "01_x.ipynb").write_text(
+        authoring.render(authoring.to_notebook(LESSON)))
+    config = (authoring.ROOT / "nbgrader_config.py").read_text()
+    (course / "nbgrader_config.py").write_text(config + f"\nc.QuizMode.graded = {graded!r}\n")
+    env = {**os.environ,
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "01_x",
+                           "--force", f"--db=sqlite:///{course}/gradebook.db"],
+                          cwd=course, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    release = json.loads((course / "notebooks" / "01_x" / "01_x.ipynb").read_text())
+    return release, course / "gradebook.db"
+
+
+def test_generate_assignment_in_graded_mode_keeps_the_key_for_autograding(tmp_path):
+    release, db = _generate(tmp_path, ["01_x"])
+    test = _cells(release)["test_answer_blocks"]
+    source = "".join(test["source"])
+    # the learner copy checks the form only ...
+    assert "quiz.record(" in source and "quiz.grade(" not in source
+    assert test["metadata"]["nbgrader"]["points"] == 1
+    # ... and the gradebook keeps the hidden grading, which autograde puts back
+    with sqlite3.connect(db) as con:
+        (stored,) = con.execute("select source from source_cell where name = "
+                                "'test_answer_blocks'").fetchone()
+    assert 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, reveal=True)' in stored
+
+
+def test_generate_assignment_formative_by_default(tmp_path):
+    release, _ = _generate(tmp_path, [])
+    test = _cells(release)["test_answer_blocks"]
+    assert "".join(test["source"]) == 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)'
+    assert test["metadata"]["nbgrader"]["points"] == 0
