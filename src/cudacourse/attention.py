@@ -443,6 +443,7 @@ class FastConfig:
     tr: int = 4
     tc: int = 4
     prefetch: bool = False  # load the next K, V tile into registers during this one's math
+    maxreg: int = 0  # cap on registers per thread (0: the compiler's choice), for occupancy
 
     def ncg(self) -> int:
         return self.bk // self.tc
@@ -516,6 +517,7 @@ def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool
     TWO = np.float32(2.0)
     ALIGN = None if _numba_sim() else 16  # bytes: 16-byte loads need 16-byte alignment
     PREFETCH = cfg.prefetch
+    opts = {"max_registers": cfg.maxreg} if cfg.maxreg and not _numba_sim() else {}
 
     @cuda.jit(device=True, inline="always")
     def load_kv(k, v, rk, rv, bh, k0, t, seq):
@@ -530,7 +532,7 @@ def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool
                 rk[it] = k[bh, k0 + r, c]
                 rv[it] = v[bh, k0 + r, c]
 
-    @cuda.jit(fastmath=True)
+    @cuda.jit(fastmath=True, **opts)
     def kernel(q, k, v, out, qscale, causal, window, cap2, capk):
         """One block per BQ query rows of one head; scores in the log2 domain."""
         sm = cuda.shared.array(0, float32, alignment=ALIGN)
@@ -776,32 +778,35 @@ def fast_kernel(d: int, cfg: FastConfig | None = None, use_shuffles: bool | None
 _RAISED: set = set()
 
 
-def _allow_shared(kern: Any, args: tuple, nbytes: int) -> None:
-    """Raise the kernel's dynamic shared-memory limit above the default 48 KiB (GPU only).
+def _launch_with_shared(kern: Any, grid: tuple, threads: int, nbytes: int, args: tuple) -> None:
+    """Launch ``kern`` with ``nbytes`` of dynamic shared memory, above 48 KiB too.
 
-    A block may use up to 227 KiB on sm_90, but only after cuFuncSetAttribute says so for
-    the compiled function; Numba has no option for it, so it is set on the driver handle.
+    A block may use up to 227 KiB on sm_90, but only once the compiled function's limit is
+    raised (cuFuncSetAttribute in CUDA C); Numba has no option for it, so a pre-launch
+    callback sets it on the driver handle of the kernel Numba picked, once per kernel.
     """
-    if nbytes <= 48 * 1024 or _numba_sim():
-        return
-    from numba import typeof
-    from numba.cuda.cudadrv import driver as drv
+    launch = kern[grid, threads, 0, nbytes]
+    if nbytes > 48 * 1024 and not _numba_sim():
+        launch.pre_launch_callbacks.append(
+            lambda kernel, _config: _allow_shared(kernel, nbytes))
+    launch(*args)
 
-    argtypes = tuple(typeof(a) for a in args)
-    key = (id(kern), argtypes, nbytes)
+
+def _allow_shared(kernel: Any, nbytes: int) -> None:
+    key = (id(kernel), nbytes)
     if key in _RAISED:
         return
-    cufunc = kern.compile(argtypes)._codelibrary.get_cufunc()
-    if drv.USE_NV_BINDING:
-        attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        drv.driver.cuFuncSetAttribute(cufunc.handle, attr, nbytes)
-    else:
-        import ctypes
+    from cuda.bindings import driver as cu
 
-        rc = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(
-            cufunc.handle, ctypes.c_int(8), ctypes.c_int(nbytes))
-        if rc:
-            raise RuntimeError(f"cuFuncSetAttribute(max dynamic shared = {nbytes}) failed: {rc}")
+    handle = kernel._codelibrary.get_cufunc().handle
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    if isinstance(handle, cu.CUkernel):  # cuda.core loads kernels from a library
+        err, = cu.cuKernelSetAttribute(attr, nbytes, handle,
+                                       cu.CUdevice(cuda.get_current_device().id))
+    else:
+        err, = cu.cuFuncSetAttribute(handle, attr, nbytes)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cannot allow {nbytes} bytes of dynamic shared memory: {err}")
     _RAISED.add(key)
 
 
@@ -881,9 +886,8 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
             cap2 = float(softcap) * LOG2E if softcap is not None else 1.0
             args = (dq, dk, dv, dout, np.float32(scale * LOG2E), bool(causal),
                     np.int32(window or 0), np.float32(cap2), np.float32(2.0 * LOG2E / cap2))
-            _allow_shared(kern, args, kern.shared_bytes)
             grid = ((seq + cfg.bq - 1) // cfg.bq, bh)
-            kern[grid, cfg.threads(), 0, kern.shared_bytes](*args)
+            _launch_with_shared(kern, grid, cfg.threads(), kern.shared_bytes, args)
     if on_host:
         return return_like_input(dout, out, on_host, shape)
     if out is not None:

@@ -261,7 +261,7 @@ else:
 
 
 def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_rows: int = 4,
-                             max_registers: int | None = None):
+                             max_registers: int | None = None, double_buffer: bool = False):
     """Like ``_make_register_kernel`` (with prefetch), but each thread reads its A and B
     slices from shared memory 16 bytes at a time.
 
@@ -275,6 +275,9 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
     The 32 threads of a warp cover ``warp_rows`` x (32 / warp_rows) positions of the thread
     grid: with 4 x 8 a warp's B loads touch 8 distinct 16-byte words (128 contiguous bytes)
     and its A loads 4 (broadcast to the 8 threads sharing a row group).
+
+    ``double_buffer``: two shared copies of each tile, so that the next tile is stored while
+    other threads still read this one: one barrier per k-slice instead of two.
     """
     assert tm % 4 == 0 and tn % 4 == 0, "outputs per thread must be groups of 4"
     tx_n = bn // tn
@@ -291,6 +294,11 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
     sb_groups = bn // 4
     sa_size = bk * sa_cols  # closure constants: shared array sizes must be literals
     sb_size = bk * bn
+    nbuf = 2 if double_buffer else 1
+    sa_alloc = nbuf * sa_size
+    sb_alloc = nbuf * sb_size
+    sa_gsize = sa_size // 4  # one buffer, in 16-byte groups
+    sb_gsize = sb_size // 4
     a_loads = bm * bk // threads
     b_loads = bk * bn // threads
     assert a_loads * threads == bm * bk and b_loads * threads == bk * bn
@@ -318,8 +326,8 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
     @cuda.jit(fastmath=True, **opts)
     def kernel(a, b, c):
         """c tile = A row panel @ B column panel, 16-byte shared loads."""
-        sa = cuda.shared.array(sa_size, float32, alignment=_SHARED_ALIGN)
-        sb = cuda.shared.array(sb_size, float32, alignment=_SHARED_ALIGN)
+        sa = cuda.shared.array(sa_alloc, float32, alignment=_SHARED_ALIGN)
+        sb = cuda.shared.array(sb_alloc, float32, alignment=_SHARED_ALIGN)
         acc = cuda.local.array((tm, tn), float32)
         fa = cuda.local.array(tm, float32)
         fb = cuda.local.array(tn, float32)
@@ -341,17 +349,26 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
                 acc[i, j] = float32(0.0)
 
         load_tiles(a, b, ra, rb, tid, row0, col0, 0)
-        for k0 in range(0, k, bk):
+        if double_buffer:
             for q in range(a_loads):
                 e = tid + q * threads
                 sa[(e % bk) * sa_cols + e // bk] = ra[q]
             for q in range(b_loads):
-                sb[tid + q * threads] = rb[q]  # sb[kk, cc] at kk * bn + cc
+                sb[tid + q * threads] = rb[q]
             cuda.syncthreads()
+        for k0 in range(0, k, bk):
+            cur = (k0 // bk) % nbuf
+            if not double_buffer:
+                for q in range(a_loads):
+                    e = tid + q * threads
+                    sa[(e % bk) * sa_cols + e // bk] = ra[q]
+                for q in range(b_loads):
+                    sb[tid + q * threads] = rb[q]  # sb[kk, cc] at kk * bn + cc
+                cuda.syncthreads()
             load_tiles(a, b, ra, rb, tid, row0, col0, k0 + bk)  # arrives during the math
             for kk in range(bk):
-                ga = kk * sa_groups + ty
-                gb = kk * sb_groups + tx
+                ga = cur * sa_gsize + kk * sa_groups + ty
+                gb = cur * sb_gsize + kk * sb_groups + tx
                 for g in range(ga_n):
                     fa[4 * g], fa[4 * g + 1], fa[4 * g + 2], fa[4 * g + 3] = \
                         _load4_shared(sa, ga + g * ty_n)
@@ -361,6 +378,13 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
                 for i in range(tm):
                     for j in range(tn):
                         acc[i, j] += fa[i] * fb[j]
+            if double_buffer and k0 + bk < k:  # the other buffer: read by no one now
+                nxt = (1 - cur) * sa_size
+                for q in range(a_loads):
+                    e = tid + q * threads
+                    sa[nxt + (e % bk) * sa_cols + e // bk] = ra[q]
+                for q in range(b_loads):
+                    sb[(1 - cur) * sb_size + tid + q * threads] = rb[q]
             cuda.syncthreads()
 
         for i in range(tm):
