@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Autograde lesson 1's sample submissions on this machine and compare with the expected
 # scores, which are the same in the simulator (tests/test_grading.py asserts them there).
-# Meant for the GPU machine, from the repository root:
+# Meant for a GPU machine, from the repository root:
 #
-#     bash .whl/on-device.sh bash tools/gpu_grading_check.sh
+#     bash tools/gpu_grading_check.sh
 #
+# (on the offline H200 machine: `bash .whl/on-device.sh bash tools/gpu_grading_check.sh`,
+# with the wheelhouse that ../shared/gpu/wheelhouse.sh writes; it is not in this repository).
 # Prints each sample's score, writes $OUT/grading_scores.json (scores, expectations, the
 # kernel's device line, per-cell errors and stderr of graded cells), $OUT/autograde.log and
 # the autograded notebooks of two samples. It also grades the correct sample once more with

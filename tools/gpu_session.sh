@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# One batched session on the GPU machine (no network), from the repository root:
-#   bash .whl/on-device.sh bash tools/gpu_session.sh [probe] [tests] [bench] [grading]
+# One batched session on a GPU machine, from the repository root:
+#   bash tools/gpu_session.sh [probe] [tests] [bench] [grading] [tests_and_grading]
+# (no steps: probe tests bench grading). On the offline H200 machine prefix it with
+# `bash .whl/on-device.sh`: the wheelhouse that ../shared/gpu/wheelhouse.sh writes (not part
+# of this repository; see shared/gpu/README.md).
 # Writes logs and results under $OUT (at most 8 files come back: notebooks are tarred).
 set -uo pipefail
 FINAL=${OUT:-$PWD/.gpu-out}; mkdir -p "$FINAL"

@@ -7,6 +7,9 @@ H200 answers the driver probe; no driver call is ever made), and Numba uses libN
 libdevice and ptxas from the nvidia-nvvm / nvidia-cuda-nvcc pip wheels (or $CUDA_HOME).
 After this, ``cuda.compile_ptx(..., cc=(9, 0))`` works, and ``PTXAS -v`` reports registers,
 spills and shared memory.
+
+Usage: ``import offline_sm90`` first in a tool that lives in tools/ (``python
+tools/ptx_matmul.py``), or ``python tools/offline_sm90.py`` to print the toolkit it found.
 """
 import importlib.util
 import os
@@ -31,3 +34,6 @@ _child.setup_offline_sm90(TOOLKIT, _SRC)
 import cudacourse  # noqa: E402
 
 assert cudacourse.MODE == "gpu"
+
+if __name__ == "__main__":
+    print(f"CUDA toolkit: {CUDA}\nptxas: {PTXAS}\ncudacourse mode: {cudacourse.MODE} (sm_90, offline)")

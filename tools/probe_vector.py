@@ -2,8 +2,10 @@
 
     python tools/probe_vector.py [--json PATH] [--n N] [--quick]
 
-Run it on the GPU machine (on-device: ``bash .whl/on-device.sh python3 tools/probe_vector.py
---json $OUT/probe_vector.json``). For each candidate (kernel x threads per block x work per
+Run it on a GPU machine from the repository root (on the offline H200 machine prefix it with
+``bash .whl/on-device.sh``, the wheelhouse ``../shared/gpu/wheelhouse.sh`` writes; it is not
+in this repository). Until ``cudacourse bench sweep`` replaces it, this is where
+``vector.REGISTRY``'s best configuration is chosen. For each candidate (kernel x threads per block x work per
 thread x grid size x cache hint) it
 
 1. checks the result exactly (out == a + b for every element, outputs poisoned with NaN
@@ -13,7 +15,7 @@ thread x grid size x cache hint) it
 3. re-times the fastest few, interleaved, to separate real differences from noise.
 
 It prints a table (GB/s and fraction of the device-to-device copy measured in the same run)
-and the line to paste into ``src/cudacourse/vector.py`` as ``BEST``.
+and the configuration to paste into ``src/cudacourse/vector.py`` as ``REGISTRY``'s ``best``.
 """
 
 from __future__ import annotations
