@@ -78,12 +78,18 @@ def plot_warps(block: tuple[int, int], ax: Any = None) -> Any:
 def plot_coverage(counts: dict[str, np.ndarray], ax: Any = None) -> Any:
     """How many threads handled each element, one line per launch variant."""
     ax = _axes(ax, (8, 2.8))
+    # Offset and styled apart, so that two variants with the same count stay visible; the
+    # legend sits above the axes, never on the data.
+    styles = ("-", "--", ":", "-.")
     for k, (label, c) in enumerate(counts.items()):
-        ax.step(np.arange(c.size), c + 0.04 * k, where="mid", label=label)
+        ax.step(np.arange(c.size), c + 0.08 * k, where="mid", label=label,
+                linestyle=styles[k % len(styles)], linewidth=1.6)
     ax.set_xlabel("element index")
     ax.set_ylabel("threads that handled it")
     ax.set_yticks([0, 1, 2])
-    ax.legend(loc="lower left", fontsize=8)
+    ax.set_ylim(-0.3, 2.3)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(counts), fontsize=8,
+              frameon=False)
     return ax
 
 
@@ -103,14 +109,19 @@ def plot_passes(passes: dict[str, np.ndarray], ax: Any = None) -> Any:
 def plot_occupancy(curves: dict[str, Sequence[Any]], ax: Any = None) -> Any:
     """Occupancy against block size; ``curves`` maps a label to a list of ``Occupancy``."""
     ax = _axes(ax, (8, 3.4))
-    for label, occ in curves.items():
+    # Curves can coincide (a kernel at 32 registers is the 32-register curve): distinct line
+    # styles and hollow markers keep every one visible.
+    styles = (("-", "."), ("--", "o"), (":", "s"), ("-.", "^"))
+    for k, (label, occ) in enumerate(curves.items()):
+        style, marker = styles[k % len(styles)]
         ax.plot([o.threads_per_block for o in occ], [100 * o.occupancy for o in occ],
-                marker=".", label=label)
+                linestyle=style, marker=marker, markerfacecolor="none", markersize=4 + k,
+                label=label)
     ax.set_xlabel("threads per block")
     ax.set_ylabel("occupancy (% of 64 warps)")
     ax.set_ylim(0, 105)
     ax.set_xticks([32, 128, 256, 384, 512, 640, 768, 896, 1024])
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the data
     ax.grid(alpha=0.3)
     return ax
 
