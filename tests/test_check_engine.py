@@ -111,7 +111,7 @@ def test_wrapped_text_puts_the_diagnosis_alone_first():
     exc = CheckFailure(long, cause="wrong_values", hint="fix it", context={"n": 3})
     lines = exc.wrapped().splitlines()
     assert all(len(line) <= E.WIDTH for line in lines)
-    assert lines[0].startswith("x" * 20)
+    assert lines[0].startswith("x" * 20) and len("CheckFailure: " + lines[0]) <= E.WIDTH
     assert lines[-2].startswith("Fix: Fix it") and lines[-1] == "Case: n=3"
 
 
@@ -190,7 +190,7 @@ def _package_copies():
     """The course's own vector kernel: itself, re-jitted, and re-made from its source."""
     ns: dict = {}
     exec(inspect.getsource(V._vector_add.py_func), vars(V).copy(), ns)  # noqa: S102
-    copy = next(v for k, v in ns.items() if k == "_vector_add")
+    copy = getattr(ns["_vector_add"], "py_func", ns["_vector_add"])  # the source's @cuda.jit
     return [V._vector_add, cuda.jit(V._vector_add.py_func), cuda.jit(copy)]
 
 
@@ -299,3 +299,37 @@ def test_check_cell_timing_is_reported(capsys):
     seconds = time.perf_counter() - t0
     with capsys.disabled():
         print(f"\n[timing] check_vector_add, a right kernel, {cudacourse.MODE}: {seconds:.2f} s")
+
+
+NOTEBOOK_SCRIPT = r'''
+import os
+from IPython.core.interactiveshell import InteractiveShell
+sh = InteractiveShell.instance(colors="NoColor")
+sh.run_cell("import cudacourse, cudacourse.check\nfrom numba import cuda")
+sh.run_cell("""@cuda.jit
+def vector_add(a, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i]""")
+print("@@CELL@@")
+sh.run_cell("cudacourse.check.check_vector_add(vector_add)")
+'''
+
+
+def test_a_notebook_shows_the_diagnosis_and_not_the_checkers_insides(tmp_path):
+    """What a learner sees in JupyterLab: IPython's traceback of a failing check cell."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "cell.py"
+    script.write_text(NOTEBOOK_SCRIPT)
+    env = dict(os.environ, CUDACOURSE_QUIET="1")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env=env)
+    shown = proc.stdout.split("@@CELL@@", 1)[-1]
+    assert "CheckFailure: vector_add must take 3 parameters, yours takes 2." in shown, shown
+    assert "in check_vector_add(" in shown  # the one checker frame IPython always shows
+    assert "_engine.py" not in shown and "check/vector.py" not in shown
+    message = shown[shown.index("CheckFailure: "):]
+    assert all(len(line) <= E.WIDTH for line in message.splitlines())

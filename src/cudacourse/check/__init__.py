@@ -41,19 +41,31 @@ def _in_ipython() -> bool:
         return False
 
 
+def _clean(failure: CheckFailure) -> CheckFailure:
+    """The failure as a learner sees it: no checker frames, no chained exceptions, and under
+    IPython its text wrapped to the notebook's width."""
+    if _in_ipython():
+        failure.args = (failure.wrapped(),)
+    return failure.with_traceback(None)
+
+
 def _public(fn):
-    """The checker as learners call it: its failure without the checker's own frames."""
+    """The checker as learners call it: its failure without the checker's own frames.
+
+    IPython always shows the frame that raised, so that frame is this one, named after the
+    checker, and its lines say where to look.
+    """
 
     @functools.wraps(fn)
     def check(*args, **kwargs):
-        __tracebackhide__ = True  # pytest and IPython hide this frame too
+        __tracebackhide__ = True  # pytest hides this frame
         try:
             return fn(*args, **kwargs)
-        except CheckFailure as exc:
-            if _in_ipython():
-                exc.args = (exc.wrapped(),)
-            raise exc.with_traceback(None) from None
+        except CheckFailure as failure:
+            # Your code did not pass this check: the reason is printed below.
+            raise _clean(failure) from None
 
+    check.__code__ = check.__code__.replace(co_name=fn.__name__, co_qualname=fn.__name__)
     return check
 
 

@@ -133,10 +133,12 @@ class CheckFailure(AssertionError):
         return " ".join(p for p in parts if p)
 
     def wrapped(self, width: int = WIDTH) -> str:
-        """The text wrapped for a notebook: the diagnosis alone on the first lines."""
+        """The text wrapped for a notebook: the diagnosis alone on the first lines (the
+        first one shorter, as the traceback prints ``CheckFailure: `` before it)."""
         import textwrap
 
-        lines = [textwrap.fill(self.message, width)]
+        head = " " * len("CheckFailure: ")  # the first line follows the exception's name
+        lines = [textwrap.fill(self.message, width, initial_indent=head)[len(head):]]
         if self.hint and self.hint not in self.message:
             lines.append(textwrap.fill("Fix: " + self.hint, width))
         if self.context:

@@ -42,8 +42,8 @@ def jit_options(obj: Any) -> dict | None:
     if not _origin.is_dispatcher(obj):
         return None
     opts = dict(getattr(obj, "targetoptions", None) or {})
-    keep = {k: opts[k] for k in ("device", "fastmath", "max_registers", "lineinfo", "inline")
-            if k in opts and isinstance(opts[k], (bool, int, str))}
+    keep = {k: opts[k] for k in ("device", "fastmath", "max_registers", "inline")
+            if opts.get(k) and isinstance(opts[k], (bool, int, str))}  # non-defaults only
     if _origin.is_device_function(obj):
         keep["device"] = True
     if getattr(obj, "_fastmath", False):
