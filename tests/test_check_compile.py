@@ -211,3 +211,43 @@ def test_doctor_says_whether_kernels_are_compiled_for_real(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "kernels NOT compiled for a GPU: the nvidia-nvvm wheel is not installed" in out
     assert not problems  # a platform without the wheels is a fallback, not a failure
+
+
+@cuda.jit
+def scale_with_np_dot(x, out, alpha):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = np.dot(x, x) * alpha
+
+
+def gpu_scale_launching_np_dot(x, alpha):
+    d = cuda.to_device(x)
+    out = cuda.device_array_like(d)
+    scale_with_np_dot[(x.size + 127) // 128, 128](d, out, alpha)
+    return out.copy_to_host()
+
+
+@pytest.mark.sim_only
+@needs_gate
+def test_kernels_a_learners_host_function_launches_are_compiled_too():
+    from cudacourse.check import check_gpu_scale
+
+    with pytest.raises(CheckFailure) as info:
+        check_gpu_scale(gpu_scale_launching_np_dot)
+    assert info.value.cause == "does_not_compile"
+    assert "scale_with_np_dot would not compile for a GPU" in str(info.value)
+    assert "kernels cannot call numpy.dot" in str(info.value)
+
+
+@pytest.mark.sim_only
+@needs_gate
+def test_gating_is_undone_after_a_check():
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    before = sim_kernel.FakeCUDAKernel.__call__
+    with C.gating():
+        assert sim_kernel.FakeCUDAKernel.__call__ is not before
+        with C.gating():  # nested: no second layer
+            inner = sim_kernel.FakeCUDAKernel.__call__
+        assert sim_kernel.FakeCUDAKernel.__call__ is inner
+    assert sim_kernel.FakeCUDAKernel.__call__ is before

@@ -60,7 +60,8 @@ def _public(fn):
     def check(*args, **kwargs):
         __tracebackhide__ = True  # pytest hides this frame
         try:
-            return fn(*args, **kwargs)
+            with _compile.gating():  # every kernel it launches must compile for sm_90
+                return fn(*args, **kwargs)
         except CheckFailure as failure:
             # Your code did not pass this check: the reason is printed below.
             raise _clean(failure) from None

@@ -22,6 +22,7 @@ reason is printed once per process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as _np
 
@@ -241,6 +242,38 @@ def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
     r = result["resources"]
     return Resources(r["registers"], r["shared"], r["local"], r.get("spill_stores", 0),
                      r.get("spill_loads", 0), r.get("barriers", 0))
+
+
+@contextlib.contextmanager
+def gating() -> Iterator[None]:
+    """Within the block, every simulated launch of a learner kernel is compiled for sm_90
+    first, however it is launched (by ``_engine.launch``, or inside a learner's host
+    function that a checker calls). Every public ``check_*`` runs inside this."""
+    if not enabled():
+        yield
+        return
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    orig = sim_kernel.FakeCUDAKernel.__call__
+    if getattr(orig, "_cudacourse_gate", False):  # already gating (a checker inside one)
+        yield
+        return
+
+    def call(self: Any, *args: Any) -> Any:
+        __tracebackhide__ = True
+        if (not self._device and sim_kernel._kernel_context is None
+                and not _origin.package_origin(_origin.unwrap(self))):
+            from . import _engine
+
+            _engine.compile_gate(self, args, getattr(self, "__name__", "kernel"))
+        return orig(self, *args)
+
+    call._cudacourse_gate = True
+    sim_kernel.FakeCUDAKernel.__call__ = call
+    try:
+        yield
+    finally:
+        sim_kernel.FakeCUDAKernel.__call__ = orig
 
 
 def resources(kernel: Any, *args: Any) -> Resources | None:
