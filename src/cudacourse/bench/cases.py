@@ -687,6 +687,8 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
     Entry("attention_memory", "extra device memory of fused and unfused attention, long "
           "sequence", "attention_memory", _attention_memory_cases),
 ]}
+from .cases_science import entries as _science_entries  # noqa: E402 - lesson 6, needs Entry
+ENTRIES.update((e.name, e) for e in _science_entries(Entry))
 
 
 def select(only: str | None) -> list[str]:
