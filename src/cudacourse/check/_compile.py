@@ -161,7 +161,7 @@ def compile_kernel(kernel: Any, specs: list) -> dict:
     if bundle["problems"]:
         return {"skipped": "; ".join(bundle["problems"])}
     key = _source.digest({"v": CACHE_VERSION, "bundle": bundle, "specs": specs,
-                          "nvvm": tk["nvvm"]})
+                          "nvvm": tk["nvvm"], "numba": _numba_versions()})
     if key in _STATE["memo"]:
         return _STATE["memo"][key]
     path = os.path.join(_cache_dir(), key + ".json")
@@ -190,6 +190,21 @@ def compile_kernel(kernel: Any, specs: list) -> dict:
     except OSError:  # a read-only home: the in-memory cache still works
         pass
     return result
+
+
+def _numba_versions() -> str:
+    if _STATE.get("versions"):
+        return _STATE["versions"]
+    from importlib import metadata
+
+    out = []
+    for dist in ("numba", "numba-cuda"):
+        try:
+            out.append(metadata.version(dist))
+        except metadata.PackageNotFoundError:
+            out.append("?")
+    _STATE["versions"] = "/".join(out)
+    return _STATE["versions"]
 
 
 def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
