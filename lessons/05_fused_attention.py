@@ -58,9 +58,11 @@ else:
 # 16 x 16384^2 x 4 bytes = **16 GiB**. The two matmuls do a number of flops per score that
 # grows with d (the second question below counts them: a few hundred for d = 64), but each
 # softmax step (scale, max, subtract, exp, sum, divide) does about one operation per 4-byte
-# score it reads and writes. An H200 needs roughly 15 flops per byte moved to keep its
-# arithmetic busy, so those steps wait on memory. The fused kernel keeps the scores in
-# registers and shared memory; its only extra memory is the output.
+# score it reads and writes. An H200 needs about 12 flops per byte moved to keep its
+# arithmetic busy (51.4 TFLOP/s of SGEMM against 4.2 TB/s of copy bandwidth, both from this
+# course's benchmark, `docs/benchmarks.json`, 2026-11-30), so those steps wait on memory.
+# The fused kernel keeps the scores in registers and shared memory; its only extra memory is
+# the output.
 # %%
 seqs = [512, 1024, 2048, 4096, 8192, 16384, 32768]
 viz.plot_memory_model(seqs, batch_heads=16, head_dim=64)

@@ -66,13 +66,19 @@ def test_first_quiz_gives_instant_feedback_in_jupyterlab(lab, tmp_path):
             radios = page.wait_for_selector(".widget-radio-box", timeout=180_000)
             assert radios is not None
             # the markdown above the buttons spells out the question and the choices
-            assert page.locator("text=What is a GPU's design optimised for?").count() >= 1
-            page.click(".widget-radio-box label:has-text('(a)')")
-            page.click("button:has-text('Check')")
-            page.wait_for_selector("text=Not quite", timeout=30_000)
+            assert page.locator("text=A GPU thread is slower than a CPU thread").count() >= 1
+            assert page.locator("text=Question 1: What a GPU is built for").count() >= 1
+            assert page.locator("text=answer_throughput").count() >= 1  # names its variable
             page.click(".widget-radio-box label:has-text('(b)')")
             page.click("button:has-text('Check')")
+            page.wait_for_selector("text=Not quite", timeout=30_000)
+            page.click(".widget-radio-box label:has-text('(a)')")
+            page.click("button:has-text('Check')")
             page.wait_for_selector("text=Right.", timeout=30_000)
+            # the learner's lab shows the course, not nbgrader's instructor tools or the news
+            assert page.locator("text=Create Assignment").count() == 0
+            assert page.locator("text=Formgrader").count() == 0
+            assert page.locator("text=/official Jupyter news/").count() == 0
             page.screenshot(path=str(tmp_path / "quiz.png"))
         finally:
             browser.close()
