@@ -137,6 +137,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
     no_causal = bug == "no_causal"
     no_end = bug == "no_end_guard"
     plain = bug == "plain_exp"  # softmax with no running max at all: exp(s) summed directly
+    own_scale = bug == "own_scale"  # ignores the scale argument, computes 1/sqrt(d) itself
+    global_kv = bug == "global_kv"  # loads the tiles, then reads k and v from global memory
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -174,8 +176,13 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                         if (j < seq or no_end) and (not causal or no_causal or j <= lim):
                             s = 0.0
                             for c in range(d):
-                                s += q[bh, row, c] * k_tile[jj, c]
-                            if not no_scale:
+                                if global_kv:
+                                    s += q[bh, row, c] * k[bh, j, c]
+                                else:
+                                    s += q[bh, row, c] * k_tile[jj, c]
+                            if own_scale:
+                                s *= 1.0 / math.sqrt(d)
+                            elif not no_scale:
                                 s *= scale
                             m_new = max(m, s)
                             alpha = 1.0 if plain else math.exp(m - m_new)
@@ -184,6 +191,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                             for c in range(d):
                                 if no_acc:
                                     acc[c] = acc[c] + p * v_tile[jj, c]
+                                elif global_kv:
+                                    acc[c] = acc[c] * alpha + p * v[bh, j, c]
                                 else:
                                     acc[c] = acc[c] * alpha + p * v_tile[jj, c]
                             m = m_new
@@ -200,10 +209,12 @@ def test_flash_rows_accepts_right_ones():
     cudacourse.check.check_flash_rows(make_rows_kernel(grid_stride=True), seed=15)
 
 
-def test_flash_rows_accepts_the_library_kernel():
+def test_flash_rows_refuses_the_library_kernel():
     from cudacourse.attention import _rows_kernel
 
-    cudacourse.check.check_flash_rows(_rows_kernel(32), seed=6)
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_flash_rows(_rows_kernel(32), seed=6)
+    assert info.value.cause == "package_kernel", info.value
 
 
 def test_flash_rows_hidden_cases_pass():
@@ -220,11 +231,22 @@ def test_flash_rows_hidden_cases_pass():
     ("mask_minus_one", "drops the diagonal"),
     ("no_causal", "non-causal attention"),
     ("no_end_guard", "skip keys j >= seq"),
+    ("own_scale", "not by the scale argument"),
+    ("global_kv", "instead of k[bh, j, c]"),
 ])
 def test_flash_rows_rejects(bug, phrase):
     with pytest.raises(CheckFailure) as info:
         cudacourse.check.check_flash_rows(make_rows_kernel(bug), seed=8)
     assert phrase in str(info.value)
+
+
+def test_flash_rows_technique_causes():
+    causes = {}
+    for bug in ("own_scale", "global_kv"):
+        with pytest.raises(CheckFailure) as info:
+            cudacourse.check.check_flash_rows(make_rows_kernel(bug), seed=8)
+        causes[bug] = info.value.cause
+    assert causes == {"own_scale": "wrong_formula", "global_kv": "no_tiles"}
 
 
 @cuda.jit

@@ -485,7 +485,7 @@ class Observation:
             slots = _flat_slots(meta["shape"], idx)
         except (IndexError, TypeError, ValueError):
             return
-        line = _kernel_site()[1]
+        line = sys._getframe(2).f_lineno  # the kernel's line (frame 1 is the probe's method)
         with self.lock:
             epoch = len(self.barriers[k])
             state = self._shared_state[id(arr)]
@@ -790,20 +790,15 @@ def _short(v: Any) -> str:
         return type(v).__name__
 
 
-def replay(checker: str, kernel: Any, **kwargs: Any) -> None:
-    """On a GPU, re-check ``kernel`` in a simulator subprocess, where the observations above
-    are made: one verdict on every device. In the simulator (where this check just ran with
-    them) it does nothing."""
+def replay(part: Any, *subjects: Any, **kwargs: Any) -> None:
+    """On a GPU, run ``part(*subjects, **kwargs)`` (a checker's cases, a module-level
+    function) in a simulator subprocess on the learner's code rebuilt from source, where the
+    observations above are made, and re-raise its failure here: one verdict, and the same
+    diagnosis, on every device. In the simulator it does nothing: the checker's own run is
+    the observed one."""
+    __tracebackhide__ = True
     if E.simulator():
         return
-    run = getattr(E, "replay_in_simulator", None)
-    if run is None:
-        try:
-            from . import _replay  # the engine's module, once it exists
+    from . import _replay
 
-            run = getattr(_replay, "replay_in_simulator", None) or getattr(_replay, "replay",
-                                                                           None)
-        except ImportError:
-            run = None
-    if run is not None:
-        run(checker, kernel, **kwargs)
+    _replay.run_sim_checks(part, *subjects, **kwargs)

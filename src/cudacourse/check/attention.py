@@ -17,6 +17,7 @@ from typing import Any
 from numba import cuda  # safe: importing cudacourse.check ran cudacourse's device choice
 
 from . import _engine as E
+from . import _observe as O
 
 _np = E._np
 _exp = _np.exp
@@ -41,49 +42,23 @@ _OVERFLOW = ("exp overflowed (or underflowed to 0) for large scores, giving inf 
              "exp(m - m_new); never compute exp(s) or exp(m) on their own.")
 
 
-def _is_device_function(f: Any) -> bool:
-    if getattr(f, "_device", False):
-        return True
-    opts = getattr(f, "targetoptions", None)
-    return bool(opts and opts.get("device", False))
-
-
-def _require_device_function(f: Any, name: str, nparams: int) -> None:
-    import inspect
-
-    if type(f).__name__ not in ("Dispatcher", "CUDADispatcher", "FakeCUDAKernel") or \
-            not hasattr(f, "py_func"):
-        fail_kind = "plain function" if callable(f) else type(f).__name__
-        E.fail(f"{name} must be a device function decorated with @cuda.jit(device=True), "
-               f"got a {fail_kind}.")
-    if not _is_device_function(f):
-        E.fail(f"{name} must be a device function: decorate it with @cuda.jit(device=True), "
-               "not @cuda.jit (a kernel cannot return values).")
-    try:
-        src = inspect.getsource(f.py_func)
-    except (OSError, TypeError):
-        src = ""
-    if "raise NotImplementedError" in src:
-        E.fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your code.")
-    got = len(inspect.signature(f.py_func).parameters)
-    if got != nparams:
-        E.fail(f"{name} must take {nparams} parameters (m, l, acc, s, v), yours takes {got}.")
-
-
 def _launch_caught(kernel: Any, grid: Any, block: Any, *args: Any, name: str,
-                   extreme: bool = False) -> None:
+                   extreme: bool = False, obs: Any = None) -> None:
     """E.launch, with float overflow (the simulator computes in Python) named as such.
 
     ``extreme``: the scores are far beyond exp's range, so a division by zero there means an
     exponential underflowed to 0 (exp(m) / exp(m_new) with very negative scores).
     """
     try:
-        E.launch(kernel, grid, block, *args, name=name)
+        if obs is not None:
+            O.launch(obs, kernel, grid, block, *args, name=name)
+        else:
+            E.launch(kernel, grid, block, *args, name=name)
     except E.CheckFailure as exc:
         text = str(exc)
         if "OverflowError" in text or "math range error" in text or (
                 extreme and "ZeroDivisionError" in text):
-            E.fail(f"{name}: {_OVERFLOW}")
+            O.fail("overflow", f"{name}: {_OVERFLOW}")
         raise
 
 
@@ -137,7 +112,7 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
     Expected: m' = max(m, s); alpha = exp(m - m'); p = exp(s - m');
     l' = l * alpha + p; acc' = acc * alpha + p * v. The state (-inf, 0, 0) starts a row.
     """
-    _require_device_function(update, "online_update", 5)
+    E.require_device_function(update, "online_update", 5)
     gen = E.rng(seed)
     n = 203 if not hidden else 419
     c = _step_cases(gen, n)
@@ -190,13 +165,16 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                    extreme=True)
     res = out.result()
     if not _isfinite(res).all():
-        E.fail(f"online_update: {_OVERFLOW} [scores up to +-3000]")
+        O.fail("overflow", f"online_update: {_OVERFLOW}", {"scores": "up to +-3000"})
     xs = x.astype(E._float64)
     w = _exp(xs - xs.max(axis=1, keepdims=True))
     want = (w * vals).sum(axis=1) / w.sum(axis=1)
     E.compare(res, want, name="acc / l after a row", rtol=1e-4, atol=1e-4,
               formula="the softmax-weighted average of v",
               context="scores up to +-3000, streamed one at a time")
+    O.passed("online_update", f"{n} single steps (4 of them starting a row)",
+             f"{rows} rows of {cols} scores up to +-3000 streamed one at a time",
+             hidden=hidden)
 
 
 # --- exercise 2: the fused attention kernel's inner loop ------------------------------------
@@ -248,15 +226,41 @@ def _empty_like(a: Any) -> Any:
 
 
 def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
-              extreme: bool = False) -> Any:
+              extreme: bool = False, obs: Any = None) -> Any:
     bh, n, d = q.shape
-    out = E.Guarded.make((bh, n, d), E._float32, "out")
+    out = O.output((bh, n, d), "out")
     ins = [E.to_device_guarded(a, nm) for a, nm in ((q, "q"), (k, "k"), (v, "v"))]
     grid = ((n + ROWS_TILE - 1) // ROWS_TILE, bh)
-    _launch_caught(kernel, grid, ROWS_TILE, *(g.view for g in ins), out.view,
-                   E._float32(scale), bool(causal), name="flash_rows", extreme=extreme)
-    out.check_guards()
+    w = obs if obs is not None else O.Observation(False)
+    views = [w.watch(g.view, nm) for g, nm in zip(ins, ("q", "k", "v"))]
+    _launch_caught(kernel, grid, ROWS_TILE, *views, w.watch(out.view, "out"),
+                   E._float32(scale), bool(causal), name="flash_rows", extreme=extreme, obs=w)
+    O.check_guards(out, "missing `if row < seq` guard before writing out?")
     return out.result()
+
+
+def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
+    """k and v come from shared-memory tiles: each block of ROWS_TILE query rows reads each
+    key's row of k and v once (into the tile), not once per query row."""
+    if not obs.live:
+        return
+    O.no_return_value(obs, "flash_rows", "out", ctx)
+    O.no_divergent_barrier(obs, "flash_rows", ctx)
+    if obs.races:
+        O.fail("missing_barrier", f"flash_rows races on shared memory: {obs.race_words()}. "
+               "Wait with cuda.syncthreads() after loading a tile (before reading it) and "
+               "after using it (before the next loads overwrite it).", ctx)
+    tiled = -(-n // ROWS_TILE) * bh * n * d  # element reads of k (or v) by a tiled kernel
+    for name in ("k", "v"):
+        reads = obs.log(name).total_reads
+        if reads > 3 * tiled:
+            O.fail("no_tiles",
+                   f"flash_rows read elements of {name} {reads} times for seq={n}, head_dim={d}"
+                   f", {bh} head(s): each query row reads every key from global memory. A "
+                   f"tiled kernel reads each element once per block of {ROWS_TILE} rows "
+                   f"({tiled} reads): load the tile into the shared arrays with all threads "
+                   f"of the block, cuda.syncthreads(), then read {name}_tile[jj, c] in the "
+                   f"loop instead of {name}[bh, j, c].", ctx)
 
 
 def _qkv(gen: Any, bh: int, n: int, d: int, mag: float = 1.0) -> list:
@@ -264,31 +268,37 @@ def _qkv(gen: Any, bh: int, n: int, d: int, mag: float = 1.0) -> list:
             for _ in range(3)]
 
 
-def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
-    """Check the fused attention kernel (one thread per query row, tiles of 16 keys).
-
-    Sequence lengths are not multiples of the tile, causal and not, several heads, and a
-    case whose scores are far beyond exp's range (only the online softmax with the maximum
-    subtracted survives it). ``hidden=True`` uses other shapes.
-    """
-    E.require_kernel(kernel, "flash_rows", 6)
+def _flash_rows_cases(kernel: Any, *, hidden: bool = False,
+                      seed: int | None = None) -> list:
+    """check_flash_rows' cases on this device, observed in the simulator (the sim part that
+    a GPU replays in a simulator subprocess)."""
     gen = E.rng(seed)
     cases = ([(1, 37, 16, False), (2, 37, 16, True), (1, 16, 16, True)] if not hidden else
              [(2, 45, 32, False), (1, 45, 32, True), (1, 1, 16, True), (1, 23, 16, False)])
-    for bh, n, d, causal in cases:
+    for case, (bh, n, d, causal) in enumerate(cases):
         q, k, v = _qkv(gen, bh, n, d)
-        scale = 1.0 / _sqrt(d)
-        got = _run_rows(kernel, q, k, v, causal, scale)
+        # The scale is an argument: from the second case on it is not 1/sqrt(d), so a
+        # kernel that computes its own 1/sqrt(d) (or ignores scale) is seen.
+        scale = 1.0 / _sqrt(d) if case == 0 else float(_f32(gen.uniform(0.6, 1.6) / _sqrt(d)))
+        with O.observing() as obs:
+            got = _run_rows(kernel, q, k, v, causal, scale, obs=obs)
         q64, k64, v64 = (a.astype(E._float64) for a in (q, k, v))
         s = _scores(q64, k64, scale)
         want = _softmax_av(_masked(s, causal), v64)
-        ctx = f"batch_heads={bh}, seq={n}, head_dim={d}, causal={causal}"
+        ctx = f"batch_heads={bh}, seq={n}, head_dim={d}, causal={causal}, scale={scale:.4g}"
+        _check_tiles(obs, bh, n, d, {"batch_heads": bh, "seq": n, "head_dim": d,
+                                     "causal": causal})
         if E._isclose(got, want, rtol=1e-4, atol=1e-5).all():
             continue
         alts = {
             "the attention without the 1/sqrt(d) scale: multiply each score by scale":
                 _softmax_av(_masked(_scores(q64, k64, 1.0), causal), v64),
         }
+        if abs(scale * _sqrt(d) - 1.0) > 1e-3:
+            alts[f"the attention scaled by 1/sqrt(d) = {1 / _sqrt(d):.4g}, not by the scale "
+                 f"argument ({scale:.4g}): multiply each score by the kernel's scale "
+                 "parameter"] = _softmax_av(_masked(_scores(q64, k64, 1.0 / _sqrt(d)), causal),
+                                            v64)
         for chunk in (1, ROWS_TILE):
             alts[f"a result whose accumulator is not rescaled (chunk {chunk}): when the "
                  "maximum grows, multiply acc by exp(m - m_new)"] = \
@@ -306,12 +316,13 @@ def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = No
                 _softmax_av(_masked(s, True, 1), v64)
         for label, alt in alts.items():
             if E._isclose(got, alt, rtol=1e-4, atol=1e-5).all():
-                E.fail(f"out holds {label}. [{ctx}]")
+                O.fail("wrong_formula", f"out holds {label}.", ctx)
         if causal and n > 1:  # row 0 then sees no key at all: 0 / 0
             excl = _softmax_av(_masked(s, True, -1), v64)
             if E._isclose(got[:, 1:], excl[:, 1:], rtol=1e-4, atol=1e-5).all():
-                E.fail("out holds keys j < row only: the causal mask is off by one and drops "
-                       f"the diagonal (keep j <= row); row 0 then has no key at all. [{ctx}]")
+                O.fail("causal_mask_off_by_one",
+                       "out holds keys j < row only: the causal mask is off by one and drops "
+                       "the diagonal (keep j <= row); row 0 then has no key at all.", ctx)
         if not causal and n % ROWS_TILE:
             # right when seq is a multiple of the tile? then keys past the end leak in
             n2 = n - n % ROWS_TILE
@@ -319,10 +330,12 @@ def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = No
                              False, scale)
             want2 = _softmax_av(s[:, :n2, :n2], v64[:, :n2])
             if E._isclose(got2, want2, rtol=1e-4, atol=1e-5).all():
-                E.fail(f"out is right when seq is a multiple of {ROWS_TILE} but wrong for "
+                O.fail("stale_tile_keys",
+                       f"out is right when seq is a multiple of {ROWS_TILE} but wrong for "
                        f"seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
-                       f"stale data). [{ctx}]")
-        E.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
+                       "stale data).", ctx)
+        O.no_computed_nan(got, "out", ctx)
+        O.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)
     # scores far beyond exp's range: the running maximum keeps every exponent <= 0
     bh, n, d = (1, 20, 16) if not hidden else (2, 29, 32)
@@ -331,8 +344,26 @@ def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = No
     scale = 1.0 / _sqrt(d)
     got = _run_rows(kernel, q, k, v, True, scale, extreme=True)
     if not _isfinite(got).all():
-        E.fail(f"flash_rows: {_OVERFLOW} [scores of magnitude ~1000]")
+        O.fail("overflow", f"flash_rows: {_OVERFLOW}", {"scores": "magnitude ~1000"})
     q64, k64, v64 = (a.astype(E._float64) for a in (q, k, v))
     want = _softmax_av(_masked(_scores(q64, k64, scale), True), v64)
     E.compare(got, want, name="out", rtol=1e-4, atol=1e-4, formula="softmax(q k^T * scale) v",
               context=f"scores of magnitude ~1000, seq={n}, causal")
+    return cases
+
+
+def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+    """Check the fused attention kernel (one thread per query row, tiles of 16 keys).
+
+    Sequence lengths are not multiples of the tile, causal and not, several heads, scales
+    other than 1/sqrt(d), and a case whose scores are far beyond exp's range (only the online
+    softmax with the maximum subtracted survives it). In the simulator (on a GPU: in a
+    simulator replay) the kernel must also read k and v through its shared-memory tiles,
+    with barriers every thread reaches and no race. ``hidden=True`` uses other shapes.
+    """
+    E.require_kernel(kernel, "flash_rows", 6)
+    O.replay(_flash_rows_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+    cases = _flash_rows_cases(kernel, hidden=hidden, seed=seed)
+    O.passed("flash_rows", f"{len(cases)} shapes (causal and not, partial last tiles)",
+             "scales other than 1/sqrt(d)", "scores of magnitude ~1000",
+             "k and v read through the shared tiles", hidden=hidden)

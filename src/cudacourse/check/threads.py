@@ -51,7 +51,17 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
     of its own (or a grid-stride loop): one thread mirroring the whole image fails.
     """
     E.require_kernel(kernel, "mirror", 2)
-    O.replay("check_mirror", kernel, hidden=hidden, seed=seed)
+    O.replay(_mirror_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+    cases = _mirror_cases(kernel, hidden=hidden, seed=seed)
+    O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
+             "a spare block row and column", "each pixel written once, by its own thread",
+             hidden=hidden)
+
+
+def _mirror_cases(kernel: Any, *, hidden: bool = False,
+                 seed: int | None = None) -> list:
+    """check_mirror's cases on this device, observed in the simulator (the sim part
+    that a GPU replays in a simulator subprocess)."""
     gen = E.rng(seed)
     if not hidden:
         cases = [((24, 40), (8, 8), 0), ((19, 45), (16, 8), 1), ((45, 19), (8, 16), 1)]
@@ -117,9 +127,7 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
             O.fail("inputs_changed", "mirror changed img; only out should be written.", ctx)
         O.spread(obs, "out", rows * cols, grid[0] * grid[1] * bx * by, "mirror", ctx,
                  per_thread="one pixel: c, r = cuda.grid(2)")
-    O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
-             "a spare block row and column", "each pixel written once, by its own thread",
-             hidden=hidden)
+    return cases
 
 
 # --- exercise 2: a grid-stride SAXPY ---------------------------------------------------------
@@ -131,7 +139,17 @@ def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -
     do its share only: one thread looping over everything, or every block redoing the whole
     array, fails although the numbers are right."""
     E.require_kernel(kernel, "saxpy", 4)
-    O.replay("check_saxpy", kernel, hidden=hidden, seed=seed)
+    O.replay(_saxpy_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+    cases = _saxpy_cases(kernel, hidden=hidden, seed=seed)
+    O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
+             "each element written once", "each thread doing its share of the grid-stride loop",
+             hidden=hidden)
+
+
+def _saxpy_cases(kernel: Any, *, hidden: bool = False,
+                seed: int | None = None) -> list:
+    """check_saxpy's cases on this device, observed in the simulator (the sim part
+    that a GPU replays in a simulator subprocess)."""
     gen = E.rng(seed)
     if not hidden:
         cases = [(1000, 2, 64), (50, 2, 64), (777, 3, 32)]
@@ -197,9 +215,7 @@ def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -
                  per_thread="the elements cuda.grid(1), + cuda.gridsize(1), + 2 * "
                             "cuda.gridsize(1)... (for i in range(cuda.grid(1), n, "
                             "cuda.gridsize(1)))")
-    O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
-             "each element written once", "each thread doing its share of the grid-stride loop",
-             hidden=hidden)
+    return cases
 
 
 # --- exercise 3: sum each warp's 32 values with shuffles -------------------------------------
@@ -226,7 +242,18 @@ def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None
     or through shared memory fails, however right its sums.
     """
     E.require_kernel(kernel, "warp_sum", 2)
-    O.replay("check_warp_sum", kernel, hidden=hidden, seed=seed)
+    O.replay(_warp_sum_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+    cases = _warp_sum_cases(kernel, hidden=hidden, seed=seed)
+    O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
+             "several warps per block and a spare block",
+             f"every lane reading its own element and taking part in {SHUFFLE_STEPS} or more "
+             "shuffle rounds", hidden=hidden)
+
+
+def _warp_sum_cases(kernel: Any, *, hidden: bool = False,
+                   seed: int | None = None) -> list:
+    """check_warp_sum's cases on this device, observed in the simulator (the sim part
+    that a GPU replays in a simulator subprocess)."""
     gen = E.rng(seed)
     cases = [(200, 64), (333, 96), (64, 32)] if not hidden else [(513, 128), (95, 32), (250, 64)]
     for n, tpb in cases:
@@ -292,10 +319,7 @@ def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None
         if not E._array_equal(gx.result(), x):
             O.fail("inputs_changed", "warp_sum changed x; only out should be written.", ctx)
         _check_shuffles(obs, n, tpb, ctx)
-    O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
-             "several warps per block and a spare block",
-             f"every lane reading its own element and taking part in {SHUFFLE_STEPS} or more "
-             "shuffle rounds", hidden=hidden)
+    return cases
 
 
 def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:

@@ -19,7 +19,17 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
     and block sizes, for grading.
     """
     E.require_kernel(kernel, "vector_add", 3)
-    O.replay("check_vector_add", kernel, hidden=hidden, seed=seed)  # GPU: the simulator's verdict first
+    O.replay(_vector_add_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+    cases = _vector_add_cases(kernel, hidden=hidden, seed=seed)
+    O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
+             f"{len({t for _, t in cases})} block sizes", "a spare block each",
+             "each element written once, by its own thread", hidden=hidden)
+
+
+def _vector_add_cases(kernel: Any, *, hidden: bool = False,
+                     seed: int | None = None) -> list:
+    """check_vector_add's cases on this device, observed in the simulator (the sim part
+    that a GPU replays in a simulator subprocess)."""
     gen = E.rng(seed)
     cases = [(1000, 128), (257, 256), (1, 32)] if not hidden else [(1531, 64), (97, 96), (700, 512)]
     for n, tpb in cases:
@@ -45,6 +55,4 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
             O.fail("inputs_changed", "vector_add changed its inputs a or b; only out should "
                    "be written.", ctx)
         O.spread(obs, "out", n, blocks * tpb, "vector_add", ctx)
-    O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
-             f"{len({t for _, t in cases})} block sizes", "a spare block each",
-             "each element written once, by its own thread", hidden=hidden)
+    return cases
