@@ -333,3 +333,17 @@ def test_a_notebook_shows_the_diagnosis_and_not_the_checkers_insides(tmp_path):
     assert "_engine.py" not in shown and "check/vector.py" not in shown
     message = shown[shown.index("CheckFailure: "):]
     assert all(len(line) <= E.WIDTH for line in message.splitlines())
+
+
+def test_a_check_changes_nothing_the_grading_audit_watches():
+    """The engine keeps run-time state (caches, 'said once') where the tamper audit does not
+    look, so a check that passes, fails or refuses a compile is not mistaken for tampering."""
+    from cudacourse import grading_audit
+
+    ns: dict = {}
+    base = grading_audit.snapshot(ns, load=True)
+    check_vector_add(add_kernel)
+    for wrong in (two_params, returns_value, stub_kernel, V._vector_add):
+        with pytest.raises(CheckFailure):
+            check_vector_add(wrong)
+    assert grading_audit.compare(base, grading_audit.snapshot(ns)) == []
