@@ -204,6 +204,34 @@ def test_the_packages_own_kernel_is_refused(which):
     assert "write your own" in str(info.value)
 
 
+def test_a_kernel_doing_its_work_with_the_courses_device_function_is_refused():
+    from cudacourse import reduce as R
+
+    add = R._add
+
+    @cuda.jit(device=True)
+    def my_helper(x, y):
+        return add(x, y)
+
+    @cuda.jit
+    def via_helper(a, b, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = my_helper(a[i], b[i])
+
+    @cuda.jit
+    def via_module(a, b, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = R._add(a[i], b[i])
+
+    for kernel in (via_helper, via_module):
+        with pytest.raises(CheckFailure) as info:
+            E.require_kernel(kernel, "vector_add", 3)
+        assert info.value.cause == "package_kernel"
+        assert "calls the course's own function cudacourse.reduce._add" in str(info.value)
+
+
 def test_a_learner_kernel_equal_to_the_master_is_not_refused():
     # Same code as cudacourse.vector._vector_add, typed here: it has its own source.
     @cuda.jit

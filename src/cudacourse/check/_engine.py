@@ -278,6 +278,11 @@ def _require(sub: "_origin.Subject", name: str, want: str, nparams: int | None) 
     if sub.stub == "leftover":
         fail(f"{name} still contains `raise NotImplementedError()`: delete that line now that "
              "your code is there.", cause="stub")
+    if sub.kind in ("kernel", "device_function"):
+        helpers = _origin.package_helpers(sub.py_func)
+        if helpers:
+            fail(f"{name} calls the course's own {'code' if len(helpers) > 1 else 'function'} "
+                 f"{', '.join(helpers)}: write that part yourself.", cause="package_kernel")
     if nparams is not None and sub.nparams is not None and sub.nparams != nparams:
         fail(f"{name} must take {nparams} parameters, yours takes {sub.nparams}.",
              cause="wrong_signature")

@@ -235,6 +235,53 @@ def package_origin(fn: Any) -> str:
     return _package_index().get(_fingerprint(code), "")
 
 
+def package_helpers(fn: Any, _seen: set | None = None) -> list[str]:
+    """The course's own kernels and device functions that ``fn`` (or a function of the
+    learner's it calls) calls: a kernel whose work is done by the course's code."""
+    seen = _seen if _seen is not None else set()
+    fn = unwrap(fn)
+    if id(fn) in seen or not hasattr(fn, "__code__"):
+        return []
+    seen.add(id(fn))
+    tree = _function_ast(fn)
+    if tree is None:
+        return []
+    from ._source import _loaded_names  # noqa: PLC0415 - _source imports this module
+
+    found: list[str] = []
+    names = _loaded_names(tree)
+    values: list[Any] = []
+    for name in names:
+        value = _lookup(fn, name)
+        if value is not None:
+            values.append(value)
+    for node in ast.walk(tree):  # module.attr chains: warps._warp_reduce(x)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in names:
+            base = _lookup(fn, node.value.id)
+            if isinstance(base, types.ModuleType) and base.__name__.startswith("cudacourse"):
+                values.append(getattr(base, node.attr, None))
+    for value in values:
+        if not is_dispatcher(value):
+            continue
+        origin = package_origin(unwrap(value))
+        if origin:
+            found.append(origin)
+        else:
+            found += package_helpers(value, seen)
+    return sorted(set(found))
+
+
+def _lookup(fn: Any, name: str) -> Any:
+    code = fn.__code__
+    if name in code.co_freevars and fn.__closure__:
+        try:
+            return fn.__closure__[code.co_freevars.index(name)].cell_contents
+        except ValueError:
+            return None
+    return fn.__globals__.get(name)
+
+
 # --- arrays ---------------------------------------------------------------------------------
 
 def is_device_array(obj: Any) -> bool:
