@@ -60,3 +60,15 @@ def test_large_sum_on_gpu():
     for v in R.REDUCE_VARIANTS:
         assert R.reduce_sum(x, v) == pytest.approx(float(x.sum(dtype=np.float64)), abs=0.5)
         assert R.reduce_max(x, v) == float(x.max())
+
+
+@pytest.mark.gpu
+def test_repeated_sum_into_reuses_the_plan():
+    out = cuda.device_array(1, np.float32)
+    R._PLANS.clear()
+    for seed in (5, 6):  # the second call takes the plan of the first
+        x = np.random.default_rng(seed).uniform(-1, 1, 5000).astype(np.float32)
+        R.reduce_sum_into(cuda.to_device(x), out)
+        assert float(out.copy_to_host()[0]) == pytest.approx(float(x.sum(dtype=np.float64)),
+                                                             abs=1e-3)
+    assert len(R._PLANS) == 1

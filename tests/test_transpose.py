@@ -41,3 +41,15 @@ def test_large_transpose_on_gpu():
     x = np.random.default_rng(2).standard_normal((2000, 3001)).astype(np.float32)
     for v in T.TRANSPOSE_VARIANTS:
         assert np.array_equal(T.transpose(x, variant=v), x.T)
+
+
+@pytest.mark.gpu
+def test_repeated_device_calls_reuse_the_plan():
+    x = np.random.default_rng(3).standard_normal((130, 67)).astype(np.float32)
+    dx, out = cuda.to_device(x), cuda.device_array((67, 130), np.float32)
+    T._PLANS.clear()
+    T.transpose(dx, out=out)
+    assert len(T._PLANS) == 1
+    x2 = np.random.default_rng(4).standard_normal((130, 67)).astype(np.float32)
+    assert T.transpose(cuda.to_device(x2), out=out) is out
+    assert len(T._PLANS) == 1 and np.array_equal(out.copy_to_host(), x2.T)

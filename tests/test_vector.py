@@ -186,21 +186,27 @@ def test_cache_hint_reaches_both_vec4_kernels(kernel):
 
 
 @pytest.mark.gpu
-def test_repeated_device_launches_take_the_prepared_path():
-    """After the first call, the same shapes on device arrays with ``out`` reuse the plan."""
+def test_repeated_device_launches_take_the_prepared_path(monkeypatch):
+    """After the first call, the same shapes on device arrays with ``out`` reuse the plan:
+    no checks run again (a check that would fail is never reached), the result is right."""
     a, b = rand(1031), rand(1031, 1)
     da, db = cuda.to_device(a), cuda.to_device(b)
     out = cuda.device_array(1031, np.float32)
-    vector._PREPARED.clear()
+    vector._PLANS.clear()
     vector_add(da, db, out, variant="vec4")
-    assert len(vector._PREPARED) == 1
-    (prepared,) = vector._PREPARED.values()
-    assert prepared is not None, "Numba's internals differ from _numba_private's expectations"
+    assert len(vector._PLANS) == 1, "Numba's internals differ from _numba_private's"
     db2 = cuda.to_device(rand(1031, 2))
     out.copy_to_device(np.full(1031, np.nan, np.float32))
+
+    def no_checks(*args, **kwargs):
+        raise AssertionError("the prepared path must not check again")
+
+    monkeypatch.setattr(vector, "check_array", no_checks)
     assert vector_add(da, db2, out, variant="vec4") is out
-    assert len(vector._PREPARED) == 1, "the second call must reuse the first one's plan"
     np.testing.assert_array_equal(out.copy_to_host(), a + db2.copy_to_host())
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="shape mismatch"):  # a new layout is checked again
+        vector_add(da, cuda.to_device(rand(7)), out, variant="vec4")
 
 
 @pytest.mark.gpu

@@ -182,6 +182,67 @@ class FastLaunch:
 _UNSET = object()
 
 
+class DevicePlans:
+    """What a launcher worked out for device arrays, reused while the arrays look the same.
+
+    A launcher checks and plans its first call as usual, then ``remember``s the launches it
+    made. Later calls with arrays of the same shapes, dtypes, strides and 16-byte alignment
+    (read from ``__cuda_array_interface__``: a few dictionary look-ups) and the same ``key``
+    (variant, options) are ``run`` at once: no checks, no conversion, one driver call per
+    launch. Anything else (host arrays, new shapes, the simulator, the checkers' tracer
+    installed) returns False from ``run`` and the launcher takes its normal path.
+    """
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple, list[tuple[Any, tuple[int, ...]]]] = {}
+
+    @staticmethod
+    def _describe(key: Any, arrays: tuple) -> tuple[tuple, tuple[int, ...]] | None:
+        try:
+            cais = [a.__cuda_array_interface__ for a in arrays]
+        except AttributeError:
+            return None
+        ptrs = tuple(c["data"][0] for c in cais)
+        layout = tuple((c["shape"], c["typestr"], c.get("strides")) for c in cais)
+        aligned = not any(p % 16 for p in ptrs)
+        return (key, layout, aligned), ptrs
+
+    def run(self, key: Any, *arrays: Any) -> bool:
+        """Launch the remembered plan for these arrays; False when there is none."""
+        found = self._describe(key, arrays)
+        if found is None:
+            return False
+        plan = self._plans.get(found[0])
+        if not plan or not plan[0][0].usable():
+            return False
+        ptrs = found[1]
+        for prepared, which in plan:
+            prepared.with_pointers(*(ptrs[i] for i in which))
+        return True
+
+    def remember(self, key: Any, arrays: tuple,
+                 launches: list[tuple[Any, Any, Any, tuple, tuple[int, ...]]]) -> None:
+        """Keep ``launches``, each ``(kernel, grid, block, numba_args, which)``: the kernel
+        was just launched on ``numba_args``, whose arrays are ``arrays[i] for i in which``
+        (views of them), in that order, and nothing else (no scalars)."""
+        found = self._describe(key, arrays)
+        if found is None or found[0] in self._plans:
+            return
+        plan = []
+        for kernel, grid, block, args, which in launches:
+            prepared = prepare_launch(kernel, grid, block, args)
+            if prepared is None:
+                return
+            plan.append((prepared, tuple(which)))
+        self._plans[found[0]] = plan
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def clear(self) -> None:
+        self._plans.clear()
+
+
 def prepare_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> Any:
     """``_numba_private.prepared_launch``, or None (with one warning naming the numba-cuda
     version) when Numba's internals changed: launches then take the dispatcher's path."""

@@ -36,7 +36,7 @@ from numba import cuda, float32
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      same_shape, to_device)
 from .intrinsics import aligned16, hinted
-from .launch import (KernelConfig, Variants, blocks_for, check_threads, prepare_launch,
+from .launch import (DevicePlans, KernelConfig, Variants, blocks_for, check_threads,
                      resident_blocks)
 
 
@@ -274,25 +274,8 @@ def run(cfg: Config, a: Any, b: Any, out: Any) -> None:
     kernel[grid, block](a, b, out)
 
 
-# Launches already worked out, for device arrays passed with ``out``: key -> prepared launch.
-_PREPARED: dict[tuple, Any] = {}
-
-
-def _fast_key(a: Any, b: Any, out: Any, variant: Any,
-              threads: Any) -> tuple[tuple, tuple[int, int, int]] | None:
-    """What decides the compiled kernel and the grid, read from the arrays' CUDA array
-    interfaces (a few dictionary look-ups), or None for anything that is not a device
-    array (NumPy arrays, lists...)."""
-    try:
-        ca = a.__cuda_array_interface__
-        cb = b.__cuda_array_interface__
-        co = out.__cuda_array_interface__
-    except AttributeError:
-        return None
-    pa, pb, po = ca["data"][0], cb["data"][0], co["data"][0]
-    return (variant, threads, ca["shape"], cb["shape"], co["shape"], ca["typestr"],
-            cb["typestr"], co["typestr"], ca.get("strides"), cb.get("strides"), co.get("strides"),
-            (pa | pb | po) % 16 == 0), (pa, pb, po)
+# Launch plans for device arrays passed with ``out``, reused while their layout is the same.
+_PLANS = DevicePlans()
 
 
 def vector_add(a: Any, b: Any, out: Any = None, variant: str | Config = "best",
@@ -306,13 +289,8 @@ def vector_add(a: Any, b: Any, out: Any = None, variant: str | Config = "best",
     and the launch plan of the first call are reused for every later call with the same
     shapes, dtypes, layout and alignment.
     """
-    if out is not None:
-        found = _fast_key(a, b, out, variant, threads)
-        if found is not None:
-            prepared = _PREPARED.get(found[0])
-            if prepared is not None and prepared.usable():
-                prepared.with_pointers(*found[1])
-                return out
+    if out is not None and _PLANS.run((variant, threads), a, b, out):
+        return out
     check_array(a, "a", ndim=1)
     check_array(b, "b", ndim=1)
     same_shape(a=a, b=b)
@@ -327,7 +305,6 @@ def vector_add(a: Any, b: Any, out: Any = None, variant: str | Config = "best",
         kernel, grid, block = _plan(cfg, n, not cfg.needs_alignment() or _vec4_ok(da, db, dout))
         kernel[grid, block](da, db, dout)
         if not on_host and out is not None:
-            found = _fast_key(a, b, out, variant, threads)
-            if found is not None and found[0] not in _PREPARED:
-                _PREPARED[found[0]] = prepare_launch(kernel, grid, block, (da, db, dout))
+            _PLANS.remember((variant, threads), (a, b, out),
+                            [(kernel, grid, block, (da, db, dout), (0, 1, 2))])
     return return_like_input(dout, out, on_host)
