@@ -243,20 +243,7 @@ def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
     if not ok:
         _warn_once(why)
         return None
-    specs = [type_spec(a) for a in args]
-    if any(s is None for s in specs):
-        return None
-    result = compile_kernel(kernel, specs)
-    if "skipped" in result:
-        _warn_once(result["skipped"])
-        return None
-    if not result["ok"]:
-        reason, line = explain(result["error"], result.get("kind", ""),
-                               _unit_source(kernel))
-        raise CompileRefused(reason, result["error"], line)
-    r = result["resources"]
-    return Resources(r["registers"], r["shared"], r["local"], r.get("spill_stores", 0),
-                     r.get("spill_loads", 0), r.get("barriers", 0))
+    return _resources(kernel, args, warn=True)
 
 
 @contextlib.contextmanager
@@ -298,11 +285,17 @@ def resources(kernel: Any, *args: Any) -> Resources | None:
     if not ok:
         _warn_once(why)
         return None
+    return _resources(kernel, args, warn=False)
+
+
+def _resources(kernel: Any, args: tuple, warn: bool) -> Resources | None:
     specs = [type_spec(a) for a in args]
     if any(s is None for s in specs):
         return None
     result = compile_kernel(kernel, specs)
     if "skipped" in result:
+        if warn:
+            _warn_once(result["skipped"])
         return None
     if not result["ok"]:
         reason, line = explain(result["error"], result.get("kind", ""),
