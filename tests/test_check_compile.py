@@ -155,7 +155,7 @@ def test_compiles_are_cached_by_source_and_types(monkeypatch, tmp_path):
 @pytest.mark.sim_only
 def test_without_the_wheels_checks_still_run_and_say_so_once(monkeypatch, capsys):
     monkeypatch.setitem(C._STATE, "toolkit", "the nvidia-nvvm wheel is not installed")
-    monkeypatch.setitem(C._STATE, "warned", False)
+    monkeypatch.setitem(C._STATE, "said", set())
     assert C.status() == (False, "the nvidia-nvvm wheel is not installed")
     assert C.gate(kern_np_dot, _args(), "k") is None
     assert C.gate(kern_np_dot, _args(), "k") is None

@@ -98,11 +98,21 @@ def enabled() -> bool:
     return device.is_simulator() and status()[0]
 
 
-def _warn_once(why: str) -> None:
+def _warn_once(why: str, kernel: str = "") -> None:
+    """Say once per process that kernels are not compiled (or once per kernel and reason
+    that this one could not be), on stderr: the check still runs in the simulator."""
     if why == "CUDACOURSE_COMPILE_GATE=0":  # asked for: the replay child, or a user's choice
         return
-    if not _STATE["warned"]:
-        _STATE["warned"] = True
+    said = _STATE.setdefault("said", set())
+    key = (kernel, why) if kernel else "session"
+    if key in said:
+        return
+    said.add(key)
+    _STATE["warned"] = True
+    if kernel:
+        print(f"cudacourse: {kernel} was not compiled for a GPU ({why}); the check runs in "
+              "the simulator only.", file=sys.stderr)
+    else:
         print(f"cudacourse: kernels are NOT compiled for a GPU in this simulator session "
               f"({why}); checks still run, but a kernel a GPU would refuse may pass here.",
               file=sys.stderr)
@@ -295,7 +305,7 @@ def _resources(kernel: Any, args: tuple, warn: bool) -> Resources | None:
     result = compile_kernel(kernel, specs)
     if "skipped" in result:
         if warn:
-            _warn_once(result["skipped"])
+            _warn_once(result["skipped"], getattr(kernel, "__name__", "kernel"))
         return None
     if not result["ok"]:
         reason, line = explain(result["error"], result.get("kind", ""),
