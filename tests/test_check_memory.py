@@ -523,7 +523,58 @@ def pipe_wrong_formula(x, alpha, n_chunks, n_streams):
     return h_out
 
 
-@pytest.mark.parametrize("fn", [pipe_right, pipe_right_to_device, pipe_right_staging_with_sync])
+def pipe_reads_before_sync(x, alpha, n_chunks, n_streams):
+    """Takes each chunk out of the pinned buffer right after queueing its copy: a race on a
+    GPU (the copy may not have arrived), right numbers in an in-order simulator."""
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    out = np.empty_like(x)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:hi], stream=streams[s])
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+        out[lo:hi] = h_out[lo:hi]  # too early: nothing waited for the copy
+    for s in streams:
+        s.synchronize()
+    return out
+
+
+def pipe_right_event_sync(x, alpha, n_chunks, n_streams):
+    """Right, written differently: one event per chunk, waited for before its result is read."""
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    out = np.empty_like(x)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    done = []
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        if k >= n_streams:  # this stream's buffers are reused: its previous chunk must be done
+            ev, plo, phi = done[k - n_streams]
+            ev.synchronize()
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:hi], stream=streams[s])
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+        ev = cuda.event()
+        ev.record(streams[s])
+        done.append((ev, lo, hi))
+    for ev, lo, hi in done:
+        ev.synchronize()
+        out[lo:hi] = h_out[lo:hi]
+    return out
+
+
+@pytest.mark.parametrize("fn", [pipe_right, pipe_right_to_device, pipe_right_staging_with_sync,
+                                pipe_right_event_sync])
 def test_pipeline_accepts(fn):
     check.check_pipelined_scale(fn, seed=1)
     check.check_pipelined_scale(fn, hidden=True, seed=2)
@@ -540,6 +591,7 @@ def test_pipeline_accepts(fn):
     (pipe_whole_copy, "asynchronous copies to the device"),
     (pipe_pageable, "pageable host memory"),
     (pipe_wrong_formula, re.escape("holds alpha + x[i]")),
+    (pipe_reads_before_sync, "before the stream copying them there was synchronized"),
 ])
 def test_pipeline_rejects(fn, phrase):
     rejects(check.check_pipelined_scale, fn, phrase)
@@ -587,6 +639,28 @@ def test_tracer_event_missing_wait_is_a_race():
         cuda.synchronize()
     assert len(tr.races) == 1 and "nothing orders them" in tr.races[0]
     assert tr.pending() == []
+
+
+def test_reading_before_sync_is_a_race_with_a_stable_cause():
+    with pytest.raises(CheckFailure) as info:
+        check.check_pipelined_scale(pipe_reads_before_sync, seed=3)
+    assert info.value.cause == "race", info.value
+
+
+def test_tracer_delivers_async_copies_at_the_synchronization():
+    """An asynchronous copy into pinned memory arrives, for the traced code, when the host
+    waits for it: before that the buffer holds the marker, on every device."""
+    x = np.arange(16, dtype=np.float32)
+    with _trace.tracing([x]) as tr:
+        s = cuda.stream()
+        d = cuda.to_device(x, stream=s)
+        h = cuda.pinned_array(16, np.float32)
+        d.copy_to_host(h, stream=s)
+        early = h.copy()
+        s.synchronize()
+        late = h.copy()
+    assert np.isnan(early).all() and np.array_equal(late, x)
+    assert tr.delivered_late == 1 and tr.pending() == []
 
 
 def test_tracer_log_names_streams():

@@ -51,8 +51,8 @@ _HERE = os.path.abspath(__file__)
 
 # A NaN with a payload: what outputs hold before the kernel runs. A kernel that computes NaN
 # (0/0, inf - inf) writes the canonical NaN instead, so the two can be told apart.
-_NAN_BITS32 = _np.uint32(0x7FA0DEAD)
-_NAN_BITS64 = _np.uint64(0x7FF4DEAD0000DEAD)
+_NAN_BITS32 = _np.uint32(0x7FE0DEAD)  # quiet, so arithmetic on it keeps the payload
+_NAN_BITS64 = _np.uint64(0x7FFCDEAD0000DEAD)
 
 
 # --- failures ----------------------------------------------------------------------------
@@ -120,6 +120,22 @@ def poison(g: "E.Guarded") -> "E.Guarded":
     host = E._full(g.shape, bits[0], dtype=bits[1]).view(dt)
     g.view.copy_to_device(host)
     return g
+
+
+def poison_host(ary: Any) -> None:
+    """Fill a float NumPy array with the payload NaN (what "not there yet" looks like)."""
+    dt = _dtype(ary.dtype)
+    if dt.kind == "f" and dt.itemsize in (4, 8):
+        ary.view(_uint32 if dt.itemsize == 4 else _uint64)[...] = (
+            _NAN_BITS32 if dt.itemsize == 4 else _NAN_BITS64)
+
+
+def poisoned(got: Any) -> Any:
+    """Mask of elements still holding the payload NaN (never written, or not arrived yet)."""
+    got = E._asarray(got)
+    if got.dtype.kind != "f" or got.dtype.itemsize not in (4, 8):
+        return E._full(got.shape, False)
+    return E._isnan(got) & ~computed_nan(got)
 
 
 def output(shape: Any, name: str, dtype: Any = None) -> "E.Guarded":

@@ -14,6 +14,13 @@ ordering the way the CUDA programming model defines it:
 * ``stream.synchronize()`` / ``cuda.synchronize()`` / ``event.synchronize()`` make the host
   wait; ``event.record(s1)`` then ``event.wait(s2)`` makes s2 wait for s1.
 
+An asynchronous copy into pinned host memory (``copy_to_host(h, stream=s)``) lands, as
+far as the traced code can tell, only when the host has waited for it: until then the
+destination holds a NaN marker, and the copied values are delivered by the
+``synchronize()`` that covers the copy. That is one legal schedule of a real GPU (the copy
+engine may finish at any time before the synchronization), so a host that reads the
+pinned buffer too early gets the marker, on a GPU as in the simulator.
+
 Vector clocks turn these rules into a happens-before relation. Two operations that touch the
 same bytes (at least one writing) without happens-before between them are a race, whatever
 the simulator's numbers say. Everything is restored on exit, also after an exception.
@@ -130,6 +137,8 @@ class Trace:
         self._event_vc: dict[int, dict] = {}
         self._sim_keys: dict[int, int] = {}
         self._keepalive: list = []
+        self.deferred: list[tuple[Op, Any, Any]] = []  # (copy, staging buffer, destination)
+        self.delivered_late = 0  # deferred copies delivered by a synchronization
 
     # --- names ------------------------------------------------------------------------
     def stream_key(self, stream: Any) -> int:
@@ -196,9 +205,23 @@ class Trace:
 
     def sync_stream(self, key: int) -> None:
         self._host_vc = _join(self._host_vc, self._vc(key))
+        self.deliver()
 
     def sync_all(self) -> None:
         self._host_vc = _join(self._host_vc, *self._stream_vc.values())
+        self.deliver()
+
+    def deliver(self) -> None:
+        """Copy the staged results of deferred copies the host has now waited for into
+        their destinations, in issue order."""
+        keep = []
+        for op, staging, dest in self.deferred:
+            if self.host_done(op):
+                _np.copyto(dest, staging)
+                self.delivered_late += 1
+            else:
+                keep.append((op, staging, dest))
+        self.deferred = keep
 
     def record_event(self, event: Any, key: int) -> None:
         self._event_vc[id(event)] = dict(self._vc(key))
@@ -209,6 +232,7 @@ class Trace:
 
     def sync_event(self, event: Any) -> None:
         self._host_vc = _join(self._host_vc, self._event_vc.get(id(event), {}))
+        self.deliver()
 
     @staticmethod
     def _conflict(a: Op, b: Op) -> bool:
@@ -305,6 +329,15 @@ def _poison(arr: Any) -> None:
             arr.copy_to_device(_full(arr.shape, _nan, dtype=arr.dtype))
 
 
+def _pinned_like(ary: Any, sim: bool) -> Any:
+    """A pinned host buffer like ``ary`` (a plain array in the simulator)."""
+    if sim:
+        return _np.empty_like(ary)
+    from numba import cuda
+
+    return cuda.pinned_array(ary.shape, dtype=ary.dtype)
+
+
 def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
     """Install wrappers; return (owner, attribute, original) to restore."""
     from numba import cuda
@@ -381,6 +414,23 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
 
     def make_copy_to_host(orig):
         def copy_to_host(self, ary=None, stream=0):
+            s = bound_stream(self, stream) if _outer() else 0
+            dest_rng = memory_range(ary) if ary is not None and s else None
+            if (dest_rng and dest_rng[0] == "host" and trace.is_pinned(dest_rng)
+                    and trace.stream_key(s) != DEFAULT
+                    and _np.dtype(ary.dtype).kind == "f"):
+                # Deferred: the copy goes to a staging buffer now (stream order kept); the
+                # destination shows the marker until a synchronization covers the copy.
+                from ._observe import poison_host
+
+                with _inner():
+                    staging = _pinned_like(ary, sim)
+                    orig(self, staging, stream=stream)
+                trace._keepalive.append(staging)
+                poison_host(ary)
+                copy_op("D2H", self, ary, s, False)
+                trace.deferred.append((trace.ops[-1], staging, ary))
+                return ary
             with _inner():
                 out = orig(self, ary, stream=stream)
             if _outer():

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import _engine as E
+from . import _observe as O
 from ._trace import DEFAULT, Trace, tracing
 
 _concatenate = E._np.concatenate
@@ -20,16 +21,8 @@ _ndarray_type = E._ndarray
 
 # --- shared parts -------------------------------------------------------------------------
 
-def _require_host_function(fn: Any, name: str) -> None:
-    if type(fn).__name__ in ("Dispatcher", "CUDADispatcher", "FakeCUDAKernel"):
-        E.fail(f"{name} must be an ordinary Python function that launches a kernel (it runs on "
-               "the host and moves the data), not a @cuda.jit kernel: remove the decorator.")
-    if not callable(fn):
-        E.fail(f"{name} must be a function, got {type(fn).__name__}.")
-    code = getattr(fn, "__code__", None)
-    if code is not None and "NotImplementedError" in code.co_names:
-        E.fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your "
-               "code.")
+def _require_host_function(fn: Any, name: str, nparams: int) -> None:
+    E.require_function(fn, name, nparams)
 
 
 def _run(fn: Any, name: str, args: tuple, readonly: list) -> tuple[Any, Trace]:
@@ -39,7 +32,7 @@ def _run(fn: Any, name: str, args: tuple, readonly: list) -> tuple[Any, Trace]:
         except E.CheckFailure:
             raise
         except Exception as exc:  # noqa: BLE001 - report whatever the learner's code raised
-            E.fail(f"{name}{args[1:]!r} raised {type(exc).__name__}: {exc}")
+            O.fail("host_function_raised", f"{name}{args[1:]!r} raised {type(exc).__name__}: {exc}")
     return result, trace
 
 
@@ -47,7 +40,7 @@ def _no_host_arguments(trace: Trace, name: str) -> None:
     for op in trace.of("launch"):
         if op.host_args:
             pos = op.host_args[0]
-            E.fail(f"{name} passed a host (NumPy) array to a kernel (argument {pos + 1} of "
+            O.fail("implicit_copy", f"{name} passed a host (NumPy) array to a kernel (argument {pos + 1} of "
                    f"operation #{op.index + 1}, {op.what}). Numba then copies it to the "
                    "device before the launch and back after it, implicitly, on every launch "
                    "(on a GPU it warns with NumbaPerformanceWarning). Copy inputs once with "
@@ -59,17 +52,17 @@ def _host_result(result: Any, name: str, n: int) -> E._np.ndarray:
     from ..arrays import is_device_array
 
     if is_device_array(result):
-        E.fail(f"{name} returned a device array ({type(result).__name__}): the result is "
+        O.fail("result_on_device", f"{name} returned a device array ({type(result).__name__}): the result is "
                "still in GPU memory. Bring it back with .copy_to_host() and return that "
                "NumPy array.")
     if result is None:
-        E.fail(f"{name} returned None: return the result as a NumPy array.")
+        O.fail("no_result", f"{name} returned None: return the result as a NumPy array.")
     if not isinstance(result, _ndarray_type):
-        E.fail(f"{name} must return a NumPy array, got {type(result).__name__}.")
+        O.fail("no_result", f"{name} must return a NumPy array, got {type(result).__name__}.")
     if result.shape != (n,):
-        E.fail(f"{name} returned shape {result.shape}, expected ({n},).")
+        O.fail("wrong_shape", f"{name} returned shape {result.shape}, expected ({n},).")
     if result.dtype != E._float32:
-        E.fail(f"{name} returned dtype {result.dtype}, expected float32: keep the data in "
+        O.fail("wrong_dtype", f"{name} returned dtype {result.dtype}, expected float32: keep the data in "
                "float32 (a float64 copy doubles the bytes every transfer moves).")
     return result
 
@@ -78,7 +71,7 @@ def _no_pending(trace: Trace, name: str) -> None:
     pending = trace.pending()
     if pending:
         op = pending[0]
-        E.fail(f"{name} returned while {len(pending)} operation(s) it queued could still be "
+        O.fail("returned_before_sync", f"{name} returned while {len(pending)} operation(s) it queued could still be "
                f"running, the first: #{op.index + 1}, {op.what} on "
                f"{trace.stream_names[op.stream]}. Asynchronous copies and launches return "
                "at once; call .synchronize() on every stream you used (or "
@@ -87,21 +80,38 @@ def _no_pending(trace: Trace, name: str) -> None:
 
 def _no_races(trace: Trace, name: str, hint: str) -> None:
     if trace.races:
-        E.fail(f"{name}: {trace.races[0]}. {hint}")
+        O.fail("stream_race", f"{name}: {trace.races[0]}. {hint}")
 
 
 def _input_unchanged(x: E._np.ndarray, before: E._np.ndarray, name: str) -> None:
     if not E._array_equal(x, before, equal_nan=True):
-        E.fail(f"{name} changed its input x; only the returned array should hold the result.")
+        O.fail("inputs_changed", f"{name} changed its input x; only the returned array should hold the result.")
 
 
 def _copied_back_early(trace: Trace, name: str) -> None:
     launches = trace.of("launch")
     d2h = trace.of("D2H")
     if launches and d2h and all(op.index < launches[0].index for op in d2h):
-        E.fail(f"{name} copied the result to the host (operation #{d2h[0].index + 1}) before "
+        O.fail("copied_back_early", f"{name} copied the result to the host (operation #{d2h[0].index + 1}) before "
                f"launching the kernel (operation #{launches[0].index + 1}): the copy took "
                "whatever the device buffer held then. Launch first, then copy back.")
+
+
+def _read_after_sync(result: E._np.ndarray, trace: Trace, name: str, ctx: str) -> None:
+    """The host read the pinned buffer only after waiting for the copies into it.
+
+    The trace delivers an asynchronous copy into pinned memory only at the synchronization
+    that covers it (see ``_trace``); values read before that are the marker."""
+    early = O.poisoned(result)
+    if early.any():
+        first = int(E._flatnonzero(early)[0])
+        O.fail("race",
+               f"{name} read results out of a pinned buffer before the stream copying them "
+               f"there was synchronized: result[{first}] and {int(early.sum()) - 1} other "
+               "element(s) were taken before their copy was guaranteed to have arrived. "
+               "copy_to_host(h, stream=s) only queues the copy and returns at once: call "
+               "s.synchronize() (or cuda.synchronize()) for every stream first, then read h.",
+               ctx)
 
 
 # --- exercise 1: the whole lifecycle -----------------------------------------------------------
@@ -113,7 +123,7 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
     the host, the input is not modified. Sizes are not multiples of a block size.
     """
     name = "gpu_scale"
-    _require_host_function(fn, name)
+    _require_host_function(fn, name, 2)
     gen = E.rng(seed)
     cases = [(1000, 2.5), (257, -0.5), (1, 3.0)] if not hidden else \
         [(1531, 1.75), (97, -2.0), (700, 0.375)]
@@ -123,8 +133,8 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         ctx = f"n={n}, alpha={alpha}"
         result, trace = _run(fn, name, (x, alpha), [x])
         if not trace.of("launch"):
-            E.fail(f"{name} launched no kernel: the multiplication must run on the GPU "
-                   f"(launch scale_kernel) [{ctx}].")
+            O.fail("no_kernel", f"{name} launched no kernel: the multiplication must run on the GPU "
+                   f"(launch scale_kernel)", ctx)
         _no_host_arguments(trace, name)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
@@ -159,7 +169,7 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
     output (neighbours would read values already overwritten).
     """
     name = "smooth_on_device"
-    _require_host_function(fn, name)
+    _require_host_function(fn, name, 2)
     gen = E.rng(seed)
     cases = [(300, 4), (129, 3), (2, 2)] if not hidden else [(517, 5), (64, 1), (200, 6)]
     for n, steps in cases:
@@ -173,32 +183,32 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
             for i, a in enumerate(op.args):
                 for b in op.args[i + 1:]:
                     if a[0] == b[0] and a[1] < b[2] and b[1] < a[2]:
-                        E.fail(f"{name}: operation #{op.index + 1} ({op.what}) passes the same "
+                        O.fail("same_buffer_in_out", f"{name}: operation #{op.index + 1} ({op.what}) passes the same "
                                "buffer as the step's input and output. Threads then read "
                                "neighbours that other threads have already overwritten (on "
                                "a GPU, in an order nobody controls). Use two buffers and "
-                               f"swap them after each step [{ctx}].")
+                               f"swap them after each step", ctx)
         h2d = [op for op in trace.ops if op.kind == "H2D" or
                (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
         if len(h2d) > 1:
-            E.fail(f"{name} copied data to the device {len(h2d)} times for {steps} steps "
+            O.fail("copies_in_loop", f"{name} copied data to the device {len(h2d)} times for {steps} steps "
                    f"(operations {', '.join('#' + str(op.index + 1) for op in h2d[:4])}): "
                    "copy x once before the loop and keep it on the device between launches; "
-                   f"each copy crosses the PCIe bus, ~80x slower than device memory [{ctx}].")
+                   f"each copy crosses the PCIe bus, ~80x slower than device memory", ctx)
         d2h = trace.of("D2H")
         if len(d2h) > 1:
-            E.fail(f"{name} copied data back to the host {len(d2h)} times for {steps} steps: "
+            O.fail("copies_in_loop", f"{name} copied data back to the host {len(d2h)} times for {steps} steps: "
                    "the intermediate results are only needed on the device; copy back once, "
-                   f"after the last step [{ctx}].")
+                   f"after the last step", ctx)
         if len(launches) != steps:
-            E.fail(f"{name} launched {len(launches)} kernel(s) for steps={steps}: one launch "
-                   f"of smooth_step per step [{ctx}].")
+            O.fail("launch_count", f"{name} launched {len(launches)} kernel(s) for steps={steps}: one launch "
+                   f"of smooth_step per step", ctx)
         device_allocs = [a for a in trace.allocs if a.space == "dev"]
         if len(device_allocs) > 3:
-            E.fail(f"{name} allocated {len(device_allocs)} device arrays for steps={steps}: "
+            O.fail("allocs_in_loop", f"{name} allocated {len(device_allocs)} device arrays for steps={steps}: "
                    "allocate the two buffers once, before the loop, and swap them; "
                    "allocating inside the loop pays a cudaMalloc (and later a cudaFree) per "
-                   f"step [{ctx}].")
+                   f"step", ctx)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
         _copied_back_early(trace, name)
@@ -228,7 +238,7 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
     without ordering; every stream synchronized before returning.
     """
     name = "pipelined_scale"
-    _require_host_function(fn, name)
+    _require_host_function(fn, name, 4)
     gen = E.rng(seed)
     cases = [(1000, 1.5, 7, 3), (301, -2.0, 4, 2), (64, 0.5, 3, 3)] if not hidden else \
         [(777, 2.25, 5, 2), (999, -0.75, 8, 4), (10, 3.0, 3, 2)]
@@ -244,15 +254,16 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
                                "buffers of stream k % n_streams), or make the streams wait "
                                "for each other before a buffer is reused.")
         _no_pending(trace, name)
+        _read_after_sync(result, trace, name, ctx)
         want = x * E._float32(alpha)
         ok = E._isclose(result, want, rtol=1e-5, atol=1e-5)
         bad = E._flatnonzero(~ok)
         if bad.size and bad[0] > 0 and bad.size == n - int(bad[0]):
-            E.fail(f"the last {bad.size} elements of the result are missing or wrong "
+            O.fail("dropped_tail", f"the last {bad.size} elements of the result are missing or wrong "
                    f"(n={n}, n_chunks={n_chunks}, n % n_chunks = {n % n_chunks}): with "
                    "chunk = n // n_chunks the tail is dropped when n_chunks does not divide "
                    "n. Round the chunk size up, chunk = -(-n // n_chunks), and clip the last "
-                   f"chunk at n [{ctx}].")
+                   f"chunk at n", ctx)
         E.compare(result, want, name="the result", formula="alpha * x[i]", context=ctx,
                   alternatives={"x (not scaled)": x, "alpha + x[i]": x + E._float32(alpha)})
         expected_chunks = len(range(0, n, max(1, -(-n // n_chunks))))
@@ -260,24 +271,24 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
         on_streams = {op.stream for op in launches if op.stream != DEFAULT}
         want_streams = min(n_streams, expected_chunks)
         if not on_streams:
-            E.fail(f"{name} launched every kernel on the default stream, which runs one "
+            O.fail("default_stream", f"{name} launched every kernel on the default stream, which runs one "
                    "operation at a time: create streams with cuda.stream() and launch chunk "
-                   f"k with kernel[blocks, threads, streams[k % n_streams]] [{ctx}].")
+                   f"k with kernel[blocks, threads, streams[k % n_streams]]", ctx)
         if len(on_streams) < want_streams:
-            E.fail(f"{name} used {len(on_streams)} stream(s) for n_streams={n_streams}: spread "
-                   f"the chunks round-robin, chunk k on streams[k % n_streams] [{ctx}].")
+            O.fail("too_few_streams", f"{name} used {len(on_streams)} stream(s) for n_streams={n_streams}: spread "
+                   f"the chunks round-robin, chunk k on streams[k % n_streams]", ctx)
         for kind, words in (("H2D", "to the device"), ("D2H", "back to the host")):
             async_copies = [op for op in trace.of(kind) if op.stream != DEFAULT]
             if len(async_copies) < expected_chunks:
-                E.fail(f"{name} made {len(async_copies)} asynchronous copies {words} for "
+                O.fail("sync_copies", f"{name} made {len(async_copies)} asynchronous copies {words} for "
                        f"{expected_chunks} chunks: copy each chunk on its stream (stream= "
                        "argument), so that one chunk's copies overlap another chunk's "
-                       f"kernel; a copy on the default stream waits for everything [{ctx}].")
+                       f"kernel; a copy on the default stream waits for everything", ctx)
         for op in trace.ops:
             if op.pageable:
-                E.fail(f"{name}: operation #{op.index + 1} ({op.what} on "
+                O.fail("pageable_copy", f"{name}: operation #{op.index + 1} ({op.what} on "
                        f"{trace.stream_names[op.stream]}) copies pageable host memory. The "
                        "GPU's copy engines can only read and write pinned (page-locked) "
                        "memory, so the driver stages such copies through a pinned buffer and "
                        "they stop being asynchronous. Stage the data in cuda.pinned_array "
-                       f"buffers and copy those [{ctx}].")
+                       f"buffers and copy those", ctx)
