@@ -158,6 +158,12 @@ def _flatten(kernel: Any, args: tuple) -> tuple[list[Any], list[int | None], lis
     return params, where, scalars
 
 
+def _dim3(dims: Any) -> tuple[int, int, int]:
+    """(x, y, z) from an int or a 1- to 3-tuple, as Numba normalises launch dimensions."""
+    t = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    return tuple(int(d) for d in t + (1,) * (3 - len(t)))  # type: ignore[return-value]
+
+
 def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "PreparedLaunch | None":
     """A function that launches ``kernel[grid, block]`` on arguments shaped like ``args``
     with none of Numba's per-call typing and conversion: only the data pointers of the
@@ -179,7 +185,7 @@ def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "Prepare
         compiled = kernel.overloads[argtypes]
         params, where, scalars = _flatten(compiled, args)
         core_kernel = compiled._codelibrary.get_cufunc().kernel
-        config = LaunchConfig(grid=grid, block=block, shmem_size=0)
+        config = LaunchConfig(grid=_dim3(grid), block=_dim3(block), shmem_size=0)
         stream = to_stream(0)
     except NumbaInternalsChanged:
         raise

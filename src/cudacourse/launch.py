@@ -80,13 +80,6 @@ class Variants(Generic[C]):
             raise ValueError(f"variant must be one of {self.names + ('best',)}, got {variant!r}")
         return cfg
 
-    def name_of(self, cfg: C) -> str:
-        """The registry name of ``cfg`` if it has one, else its own ``name``."""
-        for name, c in self.named.items():
-            if c == cfg:
-                return name
-        return cfg.name
-
 
 # --- grids ------------------------------------------------------------------------------------
 
