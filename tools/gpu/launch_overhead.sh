@@ -13,7 +13,8 @@ timeout 120 python3 -m cudacourse.bench.cases_launch --json "$OUT/launch_overhea
   2>&1 | tee "$OUT/launch_overhead.txt"
 status=${PIPESTATUS[0]}
 timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs \
-  tests/test_numba_private.py tests/test_vector.py tests/test_intrinsics.py \
+  tests/test_numba_private.py tests/test_launch.py tests/test_vector.py tests/test_intrinsics.py \
+  tests/test_transpose.py tests/test_reduce.py tests/test_timing.py \
   tests/test_launch_cost.py tests/test_cases_launch.py > "$OUT/launch_tests.log" 2>&1
 echo "pytest exit $?" | tee -a "$OUT/launch_tests.log"
 tail -15 "$OUT/launch_tests.log"
