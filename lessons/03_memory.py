@@ -338,34 +338,23 @@ answer_sync_print = "a"
 quiz.grade("03_memory.sync_print", answer_sync_print)
 
 # %% [markdown]
-# On a GPU the next cell runs `transfer.pipelined_scale` and draws the bars from CUDA
-# events recorded around each operation, so the picture shows what the hardware did in
-# this run. The simulator has no timing events and runs everything in order: it prints
-# a sentence instead.
-
-# %%
-if SIM:
-    print("Simulator: there are no timing events and operations run one after another, "
-          "so there is no measured timeline to draw. The model above shows what a GPU does.")
-else:
-    big = np.random.default_rng(1).standard_normal(2**26).astype(np.float32)
-    transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3)  # warm-up: compile, pin
-    result, bars = transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3, timeline=True)
-    print("correct:", np.allclose(result, 2 * big))
-    viz.plot_timeline(bars, title="measured now: 256 MiB in 8 chunks over 3 streams")
-    plt.show()
-
-# %% [markdown]
-# What did a pipeline issue? The checker's recorder can show you, operation by operation
-# with its stream; it is the same record the checker judges.
+# What did your code issue? The checker's recorder can show you, operation by operation
+# with its stream; it is the same record the checker judges. Here it records one chunk's
+# round trip on one stream (not the exercise: no kernel, one chunk), before and after the
+# host waits for the stream.
 
 # %%
 from cudacourse.check._trace import tracing
 
 with tracing() as trace:
-    transfer.pipelined_scale(np.arange(40, dtype=np.float32), 2.0, n_chunks=4, n_streams=2)
+    one = cuda.stream()
+    h_back = cuda.pinned_array(8, dtype=np.float32)
+    d_chunk = cuda.to_device(np.arange(8, dtype=np.float32), stream=one)
+    d_chunk.copy_to_host(h_back, stream=one)  # queued: h_back is not filled yet
+    print("still pending before synchronize():", len(trace.pending()))
+    one.synchronize()
 print(trace.log())
-print("races:", trace.races or "none", "| still pending at return:", len(trace.pending()))
+print("races:", trace.races or "none", "| still pending at the end:", len(trace.pending()))
 
 # %% [markdown]
 # ### Exercise 3: a pipeline over streams
@@ -406,6 +395,25 @@ cudacourse.check.check_pipelined_scale(pipelined_scale)
 ### BEGIN HIDDEN TESTS
 cudacourse.check.check_pipelined_scale(pipelined_scale, hidden=True)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# On a GPU the next cell runs the course's own pipeline, `transfer.pipelined_scale`
+# (the same idea as your answer), and draws the bars from CUDA
+# events recorded around each operation, so the picture shows what the hardware did in
+# this run. The simulator has no timing events and runs everything in order: it prints
+# a sentence instead.
+
+# %%
+if SIM:
+    print("Simulator: there are no timing events and operations run one after another, "
+          "so there is no measured timeline to draw. The model above shows what a GPU does.")
+else:
+    big = np.random.default_rng(1).standard_normal(2**26).astype(np.float32)
+    transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3)  # warm-up: compile, pin
+    result, bars = transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3, timeline=True)
+    print("correct:", np.allclose(result, 2 * big))
+    viz.plot_timeline(bars, title="measured now: 256 MiB in 8 chunks over 3 streams")
+    plt.show()
 
 # %%
 quiz.ask("03_memory.streams")
