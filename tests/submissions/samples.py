@@ -1,12 +1,29 @@
-"""Sample submissions for lesson 1, built from whatever the learner copy is now.
+"""Sample submissions for lesson 1: honest, wrong, hostile and broken, with expected results.
 
 Each sample fills the learner copy's answer cells (by grade_id) with the master's answers,
-or with wrong, hostile, hanging or crashing code, and says which test cells must then score
-0. Expected scores come from the notebook's own ``points`` metadata, so they follow the
-lesson as it grows. Used by tests/test_grading.py and tools/gpu_grading_check.sh:
+with wrong ones, or with attack code, or breaks the file itself. Expected scores come from
+the notebook's own ``points`` metadata and, for quiz cells, from asking the quiz bank in the
+test process whether the sample's literal answer is right, so they follow the lesson as it
+grows. "All wrong" = a kernel that subtracts and the answer "z" to every question: 0 points.
 
-    python tests/submissions/samples.py COURSE_DIR     # writes COURSE_DIR/submitted/* and
-                                                       # COURSE_DIR/expected.json
+Attacks (each is a class; the grader is built against the class, not the instance):
+
+* forging the verdict from the learner's kernel: display hooks, post-run hooks, IPython's
+  compiler, custom exception handlers, monkeypatching the checkers or NumPy, threads that
+  swap the checker's helpers mid-check, trace functions, builtins, writing the feedback
+  run's result file and killing its parent;
+* escaping the static allow-list of answer code: ``__import__``, dunders, ``getattr``,
+  decorators, default arguments, non-literal answers;
+* sabotage of others: an IPython startup file, a detached process that edits the gradebook
+  later, reading and overwriting other students' files and the course package, 20 detached
+  processes, a storm of forks;
+* resources: endless loops (one ignoring interrupts and signals), crashes, memory and disk
+  filling, 100 MB of output (many lines, and one line);
+* broken files: duplicated grade_id, test cell turned into an answer cell, invalid JSON, a
+  non-UTF-8 byte, a renamed notebook, a garbage ``timestamp.txt``, a deleted test cell.
+
+    python tests/submissions/samples.py COURSE_DIR   # writes COURSE_DIR/submitted/* and
+                                                     # COURSE_DIR/expected.json
 """
 
 from __future__ import annotations
@@ -17,11 +34,13 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
 ASSIGNMENT = "01_gpu_vs_cpu"
 KERNEL = "vector_add"  # the code exercise's answer cell
+MARKER = "cudacourse-sample-attack"  # in the command line of every process an attack leaves
 
 WRONG_KERNEL = '''@cuda.jit
 def vector_add(a, b, out):
@@ -30,59 +49,225 @@ def vector_add(a, b, out):
         out[i] = a[i] - b[i]  # wrong: subtracts
 '''
 
-# Attacks appended to the wrong kernel's cell. Each must not earn the kernel's points.
-# Module-level rebinding and monkeypatching: (code, what the grader's message must name).
-REBINDINGS = {
-    "np.testing.assert_allclose": (
-        "import numpy as np, numpy.testing\n"
-        "np.testing.assert_allclose = lambda *a, **k: None\n",
-        "numpy.testing.assert_allclose was replaced"),
-    "np.allclose": ("np.allclose = lambda *a, **k: True\n", "numpy.allclose was replaced"),
-    "np.isclose": ("np.isclose = lambda a, b, *args, **k: np.ones(np.shape(a), dtype=bool)\n",
-                   "numpy.isclose was replaced"),
-    "engine.compare": ("import cudacourse.check._engine as _e\n"
-                       "_e.compare = lambda *a, **k: None\n",
-                       "cudacourse.check._engine.compare was replaced"),
-    "engine.fail": ("import cudacourse.check._engine as _e\n_e.fail = lambda *a, **k: None\n",
-                    "cudacourse.check._engine.fail was replaced"),
-    "module __dict__": ('cudacourse.check.__dict__["check_vector_add"] = lambda *a, **k: None\n',
-                        "cudacourse.check.check_vector_add was replaced"),
-    "__code__ swap": ("import cudacourse.check.vector as _v\n_v.check_vector_add.__code__ = "
-                      "(lambda kernel, *, hidden=False, seed=None: None).__code__\n",
-                      "cudacourse.check.vector.check_vector_add was replaced"),
-}
-
-# Attacks appended to the wrong kernel's cell. Each must not earn the kernel's points.
-ATTACKS = {
-    # all the rebindings in one submission: the grader's message must name each of them
-    "hostile_rebinding": "\n" + "".join(code for code, _ in REBINDINGS.values()),
-    "hostile_names": '''
-check_vector_add = lambda *a, **k: None          # the bare name: test cells do not use it
-try:
-    cudacourse.check.check_vector_add = check_vector_add   # read-only module: refused
-except AttributeError as exc:
-    print("refused:", exc)
-''',
-    "hostile_fake_package": '''
-import types
-cudacourse = types.SimpleNamespace(
-    check=types.SimpleNamespace(check_vector_add=lambda *a, **k: None))
-''',
-    "hostile_ast": '''
+# --- attacks on the verdict, from the learner's kernel (all wrong answers besides) ---------
+FORGE = {
+    "forge_displayhook": ('''
+_ip = get_ipython()
+_ip.events.register("pre_run_cell", lambda info: _ip.displayhook("ok"))
+''', "nbgrader scores a test cell by the first execute_result it finds"),
+    "forge_post_run": ('''
+from IPython.display import clear_output
+def _hide(result):
+    result.error_in_exec = None
+    result.error_before_exec = None
+    clear_output()
+get_ipython().events.register("post_run_cell", _hide)
+''', "post_run_cell hook clears the error and the outputs"),
+    "forge_ast_parse": ('''
 import ast
-class _SkipEverything(ast.NodeTransformer):
-    def visit_Module(self, node):
-        return ast.Module(body=[ast.Pass()], type_ignores=[])
-get_ipython().ast_transformers.append(_SkipEverything())
+_cls = type(get_ipython().compile)
+_cls.ast_parse = lambda self, source, filename="<unknown>", symbol="exec": ast.parse("pass")
+''', "IPython's compiler parses every later cell as `pass`"),
+    "forge_thread_swap": ('''
+import sys, threading, time
+import cudacourse.check._engine as _e
+_real = (_e.compare, _e.fail)
+def _swap():
+    while True:  # patch only while a checker frame runs, restore otherwise
+        frames = sys._current_frames().values()
+        busy = any(f.f_code.co_filename.endswith(("check/vector.py", "_engine.py"))
+                   for fr in frames for f in [fr] if f)
+        _e.compare, _e.fail = ((lambda *a, **k: None), (lambda *a, **k: None)) if busy else _real
+        time.sleep(0.0005)
+threading.Thread(target=_swap, daemon=True).start()
+''', "a thread swaps the checker's compare/fail during the check"),
+    "forge_settrace": ('''
+import sys, threading
+def _tracer(frame, event, arg):
+    if event == "call" and frame.f_code.co_name in ("fail", "compare", "grade"):
+        frame.f_globals[frame.f_code.co_name] = lambda *a, **k: None
+    return None
+sys.settrace(_tracer)
+threading.settrace(_tracer)
+''', "a trace function replaces the checker's helpers as they are called"),
+    "forge_builtins": ('''
+import builtins
+_real_import = builtins.__import__
+class _Fake:
+    def __getattr__(self, name):
+        return self
+    def __call__(self, *a, **k):
+        return None
+def _import(name, *a, **k):
+    if name.startswith("cudacourse"):
+        return _Fake()
+    return _real_import(name, *a, **k)
+builtins.__import__ = _import
+builtins.AssertionError = type("AssertionError", (Warning,), {})
+''', "builtins patched: __import__ hands out a fake cudacourse"),
+    "forge_rebinding": ('''
+import numpy as np, numpy.testing
+import cudacourse.check._engine as _e, cudacourse.check.vector as _v, cudacourse.quiz as _q
+np.testing.assert_allclose = lambda *a, **k: None
+np.allclose = lambda *a, **k: True
+_e.compare = lambda *a, **k: None
+_e.fail = lambda *a, **k: None
+_v.check_vector_add.__code__ = (lambda kernel, *, hidden=False, seed=None: None).__code__
+_q.grade = lambda *a, **k: None
+cudacourse.check.__dict__["check_vector_add"] = lambda *a, **k: None
+''', "the checkers, the quiz and NumPy monkeypatched"),
+    "forge_custom_exc": ('''
+get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)
+''', "a custom exception handler swallows every error"),
+    "forge_result_file": ('''
+import json, os, glob
+for path in glob.glob("*.ipynb"):  # the feedback run's input: forge its result, then kill it
+    nb = json.load(open(path))
+    for c in nb["cells"]:
+        if c["cell_type"] == "code":
+            c["outputs"] = []
+    json.dump(nb, open("out.ipynb", "w"))
+os.kill(os.getppid(), 9)
+''', "writes the feedback run's result file and kills the process that runs it"),
+}
+
+# --- escaping the allow-list: the kernel cell's arithmetic is right, its form is not --------
+ESCAPES = {
+    "escape_import": ('''@cuda.jit
+def vector_add(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+    __import__("os").system("touch /tmp/escaped")
+''', "name '__import__'"),
+    "escape_dunder": ('''@cuda.jit
+def vector_add(a, b, out):
+    g = vector_add.__globals__
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+''', "attribute '.__globals__'"),
+    "escape_default": ('''@cuda.jit
+def vector_add(a, b, out, _=open("/etc/hostname").read()):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+''', "name 'open'"),
+    "escape_decorator": ('''def _passes(f):
+    return f
+@_passes
+def vector_add(a, b, out):
+    pass
+''', "decorator other than @cuda.jit"),
+}
+
+# --- sabotage of other students, of the gradebook and of the course ------------------------
+SABOTAGE = {
+    "poison_startup": '''
+import os
+for d in [os.path.join(os.environ.get("IPYTHONDIR", os.path.expanduser("~/.ipython")),
+                       "profile_default", "startup"),
+          os.path.expanduser("~/.ipython/profile_default/startup"),
+          "__HOME__/.ipython/profile_default/startup"]:
+    try:
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "00-forge.py"), "w") as fh:
+            fh.write("_ip = get_ipython()\\n"
+                     "_ip.events.register('pre_run_cell', lambda i: _ip.displayhook('ok'))\\n")
+    except OSError as exc:
+        print("refused:", exc)
+os._exit(1)
 ''',
-    "hostile_quiz": '''
-import cudacourse.quiz
-cudacourse.quiz.grade = lambda *a, **k: None
-quiz.grade = cudacourse.quiz.grade
+    "gradebook_later": '''
+import os, sqlite3, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.environ["MARK"] = "__MARKER__"
+        time.sleep(4)  # after nbgrader has written the gradebook
+        for db in ["__COURSE__/gradebook.db", "gradebook.db", "../../../gradebook.db"]:
+            try:
+                con = sqlite3.connect(db, timeout=30)
+                con.execute("UPDATE grade SET auto_score = (SELECT max_score FROM grade_cell"
+                            " WHERE grade_cell.id = grade.cell_id)")
+                con.commit()
+            except Exception:
+                pass
+    os._exit(0)
+''',
+    "read_others": '''
+import glob, shutil
+stolen = glob.glob("__COURSE__/submitted/*/*/*.ipynb") + glob.glob("../../*/*/*.ipynb")
+print("found", len(stolen), "other submissions")
+for path in stolen:
+    try:
+        text = open(path).read()
+        open(path, "w").write(text.replace("a[i] + b[i]", "a[i] * b[i]"))
+    except OSError as exc:
+        print("refused:", type(exc).__name__)
+for path in ["__COURSE__/solutions/01_gpu_vs_cpu/01_gpu_vs_cpu.ipynb"]:
+    try:
+        print("master readable:", len(open(path).read()))
+    except OSError as exc:
+        print("master refused:", type(exc).__name__)
+''',
+    "write_package": '''
+import os, site, cudacourse.check.vector as _v
+targets = [_v.__file__, os.path.join(os.path.dirname(_v.__file__), "..", "quiz.py")]
+targets += [os.path.join(p, "sitecustomize.py") for p in site.getsitepackages()]
+for path in targets:
+    try:
+        with open(path, "a") as fh:
+            fh.write("\\n# __MARKER__\\n")
+        print("wrote", path)
+    except OSError as exc:
+        print("refused:", type(exc).__name__)
+''',
+    "detached_20": '''
+import os, subprocess
+for _ in range(20):
+    subprocess.Popen(["sleep", "600", "__MARKER__"], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+''',
+    "fork_storm": '''
+import os, time
+made = 0
+for _ in range(150):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.setsid()
+        os.execvp("sleep", ["sleep", "600", "__MARKER__"])
+    made += 1
+print("forked", made)
+''',
+    "signals_and_loop": '''
+import signal, time
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+while True:
+    time.sleep(0.05)
+''',
+    "memory_bomb": '''
+blocks = []
+try:
+    for _ in range(64):
+        blocks.append(bytearray(256 << 20))  # 16 GiB in all
+except MemoryError:
+    print("MemoryError after", len(blocks) * 256, "MiB")
+''',
+    "disk_fill": '''
+with open("fill.bin", "wb") as fh:
+    for _ in range(300):
+        fh.write(b"\\0" * (1 << 20))  # 300 MiB
 ''',
 }
 
-PLAIN_LOOP = "while True:  # never ends, but a KeyboardInterrupt stops it\n    pass\n"
+BIG_LINES = 'for _ in range(100):\n    print(("y" * 99 + "\\n") * 10_000, end="")  # 100 MB\n'
+BIG_LINE = 'print("x" * 100_000_000)  # one line of 100 MB\n'
+PLAIN_LOOP = "import time\nwhile True:  # never ends, but a KeyboardInterrupt stops it\n    time.sleep(0.01)\n"
 SWALLOW_LOOP = '''import time
 while True:  # never ends, and swallows the grader's interrupt
     try:
@@ -90,14 +275,13 @@ while True:  # never ends, and swallows the grader's interrupt
     except KeyboardInterrupt:
         pass
 '''
-# Writes to stderr during every later cell, as Numba's warnings can on a GPU. Stock nbgrader
-# gives 0 to a test cell with stderr output; the course grades on exceptions only.
 STDERR_NOISE = '''import sys
 get_ipython().events.register(
     "post_run_cell", lambda result: print("SomeWarning: noise on stderr", file=sys.stderr))
 '''
 EXIT = "import os\nos._exit(1)  # kills the Python kernel\n"
 SEGFAULT = "import ctypes\nctypes.string_at(0)  # reads address 0: segmentation fault\n"
+MASTER = "#@MASTER\n"  # replaced by the master's answer for that cell
 
 
 @dataclass
@@ -105,11 +289,18 @@ class Sample:
     name: str
     doc: str
     edits: dict[str, str] = field(default_factory=dict)  # grade_id -> new source
-    broken: set[str] = field(default_factory=set)  # answer cells whose tests must score 0
-    tamper_at: str | None = None  # answer cell where tampering starts: later tests score 0
-    incidents: dict[str, str] = field(default_factory=dict)  # grade_id -> kind expected
+    wrong: bool = False  # all wrong: wrong kernel, "z" to every question (then edits)
+    zero: set[str] = field(default_factory=set)  # answer cells whose tests must score 0
+    not_graded: str | None = None  # phrase of the expected "not graded" reason
     strip_demos: bool = True  # drop ordinary code cells (a learner may; it saves time)
-    blank: bool = False  # hand in the learner copy's answer cells untouched
+    blank: bool = False  # the learner copy's answer cells untouched
+    raw: Callable[[str], bytes] | None = None  # rewrite the notebook's text (broken files)
+    filename: str | None = None  # hand it in under another name
+    timestamp: str | None = None
+    nb_edit: Callable[[nbformat.NotebookNode], None] | None = None
+    phrase: dict[str, str] = field(default_factory=dict)  # grade_id -> text its error holds
+    leaves: bool = False  # starts processes that must not survive grading
+    needs_isolation: bool = False  # only where bwrap isolates (it writes the course files)
 
 
 def answer_cells(nb: nbformat.NotebookNode) -> list[str]:
@@ -128,69 +319,107 @@ def uses(source: str, name: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", source) is not None
 
 
-def samples(learner: nbformat.NotebookNode) -> list[Sample]:
+def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sample]:
     quizzes = [a for a in answer_cells(learner) if a != KERNEL]
-    q1 = quizzes[1] if len(quizzes) > 1 else (quizzes[0] if quizzes else None)
-    q2 = quizzes[2] if len(quizzes) > 2 else None
+    q1 = quizzes[0] if quizzes else None
+    sub = {"__COURSE__": str(course), "__MARKER__": MARKER, "__HOME__": home}
+
+    def fill(code: str) -> str:
+        for k, v in sub.items():
+            code = code.replace(k, v)
+        return code
+
     out = [
         Sample("correct", "the master's answers, every demo cell kept", strip_demos=False),
         Sample("correct_with_stderr", "right answers; every later cell also writes to stderr",
-               {quizzes[0]: STDERR_NOISE + _master_source_marker(quizzes[0])} if quizzes else {}),
+               {q1: STDERR_NOISE + MASTER} if q1 else {}),
         Sample("blank", "the learner copy handed in with no answer written", blank=True,
-               broken=set(answer_cells(learner))),
+               zero=set(answer_cells(learner))),
         Sample("wrong_kernel", "subtracts instead of adding", {KERNEL: WRONG_KERNEL},
-               broken={KERNEL}),
+               zero={KERNEL}),
+        Sample("all_wrong", "wrong kernel, 'z' to every question", wrong=True),
+        Sample("quiz_not_literal", "right answers computed, not written as literals",
+               {q: f"{q} = chr(ord('a') + 1)  # 'b', but not a literal\n" for q in quizzes},
+               zero=set(quizzes), phrase={f"test_{q}": "not a literal" for q in quizzes[:1]}),
     ]
-    for name, attack in ATTACKS.items():
-        tamper = name != "hostile_names"  # rebinding a bare name tampers with nothing
-        edits = {KERNEL: WRONG_KERNEL + attack}
-        broken = {KERNEL}
-        if name == "hostile_quiz":  # and wrong answers after the attack
-            after = [q for q in quizzes if _pos(learner, q) > _pos(learner, KERNEL)]
-            edits.update({q: f'{q} = "z"\n' for q in after})
-            broken |= set(after)
-        out.append(Sample(name, f"wrong kernel plus: {attack.strip().splitlines()[-1]}",
-                          edits, broken=broken, tamper_at=KERNEL if tamper else None,
-                          incidents={} if not tamper else {"*": "tampering"}))
+    for name, (code, why) in FORGE.items():
+        out.append(Sample(name, f"all wrong, plus: {why}", {KERNEL: WRONG_KERNEL + code},
+                          wrong=True))
+    for name, (code, phrase) in ESCAPES.items():
+        out.append(Sample(name, f"right arithmetic in a forbidden form ({phrase})",
+                          {KERNEL: code}, zero={KERNEL},
+                          phrase={f"test_{KERNEL}": phrase}))
+    for name, code in SABOTAGE.items():
+        attack_at = q1 if name in ("poison_startup",) else KERNEL
+        out.append(Sample(name, f"all wrong, plus sabotage: {name.replace('_', ' ')}",
+                          {attack_at: (WRONG_KERNEL if attack_at == KERNEL else
+                                       f'{attack_at} = "z"\n') + fill(code)},
+                          wrong=True, leaves=name in ("detached_20", "fork_storm",
+                                                      "gradebook_later"),
+                          needs_isolation=name in ("write_package", "read_others",
+                                                   "gradebook_later", "poison_startup")))
+    # victims graded after the saboteurs (names sort after them): honest, all wrong
+    out.append(Sample("victim_all_wrong", "all wrong, no attack: must get 0 whatever ran "
+                      "before it", wrong=True))
+    out.append(Sample("victim_correct", "right answers, no attack: must keep full marks"))
+    out.append(Sample("big_output_lines", "right answers, 100 MB printed in many lines",
+                      {KERNEL: MASTER + BIG_LINES}))
+    out.append(Sample("big_output_line", "right answers, one printed line of 100 MB",
+                      {KERNEL: MASTER + BIG_LINE}))
     locked = {KERNEL: WRONG_KERNEL, f"test_{KERNEL}": "pass  # edited by the learner"}
-    broken = {KERNEL}
-    if q2:
-        locked.update({q2: f'{q2} = "z"\n', f"test_{q2}": "pass"})
-        broken.add(q2)
-    out.append(Sample("locked_cells_edited", "wrong answers, their test cells edited to pass",
-                      locked, broken=broken))
-    loops = {KERNEL: PLAIN_LOOP + _master_source_marker(KERNEL)}
-    crashes = {KERNEL: EXIT + _master_source_marker(KERNEL)}
-    lbroken, cbroken = {KERNEL}, {KERNEL}
-    linc, cinc = {KERNEL: "timeout"}, {KERNEL: "crash"}
+    out.append(Sample("locked_cells_edited", "wrong kernel, its test cell edited to pass",
+                      locked, zero={KERNEL}))
+    loops = {KERNEL: PLAIN_LOOP + MASTER}
+    crashes = {KERNEL: EXIT + MASTER}
     if q1:
-        loops[q1] = SWALLOW_LOOP + _master_source_marker(q1)
-        crashes[q1] = SEGFAULT + _master_source_marker(q1)
-        lbroken.add(q1)
-        cbroken.add(q1)
-        linc[q1] = "timeout"
-        cinc[q1] = "crash"
+        loops[q1] = SWALLOW_LOOP + MASTER
+        crashes[q1] = SEGFAULT + MASTER
     out.append(Sample("loops", "an endless loop in the kernel cell, one that swallows "
-                      "KeyboardInterrupt in a quiz answer", loops, lbroken, incidents=linc))
-    out.append(Sample("crashes", "os._exit(1) in the kernel cell, a segfault in a quiz answer",
-                      crashes, cbroken, incidents=cinc))
-    every = [a for a in answer_cells(learner)]
-    out.append(Sample("crash_storm", "every answer cell kills the kernel: the grader gives up "
-                      "after max_restarts and marks the rest not graded",
-                      {a: EXIT + _master_source_marker(a) for a in every}, set(every),
-                      incidents={"*": "gave up"}))
+                      "KeyboardInterrupt in a quiz answer: the answers are still right",
+                      loops))
+    out.append(Sample("crashes", "os._exit(1) in the kernel cell, a segfault in a quiz "
+                      "answer: the answers are still right", crashes))
+    # broken files
+    out.append(Sample("dup_grade_id", "right answers, then a copy of the kernel cell (same "
+                      "grade_id) holding a wrong kernel: graded by the first",
+                      nb_edit=_duplicate_kernel_cell))
+    out.append(Sample("deleted_test_cell", "right answers, the kernel's test cell deleted: "
+                      "nbgrader restores it from the master", nb_edit=_delete_kernel_test))
+    out.append(Sample("test_to_solution", "a test cell turned into an answer cell",
+                      nb_edit=_test_to_solution, not_graded="turned into an answer cell"))
+    out.append(Sample("invalid_json", "the file cut in the middle",
+                      raw=lambda t: t[: len(t) // 2].encode(), not_graded="not valid JSON"))
+    out.append(Sample("non_utf8", "one byte that is not UTF-8",
+                      raw=lambda t: t.replace("vector_add", "vector_add\udcff", 1).encode(
+                          "utf-8", "surrogateescape"), not_graded="not UTF-8"))
+    out.append(Sample("renamed", "handed in as '01_gpu_vs_cpu (1).ipynb'",
+                      filename=f"{ASSIGNMENT} (1).ipynb", not_graded="notebook renamed"))
+    out.append(Sample("bad_timestamp", "timestamp.txt holds garbage",
+                      timestamp="last tuesday-ish 25:99", not_graded="timestamp.txt"))
     return out
 
 
-def _master_source_marker(grade_id: str) -> str:
-    return f"#@MASTER {grade_id}\n"
-
-
-def _pos(nb: nbformat.NotebookNode, grade_id: str) -> int:
+def _find(nb: nbformat.NotebookNode, grade_id: str) -> int:
     for i, c in enumerate(nb.cells):
         if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
             return i
     raise KeyError(grade_id)
+
+
+def _duplicate_kernel_cell(nb: nbformat.NotebookNode) -> None:
+    i = _find(nb, KERNEL)
+    dup = copy.deepcopy(nb.cells[i])
+    dup.source = WRONG_KERNEL
+    dup["id"] = "copied-cell"
+    nb.cells.insert(i + 2, dup)  # after the test cell
+
+
+def _delete_kernel_test(nb: nbformat.NotebookNode) -> None:
+    del nb.cells[_find(nb, f"test_{KERNEL}")]
+
+
+def _test_to_solution(nb: nbformat.NotebookNode) -> None:
+    nb.cells[_find(nb, f"test_{KERNEL}")].metadata["nbgrader"]["solution"] = True
 
 
 def build(sample: Sample, learner: nbformat.NotebookNode,
@@ -209,50 +438,107 @@ def build(sample: Sample, learner: nbformat.NotebookNode,
         if gid is None and cell.cell_type == "code" and sample.strip_demos:
             continue
         if gid in sample.edits:
-            src = sample.edits[gid]
-            cell.source = src.replace(_master_source_marker(gid), solutions[gid])
+            cell.source = sample.edits[gid].replace(MASTER, solutions[gid])
         elif cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = solutions[gid]
+            if sample.wrong:
+                cell.source = WRONG_KERNEL if gid == KERNEL else f'{gid} = "z"\n'
+            else:
+                cell.source = solutions[gid]
         cells.append(cell)
     nb.cells = cells
+    if sample.nb_edit:
+        sample.nb_edit(nb)
     return nb
 
 
-def expected(sample: Sample, learner: nbformat.NotebookNode) -> dict[str, float]:
-    """The score each test cell must get."""
-    start = _pos(learner, sample.tamper_at) if sample.tamper_at else None
+def _quiz_right(test_source: str, answer_cell_source: str) -> bool:
+    """Is the answer right? Asked of the quiz bank here, in the test process (trusted)."""
+    import ast
+
+    from cudacourse import quiz
+
+    try:
+        tree = ast.parse(answer_cell_source)
+        values = {t.id: ast.literal_eval(s.value) for s in tree.body
+                  if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+    except (SyntaxError, ValueError):
+        return False
+    try:
+        exec(test_source, {"quiz": quiz, **values})  # noqa: S102 - the master's test cell
+    except Exception:  # noqa: BLE001 - AssertionError, NameError: not right
+        return False
+    return True
+
+
+def expected(sample: Sample, learner: nbformat.NotebookNode,
+             master: nbformat.NotebookNode) -> dict[str, float] | None:
+    """The score each test cell must get; None when the submission must not be graded."""
+    if sample.not_graded:
+        return None
+    built = build(sample, learner, master)
+    answers = {}
+    for c in built.cells:  # first occurrence, as the grader takes it
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid and c.metadata.get("nbgrader", {}).get("solution") and gid not in answers:
+            answers[gid] = c.source
+    zero = set(sample.zero)
+    if sample.wrong:
+        zero |= set(answer_cells(learner))
     scores = {}
-    for gid, points, source in graded_cells(learner):
-        zero = any(uses(source, b) for b in sample.broken)
-        if start is not None and _pos(learner, gid) > start:
-            zero = True
-        scores[gid] = 0.0 if zero else points
+    for gid, points, _ in graded_cells(learner):
+        test_source = next(c.source for c in master.cells
+                           if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
+        needed = [a for a in answer_cells(learner) if uses(test_source, a)]
+        ok = bool(needed) and not any(a in zero for a in needed)
+        if ok and KERNEL not in needed:
+            ok = all(_quiz_right(test_source, answers.get(a, "")) for a in needed)
+        scores[gid] = points if ok else 0.0
     return scores
 
 
-def write(course: Path, learner_path: Path, master_path: Path) -> dict[str, dict]:
-    """Place every sample in course/submitted/<name>/<assignment>/; return the expectations."""
+def write(course: Path, learner_path: Path, master_path: Path, *, isolated: bool = True,
+          home: str = "/root") -> dict[str, dict]:
+    """Place every sample in course/submitted/<name>/<assignment>/; return the expectations.
+
+    ``isolated=False`` (no bubblewrap here) leaves out the samples that write into the course
+    and the package: in the fallback they would succeed, by design of the fallback."""
     learner = nbformat.read(learner_path, 4)
     master = nbformat.read(master_path, 4)
     result = {}
-    for sample in samples(learner):
-        dest = course / "submitted" / sample.name / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(build(sample, learner, master), dest)
-        scores = expected(sample, learner)
+    for sample in samples(learner, course, home):
+        if sample.needs_isolation and not isolated:
+            continue
+        d = course / "submitted" / sample.name / ASSIGNMENT
+        d.mkdir(parents=True, exist_ok=True)
+        nb = build(sample, learner, master)
+        text = nbformat.writes(nb)
+        data = sample.raw(text) if sample.raw else text.encode()
+        (d / (sample.filename or f"{ASSIGNMENT}.ipynb")).write_bytes(data)
+        if sample.timestamp is not None:
+            (d / "timestamp.txt").write_text(sample.timestamp)
+        scores = expected(sample, learner, master)
         result[sample.name] = {"doc": sample.doc, "cells": scores,
-                               "total": sum(scores.values()),
-                               "incidents": sample.incidents}
+                               "total": None if scores is None else sum(scores.values()),
+                               "not_graded": sample.not_graded, "phrase": sample.phrase,
+                               "leaves": sample.leaves}
     return result
 
 
 if __name__ == "__main__":
-    course = Path(sys.argv[1])
+    course = Path(sys.argv[1]).resolve()
     root = Path(__file__).resolve().parents[2]
     release = course / "notebooks" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     if not release.exists():
         release = root / "notebooks" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-    want = write(course, release, root / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    isolated = "--no-isolation" not in sys.argv
+    import os
+
+    master = course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    if not master.exists():
+        master = root / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    want = write(course, release, master,
+                 isolated=isolated, home=os.path.expanduser("~"))
     (course / "expected.json").write_text(json.dumps(want, indent=1))
     for name, w in want.items():
-        print(f"{name:24} expected {w['total']:g}")
+        shown = "not graded" if w["total"] is None else f"{w['total']:g}"
+        print(f"{name:24} expected {shown}")

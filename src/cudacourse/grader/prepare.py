@@ -1,0 +1,339 @@
+"""Per notebook: the feedback run and one verdict per test cell, all in the sandbox.
+
+:func:`prepare` is the whole of what touches learner code. Its result (JSON-able) is what
+nbgrader's execute step puts into the autograded notebook: outputs of ordinary cells from
+the feedback run (sanitised and capped: the learner controlled that process), and the
+outputs of each graded test cell from its verdict, which decide the points.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from . import sandbox as sbx
+from .intake import nb_meta
+
+HERE = Path(__file__).resolve().parent
+CONTEXT_TAG = "grading-context"  # a master cell with this tag is context, whole
+BLANK_TEST = "# (graded by the course's grader in a separate process)\n"
+
+DEFAULTS: dict[str, Any] = {
+    "timeout": 120,  # seconds per cell, for the feedback run and for each verdict
+    "notebook_timeout": 900,  # seconds for the whole feedback run of one notebook
+    "max_restarts": 3,
+    "output_cap": 20_000,  # characters of output per cell
+    "audit": True,  # the in-kernel tamper audit in the feedback run (a hint only)
+    "feedback_run": True,  # False: verdicts only (faster; feedback shows only test cells)
+    "sandbox": {},
+}
+
+
+def is_test_cell(cell: Any) -> bool:
+    m = nb_meta(cell)
+    return cell.get("cell_type") == "code" and bool(m.get("grade")) and not m.get("solution")
+
+
+# --- the master's context ------------------------------------------------------------------
+
+def _definitions_only(source: str) -> str:
+    """Imports, function and class definitions and ALL_CAPS constants of a master cell."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    keep = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)):
+            keep.append(stmt)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            if names and all(n.isupper() for n in names):
+                keep.append(stmt)
+    return ast.unparse(ast.Module(body=keep, type_ignores=[])) if keep else ""
+
+
+def context_for(master: nbformat.NotebookNode) -> dict[str, list[str]]:
+    """For each test cell (grade_id) of the master, the context sources it runs after.
+
+    Context = every code cell before it that is locked and not graded (the setup cell),
+    or tagged ``grading-context``, whole; and from the other ordinary code cells before it
+    (not answers, not tests) only their definitions: imports, ``def``/``class`` and
+    ALL_CAPS constants. So lesson 3's ``scale_kernel`` is there, its demos are not."""
+    out, ctx = {}, []
+    for cell in master.cells:
+        if cell.cell_type != "code":
+            continue
+        m = nb_meta(cell)
+        tags = cell.get("metadata", {}).get("tags", [])
+        if is_test_cell(cell):
+            out[m["grade_id"]] = list(ctx)
+            continue
+        if m.get("solution"):
+            continue
+        if CONTEXT_TAG in tags or (m.get("locked") and not m.get("grade")):
+            ctx.append(cell.source)
+        else:
+            defs = _definitions_only(cell.source)
+            if defs:
+                ctx.append(defs)
+    return out
+
+
+# --- sanitising what came back from the sandbox --------------------------------------------
+
+def _cap(text: Any, n: int) -> str:
+    text = text if isinstance(text, str) else "".join(text) if isinstance(text, list) else str(text)
+    return text if len(text) <= n else text[:n] + f"\n[... {len(text) - n} characters cut by the grader]\n"
+
+
+def sanitise(outputs: Any, cap: int) -> list[dict[str, Any]]:
+    """Plain-text, image and error outputs only (no HTML or JavaScript reaches the feedback
+    or formgrader), each capped; at most 50 per cell."""
+    clean: list[dict[str, Any]] = []
+    budget = cap
+    for out in outputs if isinstance(outputs, list) else []:
+        if not isinstance(out, dict) or len(clean) >= 50 or budget <= 0:
+            break
+        kind = out.get("output_type")
+        if kind == "stream":
+            text = _cap(out.get("text", ""), budget)
+            budget -= len(text)
+            clean.append({"output_type": "stream",
+                          "name": "stderr" if out.get("name") == "stderr" else "stdout",
+                          "text": text})
+        elif kind == "error":
+            tb = out.get("traceback", [])
+            tb = [_cap(t, 2000) for t in tb[-30:]] if isinstance(tb, list) else []
+            clean.append({"output_type": "error", "ename": _cap(out.get("ename", "Error"), 200),
+                          "evalue": _cap(out.get("evalue", ""), 4000), "traceback": tb})
+            budget -= 2000
+        elif kind in ("display_data", "execute_result"):
+            data = out.get("data", {}) if isinstance(out.get("data"), dict) else {}
+            keep = {}
+            if "text/plain" in data:
+                keep["text/plain"] = _cap(data["text/plain"], min(budget, 4000))
+            png = data.get("image/png")
+            if isinstance(png, str) and len(png) <= 2_000_000:
+                keep["image/png"] = png
+            if keep:
+                clean.append({"output_type": "display_data", "data": keep, "metadata": {}})
+                budget -= len(keep.get("text/plain", "")) + 500
+    return clean
+
+
+def verdict_outputs(v: dict[str, Any], cap: int) -> list[dict[str, Any]]:
+    """The outputs nbgrader scores: an error output unless the verdict passed."""
+    outs: list[dict[str, Any]] = []
+    if v.get("output"):
+        outs.append({"output_type": "stream", "name": "stdout", "text": _cap(v["output"], cap)})
+    if v.get("status") == "pass":
+        if v.get("partial") is not None:
+            outs.append({"output_type": "execute_result", "execution_count": None,
+                         "metadata": {}, "data": {"text/plain": repr(float(v["partial"]))}})
+        return outs
+    ename = v.get("ename") or {"not_gradable": "NotGradable", "timeout": "CellTimeoutError",
+                               "error": "GraderError"}.get(v.get("status"), "CheckFailed")
+    evalue = _cap(v.get("message", ""), 4000)
+    outs.append({"output_type": "error", "ename": ename, "evalue": evalue,
+                 "traceback": [f"\x1b[0;31m{ename}\x1b[0m: {evalue}"]})
+    return outs
+
+
+# --- running ------------------------------------------------------------------------------
+
+def _workdir(prefix: str) -> str:
+    return tempfile.mkdtemp(prefix=f"cudacourse-{prefix}-")
+
+
+def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
+                        course_root: str, db_url: str | None) -> tuple[list[dict], Any]:
+    sb = sbx.Sandbox.from_dict(opts.get("sandbox"))
+    work = _workdir("verdict")
+    try:
+        res = sbx.run([sys.executable, str(HERE / "verdict.py")], workdir=work, sb=sb,
+                      course_root=course_root, timeout=opts["timeout"] * n + 60,
+                      stdin=json.dumps(request).encode(), db_url=db_url,
+                      cap=n * 4 * opts["output_cap"] + 65536)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    found = []
+    for line in res.stdout.decode("utf-8", "replace").splitlines():
+        try:
+            v = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(v, dict):
+            found.append(v)
+    return found, res
+
+
+def run_verdicts(jobs: list[dict[str, Any]], opts: dict[str, Any], course_root: str,
+                 db_url: str | None) -> dict[str, dict[str, Any]]:
+    """One verdict per job (test cell), each in a clean process: forked per cell from one
+    sandboxed process in the simulator, one sandbox per cell on a GPU."""
+    if not jobs:
+        return {}
+    found, res = _sandboxed_verdicts({"jobs": jobs, "timeout": opts["timeout"]}, len(jobs),
+                                     opts, course_root, db_url)
+    if found and found[0].get("fork") is False:
+        found, results = [], []
+        for job in jobs:
+            got, one = _sandboxed_verdicts(job, 1, opts, course_root, db_url)
+            found += got[:1]
+            results.append(one)
+        res = results[-1]
+    by_id = {v.get("grade_id"): v for v in found if v.get("grade_id")}
+    out = {}
+    for job in jobs:
+        gid = job["grade_id"]
+        v = by_id.get(gid)
+        if v is None:
+            if res.timed_out:
+                v = {"status": "timeout", "ename": "CellTimeoutError",
+                     "message": f"the checks did not finish within their time"}
+            else:
+                err = res.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+                v = {"status": "error", "ename": "GraderError",
+                     "message": f"the check's process ended without a verdict (exit status "
+                                f"{res.rc}){': ' + ' | '.join(err) if err else ''}"}
+        v.update(grade_id=gid, isolation=res.isolation)
+        out[gid] = v
+    return out
+
+
+def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: str,
+                 db_url: str | None, who: dict[str, str]) -> tuple[list | None, list, str]:
+    """Execute the notebook (test cells blanked) in the sandbox; (outputs per cell or None,
+    incidents, isolation)."""
+    sb = sbx.Sandbox.from_dict(opts.get("sandbox"))
+    work = _workdir("run")
+    try:
+        sent = copy.deepcopy(nb)
+        for cell in sent.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+                if is_test_cell(cell):
+                    cell.source = BLANK_TEST
+        nbformat.write(sent, os.path.join(work, "in.ipynb"))
+        run_opts = {k: opts[k] for k in ("timeout", "max_restarts", "output_cap", "audit")}
+        run_opts.update(who)
+        res = sbx.run([sys.executable, str(HERE / "nbrun.py"), "in.ipynb", "out.ipynb",
+                       json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
+                      timeout=opts["notebook_timeout"], db_url=db_url, cap=1 << 20)
+        incidents = []
+        if res.timed_out:
+            incidents.append(f"the feedback run did not finish within {opts['notebook_timeout']} s")
+        out_path = Path(work) / "out.ipynb"
+        limit = 8 * opts["output_cap"] * max(1, len(nb.cells)) + (20 << 20)
+        if not out_path.is_file() or out_path.is_symlink() or out_path.stat().st_size > limit:
+            why = "no result" if not out_path.is_file() else "an oversized or odd result"
+            err = res.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
+            incidents.append(f"the feedback run left {why} (exit status {res.rc}"
+                             f"{': ' + ' | '.join(err) if err else ''}); feedback shows "
+                             "only the test cells' results")
+            return None, incidents, res.isolation
+        try:
+            ran = json.loads(out_path.read_text(encoding="utf-8"))
+            cells = ran["cells"]
+            if len(cells) != len(sent.cells):
+                raise ValueError("cell count changed")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            incidents.append(f"the feedback run's result was unusable ({exc})")
+            return None, incidents, res.isolation
+        outputs = []
+        for mine, theirs in zip(sent.cells, cells):
+            ok = isinstance(theirs, dict) and mine.cell_type == "code" and not is_test_cell(mine)
+            outputs.append(sanitise(theirs.get("outputs"), opts["output_cap"]) if ok else None)
+        meta = ran.get("metadata", {}).get("cudacourse_feedback_run", {})
+        for i in (meta.get("incidents") or [])[:20]:
+            if isinstance(i, dict):
+                incidents.append(_cap(f"feedback run (reported from the learner's kernel): "
+                                      f"cell {i.get('cell')} {i.get('kind')}: {i.get('what')}",
+                                      500))
+        return outputs, incidents, res.isolation
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def prepare(staged: nbformat.NotebookNode, master: nbformat.NotebookNode, *,
+            course_root: str, options: dict[str, Any] | None = None,
+            db_url: str | None = None, who: dict[str, str] | None = None) -> dict[str, Any]:
+    """Everything learner-derived for one notebook, computed in sandboxes. JSON-able."""
+    opts = {**DEFAULTS, **(options or {})}
+    who = who or {}
+    start = time.monotonic()
+    contexts = context_for(master)
+    solution_ids = {nb_meta(c)["grade_id"] for c in master.cells
+                    if nb_meta(c).get("solution") and nb_meta(c).get("grade_id")}
+    tests = {nb_meta(c)["grade_id"]: c.source for c in master.cells if is_test_cell(c)}
+    result: dict[str, Any] = {"cells": {}, "outputs": None, "incidents": [],
+                              "sources": [c.source for c in staged.cells]}
+    isolation = set()
+    if opts["feedback_run"]:
+        outs, incidents, iso = feedback_run(staged, opts, course_root, db_url, who)
+        result["outputs"], result["incidents"] = outs, incidents
+        isolation.add(iso)
+    jobs = []
+    for gid, test_source in tests.items():
+        pos = next((i for i, c in enumerate(staged.cells) if nb_meta(c).get("grade_id") == gid),
+                   len(staged.cells))
+        answers = [[nb_meta(c)["grade_id"], c.source] for c in staged.cells[:pos]
+                   if c.cell_type == "code" and nb_meta(c).get("solution")
+                   and nb_meta(c).get("grade_id") in solution_ids]
+        jobs.append({"grade_id": gid, "context": contexts.get(gid, []), "answers": answers,
+                     "test": test_source, "cap": opts["output_cap"]})
+    for gid, v in run_verdicts(jobs, opts, course_root, db_url).items():
+        isolation.add(v.pop("isolation", "?"))
+        result["cells"][gid] = v
+        if v["status"] in ("not_gradable", "timeout", "error"):
+            result["incidents"].append(f"test cell '{gid}': {v['status']}: {v.get('message')}")
+    result["isolation"] = sorted(isolation)
+    result["seconds"] = round(time.monotonic() - start, 2)
+    return result
+
+
+def apply(nb: nbformat.NotebookNode, prepared: dict[str, Any], cap: int) -> list[str]:
+    """Put the prepared outputs into nbgrader's notebook (test cells by grade_id, the others
+    by matching sources in order). Returns problems found on the way."""
+    problems = []
+    sources = prepared.get("sources", [])
+    outputs = prepared.get("outputs")
+    j = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = []
+        cell.execution_count = None
+        if is_test_cell(cell):
+            gid = nb_meta(cell)["grade_id"]
+            v = prepared["cells"].get(gid) or {
+                "status": "error", "ename": "GraderError",
+                "message": f"no verdict for test cell '{gid}' (not in the master?)"}
+            cell.outputs = [nbformat.from_dict(o) for o in verdict_outputs(v, cap)]
+            continue
+        if outputs is None:
+            continue
+        k = next((k for k in range(j, len(sources)) if sources[k] == cell.source), None)
+        if k is None:
+            problems.append(f"a cell of nbgrader's notebook has no feedback output: "
+                            f"{cell.source[:40]!r}")
+            continue
+        cell.outputs = [nbformat.from_dict(o) for o in (outputs[k] or [])]
+        j = k + 1
+    return problems
+
+
+__all__ = ["prepare", "apply", "context_for", "sanitise", "verdict_outputs", "DEFAULTS",
+           "is_test_cell"]

@@ -1,0 +1,337 @@
+"""Grade a class: one job per student, over any ``concurrent.futures.Executor``.
+
+``grade_submission`` is the job: a top-level function of plain arguments returning a
+JSON-able dict, so a ``ThreadPoolExecutor``, a ``ProcessPoolExecutor`` or a Dask
+``Client.get_executor()`` can run it. Per student it
+
+1. checks and stages the submission (:mod:`intake`): a broken one is "not graded: <reason>"
+   and the job ends there, for that student only;
+2. runs every notebook's feedback run and verdicts in sandboxes (:mod:`prepare`), in
+   parallel with the other jobs: no gradebook access;
+3. runs ``nbgrader autograde --student S`` on the staged copy, with the prepared results, so
+   nbgrader writes the gradebook, the autograded notebook and what feedback and export use.
+   This step never runs learner code and takes a few seconds.
+
+Gradebook writes under concurrency: nbgrader opens its own database session per process.
+With SQLite, step 3 holds an exclusive ``flock`` on ``<gradebook>.cudacourse-lock`` (one
+writer at a time; SQLite would otherwise answer "database is locked"), and is retried on
+that error. That lock works for workers on one host; workers on several hosts need a
+server database (PostgreSQL), for which no lock is taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Iterator
+
+import nbformat
+
+from . import intake, prepare
+
+DEFAULT_OPTIONS: dict[str, Any] = {
+    **prepare.DEFAULTS,
+    "db_url": None,  # default: sqlite:///<course>/gradebook.db
+    "work_dir": None,  # default: <course>/.cudacourse-grading/<assignment>
+    "submitted_dir": "submitted",
+    "source_dir": "solutions",
+    "nbgrader_timeout": 600,
+    "keep_work": False,
+    "batch_nbgrader": True,  # grade_class: one nbgrader run for all prepared students
+}
+
+
+def _opts(course_root: str, assignment: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    o = {**DEFAULT_OPTIONS, **(options or {})}
+    root = Path(course_root).resolve()
+    o["db_url"] = o["db_url"] or f"sqlite:///{root}/gradebook.db"
+    o["work_dir"] = str(Path(o["work_dir"] or root / ".cudacourse-grading" / assignment))
+    return o
+
+
+@contextlib.contextmanager
+def gradebook_lock(db_url: str) -> Iterator[None]:
+    """One gradebook writer at a time for SQLite (threads and processes of one host)."""
+    if not db_url.startswith("sqlite:///"):
+        yield
+        return
+    path = db_url[len("sqlite:///"):] + ".cudacourse-lock"
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def nbgrader(course_root: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH.
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_root, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _last_error(stderr: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "[ERROR]" in ln or "Error" in ln or "error" in ln:
+            return ln[-300:]
+    return lines[-1][-300:] if lines else "no message"
+
+
+def _scores(db_url: str, assignment: str, student: str) -> tuple[dict, dict]:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    scores, max_scores = {}, {}
+    with Gradebook(db_url) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return scores, max_scores
+        for nb in sub.notebooks:
+            for g in nb.grades:
+                key = g.name if len(sub.notebooks) == 1 else f"{nb.name}:{g.name}"
+                scores[key] = g.score
+                max_scores[key] = g.max_score
+    return scores, max_scores
+
+
+def mark_not_graded(course_root: str, assignment: str, student: str, reason: str,
+                    db_url: str) -> None:
+    """No stale result may pass for this run's: remove earlier autograded files and the
+    gradebook submission (formgrader then shows "No Submission"; the status CSV and a
+    NOT_GRADED note in the feedback folder give the reason)."""
+    root = Path(course_root)
+    for step in ("autograded", "feedback"):
+        d = root / step / student / assignment
+        if d.exists():
+            shutil.rmtree(d, ignore_errors=True)
+    fb = root / "feedback" / student / assignment
+    fb.mkdir(parents=True, exist_ok=True)
+    from html import escape
+
+    (fb / "NOT_GRADED.txt").write_text(f"{assignment}: not graded: {reason}\n")
+    (fb / "NOT_GRADED.html").write_text(
+        f"<!doctype html><meta charset='utf-8'><title>{escape(assignment)}: not graded"
+        f"</title><h1>{escape(assignment)}: not graded</h1><p>{escape(reason)}</p>"
+        "<p>Ask your instructor; nothing was scored, this is not a zero.</p>\n")
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with gradebook_lock(db_url), Gradebook(db_url) as gb:
+        gb.update_or_create_student(student)
+        try:
+            gb.remove_submission(assignment, student)
+        except MissingEntry:
+            pass
+
+
+def grade_submission(course_root: str, assignment: str, student: str,
+                     options: dict[str, Any]) -> dict[str, Any]:
+    """Grade one student's submission; never raises for anything the student did."""
+    start = time.monotonic()
+    o = _opts(course_root, assignment, options)
+    root = str(Path(course_root).resolve())
+    work = Path(o["work_dir"])
+    staging, results = work / "staged", work / "results"
+    out: dict[str, Any] = {"student": student, "assignment": assignment, "status": "graded",
+                           "reason": None, "scores": {}, "max_scores": {}, "incidents": [],
+                           "isolation": [], "seconds": 0.0}
+
+    def not_graded(reason: str) -> dict[str, Any]:
+        out.update(status="not_graded", reason=reason, scores={}, max_scores={})
+        try:
+            mark_not_graded(root, assignment, student, reason, o["db_url"])
+        except Exception as exc:  # noqa: BLE001 - the reason still reaches the summary
+            out["incidents"].append(f"could not record 'not graded' in the gradebook: {exc}")
+        out["seconds"] = round(time.monotonic() - start, 2)
+        return out
+
+    try:
+        staged = intake.stage(Path(root), assignment, student, staging,
+                              submitted_dir=o["submitted_dir"], source_dir=o["source_dir"])
+    except intake.NotGraded as exc:
+        return not_graded(str(exc))
+    out["incidents"] += staged.problems
+    try:
+        for name, path in staged.notebooks.items():
+            master = nbformat.read(Path(root) / o["source_dir"] / assignment / f"{name}.ipynb",
+                                   as_version=4)
+            prepared = prepare.prepare(
+                nbformat.read(path, as_version=4), master, course_root=root, options=o,
+                db_url=o["db_url"],
+                who={"student": student, "assignment": assignment, "notebook": name})
+            dest = results / student / assignment / f"{name}.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(json.dumps(prepared))
+            out["incidents"] += [f"{name}: {i}" for i in prepared["incidents"]]
+            out["isolation"] = sorted(set(out["isolation"]) | set(prepared["isolation"]))
+    except Exception as exc:  # noqa: BLE001 - e.g. the sandbox refused (--require-sandbox)
+        return not_graded(f"the grader could not run it: {type(exc).__name__}: {exc}")
+    if o.get("defer_nbgrader"):
+        out["status"] = "prepared"  # grade_class runs nbgrader for the batch
+        out["seconds"] = round(time.monotonic() - start, 2)
+        return out
+    failed = autograde(root, assignment, [student], o).get(student)
+    if failed:
+        return not_graded(failed)
+    return finish(out, o, start)
+
+
+def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None) -> dict[str, Any]:
+    """Scores from the gradebook; the staged copy and prepared results removed."""
+    out["status"] = "graded"
+    out["scores"], out["max_scores"] = _scores(o["db_url"], out["assignment"], out["student"])
+    work = Path(o["work_dir"])
+    if not o["keep_work"]:
+        shutil.rmtree(work / "staged" / out["student"], ignore_errors=True)
+        shutil.rmtree(work / "results" / out["student"], ignore_errors=True)
+    if start is not None:
+        out["seconds"] = round(time.monotonic() - start, 2)
+    return out
+
+
+def autograde(root: str, assignment: str, students: list[str],
+              o: dict[str, Any]) -> dict[str, str]:
+    """``nbgrader autograde`` on the staged copies of ``students`` with their prepared
+    results (no learner code runs here). Returns {student: reason} for those it failed."""
+    work = Path(o["work_dir"])
+    args = ["autograde", assignment, "--force", f"--db={o['db_url']}",
+            f"--CourseDirectory.submitted_directory={work / 'staged'}",
+            f"--ResilientExecute.results_dir={work / 'results'}",
+            f"--ResilientExecute.output_cap={o['output_cap']}"]
+    if len(students) == 1:
+        args.append(f"--student={students[0]}")
+    for s in students:  # a stale result must not pass for this run's
+        shutil.rmtree(Path(root) / "autograded" / s / assignment, ignore_errors=True)
+    proc = None
+    for attempt in range(4):
+        with gradebook_lock(o["db_url"]):
+            proc = nbgrader(root, *args, timeout=o["nbgrader_timeout"] * max(1, len(students)))
+        if "database is locked" not in proc.stderr:
+            break
+        time.sleep(1 + attempt)
+    failed = {}
+    masters = intake.master_notebooks(Path(root), o["source_dir"], assignment)
+    for s in students:
+        done = all((Path(root) / "autograded" / s / assignment / f"{m}.ipynb").is_file()
+                   for m in masters)
+        if not done or (len(students) == 1 and proc.returncode != 0):
+            failed[s] = f"nbgrader autograde failed: {_last_error(proc.stderr)}"
+    return failed
+
+
+def _finish_batch(root: str, assignment: str, prepared: list[dict[str, Any]],
+                  o: dict[str, Any], say: Any) -> None:
+    """One nbgrader run for every prepared student; any it failed gets a run of its own,
+    and is "not graded" only if that fails too."""
+    say(f"cudacourse grade: recording {len(prepared)} submission(s) with nbgrader")
+    failed = autograde(root, assignment, [r["student"] for r in prepared], o)
+    for r in prepared:
+        reason = failed.get(r["student"])
+        if reason and len(prepared) > 1:
+            reason = autograde(root, assignment, [r["student"]], o).get(r["student"])
+        if reason:
+            r.update(status="not_graded", reason=reason, scores={}, max_scores={})
+            mark_not_graded(root, assignment, r["student"], reason, o["db_url"])
+            say(f"cudacourse-grading: {r['student']}/{assignment}: not graded: {reason}")
+        else:
+            finish(r, o)
+        for inc in r.get("incidents", []):
+            say(f"cudacourse-grading: {r['student']}/{assignment}: {inc}")
+
+
+def students_of(course_root: str, assignment: str, submitted_dir: str = "submitted") -> list[str]:
+    d = Path(course_root) / submitted_dir
+    return sorted(p.name for p in d.iterdir() if p.is_dir() and (p / assignment).exists()) \
+        if d.is_dir() else []
+
+
+def grade_class(course_root: str, assignment: str, *, students: list[str] | None = None,
+                executor: Executor | None = None, workers: int = 2,
+                options: dict[str, Any] | None = None, progress: bool = True,
+                log: Any = None) -> dict[str, Any]:
+    """Grade every student (or ``students``); returns the run (see :mod:`report`)."""
+    from . import report, sandbox
+
+    o = _opts(course_root, assignment, options)
+    root = str(Path(course_root).resolve())
+    students = students or students_of(root, assignment, o["submitted_dir"])
+    if not students:
+        raise FileNotFoundError(f"no submissions of {assignment} under "
+                                f"{Path(root) / o['submitted_dir']}")
+    sb = sandbox.Sandbox.from_dict(o.get("sandbox"))
+    ok, why = sandbox.isolation(sb, root)
+    if not ok and (sb.require or sb.mode == "bwrap"):
+        raise sandbox.SandboxRefused(f"sandbox required but not available: {why}")
+    run: dict[str, Any] = {"assignment": assignment, "course_root": root,
+                           "isolation": "bwrap" if ok else f"NOT isolated: {why}",
+                           "privileges": sandbox.privilege_note(),
+                           "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "options": {k: v for k, v in o.items() if k != "sandbox"},
+                           "results": []}
+    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    say(f"cudacourse grade: {assignment}, {len(students)} submission(s), "
+        f"{run['isolation']}{'; ' + run['privileges'] if run['privileges'] else ''}")
+    start = time.monotonic()
+    own = executor is None
+    pool = executor or ThreadPoolExecutor(max_workers=max(1, workers))
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(students), desc=f"grading {assignment}", unit="student",
+                       file=sys.stderr)
+        except ImportError:
+            bar = None
+    work = Path(o["work_dir"])
+    for sub in ("staged", "results"):  # only this run's students are staged
+        shutil.rmtree(work / sub, ignore_errors=True)
+    jo = {**o, "defer_nbgrader": o.get("batch_nbgrader", True)}
+    try:
+        futures = {pool.submit(grade_submission, root, assignment, s, jo): s for s in students}
+        for fut in as_completed(futures):
+            student = futures[fut]
+            try:
+                res = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a worker died: this student only
+                res = {"student": student, "assignment": assignment, "status": "not_graded",
+                       "reason": f"the grading job failed: {type(exc).__name__}: {exc}",
+                       "scores": {}, "max_scores": {}, "incidents": [], "seconds": 0.0}
+            run["results"].append(res)
+            if res["status"] == "prepared":
+                if bar is not None:
+                    bar.update(1)
+                continue
+            if res["status"] != "graded":
+                say(f"cudacourse-grading: {student}/{assignment}: not graded: {res['reason']}")
+            for inc in res.get("incidents", []):
+                say(f"cudacourse-grading: {student}/{assignment}: {inc}")
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            pool.shutdown(wait=True)
+    prepared = [r for r in run["results"] if r["status"] == "prepared"]
+    if prepared:
+        _finish_batch(root, assignment, prepared, o, say)
+    run["results"].sort(key=lambda r: r["student"])
+    run["seconds"] = round(time.monotonic() - start, 2)
+    report.write(run, Path(root) / "grading" / assignment)
+    return run
+
+
+__all__ = ["grade_submission", "grade_class", "students_of", "gradebook_lock",
+           "mark_not_graded", "DEFAULT_OPTIONS"]

@@ -1,0 +1,255 @@
+"""The clean process that scores one test cell. Run as a script, inside the sandbox:
+
+    python verdict.py < job.json        (the result is the only thing on the original stdout)
+
+The job (JSON on stdin) holds the master's context sources, the answer cells' sources, the
+master test cell's source and its grade_id. The process
+
+1. runs the context (the instructor's setup and definitions: trusted code);
+2. applies the static allow-list (:mod:`allowlist`) to the answer cells and binds only what
+   it accepts -- no learner statement runs as such, so no learner hook, thread, patch,
+   display hook or input transformer exists in this process;
+3. runs the master test cell, with every print of the checkers and of learner kernels going
+   to a capped buffer;
+4. writes one JSON verdict to a duplicate of the original stdout, taken before step 1. The
+   learner's functions cannot reach it: they cannot name ``os``, ``sys`` or file objects.
+
+A test cell whose names are refused by the allow-list is "not gradable: <construct> at line N"
+and gets no points, without running anything of the learner's.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the sibling module, by path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import allowlist  # type: ignore[no-redef]
+else:
+    from . import allowlist
+
+DEFAULT_CAP = 20_000  # characters of printed output kept per test cell
+
+
+class CappedText(io.TextIOBase):
+    """A text stream that keeps the first ``cap`` characters and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.parts, self.kept, self.dropped = cap, [], 0, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        s = str(s)
+        room = self.cap - self.kept
+        if room > 0:
+            self.parts.append(s[:room])
+            self.kept += min(room, len(s))
+        self.dropped += max(0, len(s) - max(room, 0))
+        return len(s)
+
+    def text(self) -> str:
+        out = "".join(self.parts)
+        if self.dropped:
+            out += f"\n[... {self.dropped} more characters of output cut by the grader]\n"
+        return out
+
+
+def _names_loaded(source: str) -> list[str]:
+    return [n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)]
+
+
+def _bind(sel: allowlist.Selection, ns: dict[str, Any], sources: dict[str, str]) -> None:
+    import importlib
+    import linecache
+
+    for d in sel.accepted.values():
+        if d.kind == "literal":
+            ns[d.name] = d.value
+        elif d.kind == "import":
+            module, name, _ = d.value
+            mod = importlib.import_module(module)
+            ns[d.name] = getattr(mod, name) if name and name != module else (
+                mod if d.value[2] else importlib.import_module(module.split(".")[0]))
+        else:
+            # The cell's text under the name the code is compiled with, so that checkers
+            # can read a kernel's source (inspect.getsource) as they do in a notebook.
+            name = f"<answer cell '{d.cell}'>"
+            text = sources.get(d.cell, "")
+            linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+            code = compile(ast.Module(body=[d.node], type_ignores=[]), name, "exec")
+            exec(code, ns)  # noqa: S102 - an allow-listed definition: binds a function only
+
+
+def _run_test(source: str, ns: dict[str, Any], grade_id: str) -> Any:
+    tree = ast.parse(source, filename=f"<test cell '{grade_id}'>")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, f"<test cell '{grade_id}'>", "exec"), ns)  # noqa: S102 - master code
+    if last is not None:
+        return eval(compile(last, f"<test cell '{grade_id}'>", "eval"), ns)  # noqa: S307
+    return None
+
+
+def judge(job: dict[str, Any], ns: dict[str, Any] | None = None, done: int = 0) -> dict[str, Any]:
+    """Score one test cell (in this process: call it only in a process made for it).
+
+    ``ns`` is a namespace where the first ``done`` context sources already ran (the
+    batch's shared setup, run once before forking)."""
+    grade_id = job["grade_id"]
+    out = CappedText(int(job.get("cap", DEFAULT_CAP)))
+    result: dict[str, Any] = {"grade_id": grade_id, "status": "fail", "ename": None,
+                              "message": "", "partial": None, "notes": []}
+    if ns is None:
+        ns = {"__name__": "__main__", "__builtins__": __builtins__}
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = out
+    try:
+        try:
+            for i, src in enumerate(job.get("context", [])[done:], start=done):
+                exec(compile(src, f"<master context {i}>", "exec"), ns)  # noqa: S102
+        except BaseException as exc:  # noqa: BLE001 - the instructor's code: report it
+            result.update(status="error", ename=type(exc).__name__,
+                          message=f"the master's context failed: {type(exc).__name__}: {exc}")
+            return result
+        sel = allowlist.select([tuple(c) for c in job.get("answers", [])], ns)
+        result["notes"] = sel.ignored[:20]
+        why = sel.reason_for(_names_loaded(job["test"]))
+        if why:
+            result.update(status="not_gradable", ename="NotGradable",
+                          message=f"not gradable: {why}")
+            return result
+        for value in list(ns.values()):  # constant tables stay constant (see allowlist)
+            if type(value).__name__ == "ndarray" and hasattr(value, "setflags"):
+                value.setflags(write=False)
+        try:
+            _bind(sel, ns, {c[0]: c[1] for c in job.get("answers", [])})
+            value = _run_test(job["test"], ns, grade_id)
+        except BaseException as exc:  # noqa: BLE001 - every failure is a verdict
+            tb = traceback.extract_tb(exc.__traceback__)
+            frames = [f"{f.filename}:{f.lineno}" for f in tb if f.filename.startswith("<")]
+            result.update(status="fail", ename=type(exc).__name__,
+                          message=str(exc)[:4000], where=frames[-3:])
+            return result
+        result["status"] = "pass"
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            result["partial"] = float(value)
+        return result
+    finally:
+        sys.stdout, sys.stderr = saved
+        result["output"] = out.text()
+
+
+def _shared_prefix(jobs: list[dict[str, Any]]) -> list[str]:
+    first = jobs[0].get("context", [])
+    n = len(first)
+    for job in jobs[1:]:
+        ctx = job.get("context", [])
+        n = min(n, len(ctx))
+        while n and ctx[:n] != first[:n]:
+            n -= 1
+    return first[:n]
+
+
+def _fork_one(job: dict[str, Any], ns: dict[str, Any], done: int, timeout: float) -> dict:
+    """Judge ``job`` in a forked child of this (clean) process; the child's verdict comes
+    back on a pipe of its own, and a child that overruns ``timeout`` is killed."""
+    import select
+    import signal
+    import time
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: judge, send, leave without running any finaliser
+        os.close(r)
+        try:
+            result = judge(job, ns, done)
+            data = json.dumps(result).encode()
+        except BaseException as exc:  # noqa: BLE001
+            data = json.dumps({"grade_id": job.get("grade_id"), "status": "error",
+                               "ename": type(exc).__name__,
+                               "message": f"grader error: {exc}"}).encode()
+        with os.fdopen(w, "wb") as fh:
+            fh.write(data)
+        os._exit(0)
+    os.close(w)
+    chunks, deadline = [], time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(r)
+            return {"grade_id": job["grade_id"], "status": "timeout",
+                    "ename": "CellTimeoutError",
+                    "message": f"the check did not finish within {timeout:g} s"}
+        ready, _, _ = select.select([r], [], [], min(left, 1.0))
+        if ready:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        return {"grade_id": job["grade_id"], "status": "error", "ename": "GraderError",
+                "message": f"the check's process ended without a verdict (wait status "
+                           f"{status})"}
+
+
+def main() -> None:
+    # The verdict's own channel: a duplicate of stdout, taken before anything else runs.
+    # Then fd 1 and 2 point at /dev/null, so output written below Python (a GPU kernel's
+    # printf, a C library) can neither reach the channel nor fill a disk.
+    channel = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    req = json.loads(sys.stdin.read())
+    jobs = req.get("jobs") or [req]
+    results = []
+    try:
+        if len(jobs) == 1:
+            results.append(judge(jobs[0]))
+        else:
+            # One process per test cell: forked from this one, which ran only the master's
+            # shared setup. A CUDA context does not survive fork, so on a GPU the caller
+            # starts one process per cell instead.
+            shared = _shared_prefix(jobs)
+            ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+            sink = CappedText(0)
+            sys.stdout = sys.stderr = sink
+            for i, src in enumerate(shared):
+                exec(compile(src, f"<master context {i}>", "exec"), ns)  # noqa: S102
+            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+            if getattr(sys.modules.get("cudacourse"), "MODE", "sim") == "gpu" or \
+                    not hasattr(os, "fork"):
+                channel.write(json.dumps({"fork": False}) + "\n")
+                channel.flush()
+                os._exit(0)
+            for job in jobs:
+                results.append(_fork_one(job, ns, len(shared), float(req.get("timeout", 120))))
+    except BaseException as exc:  # noqa: BLE001 - never die without a verdict
+        done = {r.get("grade_id") for r in results}
+        results += [{"grade_id": j.get("grade_id"), "status": "error",
+                     "ename": type(exc).__name__, "message": f"grader error: {exc}"}
+                    for j in jobs if j.get("grade_id") not in done]
+    for result in results:
+        channel.write(json.dumps(result) + "\n")
+    channel.flush()
+    os._exit(0)  # no atexit handlers, no finalisers
+
+
+if __name__ == "__main__":
+    main()
