@@ -28,9 +28,11 @@ c.Execute.timeout = 240
 
 
 # --- autograding: cudacourse.grading.ResilientExecute replaces nbgrader's Execute -----------
-# It grades the rest of a notebook when a cell hangs or kills its kernel (stock nbgrader drops
-# the whole submission), fails test cells once anything they rely on was rebound or
-# monkeypatched, and grades on exceptions rather than on stderr. See docs/instructors.md.
+# Learner code never runs in nbgrader's process: each test cell is scored by a clean,
+# sandboxed verdict process, and the whole notebook runs in a sandbox for feedback only.
+# `cudacourse grade ASSIGNMENT` is the documented way in (parallel, broken submissions
+# reported as "not graded"); plain `nbgrader autograde` uses the same sandboxed step.
+# See docs/instructors.md.
 # Loaded by path: importing the cudacourse package here would choose a device in the nbgrader
 # process and set NUMBA_* variables that every grading kernel would inherit.
 def _load_grading_executor():
@@ -64,6 +66,8 @@ if _executor is not None:
                                            CheckCellMetadata]
     # Per-cell limit while autograding (tests and tools pass --ResilientExecute.timeout=N).
     c.ResilientExecute.timeout = 240
+    # A deleted test cell comes back from the master (and is scored like the others).
+    c.OverwriteCells.add_missing_cells = True
 
 
 # --- questions: formative or graded, per assignment (cudacourse.quiz_mode) -----------------

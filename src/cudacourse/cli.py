@@ -1,4 +1,4 @@
-"""The ``cudacourse`` command: doctor, lab, build, bench, quiz-hash."""
+"""The ``cudacourse`` command: doctor, lab, build, bench, quiz-hash, grade."""
 
 from __future__ import annotations
 
@@ -177,6 +177,58 @@ def bench(args: argparse.Namespace) -> int:
     return bench_main(args.rest)
 
 
+def grade(args: argparse.Namespace) -> int:
+    """Autograde an assignment: sandboxed, parallel, broken submissions listed as not graded."""
+    from .grader import report, runner, sandbox
+
+    options: dict = {"timeout": args.timeout, "output_cap": args.output_cap,
+                     "feedback_run": not args.no_feedback_run,
+                     "sandbox": {"mode": args.sandbox, "require": args.require_sandbox}}
+    if args.db:
+        options["db_url"] = args.db
+    executor = None
+    if args.executor == "process":
+        from concurrent.futures import ProcessPoolExecutor
+
+        executor = ProcessPoolExecutor(max_workers=args.workers)
+    elif args.executor != "thread":  # "module:factory", called with the worker count
+        import importlib
+
+        mod, _, fn = args.executor.partition(":")
+        executor = getattr(importlib.import_module(mod), fn or "make_executor")(args.workers)
+    try:
+        run = runner.grade_class(args.course, args.assignment, students=args.student or None,
+                                 executor=executor, workers=args.workers, options=options,
+                                 progress=not args.no_progress)
+    except (sandbox.SandboxRefused, FileNotFoundError) as exc:
+        print(f"cudacourse grade: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True)
+    print(report.table(run))
+    print(f"\nrun record: {Path(args.course) / 'grading' / args.assignment}/ "
+          "(latest.json, status.csv, summary.txt)")
+    return 0 if all(r["status"] == "graded" for r in run["results"]) else 1
+
+
+def class_report(args: argparse.Namespace) -> int:
+    """Per exercise: scores and common diagnoses; near-identical kernels; the LMS export."""
+    from .grader import classreport
+
+    try:
+        rep = classreport.write(args.course, args.assignment, db_url=args.db,
+                                out_dir=args.out, threshold=args.similarity,
+                                plot_png=not args.no_plot)
+    except (FileNotFoundError, LookupError, ValueError) as exc:
+        print(f"cudacourse report: {exc}", file=sys.stderr)
+        return 2
+    print(rep.text)
+    for name, path in rep.files.items():
+        print(f"{name:10} {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="cudacourse", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -197,6 +249,34 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("bench", help="benchmark the course's kernels against measured ceilings",
                        add_help=False)
     s.set_defaults(f=bench, rest=[])  # its own options are parsed by cudacourse.bench
+    s = sub.add_parser("grade", help="autograde an assignment: sandboxed, parallel, via nbgrader")
+    s.add_argument("assignment")
+    s.add_argument("--course", default=".", help="course root (nbgrader_config.py; default .)")
+    s.add_argument("--student", action="append", help="only this student (repeatable)")
+    s.add_argument("--workers", type=int, default=2, help="submissions graded at once")
+    s.add_argument("--timeout", type=int, default=240, help="seconds per cell (default 240)")
+    s.add_argument("--output-cap", type=int, default=20_000, help="characters kept per cell")
+    s.add_argument("--executor", default="thread",
+                   help="thread (default), process, or MODULE:FACTORY returning a "
+                        "concurrent.futures.Executor for N workers (e.g. Dask)")
+    s.add_argument("--sandbox", choices=("auto", "bwrap", "fallback"), default="auto")
+    s.add_argument("--require-sandbox", action="store_true",
+                   help="refuse to grade unless bubblewrap isolates submissions")
+    s.add_argument("--db", help="gradebook URL (default sqlite:///COURSE/gradebook.db)")
+    s.add_argument("--no-feedback-run", action="store_true",
+                   help="verdicts only: feedback then shows just the test cells' results")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(f=grade)
+    s = sub.add_parser("report", help="class report: scores and diagnoses per exercise, "
+                       "near-identical kernels, LMS export")
+    s.add_argument("assignment")
+    s.add_argument("--course", default=".", help="course root (default .)")
+    s.add_argument("--db", help="gradebook URL (default sqlite:///COURSE/gradebook.db)")
+    s.add_argument("--out", help="where to write (default COURSE/grading/ASSIGNMENT/report)")
+    s.add_argument("--similarity", type=float, default=0.92,
+                   help="pair kernels at least this similar after normalising (0-1]")
+    s.add_argument("--no-plot", action="store_true", help="skip scores.png")
+    s.set_defaults(f=class_report)
     args, unknown = p.parse_known_args(argv)
     if unknown:
         if args.f not in (lab, bench):
