@@ -28,7 +28,7 @@ def test_reference_causal_row_zero_is_v_zero():
 # In the simulator every config runs the same code paths; sizes stay tiny (seq 37).
 @pytest.mark.parametrize("bh, s, d, causal", [(2, 37, 16, False), (1, 37, 32, True),
                                               (1, 17, 64, True), (1, 5, 128, False)])
-@pytest.mark.parametrize("variant", ["tiled", "rows"])
+@pytest.mark.parametrize("variant", ["fast", "tiled", "rows"])
 def test_flash_attention_matches_reference(bh, s, d, causal, variant):
     q, k, v = qkv(bh, s, d, seed=s + d)
     got = A.flash_attention(q, k, v, causal=causal, variant=variant)
@@ -45,8 +45,68 @@ def test_gpu_tile_config_runs_right(cfg, shuffles):
     q, k, v = qkv(1, 70, 64, seed=3) if device.is_simulator() else qkv(3, 1000, 64, seed=3)
     for causal in (False, True):
         got = A.flash_attention(q, k, v, causal=causal, config=A.FlashConfig(*cfg),
-                                use_shuffles=shuffles)
+                                use_shuffles=shuffles, variant="tiled")
         assert A.relative_error(got, A.attention_ref(q, k, v, causal)) <= 1e-5
+
+
+def test_reference_softcap_and_window():
+    q, k, v = qkv(1, 12, 8, seed=6, mag=3.0)
+    capped = A.attention_ref(q, k, v, causal=True, softcap=2.0)
+    assert A.relative_error(capped, A.attention_ref(q, k, v, causal=True)) > 1e-3
+    # window 1: every query sees only its own key
+    np.testing.assert_allclose(A.attention_ref(q, k, v, causal=True, window=1), v, rtol=1e-12)
+    # a window as long as the sequence hides nothing
+    np.testing.assert_allclose(A.attention_ref(q, k, v, causal=True, window=12),
+                               A.attention_ref(q, k, v, causal=True), rtol=1e-12)
+
+
+# seq 40 with the simulator's 32-row tiles: two query blocks, so with window 7 the second
+# block skips the first key tile (the window's start) and masks inside the next ones.
+@pytest.mark.parametrize("softcap, window", [(5.0, None), (None, 7), (5.0, 7), (None, 1)])
+@pytest.mark.parametrize("shuffles", [False, True])
+def test_fast_softcap_and_window_match_reference(softcap, window, shuffles):
+    if shuffles and not A._shuffles_available():
+        pytest.skip("warp shuffles unavailable in this simulator (cudacourse.simwarp)")
+    q, k, v = qkv(1, 40, 64, seed=7, mag=2.0)
+    got = A.flash_attention(q, k, v, causal=True, softcap=softcap, window=window,
+                            use_shuffles=shuffles)
+    want = A.attention_ref(q, k, v, causal=True, softcap=softcap, window=window)
+    assert A.relative_error(got, want) <= 1e-5
+
+
+@pytest.mark.parametrize("cfg", [(32, 16, 4, 4, True), (64, 32, 4, 4), (64, 16, 4, 4)])
+def test_fast_tile_configs_run_right(cfg):
+    """GPU-shaped tiles of the fast kernel (64 threads and more), K/V prefetch included."""
+    q, k, v = qkv(1, 70, 64, seed=8) if device.is_simulator() else qkv(3, 1000, 64, seed=8)
+    for causal in (False, True):
+        got = A.flash_attention(q, k, v, causal=causal, config=A.FastConfig(*cfg),
+                                use_shuffles=False if device.is_simulator() else None)
+        assert A.relative_error(got, A.attention_ref(q, k, v, causal)) <= 1e-5
+
+
+def test_fast_config_validation_names_the_problem():
+    with pytest.raises(ValueError, match="lanes sharing a row"):
+        A.FastConfig(64, 32, 4, 16).validate(64)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        A.FastConfig(64, 32, 4, 4).validate(16)  # 8 lanes x 4 columns do not fit 16
+    with pytest.raises(ValueError, match="shared memory"):
+        A.FastConfig(512, 32, 4, 4).validate(128)
+    for d, cfg in A.FAST_GPU_CONFIGS.items():
+        cfg.validate(d)  # the shipped GPU tiles are valid for their head_dim
+
+
+@pytest.mark.parametrize("kwargs, phrase", [
+    (dict(softcap=5.0, variant="tiled"), "need variant='fast'"),
+    (dict(window=4), "window needs causal=True"),
+    (dict(window=0, causal=True), "positive integer"),
+    (dict(softcap=-1.0), "positive number"),
+    (dict(variant="other"), "variant must be"),
+    (dict(config=A.FlashConfig()), "FastConfig"),
+])
+def test_fast_options_refuse_bad_values(kwargs, phrase):
+    q, k, v = qkv(1, 4, 16)
+    with pytest.raises(ValueError, match=phrase):
+        A.flash_attention(q, k, v, **kwargs)
 
 
 def test_large_scores_do_not_overflow():
@@ -113,6 +173,20 @@ def test_gpu_fused_and_unfused_agree_with_reference(d, causal):
     want = A.attention_ref(q, k, v, causal)
     assert A.relative_error(A.flash_attention(q, k, v, causal=causal), want) <= 1e-5
     assert A.relative_error(A.attention_unfused(q, k, v, causal=causal), want) <= 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [16, 32, 64, 128])
+def test_gpu_fast_kernel_shipped_tiles(d):
+    """The shipped GPU tiles (above 48 KiB of shared memory for d = 64 and 128), soft-capping
+    and the sliding window included."""
+    q, k, v = qkv(2, 1000, d, seed=d + 1, mag=2.0)
+    for causal in (False, True):
+        got = A.flash_attention(q, k, v, causal=causal, variant="fast")
+        assert A.relative_error(got, A.attention_ref(q, k, v, causal)) <= 1e-5
+    got = A.flash_attention(q, k, v, causal=True, softcap=5.0, window=300)
+    want = A.attention_ref(q, k, v, causal=True, softcap=5.0, window=300)
+    assert A.relative_error(got, want) <= 1e-5
 
 
 @pytest.mark.gpu

@@ -726,12 +726,18 @@ def flash_kernel(d: int, cfg: FlashConfig | None = None, use_shuffles: bool | No
     return _FLASH[key]
 
 
-# Tile shapes of the "fast" kernel per head_dim, from tools/probe_attention.py on the H200
-# (see FAST_CONFIGS_NOTE). The simulator runs every thread in Python: 32 threads.
-FAST_GPU_CONFIGS = {16: FastConfig(64, 32, 4, 4), 32: FastConfig(64, 32, 4, 4),
-                    64: FastConfig(64, 32, 4, 4), 128: FastConfig(64, 32, 4, 4)}
+# Tile shapes of the "fast" kernel per head_dim, the fastest correct ones of
+# tools/probe_attention.py on an NVIDIA H200, 2026-12-01 (tools/probe_attention_h200_*.json):
+# d = 64: (128, 32, 4, 4) with the K/V prefetch, 23.4 TFLOP/s in the sweep at 16 x 4096 x 64
+# (the 64-row tile 21.4, the old "tiled" kernel 11.6); d = 128: (128, 32, 4, 4), 24.2 TFLOP/s
+# (the 64-row tile spilled: 255 registers + 544 bytes of local memory, 13.7). The GPU's
+# compiler gives them 211 and 254 registers per thread: one 256-thread block per SM (8 warps);
+# capping registers at 128 fits two blocks but spills, and was slower in every case.
+# d = 16 and 32 were not timed: the smallest tiles the kernel accepts for them.
+FAST_GPU_CONFIGS = {16: FastConfig(64, 16, 4, 4), 32: FastConfig(64, 32, 4, 4),
+                    64: FastConfig(128, 32, 4, 4, prefetch=True),
+                    128: FastConfig(128, 32, 4, 4)}
 FAST_SIM_CONFIG = FastConfig(32, 16, 4, 4)
-FAST_CONFIGS_NOTE = "not yet timed"
 
 
 def _fast_config(d: int, cfg: FastConfig | None) -> FastConfig:
@@ -843,6 +849,11 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
     if variant in ("tiled", "fast") and d not in SUPPORTED_HEAD_DIMS and config is None:
         raise ValueError(f"head_dim (last axis of q) must be one of {SUPPORTED_HEAD_DIMS}, "
                          f"got {d}")
+    want = {"fast": FastConfig, "tiled": FlashConfig}.get(variant)
+    if config is not None and (want is None or not isinstance(config, want)):
+        raise ValueError(f"variant {variant!r} takes "
+                         f"{want.__name__ + ' or None' if want else 'no config'} as config, "
+                         f"got {config!r}")
     if variant == "rows" and not 1 <= d <= 128:
         raise ValueError(f"head_dim (last axis of q) must be 1 to 128, got {d}")
     if (softcap is not None or window is not None) and variant != "fast":
