@@ -205,7 +205,10 @@ class DevicePlans:
         found = self._describe(key, arrays)
         if found is None:
             return False
-        plan = self._plans.get(found[0])
+        try:
+            plan = self._plans.get(found[0])
+        except TypeError:  # an unhashable variant: the normal path explains what is wrong
+            return False
         if not plan or not plan[0][0].usable():
             return False
         ptrs = found[1]
