@@ -159,15 +159,18 @@ def heat_plain_python(u, out, alpha):
 
 
 HEAT_WRONG = {
-    "halo not loaded": (_make_heat_edges(halo=False), "edges of each tile", False),
-    "halo corners not loaded": (_make_heat_edges(corners=False), "corners of each tile", False),
-    "missing barrier": (_make_heat_edges(barrier=False), "syncthreads", True),
-    "boundary overwritten": (_make_heat_edges(boundary=False), "boundary", False),
-    "in-place update": (_make_heat_edges(in_place=True), "in-place update races", False),
-    "edges not tile multiples": (_make_heat_edges(guards=False), "guard", True),
-    "no shared memory": (heat_naive, "cuda.shared.array", False),
-    "wrong arithmetic": (heat_wrong_weights, "check the arithmetic", False),
-    "not a kernel": (heat_plain_python, "@cuda.jit", False),
+    "halo not loaded": (_make_heat_edges(halo=False), "edges of each tile", False, "halo_missing"),
+    "halo corners not loaded": (
+        _make_heat_edges(corners=False), "corners of each tile", False, "halo_corners_missing"),
+    "missing barrier": (_make_heat_edges(barrier=False), "syncthreads", True, "missing_barrier"),
+    "boundary overwritten": (
+        _make_heat_edges(boundary=False), "boundary", False, "boundary_overwritten"),
+    "in-place update": (
+        _make_heat_edges(in_place=True), "in-place update races", False, "inputs_changed"),
+    "edges not tile multiples": (_make_heat_edges(guards=False), "guard", True, None),
+    "no shared memory": (heat_naive, "cuda.shared.array", False, "wrong_technique"),
+    "wrong arithmetic": (heat_wrong_weights, "check the arithmetic", False, "wrong_values"),
+    "not a kernel": (heat_plain_python, "@cuda.jit", False, "not_a_kernel"),
 }
 
 
@@ -178,13 +181,14 @@ def test_right_heat_kernels_pass(kernel):
 
 @pytest.mark.parametrize("name", list(HEAT_WRONG))
 def test_wrong_heat_kernels_are_diagnosed(name):
-    kernel, phrase, sim_only = HEAT_WRONG[name]
+    kernel, phrase, sim_only, cause = HEAT_WRONG[name]
     if sim_only and not cudacourse.device.is_simulator():
         pytest.skip("a race or an out-of-bounds access: the simulator shows it every time "
                     "(poisoned shared memory, checked indices), a GPU only sometimes")
     with pytest.raises(cudacourse.check.CheckFailure) as exc:
         cudacourse.check.check_heat_step(kernel, seed=3)
     assert phrase in str(exc.value), str(exc.value)
+    assert cause is None or exc.value.cause == cause, (exc.value.cause, str(exc.value))
 
 
 # --- the time loop ---------------------------------------------------------------------------
@@ -234,10 +238,10 @@ def diffuse_allocates(d_u, d_tmp, steps, alpha):
 
 
 DIFFUSE_WRONG = {
-    "buffers not swapped": (diffuse_no_swap, "not swapped"),
-    "returns the older buffer": (diffuse_returns_older, "after the last swap"),
-    "copies to the host": (diffuse_to_host, "NumPy array"),
-    "allocates every step": (diffuse_allocates, "new array"),
+    "buffers not swapped": (diffuse_no_swap, "not swapped", "buffers_not_swapped"),
+    "returns the older buffer": (diffuse_returns_older, "after the last swap", "wrong_buffer"),
+    "copies to the host": (diffuse_to_host, "NumPy array", "not_device_array"),
+    "allocates every step": (diffuse_allocates, "new array", "buffers_reallocated"),
 }
 
 
@@ -248,10 +252,11 @@ def test_right_time_loops_pass(fn):
 
 @pytest.mark.parametrize("name", list(DIFFUSE_WRONG))
 def test_wrong_time_loops_are_diagnosed(name):
-    fn, phrase = DIFFUSE_WRONG[name]
+    fn, phrase, cause = DIFFUSE_WRONG[name]
     with pytest.raises(cudacourse.check.CheckFailure) as exc:
         cudacourse.check.check_diffuse(fn, seed=4)
     assert phrase in str(exc.value), str(exc.value)
+    assert exc.value.cause == cause, (exc.value.cause, str(exc.value))
 
 
 # --- the LBM step: right answers --------------------------------------------------------------
@@ -406,15 +411,19 @@ def _make_push(in_place: bool):
 
 
 LBM_WRONG = {
-    "push in place (racing)": (_make_push(True), "push instead of pull", False),
-    "collision before streaming": (_make_push(False), "collided before streaming", False),
-    "moments before streaming": (_make_lbm(local_moments=True), "before streaming", False),
-    "wrong opposite direction": (_make_lbm(opp=BAD_OPP), "wrong opposite direction", False),
+    "push in place (racing)": (_make_push(True), "push instead of pull", False, "push_race"),
+    "collision before streaming": (
+        _make_push(False), "collided before streaming", False, "collide_before_stream"),
+    "moments before streaming": (
+        _make_lbm(local_moments=True), "before streaming", False, "moments_before_stream"),
+    "wrong opposite direction": (
+        _make_lbm(opp=BAD_OPP), "wrong opposite direction", False, "wrong_opposite"),
     "a lost population at the boundary": (_make_lbm(bounce=False), "a population is lost",
-                                          False),
-    "solid nodes not copied": (_make_lbm(copy_solid=False), "solid node", False),
-    "force forgotten": (_make_lbm(force=False), "without the force term", False),
-    "no periodic wrap": (_make_lbm(wrap=False), "outside an array", True),
+                                          False, "lost_population"),
+    "solid nodes not copied": (
+        _make_lbm(copy_solid=False), "solid node", False, "solid_not_copied"),
+    "force forgotten": (_make_lbm(force=False), "without the force term", False, "force_missing"),
+    "no periodic wrap": (_make_lbm(wrap=False), "outside an array", True, None),
 }
 
 
@@ -425,10 +434,11 @@ def test_right_lbm_kernels_pass(kernel):
 
 @pytest.mark.parametrize("name", list(LBM_WRONG))
 def test_wrong_lbm_kernels_are_diagnosed(name):
-    kernel, phrase, sim_only = LBM_WRONG[name]
+    kernel, phrase, sim_only, cause = LBM_WRONG[name]
     if sim_only and not cudacourse.device.is_simulator():
         pytest.skip("an out-of-bounds read: the simulator refuses it, a GPU reads a "
                     "neighbouring row")
     with pytest.raises(cudacourse.check.CheckFailure) as exc:
         cudacourse.check.check_lbm_step(kernel, seed=5)
     assert phrase in str(exc.value), str(exc.value)
+    assert cause is None or exc.value.cause == cause, (exc.value.cause, str(exc.value))

@@ -193,7 +193,7 @@ class ReferenceStepper:
         return g
 
     def collide(self, g: Any) -> Any:
-        """BGK with the forcing term, in place; returns g."""
+        """BGK with the forcing term, in place (g is overwritten); returns g."""
         rho = g.sum(axis=0)
         ux = (g[1] + g[5] + g[8] - g[3] - g[6] - g[7]) / rho
         uy = (g[2] + g[5] + g[6] - g[4] - g[7] - g[8]) / rho

@@ -47,7 +47,8 @@ def _heat_case(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> Any:
     if not E._array_equal(gu.result(), u):
         E.fail("heat_step wrote into its input u: an in-place update races its neighbours "
                "(another block may still be loading the old value as its halo). Read only "
-               f"u, write the new values to out; the time loop swaps the two [{ctx}].")
+               f"u, write the new values to out; the time loop swaps the two [{ctx}].",
+               cause="inputs_changed")
     return out.result()
 
 
@@ -74,22 +75,24 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
     if not (bad & ~boundary).any():
         E.fail("only boundary cells are wrong: the boundary rows and columns are walls at a "
                "fixed temperature, so out must equal u there (copy it; update only cells "
-               f"with 0 < y < ny - 1 and 0 < x < nx - 1) [{ctx}].")
+               f"with 0 < y < ny - 1 and 0 < x < nx - 1) [{ctx}].",
+               cause="boundary_overwritten")
     if not (bad & ~corner).any():
         E.fail("only the cells at the corners of each tile are wrong: they need the corner "
                "cells of the halo (the diagonal neighbours in the diagonal tiles), which were "
                "not loaded. Load the whole (TY + 2) x (TX + 2) tile, corners included, for "
-               f"example with one loop over its cells strided by the block's threads [{ctx}].")
+               f"example with one loop over its cells strided by the block's threads [{ctx}].",
+               cause="halo_corners_missing")
     if not (bad & ~edge).any():
         E.fail("only the cells on the edges of each tile are wrong: their neighbours in the "
                "next tile, the halo, were not loaded into shared memory (or not at the right "
                "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x "
-               f"(TX + 2) cells, before the barrier [{ctx}].")
+               f"(TX + 2) cells, before the barrier [{ctx}].", cause="halo_missing")
     finite = got[~E._isnan(got)]
     if finite.size and E._abs(finite).max() > _BIG:
         E.fail("heat_step used shared memory that no thread had written yet, in the middle "
                "of tiles too: a missing cuda.syncthreads() between loading the tile and "
-               f"computing from it [{ctx}].")
+               f"computing from it [{ctx}].", cause="missing_barrier")
     E.compare(got, want, name="out", formula="u + alpha * (4 (N + S + E + W) + (NE + NW + "
               "SE + SW) - 20 u) / 6 inside, u on the boundary", rtol=1e-5,
               atol=1e-5 * scale, context=ctx)
@@ -115,8 +118,10 @@ def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = Non
             if not E._array_equal(runs[0], runs[1]):
                 E.fail("heat_step gave different results for the same input: a race. Is "
                        "there a cuda.syncthreads() between loading the tile and computing "
-                       f"from it? [{ctx}]")
+                       f"from it? [{ctx}]", cause="missing_barrier")
         _check_heat_reuse(kernel, gen)
+    return E.passes("heat_step", f"{len(cases)} grids that are not tile multiples",
+                    "tile edges, corners and walls right", "each run twice", hidden=hidden)
 
 
 def _check_heat_reuse(kernel: Any, gen: Any) -> None:
@@ -130,7 +135,7 @@ def _check_heat_reuse(kernel: Any, gen: Any) -> None:
             return
         if smem == 0:
             E.fail("heat_step declares no shared memory: stage the tile and its halo in "
-                   "cuda.shared.array and compute from it.")
+                   "cuda.shared.array and compute from it.", cause="wrong_technique")
         return
     ny, nx = 2 * TY, 2 * TX
     u = E.random_array(gen, (ny, nx))
@@ -142,7 +147,8 @@ def _check_heat_reuse(kernel: Any, gen: Any) -> None:
         E.fail(f"heat_step read u {count.n} times for {ny * nx} cells ({per_cell:.1f} reads "
                "per cell), like a kernel without shared memory (9 per cell); a tiled one "
                f"reads each value about {(TX + 2) * (TY + 2) / (TX * TY):.2f} times. Load "
-               "tile + halo into cuda.shared.array once, then compute from shared memory.")
+               "tile + halo into cuda.shared.array once, then compute from shared memory.",
+               cause="wrong_technique")
 
 
 # --- the time loop --------------------------------------------------------------------------
@@ -153,8 +159,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
     holds the result (one of the two, still on the device)."""
     from numba import cuda
 
-    if not callable(diffuse):
-        E.fail(f"diffuse must be a function, got {type(diffuse).__name__}.")
+    E.require_function(diffuse, "diffuse", 4)
     gen = E.rng(seed)
     ny, nx = (12, 19) if not hidden else (14, 17)
     for steps in ([1, 2, 5] if not hidden else [3, 4]):
@@ -166,14 +171,15 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
         res = diffuse(du, dt, steps, alpha)
         if res is None:
             E.fail(f"diffuse returned None: return the device array that holds the last "
-                   f"step's result [{ctx}].")
+                   f"step's result [{ctx}].", cause="not_device_array")
         if isinstance(res, E._ndarray):
             E.fail("diffuse returned a NumPy array: keep the data on the device and return "
-                   f"the device buffer written last (copying back is the caller's job) [{ctx}].")
+                   f"the device buffer written last (copying back is the caller's job) [{ctx}].",
+                   cause="not_device_array")
         if res is not du and res is not dt:
             E.fail("diffuse returned a new array: swap the two buffers it was given (d_u, "
                    "d_tmp) after each step instead of allocating or copying, so the data "
-                   f"stays where it is [{ctx}].")
+                   f"stays where it is [{ctx}].", cause="buffers_reallocated")
         got = res.copy_to_host()
         refs = [u.astype(E._float64)]
         for _ in range(steps + 1):
@@ -188,14 +194,17 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
         if steps > 1 and same(1):
             E.fail("diffuse's result is one step from u, whatever the number of steps: the "
                    "buffers are not swapped, so every step reads the same input. After each "
-                   f"launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].")
+                   f"launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].",
+                   cause="buffers_not_swapped")
         if same(steps - 1) or same(steps + 1):
-            E.fail(f"diffuse returned the state after {steps - 1 if same(steps - 1) else steps + 1}"
-                   f" steps, not {steps}: after the last swap the newest values are in the "
+            n_got = steps - 1 if same(steps - 1) else steps + 1
+            E.fail(f"diffuse returned the state after {n_got} steps, not {steps}: after the last swap the newest values are in the "
                    "buffer now called d_u (the one the next step would read); return that, "
-                   f"and launch exactly `steps` times [{ctx}].")
+                   f"and launch exactly `steps` times [{ctx}].", cause="wrong_buffer")
         E.compare(got, refs[steps], name="the result", formula=f"{steps} heat steps from u",
                   rtol=1e-5, atol=tol, context=ctx)
+    return E.passes("diffuse", "buffers swapped on the device", "the right buffer returned",
+                    hidden=hidden)
 
 
 # --- the fused LBM step -------------------------------------------------------------------
@@ -244,14 +253,14 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
         E.fail("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
                "the array others are still reading is a race (push instead of pull). Pull: "
                "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
-               f"node [{ctx}].")
+               f"node [{ctx}].", cause="push_race")
     return out.result()
 
 
 def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]:
     st = _Stepper(solid, omega, (fx, 0.0))
     f64 = f.astype(E._float64)
-    streamed = st.stream(f64)
+    streamed = st.stream(f64)  # collide() works in place: hand it copies below
     local_rho = f64.sum(axis=0)
     lux = (f64[1] + f64[5] + f64[8] - f64[3] - f64[6] - f64[7]) / local_rho
     luy = (f64[2] + f64[5] + f64[6] - f64[4] - f64[7] - f64[8]) / local_rho
@@ -266,19 +275,22 @@ def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]
                           f64[_lbm.OPP[i]], _roll(f64[i], shift, axis=(0, 1)))
     pulled_wrong = st.collide(wrong)
     return {
-        "collided before streaming: each node's own populations were collided, then "
-        "streamed (push order) so the stored populations are not the post-collision ones of "
-        "this step. Pull first (gather f_in[i] from x - c_i, or bounce back), then compute "
-        "rho and u from those 9 and collide": st.stream(st.collide(f64)),
-        "the equilibrium from rho and u of f_in at the node before streaming: compute rho "
-        "and u from the 9 populations just pulled, then collide them": mixed,
-        "the streamed populations without collision: add omega * (feq - f) to each": streamed,
-        "the collision of the node's own populations without streaming: pull "
-        "f_in[i, y - CY[i], x - CX[i]] first": st.collide(f64),
-        "populations pulled from x + c_i: the population moving with velocity c_i comes from "
-        "the upstream node x - c_i": pulled_wrong,
-        "the step without the force term: add 3 * W[i] * CX[i] * fx to each population":
-            _Stepper(solid, omega, (0.0, 0.0)).step(f64),
+        ("collided before streaming: each node's own populations were collided, then "
+         "streamed (push order) so the stored populations are not the post-collision ones "
+         "of this step. Pull first (gather f_in[i] from x - c_i, or bounce back), then "
+         "compute rho and u from those 9 and collide", "collide_before_stream"):
+            st.stream(st.collide(f64.copy())),
+        ("the equilibrium from rho and u of f_in at the node before streaming: compute rho "
+         "and u from the 9 populations just pulled, then collide them",
+         "moments_before_stream"): mixed,
+        ("the streamed populations without collision: add omega * (feq - f) to each",
+         "no_collision"): streamed,
+        ("the collision of the node's own populations without streaming: pull "
+         "f_in[i, y - CY[i], x - CX[i]] first", "no_streaming"): st.collide(f64.copy()),
+        ("populations pulled from x + c_i: the population moving with velocity c_i comes "
+         "from the upstream node x - c_i", "pull_wrong_direction"): pulled_wrong,
+        ("the step without the force term: add 3 * W[i] * CX[i] * fx to each population",
+         "force_missing"): _Stepper(solid, omega, (0.0, 0.0)).step(f64),
     }
 
 
@@ -292,13 +304,14 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
     node_bad = ~ok.all(axis=0)
     if not (node_bad & fluid).any():
         E.fail("only the solid nodes are wrong: a solid node must copy its 9 populations "
-               f"from f_in to f_out unchanged (and do nothing else) [{ctx}].")
+               f"from f_in to f_out unchanged (and do nothing else) [{ctx}].",
+               cause="solid_not_copied")
     if E._isnan(got[:, fluid]).any():
         E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
                   formula="one pull-stream-collide step", context=ctx, **tol)
-    for label, alt in _alternatives(f, solid, omega, fx).items():
+    for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
         if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
-            E.fail(f"f_out holds {label} [{ctx}].")
+            E.fail(f"f_out holds {label} [{ctx}].", cause=cause)
     mass_in = float(f.astype(E._float64)[:, fluid].sum())
     mass_out = float(got.astype(E._float64)[:, fluid].sum())
     lost = abs(mass_out - mass_in) > 1e-5 * mass_in
@@ -311,22 +324,23 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                    "or the obstacle are wrong: a population is lost (or counted twice) at "
                    "bounce-back. When the upstream node x - c_i is solid, f_i must become "
                    "f_in[OPP[i], y, x], the population that left towards the wall, reversed "
-                   f"[{ctx}].")
+                   f"[{ctx}].", cause="lost_population")
         E.fail("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
                "bounce-back takes the wrong opposite direction. When x - c_i is solid, "
                "f_i = f_in[OPP[i], y, x] with c[OPP[i]] = -c[i] (both components reversed, "
-               f"not a mirror image) [{ctx}].")
+               f"not a mirror image) [{ctx}].", cause="wrong_opposite")
     if lost:
         E.fail(f"mass is not conserved (the fluid's populations summed to {mass_in:.6f} before "
                f"the step and {mass_out:.6f} after): a population is lost, or counted twice. "
                "Each of the 9 must be pulled (from x - c_i, wrapping around the periodic "
-               f"edges) or bounced back, and collision must keep rho [{ctx}].")
+               f"edges) or bounced back, and collision must keep rho [{ctx}].",
+               cause="mass_not_conserved")
     x_edges = _zeros(solid.shape, dtype=bool)
     x_edges[:, 0] = x_edges[:, -1] = True
     if not (node_bad & fluid & ~x_edges).any():
         E.fail("only the first and last columns are wrong: the lattice is periodic in x, so "
                "the upstream neighbour of x = 0 is x = nx - 1 and that of x = nx - 1 is 0 "
-               f"(use (x - CX[i]) % nx) [{ctx}].")
+               f"(use (x - CX[i]) % nx) [{ctx}].", cause="periodic_wrap")
     E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
               formula="f_i + omega (feq_i - f_i) + 3 w_i c_i,x fx of the pulled populations",
               context=ctx, **tol)
@@ -354,7 +368,7 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
         E.fail("a population is lost at the walls: where the upstream node x - c_i is solid, "
                "f_i came out as 0 (the population was dropped), and mass leaks away. Bounce "
                "it back: f_i = f_in[OPP[i], y, x], the population that left towards the "
-               f"wall [{ctx}].")
+               f"wall [{ctx}].", cause="lost_population")
     right = list(_lbm.OPP)
     for group in ((1, 2, 3, 4), (5, 6, 7, 8)):
         targets = [right[i] for i in group]
@@ -373,7 +387,7 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
                        f"i = {', '.join(map(str, wrong))}: for c_{i} = {c} your kernel bounces "
                        f"back population {opp[i]}, but the reversed direction -c_{i} is "
                        f"population {right[i]}. Check OPP: c[OPP[i]] = -c[i], both "
-                       f"components reversed [{ctx}].")
+                       f"components reversed [{ctx}].", cause="wrong_opposite")
 
 
 def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
@@ -391,4 +405,7 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
         for got in runs:
             _diagnose_lbm(got, f, solid, omega, fx, ctx)
         if not E._array_equal(runs[0], runs[1]):
-            E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].")
+            E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].",
+                   cause="nondeterministic")
+    return E.passes("lbm_step", f"{len(cases)} lattices with walls and an obstacle",
+                    "mass conserved", "each run twice", hidden=hidden)

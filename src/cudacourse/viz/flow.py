@@ -117,13 +117,18 @@ def plot_forces(aoa: Sequence[float], lift: Sequence[float], drag: Sequence[floa
 
 
 def animate(frames: Sequence[tuple[np.ndarray, np.ndarray]], solid: np.ndarray,
-            every: int, interval: int = 120) -> Any:
+            every: int, interval: int = 120, stride: int = 1) -> Any:
     """An HTML animation (JavaScript player, works in a saved notebook) of the vorticity in
-    ``frames`` of (ux, uy), taken every ``every`` steps."""
+    ``frames`` of (ux, uy), taken every ``every`` steps; ``stride`` > 1 keeps every
+    stride-th node in each direction (a smaller notebook for large lattices)."""
     import matplotlib.pyplot as plt
     from matplotlib import animation
     from IPython.display import HTML
 
+    if stride > 1:
+        frames = [(ux[::stride, ::stride] * 1.0, uy[::stride, ::stride] * 1.0)
+                  for ux, uy in frames]
+        solid = solid[::stride, ::stride]
     ny, nx = solid.shape
     fig, ax = plt.subplots(figsize=(8, 8 * ny / nx + 0.5))
     ws = [vorticity(ux, uy) for ux, uy in frames]
