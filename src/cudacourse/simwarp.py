@@ -344,9 +344,9 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    from numba.cuda.core import config
+    from ._numba_private import simulating
 
-    if not config.ENABLE_CUDASIM:
+    if not simulating():
         return
     import numba.cuda as cuda_module
     from numba.cuda.simulator import kernel as sim_kernel
