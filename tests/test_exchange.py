@@ -22,8 +22,7 @@ import nbformat
 import pytest
 
 from cudacourse.grader import distributed, policy
-from test_grader_distributed import (ASSIGNMENT, NOTEBOOK, TIMEOUT, load_samples, make_course,
-                                     scores)
+from test_grader_distributed import ASSIGNMENT, FAST, NOTEBOOK, build, make_course, scores
 
 pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
 
@@ -78,8 +77,6 @@ def exchanged(tmp_path_factory):
     out = {"base": base, "exchange": exchange, "course": course_dir, "steps": {}}
     out["steps"]["release"] = distributed.nbgrader(course_dir, "release_assignment",
                                                    ASSIGNMENT)
-    samples = load_samples()
-    by_name = {s.name: s for s in samples.samples(course["learner"])}
     roster = {"early": "wrong_kernel", "tardy": "correct"}
     for student, kind in roster.items():
         home = base / "home" / student
@@ -89,7 +86,7 @@ def exchanged(tmp_path_factory):
         fetched = home / ASSIGNMENT / NOTEBOOK
         # the student does the work in the fetched copy
         learner = nbformat.read(fetched, 4)
-        nbformat.write(samples.build(by_name[kind], learner, course["master"]), fetched)
+        nbformat.write(build(kind, learner, course["master"])[0], fetched)
         out["steps"][f"submit {student}"] = as_user(home, exchange, "submit", ASSIGNMENT,
                                                     student=student)
         if student == "early":
@@ -105,7 +102,7 @@ def exchanged(tmp_path_factory):
             executor, described):
         out["results"], out["throughput"] = distributed.grade_all(
             course_dir, ASSIGNMENT, distributed.submitted_students(course_dir, ASSIGNMENT),
-            executor, {"timeout": TIMEOUT}, job=distributed.autograde_one, describe=described)
+            executor, FAST, job=distributed.autograde_one, describe=described)
     out["steps"]["export"] = distributed.nbgrader(course_dir, "export", "--to",
                                                   str(course_dir / "grades.csv"))
     return out

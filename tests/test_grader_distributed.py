@@ -9,10 +9,10 @@ files.
 
 from __future__ import annotations
 
-import importlib.util
+import copy
 import os
+import re
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
@@ -30,18 +30,62 @@ TIMEOUT = int(os.environ.get("CUDACOURSE_GRADING_TIMEOUT", device.pick(sim=30, g
 # A small class: one of each kind the report must tell apart.
 # nbgrader's own autograde per job; the isolated grader's job is exercised by its own tests.
 JOB = distributed.autograde_one
-CLASS = {"ada": "correct", "bob": "wrong_kernel", "cy": "blank", "dee": "hostile_rebinding"}
+CLASS = {"ada": "correct", "bob": "wrong_kernel", "cy": "blank", "dee": "hostile"}
 
 
-def load_samples():
-    if "grading_samples" in sys.modules:
-        return sys.modules["grading_samples"]
-    spec = importlib.util.spec_from_file_location(
-        "grading_samples", ROOT / "tests" / "submissions" / "samples.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["grading_samples"] = module
-    spec.loader.exec_module(module)
-    return module
+# For the tests that only need scores: verdicts without the whole-notebook feedback run.
+FAST = {"timeout": TIMEOUT, "extra": ["--ResilientExecute.feedback_run=False"]}
+KERNEL = "vector_add"  # lesson 1's code exercise (its answer cell's grade_id)
+WRONG_KERNEL = '''@cuda.jit
+def vector_add(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] - b[i]  # wrong: subtracts
+'''
+# Rebinds what a checker relies on: the grader must not give the kernel's points for it.
+ATTACK = "\nimport numpy as np\nnp.allclose = lambda *a, **k: True\n"
+KINDS = ("correct", "wrong_kernel", "blank", "hostile")
+
+
+def graded_cells(nb) -> list[tuple[str, float, str]]:
+    """(grade_id, points, source) of every autograded test cell, in notebook order."""
+    return [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"]["points"]),
+             c.source) for c in nb.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def uses(source: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", source) is not None
+
+
+def build(kind: str, learner, master) -> tuple[nbformat.NotebookNode, dict | None]:
+    """A submission of ``kind`` and the score each test cell must get (None: only the kernel's
+    tests are known to score 0, as for a hostile one, whose later cells depend on the grader).
+
+    Built from the learner copy, with the master's answers where the kind answers right, so
+    the samples follow the lesson. Demo cells are dropped, as a learner may (it saves time).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"sample kind {kind!r}: one of {KINDS}")
+    nb = copy.deepcopy(learner)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in master.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    cells = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and not meta.get("grade_id"):
+            continue
+        if meta.get("solution") and kind != "blank":
+            cell.source = answers[meta["grade_id"]]
+            if meta["grade_id"] == KERNEL and kind in ("wrong_kernel", "hostile"):
+                cell.source = WRONG_KERNEL + (ATTACK if kind == "hostile" else "")
+        cells.append(cell)
+    nb.cells = cells
+    want = {}
+    for gid, points, src in graded_cells(learner):
+        zero = kind == "blank" or (kind != "correct" and uses(src, KERNEL))
+        want[gid] = 0.0 if zero else points
+    return nb, (None if kind == "hostile" else want)
 
 
 def make_course(path: Path, db: str | None = None, config: str = "") -> dict:
@@ -61,21 +105,35 @@ def make_course(path: Path, db: str | None = None, config: str = "") -> dict:
 
 
 def submit(path: Path, course: dict, roster: dict[str, str],
-           timestamps: dict[str, str] | None = None) -> dict[str, float]:
-    """Write each student's sample into submitted/; return each one's expected total."""
-    samples = load_samples()
-    by_name = {s.name: s for s in samples.samples(course["learner"])}
+           timestamps: dict[str, str] | None = None) -> dict[str, dict | None]:
+    """Write each student's sample into submitted/; return what each test cell must score."""
     want = {}
     for student, kind in roster.items():
-        sample = by_name[kind]
+        nb, cells = build(kind, course["learner"], course["master"])
         dest = path / "submitted" / student / ASSIGNMENT
         dest.mkdir(parents=True, exist_ok=True)
-        nbformat.write(samples.build(sample, course["learner"], course["master"]),
-                       dest / NOTEBOOK)
+        nbformat.write(nb, dest / NOTEBOOK)
         if timestamps and student in timestamps:
             (dest / "timestamp.txt").write_text(timestamps[student])
-        want[student] = sum(samples.expected(sample, course["learner"]).values())
+        want[student] = cells
     return want
+
+
+def totals(want: dict[str, dict | None]) -> dict[str, float]:
+    return {s: sum(c.values()) for s, c in want.items() if c is not None}
+
+
+def kernel_points(course: dict) -> float:
+    return sum(p for _, p, src in graded_cells(course["learner"]) if uses(src, KERNEL))
+
+
+def cell_scores(db: str) -> dict[str, dict[str, float]]:
+    """Each student's score per test cell, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db) as gb:
+        return {sub.student_id: {g.name: g.score for nb in sub.notebooks for g in nb.grades}
+                for sub in gb.assignment_submissions(ASSIGNMENT)}
 
 
 def scores(db: str) -> dict[str, float]:
@@ -100,7 +158,7 @@ def graded(tmp_path_factory):
             options, job=JOB, describe=described)
     print("\n" + throughput.summary())
     return {"path": path, "want": want, "results": results, "throughput": throughput,
-            "described": described}
+            "described": described, "course": course}
 
 
 def test_every_submission_is_graded_on_the_cluster(graded):
@@ -112,9 +170,15 @@ def test_every_submission_is_graded_on_the_cluster(graded):
 
 
 def test_scores_match_the_samples(graded):
-    got = scores(distributed.default_db(graded["path"]))
-    assert got == pytest.approx(graded["want"]), (got, graded["want"])
-    assert got["ada"] > got["bob"] > got["cy"] == 0
+    got = cell_scores(distributed.default_db(graded["path"]))
+    for student, want in graded["want"].items():
+        if want is not None:
+            assert got[student] == want, student
+    kernel = [g for g, _, src in graded_cells(graded["course"]["learner"]) if uses(src, KERNEL)]
+    assert kernel and all(got["dee"][g] == 0 for g in kernel)  # the hostile kernel earns nothing
+    total = {s: sum(c.values()) for s, c in got.items()}
+    assert total["ada"] > total["cy"] == 0
+    assert total["ada"] - total["bob"] == kernel_points(graded["course"]) > 0
 
 
 def test_jobs_ran_in_more_than_one_worker_process(graded):
@@ -137,9 +201,9 @@ def test_throughput_is_measured(graded):
 
 def test_incidents_come_back_from_the_workers(graded):
     results = {r["student"]: r for r in graded["results"]}
-    # the hostile sample tampers with the checker: the grader records it
-    kinds = {i["kind"] for i in results["dee"]["incidents"]}
-    assert "tampering" in kinds, results["dee"]
+    # the hostile sample rebinds np.allclose: the grader notes it (tampering, or a refused
+    # construct), and the note travels back from the worker with the result
+    assert results["dee"]["incidents"], results["dee"]
     assert results["ada"]["incidents"] == []
 
 

@@ -90,7 +90,7 @@ def autograde_one(course_root: str, assignment: str, student: str,
     Never raises for a bad submission: the result says what happened.
     """
     options = dict(options or {})
-    db = options.get("db") or default_db(course_root)
+    db = options.get("db") or options.get("db_url") or default_db(course_root)
     args = ["autograde", assignment, "--student", student, "--force"]
     if options.get("timeout"):
         args.append(f"--ResilientExecute.timeout={int(options['timeout'])}")
@@ -156,7 +156,8 @@ def timed_call(job: Job, course_root: str, assignment: str, student: str,
         result = {"student": student, "assignment": assignment, "ok": False,
                   "error": f"{type(exc).__name__}: {exc}"}
     result.setdefault("student", student)
-    result.setdefault("ok", True)
+    # the isolated grader's job says "status": "graded" / "not_graded"
+    result.setdefault("ok", result.get("status", "graded") == "graded")
     result["worker_seconds"] = time.monotonic() - start
     result.setdefault("host", socket.gethostname())
     result.setdefault("pid", os.getpid())
@@ -255,6 +256,44 @@ def open_executor(choice: ExecutorChoice) -> Iterator[tuple[cf.Executor, str]]:
     raise ValueError(f"unknown executor kind {choice.kind!r}")
 
 
+class DaskExecutor(cf.Executor):
+    """A Dask executor that owns its client (and cluster): ``shutdown`` closes them.
+
+    For callers that take a bare ``concurrent.futures.Executor`` and shut it down when done,
+    such as ``cudacourse grade --executor MODULE:FACTORY --workers N`` (see
+    :func:`local_cluster` and :func:`scheduler`).
+    """
+
+    def __init__(self, choice: ExecutorChoice) -> None:
+        self.choice = choice
+        self._context = open_executor(choice)
+        self._inner, self.description = self._context.__enter__()
+
+    def submit(self, fn, /, *args, **kwargs):
+        return self._inner.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._context is not None:
+            context, self._context = self._context, None
+            self._inner.shutdown(wait=wait)
+            context.__exit__(None, None, None)
+
+
+def local_cluster(workers: int) -> DaskExecutor:
+    """``--executor cudacourse.grader.distributed:local_cluster``: a LocalCluster of N."""
+    return DaskExecutor(ExecutorChoice("local-cluster", workers=max(1, int(workers))))
+
+
+def scheduler(workers: int = 0) -> DaskExecutor:
+    """``--executor cudacourse.grader.distributed:scheduler``: the Dask scheduler named by
+    ``CUDACOURSE_DASK_SCHEDULER`` (tcp://host:8786); its own workers, whatever N is."""
+    address = os.environ.get("CUDACOURSE_DASK_SCHEDULER", "")
+    if "://" not in address:
+        raise GradingSetupError("set CUDACOURSE_DASK_SCHEDULER=tcp://host:8786 (the Dask "
+                                f"scheduler to grade on); got {address!r}")
+    return DaskExecutor(ExecutorChoice("dask", scheduler=address))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--local-cluster N`` and ``--scheduler ADDRESS`` (``--workers N`` is the grader's)."""
     group = parser.add_argument_group("grading across machines (Dask distributed)")
@@ -334,6 +373,10 @@ def grade_all(course_root: str | os.PathLike, assignment: str, students: Iterabl
     root = str(Path(course_root).resolve())
     job = job or default_job()
     options = dict(options or {})
+    # The same gradebook under either job's name for it.
+    db = options.get("db") or options.get("db_url")
+    if db:
+        options["db"] = options["db_url"] = db
     students = list(students)
     start = time.monotonic()
     futures = {executor.submit(timed_call, job, root, assignment, s, options): s
@@ -354,7 +397,7 @@ def grade_all(course_root: str | os.PathLike, assignment: str, students: Iterabl
     return results, Throughput(len(results), wall, seconds, describe)
 
 
-__all__ = ["ExecutorChoice", "GradingSetupError", "Throughput", "add_arguments",
-           "autograde_one", "choice_from_args", "default_db", "default_job", "grade_all",
-           "nbgrader", "nbgrader_env", "open_executor", "shard", "submitted_students",
-           "timed_call"]
+__all__ = ["DaskExecutor", "ExecutorChoice", "GradingSetupError", "Throughput",
+           "add_arguments", "autograde_one", "choice_from_args", "default_db", "default_job",
+           "grade_all", "local_cluster", "nbgrader", "nbgrader_env", "open_executor",
+           "scheduler", "shard", "submitted_students", "timed_call"]

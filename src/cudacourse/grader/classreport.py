@@ -1,0 +1,551 @@
+"""What a graded class tells its instructor: ``cudacourse report ASSIGNMENT``.
+
+From the gradebook (scores, students' names and emails, lateness) and the autograded
+notebooks (what each failing test cell said), per exercise (one autograded test cell):
+
+* the distribution of scores: full, partial and zero counts, mean, and a histogram plot;
+* the most common diagnoses: the checker's structured cause when the grader recorded it in
+  the test cell's metadata (``metadata.cudacourse.cause``, from ``CheckFailure.cause``),
+  otherwise the error output itself -- its name, and for checker failures the first
+  sentence of the message with numbers and the case (``[n=1000, ...]``) taken out, so
+  that "out[1000:] was never written" and "out[4096:] was never written" count together;
+* pairs of submissions whose kernels are near-identical once names, whitespace, comments
+  and docstrings are normalised away (the AST with every local name renamed in order of
+  appearance): a hint for a human to look at, never a verdict. A kernel the same as the
+  master's solution is counted apart; short kernels are often written the same way;
+* an LMS export: one row per student with id, names, email, LMS id, raw score, late
+  penalty, final score, maximum, percent, status.
+
+Files go to ``<course>/grading/<assignment>/report/``: ``summary.md`` (the table),
+``exercises.csv``, ``scores.png``, ``similar.csv``, ``lms.csv``.
+
+Imports nothing from the ``cudacourse`` package.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import difflib
+import json
+import keyword
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+CASE = re.compile(r"\s*\[[^\[\]]*=[^\[\]]*\]\s*$")  # the trailing "[n=1000, blocks=9]"
+QUOTED = re.compile(r"(['\"]).*?\1")
+# Error names that are the diagnosis by themselves (the grader's own incidents).
+INCIDENTS = {"CellTimeoutError", "DeadKernelError", "CheckerTampered", "NotGraded",
+             "NotGradable", "GraderError"}
+DIAGNOSIS_WIDTH = 110
+DEFAULT_SIMILARITY = 0.92
+
+
+@dataclass
+class CellResult:
+    """One student's result on one exercise (an autograded test cell)."""
+
+    score: float | None
+    max_score: float
+    diagnosis: str | None = None  # None: passed (or not graded)
+
+
+@dataclass
+class Student:
+    id: str
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    lms_user_id: str = ""
+    submitted: bool = False
+    raw_score: float | None = None
+    late_penalty: float = 0.0
+    seconds_late: float = 0.0
+    status: str = "no submission"
+    reason: str = ""
+    cells: dict[str, CellResult] = field(default_factory=dict)
+    kernels: dict[str, str] = field(default_factory=dict)  # answer grade_id -> source
+
+
+@dataclass
+class ClassData:
+    assignment: str
+    exercises: list[str]  # test cells' grade_ids, notebook order
+    max_scores: dict[str, float]
+    students: dict[str, Student]
+    reference: dict[str, str]  # the master's answer per code answer cell
+    stubs: dict[str, str]  # the learner copy's answer cell before any work
+
+
+# --- diagnoses -----------------------------------------------------------------------------
+
+def normalise_message(text: str) -> str:
+    """The stable part of a checker message: first line, no case, numbers as N."""
+    text = ANSI.sub("", text or "").strip()
+    first = text.splitlines()[0] if text else ""
+    first = CASE.sub("", first)
+    first = QUOTED.sub(r"\1…\1", first) if len(first) > 60 else first
+    first = NUMBER.sub("N", first)
+    # the first sentence: checker messages put the diagnosis first, the fix after
+    m = re.search(r"(?<=[a-z\)\]])[.;:] ", first)
+    if m and m.start() > 25:
+        first = first[:m.start()]
+    first = re.sub(r"\s+", " ", first).strip()
+    return first[:DIAGNOSIS_WIDTH] + ("…" if len(first) > DIAGNOSIS_WIDTH else "")
+
+
+def diagnose(cell: dict) -> str | None:
+    """What a graded test cell's outputs say went wrong; None when nothing did."""
+    meta = (cell.get("metadata") or {}).get("cudacourse") or {}
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    cause = meta.get("cause") if isinstance(meta, dict) else None
+    if cause:
+        return str(cause)
+    if not errors:
+        return None
+    # The grader's own incidents first (a timeout explains the assertion after it).
+    for out in errors:
+        if out.get("ename") in INCIDENTS:
+            return out["ename"]
+    out = errors[-1]
+    ename = str(out.get("ename") or "Error")
+    evalue = str(out.get("evalue") or "")
+    if not evalue.strip():
+        tb = [ANSI.sub("", line) for line in out.get("traceback", [])]
+        evalue = next((ln.split(":", 1)[-1] for ln in reversed(tb) if ":" in ln), "")
+    message = normalise_message(evalue)
+    return f"{ename}: {message}" if message else ename
+
+
+# --- kernels: the plagiarism hint ----------------------------------------------------------
+
+class _Renamer(ast.NodeTransformer):
+    """Every local name becomes v0, v1, ... in order of appearance; module names stay."""
+
+    def __init__(self, keep: set[str]) -> None:
+        self.keep, self.names = keep, {}
+
+    def _new(self, name: str) -> str:
+        if name in self.keep:
+            return name
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self._new(node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self._new(node.arg)
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.name = self._new(node.name)
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(
+                getattr(body[0], "value", None), ast.Constant) and isinstance(
+                body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]  # a docstring is a comment
+        self.generic_visit(node)
+        return node
+
+
+# Names a kernel uses from outside: they carry meaning, so they are not renamed.
+KEEP = {"cuda", "np", "numpy", "math", "numba", "float32", "float64", "int32", "int64",
+        "range", "len", "min", "max", "abs", "print", "True", "False", "None"}
+
+
+def normalise_code(source: str) -> list[str]:
+    """Tokens of ``source`` with names, comments, docstrings and layout normalised."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return _tokens(source)
+    tree = _Renamer(KEEP).visit(tree)
+    dump = ast.dump(tree, annotate_fields=False, include_attributes=False)
+    return re.findall(r"\w+|[^\w\s]", dump)
+
+
+def _tokens(source: str) -> list[str]:
+    """Fallback for code that does not parse: tokens without comments and layout, every
+    name that is not a keyword or a kept module name as NAME."""
+    text = re.sub(r"#[^\n]*", "", source)
+    out = []
+    for tok in re.findall(r"[A-Za-z_]\w*|\d+(?:\.\d*)?|[^\w\s]", text):
+        if (tok[0].isalpha() or tok[0] == "_") and not keyword.iskeyword(tok) \
+                and tok not in KEEP:
+            tok = "NAME"
+        out.append(tok)
+    return out
+
+
+def is_kernel_cell(source: str) -> bool:
+    """An answer cell that defines code (a kernel, a function), not a quiz answer."""
+    return bool(re.search(r"^\s*(@|def |class )", source or "", re.M))
+
+
+@dataclass
+class SimilarPair:
+    exercise: str
+    a: str
+    b: str
+    similarity: float
+
+
+def similar_kernels(data: ClassData, threshold: float = DEFAULT_SIMILARITY
+                    ) -> tuple[list[SimilarPair], dict[str, list[str]]]:
+    """Pairs above ``threshold``, and per exercise who handed in the master's own kernel.
+
+    Kernels equal to the learner copy's stub (no work) and unparseable noise are skipped.
+    """
+    if not 0 < threshold <= 1:
+        raise ValueError(f"similarity threshold {threshold}: must be in (0, 1]")
+    pairs: list[SimilarPair] = []
+    as_master: dict[str, list[str]] = {}
+    for gid in sorted({g for s in data.students.values() for g in s.kernels}):
+        stub = normalise_code(data.stubs.get(gid, ""))
+        ref = normalise_code(data.reference.get(gid, "")) if gid in data.reference else None
+        norm = {}
+        for sid, st in sorted(data.students.items()):
+            src = st.kernels.get(gid)
+            if not src or not src.strip():
+                continue
+            tokens = normalise_code(src)
+            if tokens == stub or len(tokens) < 8:
+                continue
+            if ref is not None and tokens == ref:
+                as_master.setdefault(gid, []).append(sid)
+                continue
+            norm[sid] = tokens
+        for (sa, ta), (sb, tb) in combinations(sorted(norm.items()), 2):
+            matcher = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
+            if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+                continue
+            ratio = matcher.ratio()
+            if ratio >= threshold:
+                pairs.append(SimilarPair(gid, sa, sb, round(ratio, 3)))
+    pairs.sort(key=lambda p: (-p.similarity, p.exercise, p.a, p.b))
+    return pairs, as_master
+
+
+# --- reading the class ---------------------------------------------------------------------
+
+def _grade_cells(nb: nbformat.NotebookNode) -> list[tuple[str, float]]:
+    return [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"].get("points", 0)))
+            for c in nb.cells if c.cell_type == "code" and
+            c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _answers(nb: nbformat.NotebookNode) -> dict[str, str]:
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def _status_csv(root: Path, assignment: str) -> dict[str, dict]:
+    """The isolated grader's status.csv, when it wrote one (not graded: the reason)."""
+    path = root / "grading" / assignment / "status.csv"
+    if not path.exists():
+        return {}
+    with open(path, newline="") as fh:
+        return {r.get("student_id", ""): r for r in csv.DictReader(fh)}
+
+
+def alembic_on_path() -> None:
+    """nbgrader's Gradebook runs ``alembic`` by name: put this environment's bin/ on PATH."""
+    import os
+    import shutil
+    import sys
+
+    if shutil.which("alembic") is None:
+        os.environ["PATH"] = (str(Path(sys.executable).parent) + os.pathsep +
+                              os.environ.get("PATH", ""))
+
+
+def _verdict_causes(path: Path) -> dict[str, str]:
+    """Structured causes the grader recorded beside the notebook (``verdicts[gid].cause``)."""
+    try:
+        verdicts = json.loads(path.read_text()).get("verdicts") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {g: str(v["cause"]) for g, v in verdicts.items()
+            if isinstance(v, dict) and v.get("cause") and v.get("status") != "pass"}
+
+
+def collect(course_root: str | Path, assignment: str, db_url: str | None = None
+            ) -> ClassData:
+    """Everything the report needs, from the gradebook and the autograded notebooks."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    alembic_on_path()
+
+    root = Path(course_root).resolve()
+    db_url = db_url or f"sqlite:///{root / 'gradebook.db'}"
+    if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).exists():
+        # nbgrader would create an empty gradebook there; say what is missing instead
+        raise FileNotFoundError(f"no gradebook at {db_url[len('sqlite:///'):]}: grade the "
+                                "assignment first, or pass --db")
+    masters = sorted((root / "solutions" / assignment).glob("*.ipynb"))
+    if not masters:
+        raise FileNotFoundError(f"no master notebooks in {root / 'solutions' / assignment}")
+    exercises: list[str] = []
+    max_scores: dict[str, float] = {}
+    reference: dict[str, str] = {}
+    stubs: dict[str, str] = {}
+    multi = len(masters) > 1
+
+    def key(nb_name: str, gid: str) -> str:
+        return f"{nb_name}:{gid}" if multi else gid
+
+    for path in masters:
+        master = nbformat.read(path, as_version=4)
+        for gid, points in _grade_cells(master):
+            exercises.append(key(path.stem, gid))
+            max_scores[key(path.stem, gid)] = points
+        reference.update({key(path.stem, g): s for g, s in _answers(master).items()
+                          if is_kernel_cell(s)})
+        release = root / "notebooks" / assignment / path.name
+        if release.exists():
+            stubs.update({key(path.stem, g): s for g, s in
+                          _answers(nbformat.read(release, as_version=4)).items()})
+    status = _status_csv(root, assignment)
+    students: dict[str, Student] = {}
+    with Gradebook(db_url) as gb:
+        try:
+            gb.find_assignment(assignment)
+        except MissingEntry:
+            raise LookupError(f"assignment {assignment!r} is not in the gradebook {db_url}; "
+                              "run `nbgrader generate_assignment` and grade first") from None
+        # the points nbgrader grades with (generate_assignment may change the master's)
+        for nb in gb.find_assignment(assignment).notebooks:
+            for gc in nb.grade_cells:
+                if key(nb.name, gc.name) in max_scores:
+                    max_scores[key(nb.name, gc.name)] = float(gc.max_score or 0.0)
+        for s in gb.students:
+            students[s.id] = Student(s.id, s.first_name or "", s.last_name or "",
+                                     s.email or "", s.lms_user_id or "")
+        for sub in gb.assignment_submissions(assignment):
+            st = students.setdefault(sub.student_id, Student(sub.student_id))
+            st.submitted, st.status = True, "graded"
+            st.raw_score = float(sub.score)
+            st.late_penalty = float(sub.late_submission_penalty or 0.0)
+            st.seconds_late = float(sub.total_seconds_late or 0.0)
+            for nb in sub.notebooks:
+                for g in nb.grades:
+                    k = key(nb.name, g.name)
+                    st.cells[k] = CellResult(None if g.score is None else float(g.score),
+                                             float(g.max_score or max_scores.get(k, 0)))
+    for sid, row in status.items():
+        if sid in students and row.get("status") == "not_graded":
+            st = students[sid]
+            st.status, st.reason, st.raw_score = "not graded", row.get("reason", ""), None
+            st.cells = {}
+    for sid, st in students.items():
+        if st.status != "graded":
+            continue
+        for path in masters:
+            graded = root / "autograded" / sid / assignment / path.name
+            if not graded.exists():
+                continue
+            try:
+                nb = nbformat.read(graded, as_version=4)
+            except (OSError, ValueError) as exc:
+                st.reason = f"autograded notebook unreadable: {exc}"
+                continue
+            causes = _verdict_causes(graded.with_name(f"{path.stem}.grading.json"))
+            for cell in nb.cells:
+                meta = cell.get("metadata", {}).get("nbgrader", {})
+                gid = meta.get("grade_id")
+                if not gid:
+                    continue
+                k = key(path.stem, gid)
+                if meta.get("grade") and cell.cell_type == "code" and k in st.cells:
+                    st.cells[k].diagnosis = diagnose(cell)
+                    if st.cells[k].diagnosis and causes.get(gid):
+                        st.cells[k].diagnosis = causes[gid]
+                elif meta.get("solution") and cell.cell_type == "code" and k in reference:
+                    st.kernels[k] = cell.source
+    return ClassData(assignment, exercises, max_scores, students, reference, stubs)
+
+
+# --- summaries -----------------------------------------------------------------------------
+
+@dataclass
+class ExerciseSummary:
+    exercise: str
+    max_score: float
+    graded: int
+    full: int
+    partial: int
+    zero: int
+    mean: float
+    distribution: dict[float, int]
+    diagnoses: list[tuple[str, int]]
+
+
+def summarise(data: ClassData, top: int = 3) -> list[ExerciseSummary]:
+    out = []
+    for ex in data.exercises:
+        scores, diags = [], Counter()
+        for st in data.students.values():
+            cell = st.cells.get(ex)
+            if cell is None or cell.score is None:
+                continue
+            scores.append(cell.score)
+            if cell.diagnosis and cell.score < cell.max_score:
+                diags[cell.diagnosis] += 1
+        most = data.max_scores.get(ex, 0.0)
+        out.append(ExerciseSummary(
+            ex, most, len(scores),
+            sum(1 for s in scores if most > 0 and s >= most),
+            sum(1 for s in scores if 0 < s < most),
+            sum(1 for s in scores if s <= 0),
+            sum(scores) / len(scores) if scores else 0.0,
+            dict(sorted(Counter(scores).items())), diags.most_common(top)))
+    return out
+
+
+def table(summaries: list[ExerciseSummary], data: ClassData) -> str:
+    """The report as Markdown: per exercise, then the class."""
+    lines = [f"# {data.assignment}: class report", "",
+             "| exercise | points | graded | full | partial | zero | mean | most common "
+             "diagnoses |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for s in summaries:
+        diags = "; ".join(f"{d} ({n})" for d, n in s.diagnoses) or "-"
+        lines.append(f"| {s.exercise} | {s.max_score:g} | {s.graded} | {s.full} | "
+                     f"{s.partial} | {s.zero} | {s.mean:.2f} | {diags.replace('|', '/')} |")
+    totals = [st.raw_score for st in data.students.values() if st.raw_score is not None]
+    most = sum(data.max_scores.values())
+    kinds = Counter(st.status for st in data.students.values())
+    late = sum(1 for st in data.students.values() if st.seconds_late > 0)
+    lines += ["", f"Students: {len(data.students)} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}); "
+              f"late: {late}."]
+    if totals:
+        lines.append(f"Total (raw, out of {most:g}): mean {sum(totals) / len(totals):.2f}, "
+                     f"min {min(totals):g}, max {max(totals):g}.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(summaries: list[ExerciseSummary], data: ClassData, path: Path) -> Path:
+    """One histogram per exercise and one of totals, in a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(summaries) + 1
+    cols = min(4, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax, s in zip(flat, summaries):
+        xs = list(s.distribution)
+        ax.bar([f"{x:g}" for x in xs], [s.distribution[x] for x in xs], color="#4c72b0")
+        ax.set_title(f"{s.exercise} (/{s.max_score:g})", fontsize=9)
+        ax.set_xlabel("points", fontsize=8)
+        ax.set_ylabel("students", fontsize=8)
+    totals = [st.raw_score for st in data.students.values() if st.raw_score is not None]
+    ax = flat[len(summaries)]
+    if totals:
+        ax.hist(totals, bins=min(20, max(1, len(set(totals)))), color="#dd8452")
+    ax.set_title(f"total (/{sum(data.max_scores.values()):g})", fontsize=9)
+    ax.set_xlabel("points", fontsize=8)
+    for ax in flat[n:]:
+        ax.axis("off")
+    fig.suptitle(f"{data.assignment}: scores of {len(totals)} graded submission(s)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+LMS_FIELDS = ["student_id", "first_name", "last_name", "email", "lms_user_id", "assignment",
+              "raw_score", "late_penalty", "score", "max_score", "percent", "status", "reason"]
+
+
+def lms_rows(data: ClassData) -> list[dict[str, Any]]:
+    most = sum(data.max_scores.values())
+    rows = []
+    for sid, st in sorted(data.students.items()):
+        score = None if st.raw_score is None else max(0.0, st.raw_score - st.late_penalty)
+        rows.append({
+            "student_id": sid, "first_name": st.first_name, "last_name": st.last_name,
+            "email": st.email, "lms_user_id": st.lms_user_id, "assignment": data.assignment,
+            "raw_score": "" if st.raw_score is None else f"{st.raw_score:g}",
+            "late_penalty": f"{st.late_penalty:g}" if st.submitted else "",
+            # empty, never 0, for a student not graded or with no submission
+            "score": "" if score is None else f"{score:g}",
+            "max_score": f"{most:g}",
+            "percent": "" if score is None or not most else f"{100 * score / most:.1f}",
+            "status": st.status, "reason": st.reason})
+    return rows
+
+
+@dataclass
+class Report:
+    summaries: list[ExerciseSummary]
+    pairs: list[SimilarPair]
+    as_master: dict[str, list[str]]
+    files: dict[str, Path]
+    text: str
+
+
+def write(course_root: str | Path, assignment: str, db_url: str | None = None,
+          out_dir: str | Path | None = None, threshold: float = DEFAULT_SIMILARITY,
+          plot_png: bool = True) -> Report:
+    """Make every part of the report and write its files."""
+    root = Path(course_root).resolve()
+    data = collect(root, assignment, db_url)
+    out = Path(out_dir) if out_dir else root / "grading" / assignment / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = summarise(data)
+    pairs, as_master = similar_kernels(data, threshold)
+    text = table(summaries, data)
+    text += "\n## Near-identical kernels (a hint to look, not a verdict)\n\n"
+    if pairs:
+        text += "".join(f"- {p.exercise}: {p.a} and {p.b}, similarity {p.similarity:.2f}\n"
+                        for p in pairs[:50])
+        if len(pairs) > 50:
+            text += f"- ... {len(pairs) - 50} more in similar.csv\n"
+    else:
+        text += f"None above {threshold:.2f}.\n"
+    for gid, who in sorted(as_master.items()):
+        text += (f"- {gid}: {len(who)} submission(s) identical to the master's solution "
+                 "after normalising (common for a short kernel)\n")
+    files = {"summary": out / "summary.md", "exercises": out / "exercises.csv",
+             "similar": out / "similar.csv", "lms": out / "lms.csv"}
+    files["summary"].write_text(text)
+    with open(files["exercises"], "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["exercise", "max_score", "graded", "full", "partial", "zero", "mean",
+                    "distribution", "diagnoses"])
+        for s in summaries:
+            w.writerow([s.exercise, s.max_score, s.graded, s.full, s.partial, s.zero,
+                        round(s.mean, 4), json.dumps({f"{k:g}": v for k, v in
+                                                      s.distribution.items()}),
+                        json.dumps(s.diagnoses)])
+    with open(files["similar"], "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["exercise", "student_a", "student_b", "similarity"])
+        w.writerows([p.exercise, p.a, p.b, p.similarity] for p in pairs)
+        w.writerows([gid, sid, "(master solution)", 1.0]
+                    for gid, who in sorted(as_master.items()) for sid in who)
+    with open(files["lms"], "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=LMS_FIELDS)
+        w.writeheader()
+        w.writerows(lms_rows(data))
+    if plot_png:
+        files["plot"] = plot(summaries, data, out / "scores.png")
+    return Report(summaries, pairs, as_master, files, text)
+
+
+__all__ = ["ClassData", "Report", "collect", "diagnose", "lms_rows", "normalise_code",
+           "normalise_message", "plot", "similar_kernels", "summarise", "table", "write"]

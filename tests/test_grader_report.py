@@ -1,0 +1,188 @@
+"""``cudacourse report``: score distributions, common diagnoses, near-identical kernels, the
+LMS export -- on a small class graded for real, and on hand-made cells for the parsers."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import nbformat
+import pytest
+
+from cudacourse.grader import classreport, distributed
+from test_grader_distributed import (ASSIGNMENT, FAST, KERNEL, WRONG_KERNEL, build, graded_cells,
+                                     kernel_points, make_course, submit, totals, uses)
+
+pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
+
+# bob's wrong kernel, handed in again by eve with other names, comments and layout
+EVE_KERNEL = '''@cuda.jit
+def vector_add(x, y,   result):
+    """My very own kernel."""
+    # one thread per element
+    idx = cuda.grid(1)
+    if idx < result.shape[0]:     # guard
+        result[idx] = x[idx] - y[idx]
+'''
+CLASS = {"ada": "correct", "bob": "wrong_kernel", "cy": "blank"}
+NAMES = {"ada": ("Ada", "Lovelace", "ada@example.edu", "lms-1"),
+         "bob": ("Bob", "Kahn", "bob@example.edu", "lms-2")}
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    path = tmp_path_factory.mktemp("report_course")
+    course = make_course(path)
+    want = totals(submit(path, course, CLASS))
+    nb, _ = build("wrong_kernel", course["learner"], course["master"])
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == KERNEL:
+            cell.source = EVE_KERNEL
+    (path / "submitted" / "eve" / ASSIGNMENT).mkdir(parents=True)
+    nbformat.write(nb, path / "submitted" / "eve" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
+    want["eve"] = want["bob"]
+    results, _ = distributed.grade_all(path, ASSIGNMENT, [*CLASS, "eve"],
+                                       distributed._SerialExecutor(), FAST,
+                                       job=distributed.autograde_one)
+    assert all(r["ok"] for r in results), results
+    from nbgrader.api import Gradebook
+
+    with Gradebook(distributed.default_db(path)) as gb:  # a roster, as `nbgrader db student import` makes
+        for sid, (first, last, email, lms) in NAMES.items():
+            gb.update_or_create_student(sid, first_name=first, last_name=last, email=email,
+                                        lms_user_id=lms)
+    report = classreport.write(path, ASSIGNMENT)
+    return {"path": path, "want": want, "report": report, "course": course}
+
+
+def _kernel_test(reported) -> str:
+    return next(g for g, _, src in graded_cells(reported["course"]["learner"])
+                if uses(src, KERNEL))
+
+
+def test_distribution_per_exercise(reported):
+    summaries = {s.exercise: s for s in reported["report"].summaries}
+    assert list(summaries) == [g for g, _, _ in graded_cells(reported["course"]["learner"])]
+    s = summaries[_kernel_test(reported)]
+    # ada right; bob and eve subtract; cy blank
+    assert (s.graded, s.full, s.partial, s.zero) == (4, 1, 0, 3)
+    assert s.max_score == kernel_points(reported["course"])
+    assert s.distribution == {0.0: 3, s.max_score: 1}
+    assert s.mean == pytest.approx(s.max_score / 4)
+
+
+def test_common_diagnoses_count_the_same_mistake_together(reported):
+    s = next(x for x in reported["report"].summaries if x.exercise == _kernel_test(reported))
+    top, count = s.diagnoses[0]
+    assert count == 2, s.diagnoses  # bob and eve: the same wrong formula
+    assert "a[i] - b[i]" in top or "wrong_formula" in top, s.diagnoses
+    assert len(s.diagnoses) == 2 and s.diagnoses[1][1] == 1, s.diagnoses  # cy's blank
+
+
+def test_near_identical_kernels_are_paired(reported):
+    pairs = [(p.exercise, p.a, p.b) for p in reported["report"].pairs]
+    assert ("vector_add", "bob", "eve") in pairs
+    assert reported["report"].as_master.get("vector_add") == ["ada"]
+    assert not any("cy" in (a, b) for _, a, b in pairs)  # the untouched stub is no evidence
+    text = reported["report"].files["similar"].read_text()
+    assert "bob,eve" in text
+
+
+def test_lms_export_has_names_emails_and_final_scores(reported):
+    with open(reported["report"].files["lms"]) as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    assert sorted(rows) == ["ada", "bob", "cy", "eve"]
+    assert (rows["ada"]["first_name"], rows["ada"]["email"], rows["ada"]["lms_user_id"]) == (
+        "Ada", "ada@example.edu", "lms-1")
+    for sid, want in reported["want"].items():
+        assert float(rows[sid]["score"]) == pytest.approx(want), sid
+        assert rows[sid]["status"] == "graded"
+    most = float(rows["ada"]["max_score"])
+    assert float(rows["ada"]["percent"]) == pytest.approx(100 * reported["want"]["ada"] / most,
+                                                          abs=0.05)
+    assert most == sum(p for _, p, _ in graded_cells(reported["course"]["learner"]))
+
+
+def test_table_and_plot_come_out(reported):
+    files = reported["report"].files
+    text = files["summary"].read_text()
+    assert "| exercise | points |" in text and "Near-identical kernels" in text
+    import matplotlib.image
+
+    img = matplotlib.image.imread(files["plot"])
+    assert img.shape[0] > 100 and img.shape[1] > 100
+    with open(files["exercises"]) as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(reported["report"].summaries)
+    assert json.loads(rows[0]["distribution"])
+
+
+def test_cli_report(reported, capsys):
+    from cudacourse import cli
+
+    assert cli.main(["report", ASSIGNMENT, "--course", str(reported["path"]),
+                     "--no-plot"]) == 0
+    out = capsys.readouterr().out
+    assert "class report" in out and "lms.csv" in out
+
+
+def test_cli_report_names_a_missing_gradebook(tmp_path, capsys):
+    from cudacourse import cli
+
+    (tmp_path / "solutions" / ASSIGNMENT).mkdir(parents=True)
+    assert cli.main(["report", ASSIGNMENT, "--course", str(tmp_path)]) == 2
+    assert "no gradebook" in capsys.readouterr().err
+    assert not (tmp_path / "gradebook.db").exists()
+
+
+# --- the parsers, on hand-made cells -------------------------------------------------------
+
+def _cell(outputs, meta=None):
+    return {"cell_type": "code", "outputs": outputs, "metadata": meta or {}}
+
+
+def _err(ename, evalue):
+    return {"output_type": "error", "ename": ename, "evalue": evalue,
+            "traceback": [f"\x1b[0;31m{ename}\x1b[0m: {evalue}"]}
+
+
+def test_diagnose_prefers_the_structured_cause():
+    cell = _cell([_err("CheckFailure", "out[1000:] was never written")],
+                 {"cudacourse": {"status": "fail", "cause": "unwritten"}})
+    assert classreport.diagnose(cell) == "unwritten"
+    assert classreport.diagnose(_cell([])) is None
+
+
+def test_diagnose_without_a_cause_strips_numbers_and_the_case():
+    a = classreport.diagnose(_cell([_err(
+        "CheckFailure", "out[1000:] was never written: every thread past 999 returned early. "
+        "[n=1000, blocks=9, threads_per_block=128]")]))
+    b = classreport.diagnose(_cell([_err(
+        "CheckFailure", "out[4096:] was never written: every thread past 4095 returned early. "
+        "[n=5000, blocks=2, threads_per_block=64]")]))
+    assert a == b and a.startswith("CheckFailure: out[N:] was never written")
+    assert "blocks" not in a
+
+
+def test_diagnose_names_grader_incidents_first():
+    cell = _cell([_err("CellTimeoutError", "cell 'vector_add' did not finish within 20 s"),
+                  _err("NameError", "name 'vector_add' is not defined")])
+    assert classreport.diagnose(cell) == "CellTimeoutError"
+    assert classreport.diagnose(_cell([_err("KeyError", "")])) == "KeyError"
+
+
+def test_normalised_code_ignores_names_comments_layout_and_docstrings():
+    a = classreport.normalise_code(WRONG_KERNEL)
+    b = classreport.normalise_code(EVE_KERNEL)
+    assert a == b
+    added = classreport.normalise_code(WRONG_KERNEL.replace(" - ", " + "))
+    assert added != a
+    # does not parse: still compared, by tokens
+    assert classreport.normalise_code("def f(:\n  x = 1 # c") == classreport.normalise_code(
+        "def g(:\n      y = 1")
+
+
+def test_similarity_threshold_is_checked():
+    data = classreport.ClassData(ASSIGNMENT, [], {}, {}, {}, {})
+    with pytest.raises(ValueError, match="must be in"):
+        classreport.similar_kernels(data, 1.5)
