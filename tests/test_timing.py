@@ -60,3 +60,17 @@ def test_event_times_on_gpu():
     assert all(s > 0 for s in samples)
     with pytest.raises(ValueError, match="inner must be >= 1"):
         timing.event_times(fn, inner=0)
+
+
+@pytest.mark.gpu
+def test_queued_samples_and_the_budget():
+    @cuda.jit
+    def nothing(x):
+        if cuda.grid(1) == 0:
+            x[0] += 1.0
+
+    d = cuda.to_device(np.zeros(1, np.float32))
+    samples = timing.event_times(lambda: nothing[1, 32](d), repeats=50, warmup=2, queued=True,
+                                 budget_s=1e-9)
+    assert len(samples) == 3, "a tiny budget still takes 3 samples"
+    assert float(d.copy_to_host()[0]) == 2 + 1 + 3  # warm-up, sizing run, samples

@@ -8,7 +8,9 @@ work, and the GPU stamps them when it gets there: the difference is GPU time.
 * ``event_times(fn)``: milliseconds of each of ``repeats`` calls, each between its own pair
   of events; with ``inner`` > 1 each sample queues that many calls back to back and is
   divided by ``inner``, so Python's launch overhead overlaps the previous kernel instead of
-  being counted as GPU time.
+  being counted as GPU time; ``queued=True`` (all samples queued, one synchronisation) and
+  ``budget_s`` are what the benchmark uses (``bench.core.event_times`` is this, with
+  ``warmup=2, queued=True, budget_s=2.0``).
 * ``event_median(fn)``: their median.
 * ``host_median(fn)``: the host clock, synchronised after each call (what the simulator,
   which has no timing events, can offer; its numbers say nothing about a GPU).
@@ -24,10 +26,16 @@ from .device import is_simulator
 
 
 def event_times(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1, inner: int = 1,
-                stream: Any = 0) -> list[float]:
+                stream: Any = 0, queued: bool = False,
+                budget_s: float | None = None) -> list[float]:
     """Milliseconds per call of ``fn``, one sample per repeat, from CUDA events (GPU only).
 
-    ``warmup`` calls run first, untimed: the first call of a kernel compiles it.
+    ``warmup`` calls run first, untimed: the first call of a kernel compiles it. By default
+    each sample is synchronised before the next starts. With ``queued`` every sample is
+    queued back to back (each between its own events) and synchronised once at the end, so
+    that while Python launches sample i+1 the GPU is still busy with sample i: the events
+    time the GPU's work, not Python's. With ``budget_s`` one more (untimed) sample sizes
+    ``repeats`` down so that all of them take about that long (at least 3).
     """
     from numba import cuda
 
@@ -38,16 +46,27 @@ def event_times(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1, inner
         raise ValueError(f"repeats and inner must be >= 1, got {repeats} and {inner}")
     for _ in range(warmup):
         fn()
-    samples = []
-    for _ in range(repeats):
+
+    def sample() -> tuple[Any, Any]:
         start, stop = cuda.event(timing=True), cuda.event(timing=True)
         start.record(stream)
         for _ in range(inner):
             fn()
         stop.record(stream)
+        return start, stop
+
+    if budget_s is not None:
+        start, stop = sample()
         stop.synchronize()
-        samples.append(cuda.event_elapsed_time(start, stop) / inner)
-    return samples
+        first = cuda.event_elapsed_time(start, stop)
+        repeats = max(3, min(repeats, int(budget_s * 1e3 / max(first, 1e-3))))
+    pairs = []
+    for _ in range(repeats):
+        pairs.append(sample())
+        if not queued:
+            pairs[-1][1].synchronize()
+    pairs[-1][1].synchronize()
+    return [cuda.event_elapsed_time(start, stop) / inner for start, stop in pairs]
 
 
 def event_median(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1,
