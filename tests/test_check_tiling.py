@@ -527,6 +527,19 @@ def sum_serial_global(x, partial):
 
 
 @cuda.jit
+def sum_np_sum(x, partial):
+    """Right sums, no tree: thread 0 hands the whole shared array to np.sum (which compiles
+    for a GPU, and runs serially in one thread there)."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    if t == 0:
+        partial[cuda.blockIdx.x] = np.sum(sh)
+
+
+@cuda.jit
 def sum_right_shuffle_tail(x, partial):
     """Right, written differently: the tree in shared memory down to one warp, then shuffles."""
     sh = cuda.shared.array(TPB, float32)
@@ -585,6 +598,7 @@ SUM_WRONG = {
     "barrier inside if t < s": (sum_sync_in_if, "inside `if t < s:`"),
     "thread 0 adds serially": (sum_serial_thread0, "serially"),
     "thread 0 reads x serially": (sum_serial_global, "serially"),
+    "thread 0 calls np.sum": (sum_np_sum, "serially"),
 }
 
 

@@ -382,6 +382,21 @@ class _SharedProbe(_np.ndarray):
             obs._shared_access(self, idx, True)
         super().__setitem__(idx, value)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # np.sum(sh), sh.sum(), sh * 2...: every element of a probed input is read at once
+        t = threading.current_thread()
+        plain = []
+        for x in inputs:
+            obs = x.__dict__.get("_obs") if isinstance(x, _SharedProbe) else None
+            if obs is not None and hasattr(t, "threadIdx"):
+                with obs.lock:
+                    obs.shared_reads[_key(t)] += int(x.size)
+            plain.append(x.view(_np.ndarray) if isinstance(x, _SharedProbe) else x)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(o.view(_np.ndarray) if isinstance(o, _SharedProbe) else o
+                                  for o in kwargs["out"])
+        return getattr(ufunc, method)(*plain, **kwargs)
+
 
 class Observation:
     """Everything recorded during one ``observing()`` block (simulator only)."""
