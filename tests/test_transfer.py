@@ -100,9 +100,14 @@ def test_pipelined_scale(n, chunks, streams):
 
 
 def test_pipelined_scale_passes_its_own_checker():
+    """What the pipeline does passes the checker (handed in through a function of this file:
+    the checker refuses the course's own function as a learner's answer)."""
     import cudacourse.check as check
 
-    check.check_pipelined_scale(transfer.pipelined_scale, seed=5)
+    def pipelined_scale(x, alpha, n_chunks=8, n_streams=3):
+        return transfer.pipelined_scale(x, alpha, n_chunks, n_streams)
+
+    check.check_pipelined_scale(pipelined_scale, seed=5)
 
 
 def test_pipelined_scale_refuses_device_input():
