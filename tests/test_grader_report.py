@@ -186,3 +186,72 @@ def test_similarity_threshold_is_checked():
     data = classreport.ClassData(ASSIGNMENT, [], {}, {}, {}, {})
     with pytest.raises(ValueError, match="must be in"):
         classreport.similar_kernels(data, 1.5)
+
+
+# --- provenance: what graded, and what a regrade changed -----------------------------------
+
+def test_stamp_names_version_commit_and_scoring_files(tmp_path):
+    from cudacourse.grader import provenance
+
+    s = provenance.stamp(tmp_path, ASSIGNMENT)
+    assert s["cudacourse"] not in ("", "not installed") and s["nbgrader"] == "0.9.6"
+    assert "cudacourse/check/vector.py" in s["scored_by"]
+    assert "cudacourse/grader/verdict.py" in s["scored_by"]
+    if s["code"]["commit"] is not None:  # a git checkout (not an installed wheel)
+        assert len(s["code"]["commit"]) == 40 and isinstance(s["code"]["dirty"], bool)
+
+
+def test_changes_name_the_cell_the_diagnoses_and_the_changed_checker():
+    from cudacourse.grader import provenance
+
+    def snap(score, diag, digest):
+        return {"stamp": {"code": {"commit": "a" * 40}, "scored_by": {
+            "cudacourse/check/vector.py": digest, "cudacourse/quiz.py": "same"}},
+            "students": {"bob": {"status": "graded", "raw_score": score, "cells": {
+                "test_vector_add": {"score": score, "diagnosis": diag},
+                "test_answer_blocks": {"score": 1.0, "diagnosis": None}}}}}
+
+    found = provenance.changes(snap(0.0, "wrong_formula", "old"), snap(3.0, None, "new"))
+    assert len(found) == 1
+    c = found[0]
+    assert (c.student, c.cell, c.before, c.after) == ("bob", "test_vector_add", 0.0, 3.0)
+    assert c.why.startswith("wrong_formula -> passed")
+    assert "cudacourse/check/vector.py changed" in c.why and "quiz.py" not in c.why
+    assert "1 student(s) changed" in provenance.format_changes(found)
+    assert provenance.changes(snap(1.0, None, "x"), snap(1.0, None, "y")) == []
+
+
+def test_a_regrade_after_a_checker_fix_lists_whose_scores_changed(reported):
+    """Last in this file: it changes the course. The master's kernel test is "fixed" to
+    accept bob's kernel; only bob is regraded; the record lists bob's cell and why."""
+    from cudacourse.grader import provenance
+
+    path = reported["path"]
+    assert len(provenance.history(path, ASSIGNMENT)) == 1  # recorded by the report
+    master_path = path / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    master = nbformat.read(master_path, 4)
+    test_id = _kernel_test(reported)
+    for cell in master.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == test_id:
+            cell.source = "assert vector_add is not None  # the 'fixed' checker accepts all"
+    nbformat.write(master, master_path)
+    release = distributed.nbgrader(path, "generate_assignment", ASSIGNMENT, "--force",
+                                   db=distributed.default_db(path))
+    assert release.returncode == 0, release.stderr[-2000:]
+    results, _ = distributed.grade_all(path, ASSIGNMENT, ["bob"],
+                                       distributed._SerialExecutor(), FAST,
+                                       job=distributed.autograde_one)
+    assert results[0]["ok"], results
+    report = classreport.write(path, ASSIGNMENT, plot_png=False)
+    assert len(provenance.history(path, ASSIGNMENT)) == 2
+    assert "1 student(s) changed since the previous grading run: bob" in report.text
+    last = json.loads(provenance.history(path, ASSIGNMENT)[-1].read_text())
+    (change,) = last["changes_since_previous"]
+    assert (change["student"], change["cell"], change["before"]) == ("bob", test_id, 0.0)
+    assert change["after"] == kernel_points(reported["course"])
+    assert change["why"].endswith(f"solutions/{ASSIGNMENT}/{ASSIGNMENT}.ipynb changed)")
+    assert "-> passed" in change["why"]
+    # reporting again without a regrade records nothing new
+    again = classreport.write(path, ASSIGNMENT, plot_png=False)
+    assert len(provenance.history(path, ASSIGNMENT)) == 2
+    assert "Unchanged since the last record" in again.text

@@ -500,10 +500,22 @@ class Report:
 
 def write(course_root: str | Path, assignment: str, db_url: str | None = None,
           out_dir: str | Path | None = None, threshold: float = DEFAULT_SIMILARITY,
-          plot_png: bool = True) -> Report:
-    """Make every part of the report and write its files."""
+          plot_png: bool = True, provenance_record: bool = True) -> Report:
+    """Make every part of the report and write its files; with ``provenance_record``, also
+    snapshot the scores (see :mod:`provenance`) and say what changed since the last run."""
     root = Path(course_root).resolve()
     data = collect(root, assignment, db_url)
+    regrade = ""
+    if provenance_record:
+        from . import provenance
+
+        recorded, found = provenance.record(root, assignment,
+                                            snap=provenance.snapshot_of(data, root))
+        regrade = ("\n## Since the previous grading run\n\n" +
+                   (provenance.format_changes(found) if recorded and len(
+                       provenance.history(root, assignment)) > 1 else
+                    "First record of this assignment." if recorded else
+                    "Unchanged since the last record.") + "\n")
     out = Path(out_dir) if out_dir else root / "grading" / assignment / "report"
     out.mkdir(parents=True, exist_ok=True)
     summaries = summarise(data)
@@ -520,6 +532,7 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
     for gid, who in sorted(as_master.items()):
         text += (f"- {gid}: {len(who)} submission(s) identical to the master's solution "
                  "after normalising (common for a short kernel)\n")
+    text += regrade
     files = {"summary": out / "summary.md", "exercises": out / "exercises.csv",
              "similar": out / "similar.csv", "lms": out / "lms.csv"}
     files["summary"].write_text(text)
