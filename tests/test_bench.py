@@ -18,6 +18,16 @@ REQUIRED_RATIOS = {
     "vector_add_vs_copy", "vector_add_best_vs_copy", "cupy_add_vs_copy", "torch_add_vs_copy",
     "reduce_sum_vs_copy", "transpose_vs_copy", "matmul_best_vs_cublas",
     "attention_fused_vs_unfused", "attention_fused_extra_gib_s16384",
+    # issue 15: the course's kernels against PyTorch, measured in the same run
+    "matmul_best_vs_torch", "torch_matmul_vs_cublas",
+    "attention_fused_vs_torch_eager", "attention_fused_vs_torch_eager_d128",
+    "attention_fused_vs_torch_eager_causal", "attention_fused_vs_torch_eager_d128_causal",
+    "attention_fused_vs_torch_eager_s16384", "attention_fused_vs_sdpa_f32",
+    "attention_fused_vs_sdpa_f32_d128", "attention_fused_vs_sdpa_f32_causal",
+    "attention_fused_vs_sdpa_f32_d128_causal", "attention_fused_vs_sdpa_f32_causal_s16384",
+    "attention_fused_vs_sdpa_f32_d128_causal_s16384", "attention_sdpa_bf16_vs_sdpa_f32",
+    "attention_triton_bf16_vs_sdpa_bf16", "attention_softcap_fused_vs_torch_eager",
+    "attention_softcap_fused_vs_flex", "attention_softcap_torch_eager_extra_gib",
 }
 
 
@@ -232,7 +242,8 @@ def fake_gpu_measurements() -> dict[str, Measurement]:
     for _, step in bench.plan(list(bench.ENTRIES), ctx):
         assert isinstance(step, Case), f"{step.name}: {step.status} {step.detail}"
         m = Measurement(step.name, step.label, step.kind, ratio=step.ratio, vs=step.vs,
-                        shape="fake", bytes=1e9, flops=1e12, times_ms=[1.0, 1.0, 1.0])
+                        shape="fake", bytes=1e9, flops=1e12, times_ms=[1.0, 1.0, 1.0],
+                        more=step.more)
         if step.kind == "value":
             m.times_ms, m.value = [], 0.0625
         results[m.name] = m
@@ -258,8 +269,9 @@ def test_json_names_each_ratio_by_what_it_compares():
     names = set(report["ratios"])
     assert REQUIRED_RATIOS <= names, REQUIRED_RATIOS - names
     assert {f"matmul_{v}_vs_cublas" for v in MATMUL_VARIANTS} <= names
-    assert all(name.endswith(("_vs_copy", "_vs_cublas", "_vs_unfused")) or "_extra_gib_" in name
-               for name in names)
+    for m in report["measurements"].values():  # a ratio names what it is divided by
+        for ratio, vs in ([(m["ratio"], m["vs"])] if m["vs"] else []) + list(m["more"]):
+            assert "_vs_" in ratio, (ratio, vs)
     # vector add: 12 bytes per element in 1.1 ms against the copy's 8 in 0.5 ms
     assert report["ratios"]["vector_add_vs_copy"] == pytest.approx((12 / 1.1) / (8 / 0.5))
     assert report["ratios"]["attention_fused_extra_gib_s16384"] == 0.0625
@@ -267,6 +279,33 @@ def test_json_names_each_ratio_by_what_it_compares():
     assert report["measurements"]["vector_add"]["times_ms"] == [1.1]
     assert report["ceilings"]["copy_gb_s"] == pytest.approx(8 * 2**28 / 0.5e-3 / 1e9)
     json.dumps(report)  # serialisable as is
+
+
+def test_one_measurement_feeds_several_ratios():
+    """The fused kernel is divided by eager PyTorch and by SDPA: rates of the same work."""
+    ms = fake_gpu_measurements()
+    ms["attention_fused"].times_ms = [2.0]
+    ms["attention_torch_eager"].times_ms = [3.0]
+    ms["attention_sdpa_f32"].times_ms = [1.0]
+    vals, _ = bench.ratios(ms)
+    assert vals["attention_fused_vs_torch_eager"] == pytest.approx(1.5)
+    assert vals["attention_fused_vs_sdpa_f32"] == pytest.approx(0.5)
+    ms["attention_sdpa_f32"].status, ms["attention_sdpa_f32"].detail = "skipped", "no torch"
+    vals, problems = bench.ratios(ms)
+    assert "attention_fused_vs_sdpa_f32" not in vals and "attention_fused_vs_torch_eager" in vals
+    assert "attention_sdpa_f32 skipped" in problems["attention_fused_vs_sdpa_f32"]
+
+
+def test_attention_peer_names_follow_the_shape():
+    """Suffixes name what differs from 16 x 4096 x 64, not causal; SIZES covers issue 15."""
+    from cudacourse.bench.cases import _suffix
+
+    assert _suffix(4096, 64, False) == ""
+    assert _suffix(4096, 128, True) == "_d128_causal"
+    assert _suffix(16384, 64, True) == "_causal_s16384"
+    shapes = {(s, d, c) for _, s, d, c in bench.SIZES["full"]["attention_peers"]}
+    assert {(s, d, c) for s in (4096, 16384) for d in (64, 128) for c in (False, True)} == \
+        shapes | {(4096, 64, False)}
 
 
 def test_a_failed_kernel_has_no_ratio_and_no_time():
@@ -359,6 +398,22 @@ def test_real_run_small(tmp_path, capsys):
     assert (p / "b.png").stat().st_size > 10_000
     md = (p / "b.md").read_text()
     assert report["environment"]["gpu"] in md and "vector_add_best_vs_copy" in md
+
+
+@pytest.mark.gpu
+def test_real_attention_peers_small(tmp_path):
+    """PyTorch eager, SDPA, Triton and FlexAttention cases run and are checked on a GPU."""
+    pytest.importorskip("torch")
+    rc = bench.main(["--size", "small", "--repeats", "3", "--no-progress", "--only",
+                     "attention,attention_torch,attention_softcap,torch_matmul,matmul",
+                     "--json", str(tmp_path / "p.json")])
+    report = json.loads((tmp_path / "p.json").read_text())
+    assert rc == 0, report["problems"]
+    for name in ("attention_fused_vs_torch_eager", "attention_fused_vs_sdpa_f32",
+                 "attention_fused_vs_torch_eager_d128", "attention_softcap_fused_vs_torch_eager",
+                 "matmul_best_vs_torch"):
+        assert report["ratios"][name] > 0, name
+    assert "(" in report["measurements"]["attention_sdpa_f32"]["label"]  # names its backend
 
 
 @pytest.mark.gpu
