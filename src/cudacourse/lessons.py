@@ -93,6 +93,14 @@ LESSONS: tuple[Lesson, ...] = (
            topics=("softmax", "attention"),
            checkers=("check_online_update", "check_flash_rows"),
            plots=("viz.attention",), marker_text="fused attention"),
+    Lesson(6, "06_stencils_lbm", "Scientific computing",
+           "a 2D heat stencil with shared-memory tiles and halos, double buffering, why "
+           "stencils are memory-bound; the lattice Boltzmann method (D2Q9, pull streaming, "
+           "bounce-back, SoA) for the flow past a cylinder and a NACA 0012 wing",
+           "tiled heat step with halo, double-buffered time loop, fused LBM step",
+           topics=("stencil", "lbm"),
+           checkers=("check_heat_step", "check_diffuse", "check_lbm_step"),
+           plots=("viz.flow",), marker_text="stencils and the lattice Boltzmann method"),
 )
 
 BY_STEM = {lesson.stem: lesson for lesson in LESSONS}
