@@ -57,6 +57,15 @@ def test_refuses_unknown_variant_and_wrong_out():
         M.matmul(a, b, out=cuda.device_array((6, 4), np.float32))
 
 
+def test_naive_grid_puts_x_along_columns():
+    """threadIdx.x must run along the columns of c (and of b): neighbouring lanes then read
+    and write neighbouring addresses (coalesced). A tall, narrow product shows the grid
+    shape: blocks along x cover the n columns."""
+    assert M.launch_config(64, 16, "naive") == ((1, 4), (16, 16))
+    a, b = _inputs(40, 7, 17, seed=5)  # 40 rows, 17 columns: partial blocks both ways
+    np.testing.assert_allclose(M.matmul(a, b, variant="naive"), a @ b, rtol=1e-5, atol=1e-5)
+
+
 def test_flops():
     assert M.flops(2, 3, 4) == 48
 
@@ -85,7 +94,8 @@ def test_v4_variant_matches_reference_with_partial_tiles(shape):
 
 @pytest.mark.parametrize("cfg", [(16, 32, 4, 4, 4, 4, None),   # 1 warp
                                  (32, 64, 4, 4, 4, 4, None),   # 2 x 2 warps of 4 x 8
-                                 (32, 64, 8, 8, 4, 2, None)])  # warps of 2 x 16
+                                 (32, 64, 8, 8, 4, 2, None),   # warps of 2 x 16
+                                 (16, 32, 4, 4, 4, 4, None, True)])  # two shared buffers
 def test_v4_kernel_factory_on_small_tiles(cfg):
     # Small tiles: many blocks, partial in every direction, quick in the simulator.
     kern = M._make_register_v4_kernel(*cfg)
