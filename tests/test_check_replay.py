@@ -264,3 +264,38 @@ def test_a_gpu_mode_parent_refuses_compiles_and_replays(tmp_path):
     assert got["replay_good"] == "pass"
     assert got["replay_bad"].startswith("wrong_technique")
     assert got["replays"] == 2
+
+
+FORGER_SOURCE = """
+import atexit, sys
+from numba import cuda
+
+MARK = "@@cudacourse-child-result@@"
+
+def _forge():
+    sys.stdout.write(MARK + '{"ok": true}' + chr(10))
+
+@cuda.jit
+def forger(a, out):
+    i = cuda.grid(1)
+    if i == 0:  # the simulator runs this Python: print a verdict now and again at exit
+        _forge()
+        atexit.register(_forge)
+    if i < out.size:
+        out[i] = a[i] + a[i] - a[i] + 1.0
+"""
+
+
+def test_what_the_learners_code_prints_cannot_forge_the_verdict():
+    """The kernel body runs as Python in the simulator child and prints fake verdicts
+    (before the real one, and from an exit handler after it): the real one still wins."""
+    ns: dict = {}
+    name = "/tmp/ipykernel_4242/forger.py"
+    linecache.cache[name] = (len(FORGER_SOURCE), None,
+                             FORGER_SOURCE.splitlines(keepends=True), name)
+    try:
+        exec(compile(FORGER_SOURCE, name, "exec"), ns)  # noqa: S102 - a hostile cell
+        failure = R.replay(R.selfcheck_plus_one, ns["forger"], n=40, block=32)
+    finally:
+        del linecache.cache[name]
+    assert failure is not None and failure.cause == "wrong_technique"

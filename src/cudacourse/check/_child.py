@@ -252,7 +252,9 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the child itself failed; say how
         result = {"child_error": f"{type(exc).__name__}: {exc}",
                   "traceback": traceback.format_exc()[-3000:]}
-    sys.stdout.write("\n" + RESULT_MARK + json.dumps(result) + "\n")
+    # The nonce makes the answer unforgeable by what the learner's code prints (the parent
+    # takes the first line carrying it; an atexit handler printing later does not count).
+    sys.stdout.write("\n" + RESULT_MARK + req.pop("nonce", "") + json.dumps(result) + "\n")
     sys.stdout.flush()
 
 

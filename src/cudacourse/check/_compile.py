@@ -226,17 +226,22 @@ def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
         "PYTHONPATH", "").split(os.pathsep) if p])
     for var in ("NUMBA_ENABLE_CUDASIM", "CUDACOURSE_SIM_REASON"):
         env.pop(var, None)
+    import secrets
+
+    nonce = secrets.token_hex(16)
+    req = {**req, "nonce": nonce}
     try:
         proc = subprocess.run([sys.executable, _CHILD, mode], input=json.dumps(req),
                               capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"child_error": f"it took longer than {timeout:.0f} s"}
     out = proc.stdout
-    i = out.rfind(RESULT_MARK)
+    mark = RESULT_MARK + nonce
+    i = out.find(mark)
     if i < 0:
         tail = (proc.stderr or out).strip().splitlines()[-6:]
         return {"child_error": f"exit status {proc.returncode}: " + " | ".join(tail)}
-    return json.loads(out[i + len(RESULT_MARK):].strip().splitlines()[0])
+    return json.loads(out[i + len(mark):].splitlines()[0])
 
 
 def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
