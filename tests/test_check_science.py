@@ -182,11 +182,10 @@ def test_right_heat_kernels_pass(kernel):
 @pytest.mark.parametrize("name", list(HEAT_WRONG))
 def test_wrong_heat_kernels_are_diagnosed(name):
     kernel, phrase, sim_only, cause = HEAT_WRONG[name]
-    if sim_only and not cudacourse.device.is_simulator():
-        pytest.skip("a race or an out-of-bounds access: the simulator shows it every time "
-                    "(poisoned shared memory, checked indices), a GPU only sometimes")
     with pytest.raises(cudacourse.check.CheckFailure) as exc:
         cudacourse.check.check_heat_step(kernel, seed=3)
+    if sim_only and not cudacourse.device.is_simulator():
+        return  # a race or an out-of-bounds access: rejected; which symptom shows first varies
     assert phrase in str(exc.value), str(exc.value)
     assert cause is None or exc.value.cause == cause, (exc.value.cause, str(exc.value))
 

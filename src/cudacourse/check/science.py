@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from . import _engine as E
+from ._replay import sim_part
 from .tiling import poisoned_shared
 from .. import lbm as _lbm
 from .. import stencil as _stencil
@@ -98,7 +99,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
               atol=1e-5 * scale, context=ctx)
 
 
-def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> Any:
     """Check ``kernel(u, out, alpha)``: one 9-point heat step from shared-memory tiles with
     a halo, blocks of (TX, TY) threads, grid (ceil(nx / TX), ceil(ny / TY)), x along
     columns; shapes are not tile multiples; boundary cells keep their values."""
@@ -106,37 +107,35 @@ def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     gen = E.rng(seed)
     cases = ([(21, 37, 0), (16, 32, 1), (9, 19, 0)] if not hidden else
              [(19, 35, 0), (24, 17, 1), (11, 48, 0)])
-    with poisoned_shared():
+    with poisoned_shared():  # in the simulator; on a GPU the technique part below does it
         for ny, nx, spare in cases:
-            u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
-            alpha = float(gen.uniform(0.1, 0.3))
-            ctx = f"u {ny}x{nx}, alpha {alpha:.3f}, blocks of {TX}x{TY}"
-            want = _heat_ref(u.astype(E._float64), alpha)
-            runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
-            for got in runs:
-                _diagnose_heat(got, want, u, ctx)
-            if not E._array_equal(runs[0], runs[1]):
-                E.fail("heat_step gave different results for the same input: a race. Is "
-                       "there a cuda.syncthreads() between loading the tile and computing "
-                       f"from it? [{ctx}]", cause="missing_barrier")
-        _check_heat_reuse(kernel, gen)
+            _heat_run(kernel, gen, ny, nx, spare)
+    _heat_technique(kernel, seed=int(gen.integers(2**31)), hidden=hidden)
     return E.passes("heat_step", f"{len(cases)} grids that are not tile multiples",
                     "tile edges, corners and walls right", "each run twice", hidden=hidden)
 
 
-def _check_heat_reuse(kernel: Any, gen: Any) -> None:
-    """A tiled stencil reads each value of u about (TX+2)(TY+2) / (TX TY) times, not 9."""
-    if not E.simulator():
-        try:
-            smem = kernel.get_shared_mem_per_block()
-            if isinstance(smem, dict):
-                smem = max(smem.values()) if smem else 0
-        except Exception:  # noqa: BLE001 - an unknown dispatcher: nothing to conclude
-            return
-        if smem == 0:
-            E.fail("heat_step declares no shared memory: stage the tile and its halo in "
-                   "cuda.shared.array and compute from it.", cause="wrong_technique")
-        return
+def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
+    u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
+    alpha = float(gen.uniform(0.1, 0.3))
+    ctx = f"u {ny}x{nx}, alpha {alpha:.3f}, blocks of {TX}x{TY}"
+    want = _heat_ref(u.astype(E._float64), alpha)
+    runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
+    for got in runs:
+        _diagnose_heat(got, want, u, ctx)
+    if not E._array_equal(runs[0], runs[1]):
+        E.fail("heat_step gave different results for the same input: a race. Is there a "
+               "cuda.syncthreads() between loading the tile and computing from it? "
+               f"[{ctx}]", cause="missing_barrier")
+
+
+@sim_part
+def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = False) -> None:
+    """Simulator-only (re-run in a simulator on a GPU): one grid with poisoned shared memory
+    (a missing barrier or an unloaded halo cell shows), and the count of reads of u."""
+    gen = E.rng(seed)
+    with poisoned_shared():
+        _heat_run(kernel, gen, *((13, 21, 0) if not hidden else (11, 19, 1)))
     ny, nx = 2 * TY, 2 * TX
     u = E.random_array(gen, (ny, nx))
     cu, count = E.counting_array(u)
@@ -153,7 +152,7 @@ def _check_heat_reuse(kernel: Any, gen: Any) -> None:
 
 # --- the time loop --------------------------------------------------------------------------
 
-def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None) -> Any:
     """Check ``diffuse(d_u, d_tmp, steps, alpha)``: runs ``steps`` heat steps with the two
     device buffers d_u and d_tmp alternating as input and output, and returns the one that
     holds the result (one of the two, still on the device)."""
@@ -198,7 +197,8 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                    cause="buffers_not_swapped")
         if same(steps - 1) or same(steps + 1):
             n_got = steps - 1 if same(steps - 1) else steps + 1
-            E.fail(f"diffuse returned the state after {n_got} steps, not {steps}: after the last swap the newest values are in the "
+            E.fail(f"diffuse returned the state after {n_got} steps, not {steps}: after the "
+                   "last swap the newest values are in the "
                    "buffer now called d_u (the one the next step would read); return that, "
                    f"and launch exactly `steps` times [{ctx}].", cause="wrong_buffer")
         E.compare(got, refs[steps], name="the result", formula=f"{steps} heat steps from u",
@@ -390,7 +390,7 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
                        f"components reversed [{ctx}].", cause="wrong_opposite")
 
 
-def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> Any:
     """Check ``kernel(f_in, f_out, solid, omega, fx)``: one fused D2Q9 step per node (pull
     with bounce-back, BGK collision with a body force fx), periodic in x and y, solid nodes
     copied; blocks of LBM_BLOCK threads, x along columns; against the NumPy reference."""
