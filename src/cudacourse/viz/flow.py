@@ -38,8 +38,9 @@ def plot_profile(u_sim: np.ndarray, u_ref: np.ndarray, title: str = ""):
     fig, ax = plt.subplots(figsize=(5, 3.2))
     y = np.arange(len(u_ref))
     yy = np.linspace(0.5, len(u_ref) - 1.5, 200)
-    a = u_ref[1:-1].max() / ((len(u_ref) / 2 - 1) ** 2)  # the parabola through the same peak
-    ax.plot(a * (yy - 0.5) * (len(u_ref) - 1.5 - yy), yy, "k-", lw=1, label="analytic")
+    n = len(u_ref)
+    a = u_ref[1] / (0.5 * (n - 2.5))  # u_ref = a (y - 0.5)(n - 1.5 - y) at the nodes
+    ax.plot(a * (yy - 0.5) * (n - 1.5 - yy), yy, "k-", lw=1, label="analytic")
     ax.plot(u_sim, y, "o", ms=5, label="lattice Boltzmann")
     ax.set_xlabel("u_x")
     ax.set_ylabel("y (lattice nodes)")
