@@ -183,7 +183,8 @@ def grade(args: argparse.Namespace) -> int:
 
     options: dict = {"timeout": args.timeout, "output_cap": args.output_cap,
                      "feedback_run": not args.no_feedback_run,
-                     "sandbox": {"mode": args.sandbox, "require": args.require_sandbox}}
+                     "sandbox": {"mode": args.sandbox, "require": args.require_sandbox,
+                                 "limits": {"memory_mb": args.memory_mb or None}}}
     if args.db:
         options["db_url"] = args.db
     executor = None
@@ -262,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--sandbox", choices=("auto", "bwrap", "fallback"), default="auto")
     s.add_argument("--require-sandbox", action="store_true",
                    help="refuse to grade unless bubblewrap isolates submissions")
+    s.add_argument("--memory-mb", type=int, default=4096,
+                   help="memory per sandboxed process (0: no limit; default 4096)")
     s.add_argument("--db", help="gradebook URL (default sqlite:///COURSE/gradebook.db)")
     s.add_argument("--no-feedback-run", action="store_true",
                    help="verdicts only: feedback then shows just the test cells' results")
@@ -271,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                        "near-identical kernels, LMS export")
     s.add_argument("assignment")
     s.add_argument("--course", default=".", help="course root (default .)")
+    s.add_argument("--memory-mb", type=int, default=4096,
+                   help="memory per sandboxed process (0: no limit; default 4096)")
     s.add_argument("--db", help="gradebook URL (default sqlite:///COURSE/gradebook.db)")
     s.add_argument("--out", help="where to write (default COURSE/grading/ASSIGNMENT/report)")
     s.add_argument("--similarity", type=float, default=0.92,

@@ -77,6 +77,9 @@ def nbgrader(course_root: str, *args: str, timeout: int = 600) -> subprocess.Com
     env = dict(os.environ)
     # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH.
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    if env.get("PYTHONPATH"):  # it runs in the course root: relative entries would move
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in
+                                            env["PYTHONPATH"].split(os.pathsep) if p)
     return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course_root, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

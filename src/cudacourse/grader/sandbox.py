@@ -83,7 +83,8 @@ class Sandbox:
 
     mode: str = "auto"  # "auto" (bwrap if it works, else the fallback), "bwrap", "fallback"
     require: bool = False  # refuse to run unless bwrap works
-    bwrap: str | None = None  # path of bwrap; default: .whl/bwrap of the course, then PATH
+    bwrap: str | None = None  # path of bwrap; default: $CUDACOURSE_BWRAP, the course's
+    # .whl/bwrap (carried to an offline machine), then PATH
     hide: list[str] = field(default_factory=list)  # more paths to hide (exchange, ...)
     expose: list[str] = field(default_factory=list)  # more paths to bind back read-only
     limits: Limits = field(default_factory=Limits)
@@ -119,7 +120,8 @@ _probed: dict[str, tuple[bool, str]] = {}
 
 
 def find_bwrap(sb: Sandbox, course_root: str | None = None) -> str | None:
-    for cand in [sb.bwrap, course_root and os.path.join(course_root, ".whl", "bwrap"),
+    for cand in [sb.bwrap, os.environ.get("CUDACOURSE_BWRAP"),
+                 course_root and os.path.join(course_root, ".whl", "bwrap"),
                  shutil.which("bwrap")]:
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand

@@ -1,0 +1,183 @@
+"""The sandbox: what a command on learner work can see, write, start and keep.
+
+Each test runs a few lines of Python through ``sandbox.run`` against a scratch "course" and
+checks the host afterwards. bubblewrap is installed by .ci/run; where it is missing (or
+cannot make namespaces) the bwrap tests are skipped with that reason and the fallback
+tests still run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cudacourse.grader import sandbox as sbx
+
+BWRAP, WHY = sbx.isolation(sbx.Sandbox())
+needs_bwrap = pytest.mark.skipif(not BWRAP, reason=f"no isolation here: {WHY}")
+MARK = "cudacourse-sandbox-test-mark"
+
+
+def _run(code: str, tmp_path: Path, *, mode: str = "auto", timeout: float = 60, **kw):
+    course = tmp_path / "course"
+    (course / "submitted" / "bob").mkdir(parents=True, exist_ok=True)
+    (course / "submitted" / "bob" / "secret.txt").write_text("bob's answers")
+    (course / "gradebook.db").write_text("not really a database")
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / "mine.txt").write_text("my own file")
+    res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sbx.Sandbox(mode=mode),
+                  course_root=str(course), timeout=timeout, **kw)
+    return res, course, work
+
+
+def _alive(mark: str) -> list[int]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if mark.encode() in (d / "cmdline").read_bytes():
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+@needs_bwrap
+def test_the_course_and_other_submissions_are_invisible(tmp_path):
+    code = f"""
+import os
+for p in [{str(tmp_path / 'course' / 'submitted' / 'bob' / 'secret.txt')!r},
+          {str(tmp_path / 'course' / 'gradebook.db')!r}]:
+    try:
+        open(p).read()
+        print("READ", p)
+    except OSError as exc:
+        print("hidden", type(exc).__name__)
+print("home", os.environ["HOME"], os.listdir(os.environ["HOME"]))
+print("cwd", sorted(os.listdir(".")))
+"""
+    res, _, _ = _run(code, tmp_path)
+    out = res.stdout.decode()
+    assert res.rc == 0, res.stderr.decode()
+    assert "READ" not in out and out.count("hidden FileNotFoundError") == 2, out
+    assert "home /tmp/home []" in out and "cwd ['mine.txt']" in out, out
+    assert res.isolation == "bwrap"
+
+
+@needs_bwrap
+def test_only_the_private_copy_is_writable_and_writes_elsewhere_never_reach_the_host(tmp_path):
+    pkg = Path(sbx.__file__)
+    code = f"""
+for p in [{str(pkg)!r}, {str(tmp_path / 'course' / 'planted.txt')!r}, "/usr/planted.txt",
+          "mine.txt"]:
+    try:
+        open(p, "a").write("x")
+        print("wrote", p)
+    except OSError as exc:
+        print("refused", p, type(exc).__name__)
+"""
+    before = pkg.read_bytes()
+    res, course, work = _run(code, tmp_path)
+    out = res.stdout.decode()
+    assert f"refused {pkg}" in out and "refused /usr/planted.txt" in out, out
+    assert pkg.read_bytes() == before
+    assert not (course / "planted.txt").exists()  # the tmpfs over the course took it
+    assert (work / "mine.txt").read_text() == "my own filex"
+
+
+@needs_bwrap
+def test_no_network(tmp_path):
+    code = """
+import socket
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=3)
+    print("connected")
+except OSError as exc:
+    print("no network:", type(exc).__name__)
+"""
+    res, _, _ = _run(code, tmp_path)
+    assert "no network" in res.stdout.decode(), res.stdout
+
+
+@pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
+def test_detached_processes_die_with_the_command(tmp_path, mode):
+    mark = f"{MARK}-{mode}"
+    code = f"""
+import subprocess
+for _ in range(5):
+    subprocess.Popen(["sleep", "300", {mark!r}], start_new_session=True)
+print("started")
+"""
+    res, _, _ = _run(code, tmp_path, mode=mode)
+    assert b"started" in res.stdout, res.stderr
+    deadline = time.monotonic() + 10
+    while _alive(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(mark) == []
+
+
+@pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
+def test_timeout_ends_the_command(tmp_path, mode):
+    start = time.monotonic()
+    res, _, _ = _run("import time\nwhile True: time.sleep(1)", tmp_path, mode=mode, timeout=2)
+    assert res.timed_out and time.monotonic() - start < 20
+
+
+@pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
+def test_memory_and_file_size_limits(tmp_path, mode):
+    code = """
+try:
+    x = bytearray(16 << 30)
+    print("allocated")
+except MemoryError:
+    print("MemoryError")
+import signal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+try:
+    with open("big.bin", "wb") as fh:
+        for _ in range(400):
+            fh.write(b"0" * (1 << 20))
+    print("wrote 400 MiB")
+except OSError as exc:
+    print("file too large:", exc.errno)
+"""
+    res, _, work = _run(code, tmp_path, mode=mode)
+    out = res.stdout.decode()
+    assert "MemoryError" in out and "file too large" in out, (out, res.stderr)
+    assert (work / "big.bin").stat().st_size <= sbx.Limits().fsize_mb << 20
+
+
+@needs_bwrap
+def test_output_is_capped(tmp_path):
+    res, _, _ = _run("import sys\nsys.stdout.write('x' * 50_000_000)", tmp_path, cap=1000)
+    assert len(res.stdout) == 1000 and res.truncated
+
+
+def test_fallback_says_it_is_not_isolated_and_require_refuses(tmp_path):
+    res, _, _ = _run("print('hi')", tmp_path, mode="fallback")
+    assert res.isolation.startswith("NOT isolated:") and b"hi" in res.stdout
+    with pytest.raises(sbx.SandboxRefused, match="sandbox required"):
+        sbx.run([sys.executable, "-c", "pass"], workdir=str(tmp_path),
+                sb=sbx.Sandbox(mode="fallback", require=True), course_root=str(tmp_path),
+                timeout=10)
+
+
+def test_a_missing_bwrap_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(sbx.shutil, "which", lambda name: None)
+    ok, why = sbx.isolation(sbx.Sandbox(bwrap=str(tmp_path / "nope")), str(tmp_path))
+    assert not ok and "bubblewrap (bwrap) is not installed" in why
+
+
+def test_environment_is_fresh(tmp_path):
+    os.environ["AWS_SECRET"] = "hunter2"  # the grader's environment stays outside
+    try:
+        res, _, _ = _run("import os; print(sorted(os.environ))", tmp_path, mode="fallback")
+    finally:
+        del os.environ["AWS_SECRET"]
+    out = res.stdout.decode()
+    assert "AWS_SECRET" not in out and "'HOME'" in out and "'IPYTHONDIR'" in out

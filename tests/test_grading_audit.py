@@ -1,0 +1,46 @@
+"""The in-kernel tamper audit (the feedback run's second line; points never depend on it)."""
+
+from __future__ import annotations
+
+import json
+
+from cudacourse import grading_audit
+from cudacourse.grader import kernelrun
+
+
+def test_audit_sees_nothing_in_an_untouched_session():
+    ns = {"__builtins__": __builtins__}
+    base = grading_audit.snapshot(ns, load=True)
+    import numpy as np
+
+    import cudacourse
+    from cudacourse import quiz
+
+    ns.update(cudacourse=cudacourse, quiz=quiz, np=np)
+    assert grading_audit.compare(base, grading_audit.snapshot(ns)) == []
+
+
+def test_audit_names_what_changed(monkeypatch):
+    ns = {"__builtins__": __builtins__}
+    base = grading_audit.snapshot(ns, load=True)
+    import numpy as np
+
+    import cudacourse.check._engine as engine
+
+    monkeypatch.setattr(engine, "compare", lambda *a, **k: None)
+    monkeypatch.setattr(np.testing, "assert_allclose", lambda *a, **k: None)
+    ns["np"] = object()
+    text = "\n".join(grading_audit.compare(base, grading_audit.snapshot(ns)))
+    assert "cudacourse.check._engine.compare was replaced" in text
+    assert "numpy.testing.assert_allclose was replaced" in text
+    assert "'np' no longer refers to the module numpy" in text
+
+
+def test_audit_source_runs_standalone_like_in_a_kernel():
+    """The feedback run sends the module's text; it must not need the cudacourse package."""
+    user_ns: dict = {"__builtins__": __builtins__}
+    exec(compile(kernelrun.AUDIT_SOURCE, "<audit>", "exec"),  # noqa: S102
+         {"__name__": "_a", "_cudacourse_user_ns": user_ns, "_cudacourse_load": False})
+    snap = json.loads(user_ns.pop("__cudacourse_audit__"))
+    assert "attr:numpy.allclose" in snap and "ipy:shell" in snap
+    assert kernelrun.compare_snapshots(snap, snap) == []
