@@ -187,18 +187,27 @@ class DevicePlans:
     """
 
     def __init__(self) -> None:
-        self._plans: dict[tuple, list[tuple[Any, tuple[int, ...]]]] = {}
+        self._plans: dict[tuple, list[tuple[Any, tuple[int, ...] | None]]] = {}
 
     @staticmethod
-    def _describe(key: Any, arrays: tuple) -> tuple[tuple, tuple[int, ...]] | None:
+    def _describe(key: Any, arrays: tuple) -> tuple[tuple, list[int]] | None:
+        """(plan key, data pointers): the key holds ``key`` and each array's shape, dtype
+        and strides, and whether every pointer is 16-byte aligned. Plain loops: this runs
+        on every call, so it is written for speed."""
         try:
             cais = [a.__cuda_array_interface__ for a in arrays]
         except AttributeError:
             return None
-        ptrs = tuple(c["data"][0] for c in cais)
-        layout = tuple((c["shape"], c["typestr"], c.get("strides")) for c in cais)
-        aligned = not any(p % 16 for p in ptrs)
-        return (key, layout, aligned), ptrs
+        parts = [key]
+        ptrs = []
+        bits = 0
+        for c in cais:
+            p = c["data"][0]
+            ptrs.append(p)
+            bits |= p
+            parts += (c["shape"], c["typestr"], c.get("strides"))
+        parts.append(not bits % 16)
+        return tuple(parts), ptrs
 
     def run(self, key: Any, *arrays: Any) -> bool:
         """Launch the remembered plan for these arrays; False when there is none."""
@@ -209,11 +218,11 @@ class DevicePlans:
             plan = self._plans.get(found[0])
         except TypeError:  # an unhashable variant: the normal path explains what is wrong
             return False
-        if not plan or not plan[0][0].usable():
+        if plan is None or not plan[0][0].usable():
             return False
         ptrs = found[1]
         for prepared, which in plan:
-            prepared.with_pointers(*(ptrs[i] for i in which))
+            prepared.with_pointers(*(ptrs if which is None else [ptrs[i] for i in which]))
         return True
 
     def remember(self, key: Any, arrays: tuple,
@@ -229,7 +238,8 @@ class DevicePlans:
             prepared = prepare_launch(kernel, grid, block, args)
             if prepared is None:
                 return
-            plan.append((prepared, tuple(which)))
+            which = tuple(which)
+            plan.append((prepared, None if which == tuple(range(len(arrays))) else which))
         self._plans[found[0]] = plan
 
     def __len__(self) -> int:
