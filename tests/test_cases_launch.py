@@ -6,14 +6,14 @@ import itertools
 
 import pytest
 
-from cudacourse import device, vector
+from cudacourse import device, timing, vector
 from cudacourse.bench import cases_launch as CL
 from cudacourse.bench.core import Ctx, run_case
 
 
 def test_per_call_us_is_the_median_batch_divided_by_the_calls(monkeypatch):
     clock = itertools.count(step=0.001)  # every reading 1 ms after the previous one
-    monkeypatch.setattr(CL.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
     calls = []
     assert CL.per_call_us(lambda: calls.append(1), calls=4, batches=3, warmup=2) == \
         pytest.approx(1e3 / 4)

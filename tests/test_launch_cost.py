@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, launch_cost
+from cudacourse import device, launch_cost, timing
 
 pytestmark = pytest.mark.lesson3
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.lesson3
 def test_per_launch_divides_the_timed_span_by_the_repeats(monkeypatch):
     """One untimed warm-up, then ``repeats`` calls between two clock readings."""
     clock = itertools.count(start=10.0, step=4.0)  # perf_counter reads 10, then 14
-    monkeypatch.setattr(launch_cost.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
     calls = []
     assert launch_cost._per_launch(lambda: calls.append(1), 8) == pytest.approx(4.0 / 8)
     assert len(calls) == 9

@@ -74,3 +74,13 @@ def test_queued_samples_and_the_budget():
                                  budget_s=1e-9)
     assert len(samples) == 3, "a tiny budget still takes 3 samples"
     assert float(d.copy_to_host()[0]) == 2 + 1 + 3  # warm-up, sizing run, samples
+
+
+def test_host_per_call_takes_the_median_batch(monkeypatch):
+    clock = iter([0.0, 4.0, 10.0, 12.0, 20.0, 30.0])  # batches of 2 calls: 4, 2 and 10 s
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    calls = []
+    assert timing.host_per_call(lambda: calls.append(1), calls=2, batches=3) == 2.0
+    assert len(calls) == 1 + 3 * 2
+    with pytest.raises(ValueError, match="calls and batches must be >= 1"):
+        timing.host_per_call(lambda: None, calls=0)

@@ -16,7 +16,6 @@ kernel and its flattened parameters, and on later calls only write the new data 
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import numpy as np
@@ -24,6 +23,7 @@ from numba import cuda
 
 from .device import cupy_usable, is_simulator, pick
 from .launch import FastLaunch, blocks_for
+from .timing import host_per_call
 
 
 @cuda.jit
@@ -34,14 +34,9 @@ def _touch(x):
 
 
 def _per_launch(launch: Callable[[], Any], repeats: int) -> float:
-    """Seconds per call of ``launch``: one warm-up, then ``repeats`` back to back, one sync."""
-    launch()  # compile and warm up outside the timing
-    cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        launch()
-    cuda.synchronize()
-    return (time.perf_counter() - t0) / repeats
+    """Seconds per call of ``launch``: one warm-up (it compiles), then ``repeats`` back to
+    back, one sync (``timing.host_per_call``)."""
+    return host_per_call(launch, repeats)
 
 
 def launch_costs(repeats: int | None = None, n: int = 1024) -> dict[str, float]:

@@ -13,7 +13,9 @@ work, and the GPU stamps them when it gets there: the difference is GPU time.
   ``warmup=2, queued=True, budget_s=2.0``).
 * ``event_median(fn)``: their median.
 * ``host_median(fn)``: the host clock, synchronised after each call (what the simulator,
-  which has no timing events, can offer; its numbers say nothing about a GPU).
+  which has no timing events, can offer; its numbers say nothing about a GPU);
+* ``host_per_call(fn, calls)``: the host clock over many calls back to back, synchronised
+  once: what Python pays per call (launch overhead), not what the GPU does.
 """
 
 from __future__ import annotations
@@ -95,6 +97,28 @@ def host_median(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1,
             cuda.synchronize()
         times.append(time.perf_counter() - t0)
     return float(statistics.median(times))
+
+
+def host_per_call(fn: Callable[[], Any], calls: int, batches: int = 1,
+                  warmup: int = 1) -> float:
+    """Seconds per call of ``fn`` when ``calls`` calls run back to back, synchronised once
+    per batch: the median over ``batches``. For what Python pays per call (launch overhead):
+    the GPU work of each call must be far shorter than that."""
+    from numba import cuda
+
+    if calls < 1 or batches < 1:
+        raise ValueError(f"calls and batches must be >= 1, got {calls} and {batches}")
+    for _ in range(warmup):
+        fn()
+    cuda.synchronize()
+    samples = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        cuda.synchronize()
+        samples.append((time.perf_counter() - t0) / calls)
+    return float(statistics.median(samples))
 
 
 def median_seconds(fn: Callable[[], Any], repeats: int = 10, warmup: int = 1,

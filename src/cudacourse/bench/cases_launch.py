@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from typing import Any, Callable
 
 import numpy as np
 
+from ..timing import host_per_call
 from .cases import Entry
 from .core import Case, Ctx, Prepared, _torch, assert_close
 
@@ -39,19 +38,7 @@ GOAL_US = 20.0
 def per_call_us(fn: Callable[[], Any], calls: int = 2000, batches: int = 5,
                 warmup: int = 50) -> float:
     """Median over ``batches`` of the microseconds per call of ``calls`` back-to-back calls."""
-    from numba import cuda
-
-    for _ in range(warmup):
-        fn()
-    cuda.synchronize()
-    samples = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        cuda.synchronize()
-        samples.append((time.perf_counter() - t0) / calls * 1e6)
-    return float(statistics.median(samples))
+    return host_per_call(fn, calls, batches, warmup) * 1e6
 
 
 def _arrays(ctx: Ctx, kind: str) -> tuple[Any, Any, Any]:
