@@ -426,6 +426,8 @@ def _make_flash_kernel(d: int, cfg: FlashConfig, use_shuffles: bool):
 #   (p stays <= 2^8, far from float32's range), the deferred rescaling of FlashAttention-4;
 # - masks are applied only on the tiles that need them (the diagonal tile, the last tile,
 #   the first tile of a sliding window), decided per block, not per score;
+# - with causal masking, the query tiles run last-first: the longest blocks start first and
+#   the short ones fill the end of the grid (not yet timed separately on the GPU);
 # - optional soft-capping ``cap * tanh(s / cap)`` and a causal sliding window, the variant
 #   PyTorch's SDPA cannot express.
 
@@ -537,7 +539,10 @@ def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool
         """One block per BQ query rows of one head; scores in the log2 domain."""
         sm = cuda.shared.array(0, float32, alignment=ALIGN)
         bh = cuda.blockIdx.y
-        q0 = cuda.blockIdx.x * BQ
+        qt = cuda.blockIdx.x
+        if causal:  # the last query tiles have the most keys: start them first (less tail)
+            qt = cuda.gridDim.x - 1 - qt
+        q0 = qt * BQ
         t = cuda.threadIdx.x
         lane = t % 32
         cg = lane % NCG                       # lanes of one row group are adjacent

@@ -31,14 +31,14 @@ from .. import device
 from .cases import ENTRIES, Entry, extra_memory_gib, select
 from .core import (GPU_MARKER, SCHEMA, SIM_NOTE, SIZES, Case, Ctx, Measurement, Missing,
                    Prepared, Skipped, _need, assert_close, event_times, run_case)
-from .report import (_is_gpu_result, build_report, environment, format_table, ratios,
-                     table_rows, to_markdown)
+from .report import (_is_gpu_result, build_report, committed_report, environment, figure,
+                     format_table, ratios, table_rows, to_markdown)
 
 __all__ = ["ENTRIES", "Entry", "extra_memory_gib", "select", "GPU_MARKER", "SCHEMA", "SIM_NOTE",
            "SIZES", "Case", "Ctx", "Measurement", "Missing", "Prepared", "Skipped", "_need",
            "assert_close", "event_times", "run_case", "_is_gpu_result", "build_report",
            "environment", "format_table", "ratios", "table_rows", "to_markdown", "plan", "run",
-           "main"]
+           "main", "committed_report", "figure"]
 
 def plan(names: list[str], ctx: Ctx) -> list[tuple[Entry, Case | Measurement]]:
     """The cases of the chosen entries; an entry that cannot start gives one Measurement."""

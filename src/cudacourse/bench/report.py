@@ -218,3 +218,31 @@ def _is_gpu_result(path: Path) -> bool:
     return GPU_MARKER in text
 
 
+def committed_report(path: str | Path | None = None) -> dict[str, Any] | None:
+    """The GPU benchmark committed with the course (``docs/benchmarks.json``), or None.
+
+    Looks at ``path``, else for ``docs/benchmarks.json`` in the working directory, its
+    parents and the package's parents (a notebook runs from ``workspace/``); only a GPU run
+    counts (a simulator smoke file holds no figures).
+    """
+    here = Path(__file__).resolve()
+    places = [Path(path)] if path else [
+        p / "docs" / "benchmarks.json" for p in (Path.cwd(), *Path.cwd().parents, *here.parents)]
+    for place in places:
+        try:
+            report = json.loads(place.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(report, dict) and report.get("mode") == "gpu":
+            report["path"] = str(place)
+            return report
+    return None
+
+
+def figure(report: dict[str, Any] | None, name: str, field: str = "tflop_s") -> float | None:
+    """One number of a report: a ratio (``field="ratio"``) or a measurement's field."""
+    if not report:
+        return None
+    if field == "ratio":
+        return report.get("ratios", {}).get(name)
+    return (report.get("measurements", {}).get(name) or {}).get(field)
