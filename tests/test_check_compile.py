@@ -251,3 +251,13 @@ def test_gating_is_undone_after_a_check():
             inner = sim_kernel.FakeCUDAKernel.__call__
         assert sim_kernel.FakeCUDAKernel.__call__ is inner
     assert sim_kernel.FakeCUDAKernel.__call__ is before
+
+
+@pytest.mark.sim_only
+@needs_gate
+def test_an_answer_cell_cannot_switch_the_gate_off(monkeypatch):
+    """The switch is read once, when cudacourse is imported: a cell setting it later has no
+    effect (and rebinding GATE_OFF is a change the grading audit reports)."""
+    monkeypatch.setenv("CUDACOURSE_COMPILE_GATE", "0")
+    with pytest.raises(CheckFailure, match="kernels cannot call numpy.dot"):
+        check_vector_add(kern_np_dot)

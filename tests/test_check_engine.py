@@ -287,7 +287,9 @@ def test_what_a_gpu_cannot_compile_is_refused_on_every_device(kernel, phrase):
 @pytest.mark.sim_only
 def test_an_exception_in_every_simulated_thread_gives_one_message(monkeypatch, capfd):
     """Simulator only: on a GPU a kernel cannot raise (and this one does not compile)."""
-    monkeypatch.setenv("CUDACOURSE_COMPILE_GATE", "0")  # reach the simulated run itself
+    from cudacourse.check import _compile
+
+    monkeypatch.setattr(_compile, "GATE_OFF", True)  # reach the simulated run itself
 
     @cuda.jit
     def adds_a_string(a, b, out):

@@ -15,7 +15,9 @@ modules). It costs about a second or two of start-up per new kernel; results are
 the hash of the kernel's source bundle and argument types, in memory and on disk
 (``~/.cache/cudacourse/sm90``), so a re-run check cell pays nothing.
 
-When the wheels are missing, or ``CUDACOURSE_COMPILE_GATE=0``, checks still run and
+When the wheels are missing, or ``CUDACOURSE_COMPILE_GATE=0`` was set before ``import
+cudacourse`` (read once, at import: setting it later from a cell changes nothing, and
+rebinding ``GATE_OFF`` is seen by the grading audit), checks still run and
 :func:`status` says why kernels are not compiled (``cudacourse doctor`` prints it); the
 reason is printed once per process.
 """
@@ -40,6 +42,7 @@ _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE_VERSION = "1"
 TIMEOUT_S = 120
+GATE_OFF = os.environ.get("CUDACOURSE_COMPILE_GATE", "1") == "0"
 _STATE: dict = {"toolkit": None, "warned": False, "memo": {}, "last_seconds": 0.0}
 
 
@@ -83,7 +86,7 @@ def toolkit() -> dict | str:
 
 def status() -> tuple[bool, str]:
     """(True, where) when simulated kernels are also compiled for sm_90, else (False, why)."""
-    if os.environ.get("CUDACOURSE_COMPILE_GATE", "1") == "0":
+    if GATE_OFF:
         return False, "CUDACOURSE_COMPILE_GATE=0"
     tk = toolkit()
     if isinstance(tk, str):

@@ -35,7 +35,6 @@ name: a grader must not give marks for checks it could not make.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from typing import Any, Callable
 
@@ -65,7 +64,7 @@ def run_sim_checks(part: Callable, *subjects: Any, **kw: Any) -> None:
     from .. import device
 
     inner = getattr(part, "__wrapped__", part)
-    if device.is_simulator() or os.environ.get("CUDACOURSE_REPLAY") == "inline":
+    if device.is_simulator():
         inner(*subjects, **kw)
         return
     verdict = replay(inner, *subjects, **kw)
