@@ -145,8 +145,8 @@ def _make_vec4_kernel(vectors: int, hint: str, stride: bool):
             last = nvec  # grid-stride: loop over chunks in steps of the whole grid
             jump = cuda.gridDim.x * chunk
         else:
-            last = first + 1  # one pass: the grid covers the array
-            jump = chunk
+            last = first + 1  # one pass (a trip count of 1 the compiler folds away)
+            jump = 1
         x = cuda.local.array(floats, float32)
         y = cuda.local.array(floats, float32)
         for start in range(first, last, jump):
