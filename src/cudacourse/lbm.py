@@ -186,14 +186,16 @@ class ReferenceStepper:
             g[i] = self._pull(f[i], i)
             if self.inflow is not None and CX[i] == 1:
                 u = self.inflow
-                g[i][:, 0] = W[i] * (1 + 3 * u + 3 * u * u)  # equilibrium at rho 1, u_in
+                g[i][:, 0] = float(W[i]) * (1 + 3 * u + 3 * u * u)  # equilibrium, rho 1, u_in
             links = self._links[i]
             if links.size:  # the upstream node is solid: the reversed population comes back
                 g[i].ravel()[links] = f[OPP[i]].ravel()[links]
         return g
 
     def collide(self, g: Any) -> Any:
-        """BGK with the forcing term, in place (g is overwritten); returns g."""
+        """BGK with the forcing term, in place (g is overwritten); returns g. Constants are
+        Python numbers, so float32 populations are computed in float32 (a NumPy float64
+        scalar would promote every array to float64)."""
         rho = g.sum(axis=0)
         ux = (g[1] + g[5] + g[8] - g[3] - g[6] - g[7]) / rho
         uy = (g[2] + g[5] + g[6] - g[4] - g[7] - g[8]) / rho
@@ -201,21 +203,20 @@ class ReferenceStepper:
         om = self.omega
         fx, fy = self.force
         for i in range(Q):
-            if CX[i] and CY[i]:
-                cu = CX[i] * ux + CY[i] * uy
-            elif CX[i]:
-                cu = ux if CX[i] > 0 else -ux
-            elif CY[i]:
-                cu = uy if CY[i] > 0 else -uy
+            cx, cy, w = int(CX[i]), int(CY[i]), float(W[i])
+            if cx and cy:
+                cu = cx * ux + cy * uy
+            elif cx:
+                cu = ux if cx > 0 else -ux
+            elif cy:
+                cu = uy if cy > 0 else -uy
             else:
                 cu = None
-            if cu is None:
-                feq = (W[i] * rho) * (1 - usq)
-            else:
-                feq = (W[i] * rho) * (1 + 3 * cu + 4.5 * cu * cu - usq)
+            wr = w * rho
+            feq = wr * (1 - usq) if cu is None else wr * (1 + 3 * cu + 4.5 * cu * cu - usq)
             gi = g[i]
             gi += om * (feq - gi)
-            s = 3 * W[i] * (CX[i] * fx + CY[i] * fy)
+            s = 3 * w * (cx * fx + cy * fy)
             if s:
                 gi += s
         return g
