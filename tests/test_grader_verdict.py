@@ -1,0 +1,55 @@
+"""The verdict of one test cell, judged in-process on tiny jobs (no sandbox, no GPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from cudacourse.grader import verdict
+
+DOUBLE = ("f", "def f(x):\n    return x * 2\n")
+
+
+def _job(test: str, answers=(DOUBLE,), context=("import math",), cap=1000) -> dict:
+    return {"grade_id": "t", "context": list(context), "answers": [list(a) for a in answers],
+            "test": test, "cap": cap}
+
+
+def test_pass_with_output_and_partial_credit():
+    v = verdict.judge(_job("assert f(2) == 4\nprint('ok')\n0.5"))
+    assert v["status"] == "pass" and v["partial"] == 0.5 and v["output"] == "ok\n"
+
+
+def test_a_failing_check_gives_its_message():
+    v = verdict.judge(_job("assert f(2) == 5, 'f(2) should be 5'"))
+    assert v["status"] == "fail" and v["ename"] == "AssertionError"
+    assert v["message"] == "f(2) should be 5"
+
+
+def test_a_refused_answer_is_not_gradable_and_never_runs():
+    bad = ("f", "def f(x):\n    return open('/etc/hostname')\n")
+    v = verdict.judge(_job("f(1)", answers=[bad]))
+    assert v["status"] == "not_gradable" and "name 'open'" in v["message"]
+
+
+def test_statements_of_answer_cells_do_not_run():
+    cell = ("f", "raise SystemExit('ran!')\ndef f(x):\n    return x * 2\n")
+    v = verdict.judge(_job("assert f(2) == 4", answers=[cell]))
+    assert v["status"] == "pass"
+
+
+def test_output_is_capped():
+    v = verdict.judge(_job("for _ in range(100):\n    print('x' * 1000)", cap=500))
+    assert v["output"].startswith("x" * 500) and "more characters of output cut" in v["output"]
+
+
+def test_the_script_forks_one_process_per_test_cell_and_answers_on_its_own_channel():
+    jobs = [dict(_job("import os\nprint(os.getpid())"), grade_id=f"t{i}") for i in range(3)]
+    jobs.append(dict(_job("while True:\n    pass"), grade_id="hang"))
+    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+        {"jobs": jobs, "timeout": 3}), capture_output=True, text=True, timeout=120)
+    results = {v["grade_id"]: v for v in map(json.loads, proc.stdout.splitlines())}
+    pids = {results[f"t{i}"]["output"] for i in range(3)}
+    assert len(pids) == 3  # a fresh process each
+    assert results["hang"]["status"] == "timeout"
