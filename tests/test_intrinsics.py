@@ -66,3 +66,53 @@ def test_ptx_has_vector_loads_and_stores():
     _copy4[2, 8](x, y, False)
     ptx = "\n".join(_copy4.inspect_asm().values())
     assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx
+
+
+_SM90_SCRIPT = r'''
+import sys
+sys.path.insert(0, "tools")
+import offline_sm90  # noqa: F401  GPU mode and the sm_90 toolkit, without a GPU
+from numba import cuda, float32
+from cudacourse import intrinsics, vector
+sig = (float32[::1], float32[::1], float32[::1])
+for hint, load, store in (("", "ld.global.v4.f32", "st.global.v4.f32"),
+                          ("cs", "ld.global.cs.v4.f32", "st.global.cs.v4.f32"),
+                          ("nc", "ld.global.nc.v4.f32", "st.global.v4.f32")):
+    for stride in (False, True):
+        ptx, _ = cuda.compile_ptx(vector._vec4_kernel(2, hint, stride).py_func, sig, cc=(9, 0))
+        assert load in ptx and store in ptx, (hint, stride)
+        assert "ld.local" not in ptx, "per-thread arrays must live in registers"
+
+
+def shared_copy(src, dst):
+    sh = cuda.shared.array(64, float32, alignment=16)
+    t = cuda.threadIdx.x
+    sh[t] = src[t]
+    cuda.syncthreads()
+    if t < 16:
+        v0, v1, v2, v3 = intrinsics.load4_shared(sh, t)
+        intrinsics.store4(dst, t, v0, v1, v2, v3)
+
+
+ptx, _ = cuda.compile_ptx(shared_copy, sig[:2], cc=(9, 0))
+assert "ld.shared.v4.f32" in ptx
+print("ok")
+'''
+
+
+def test_16_byte_accesses_compile_to_vector_instructions_for_sm90():
+    """Without a GPU: compile for an H200 offline (tools/offline_sm90.py) and read the PTX."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_ENABLE_CUDASIM",
+                                                              "CUDACOURSE_SIM_REASON")}
+    env["CUDACOURSE_QUIET"] = "1"
+    proc = subprocess.run([sys.executable, "-c", _SM90_SCRIPT], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode and "offline_sm90:" in proc.stderr:
+        pytest.skip(f"no CUDA toolkit for an offline sm_90 compile: {proc.stderr.strip()}")
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
