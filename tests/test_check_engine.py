@@ -141,6 +141,17 @@ def test_compare_reports_a_2d_index_and_value_plainly():
     assert info.value.cause == "wrong_values"
 
 
+def test_compare_takes_the_case_as_a_dict_into_the_failure_context():
+    got = np.array([1.0, 2.0, 9.0], np.float32)
+    want = np.array([1.0, 2.0, 3.0], np.float32)
+    with pytest.raises(CheckFailure) as info:
+        E.compare(got, want, name="out", context={"n": 3, "block": 32})
+    assert info.value.context == {"n": 3, "block": 32, "index": 2, "wrong": 1}
+    assert str(info.value).startswith("out[2] = 9, expected 3;")
+    with pytest.raises(CheckFailure, match=r"\[n=3\]"):
+        E.compare(got, want, name="out", context="n=3")
+
+
 def test_passes_is_one_line_shown_without_quotes():
     msg = E.passes("vector_add", "3 sizes", "2 block sizes", "a spare block")
     assert msg == "vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next"

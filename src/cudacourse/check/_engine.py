@@ -578,13 +578,28 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
 def compare(got: _np.ndarray, want: _np.ndarray, *, name: str, formula: str = "",
             block: int | None = None, rtol: float = 1e-5, atol: float = 1e-5,
             alternatives: dict[str, _np.ndarray] | None = None,
-            context: str = "") -> None:
+            context: str | dict = "") -> None:
     """Raise a diagnosis unless ``got`` matches ``want``.
 
     Poisoned (NaN) outputs mean "never written"; a match only over the first block means
     "only the first block handled"; a one-element shift means "off by one"; a match with an
-    alternative formula names the arithmetic actually done.
+    alternative formula names the arithmetic actually done. ``context``: the case, as a
+    dict (it joins the failure's ``context`` field) or as text (appended to the message).
     """
+    __tracebackhide__ = True
+    if not isinstance(context, dict):
+        _compare(got, want, name, formula, block, rtol, atol, alternatives, context)
+        return
+    try:
+        _compare(got, want, name, formula, block, rtol, atol, alternatives, "")
+    except CheckFailure as exc:
+        raise CheckFailure(exc.message, cause=exc.cause, hint=exc.hint,
+                           context={**context, **exc.context}) from None
+
+
+def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rtol: float,
+             atol: float, alternatives: dict | None, context: str) -> None:
+    __tracebackhide__ = True
     got = _asarray(got)
     want = _asarray(want)
     ctx = f" [{context}]" if context else ""
