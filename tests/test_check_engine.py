@@ -388,3 +388,18 @@ def test_a_check_changes_nothing_the_grading_audit_watches():
         with pytest.raises(CheckFailure):
             check_vector_add(wrong)
     assert grading_audit.compare(base, grading_audit.snapshot(ns)) == []
+
+
+def test_every_numba_internal_the_engine_uses_is_still_there():
+    from importlib import metadata
+
+    from cudacourse.check import _numba_hooks
+
+    gone = []
+    for name, touch in _numba_hooks.seams().items():
+        try:
+            touch()
+        except Exception as exc:  # noqa: BLE001 - any way of being gone
+            gone.append(f"{name} ({type(exc).__name__}: {exc})")
+    assert not gone, (f"numba-cuda {metadata.version('numba-cuda')} lacks what the check "
+                      f"engine uses: {'; '.join(gone)}")
