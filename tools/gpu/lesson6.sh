@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv | t
 
 log "tests (GPU mode)"
 t0=$(date +%s)
-timeout 80 python3 -m pytest -q -p no:cacheprovider -rfEs --durations=8 \
+timeout 100 python3 -m pytest -q -p no:cacheprovider -n 4 -rfEs --durations=8 \
   tests/test_stencil.py tests/test_lbm.py tests/test_check_science.py > "$OUT/pytest6.log" 2>&1
 echo "pytest exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/pytest6.log" "$OUT/lesson6.log"
 tail -15 "$OUT/pytest6.log" | tee -a "$OUT/lesson6.log"
