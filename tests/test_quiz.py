@@ -106,6 +106,19 @@ def test_graded_reveal_adds_the_explanation_to_a_wrong_answer():
     assert _flat(q.why["b"]) in _flat(err.value) and _flat(q.explain) in _flat(err.value)
 
 
+def test_in_grading_a_wrong_answer_gets_the_full_explanation(monkeypatch):
+    """`cudacourse grade` runs the master's (formative) test cell after submission: the
+    feedback must still explain."""
+    q = quiz.get("01_gpu_vs_cpu.blocks")
+    with pytest.raises(AssertionError) as err:
+        quiz.grade(q.qid, "b")
+    assert _flat(q.explain) not in _flat(err.value)  # before submission: the choice's why only
+    monkeypatch.setenv("CUDACOURSE_GRADING", "1")
+    with pytest.raises(AssertionError) as err:
+        quiz.grade(q.qid, "b")
+    assert _flat(q.explain) in _flat(err.value)
+
+
 def test_multi_feedback_names_wrong_picks_and_counts_missing_ones():
     ok, text = quiz.feedback("03_memory.streams", "a, c")
     q = quiz.get("03_memory.streams")

@@ -99,3 +99,44 @@ def test_generate_assignment_formative_by_default(tmp_path):
     test = _cells(release)["test_answer_blocks"]
     assert "".join(test["source"]) == 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)'
     assert test["metadata"]["nbgrader"]["points"] == 0
+
+
+def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ,
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args,
+                           f"--db=sqlite:///{course}/gradebook.db"],
+                          cwd=course, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.grading
+def test_graded_questions_are_scored_at_autograding_with_the_explanation_in_feedback(tmp_path):
+    """The whole graded path: generate, submit a right and a wrong answer, autograde,
+    feedback. The learner copy never judged; the gradebook and the feedback do."""
+    from cudacourse import quiz
+
+    release, db = _generate(tmp_path, ["01_x"])
+    course = db.parent
+    for student, answer in (("alice", '"c"'), ("bob", '"b"')):
+        nb = json.loads(json.dumps(release))
+        for cell in nb["cells"]:
+            if cell.get("id") == "answer_blocks":
+                cell["source"] = f"answer_blocks = {answer}\n"
+        sub = course / "submitted" / student / "01_x"
+        sub.mkdir(parents=True)
+        (sub / "01_x.ipynb").write_text(json.dumps(nb))
+    graded = _nbgrader(course, "autograde", "01_x", "--force")
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{db}") as gb:
+        scores = {s: gb.find_grade("test_answer_blocks", "01_x", "01_x", s).score
+                  for s in ("alice", "bob")}
+    assert scores == {"alice": 1.0, "bob": 0.0}
+    feedback = _nbgrader(course, "generate_feedback", "01_x", "--force")
+    assert feedback.returncode == 0, feedback.stdout + feedback.stderr
+    html = (course / "feedback" / "bob" / "01_x" / "01_x.html").read_text()
+    q = quiz.get("01_gpu_vs_cpu.blocks")
+    flat = " ".join(html.split())
+    assert " ".join(q.why["b"].split()[:6]) in flat  # the why of bob's choice
+    assert " ".join(q.explain.split()[:6]) in flat  # and the full explanation

@@ -40,6 +40,7 @@ import hashlib
 import itertools
 import linecache
 import math
+import os
 import re
 import textwrap
 import tomllib
@@ -272,12 +273,16 @@ def _show(answer: object) -> str:
 def grade(qid: str, choice: object, reveal: bool = False) -> None:
     """For nbgrader test cells: raise AssertionError, whose message teaches, unless right.
 
-    ``reveal`` (graded mode, after submission) adds the full explanation to both outcomes.
+    ``reveal`` (graded mode, after submission) adds the full explanation to both outcomes;
+    so does running inside the course's grader (``after_submission``), whichever form of
+    the test cell it runs.
     """
     __tracebackhide__ = True  # IPython and pytest show the test cell, not this frame
     q = get(qid)
+    reveal = reveal or after_submission()
     problem = q.format_problem(choice)
-    extra = f"\n\n{q.explain}" if reveal and q.explain else ""
+    # One paragraph per line, no blank line: graders may show only an error's first paragraph.
+    extra = f"\nThe explanation: {' '.join(q.explain.split())}" if reveal and q.explain else ""
     if problem:
         message = problem
     elif q.is_right(choice):
@@ -295,7 +300,7 @@ def grade(qid: str, choice: object, reveal: bool = False) -> None:
 # explanation, not this module's code.
 _WHERE = "<answer check>"
 _RAISE = compile("raise _exc from None", _WHERE, "exec")
-_SHOWN = "# your answer, checked: the explanation is on the last line below\n"
+_SHOWN = "# your answer, checked: the explanation follows\n"
 
 
 def _fail(message: str) -> None:
@@ -303,9 +308,20 @@ def _fail(message: str) -> None:
     # What IPython prints as this frame's source line (mtime None: linecache keeps it).
     linecache.cache[_WHERE] = (len(_SHOWN), None, [_SHOWN], _WHERE)
     # Wrapped: a traceback is preformatted text, which notebooks do not wrap.
-    text = "\n\n".join(textwrap.fill(part, 88, break_on_hyphens=False)
-                       for part in message.split("\n\n"))
+    text = "\n".join(textwrap.fill(part, 88, break_on_hyphens=False)
+                     for part in message.split("\n"))
     exec(_RAISE, {"_exc": AssertionError(text)})  # noqa: S102 - our own constant code
+
+
+def after_submission() -> bool:
+    """Whether this runs in grading, after the learner submitted (so nothing is given away).
+
+    ``CUDACOURSE_GRADING=1`` says so explicitly; ``cudacourse grade`` runs every check in a
+    sandbox that carries ``CUDACOURSE_SANDBOX_TOKEN``, and runs the master's test cells (the
+    formative form), so that is taken as the same signal.
+    """
+    return os.environ.get("CUDACOURSE_GRADING") == "1" or bool(
+        os.environ.get("CUDACOURSE_SANDBOX_TOKEN"))
 
 
 def record(qid: str, choice: object) -> None:
