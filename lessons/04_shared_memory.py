@@ -141,7 +141,13 @@ quiz.grade("04_shared_memory.race_lines", answer_race_lines)
 # **Step 1, one thread per output** (`matmul._matmul_naive`): thread (row, col) reads a
 # row of A and a column of B, `k` elements each, from global memory. Every element of A is
 # read `n` times (once per output column), every element of B `m` times. Each multiply-add
-# needs two loads: the arithmetic waits on memory.
+# needs two loads: the arithmetic waits on memory. How the threads of a warp are laid over
+# the output matters as much: `cuda.threadIdx.x` runs along the columns, so at each step of
+# k the 32 lanes of a warp read one value of A (a broadcast) and 32 neighbouring values of a
+# row of B (one 128-byte transaction), and write 32 neighbouring values of C. With x along
+# the rows instead, every lane reads its own row of A, 32 cache lines per load, and the
+# stores scatter too: on an NVIDIA H200 that first version ran 4096^3 at 0.98 TFLOP/s
+# (2026-11-30), the one below at 1.37 (2026-12-01), with the same reuse, which is none.
 #
 # **Step 2, shared-memory tiles**: a block of TILE x TILE threads computes a TILE x TILE
 # tile of C. It walks along k one tile at a time: the block loads a TILE x TILE tile of A
@@ -299,6 +305,43 @@ if ok:
         print(f"{name:18s} {v:8.2f} TFLOP/s = {v / tflops['cuBLAS (CuPy)']:.2f} of cuBLAS")
 else:
     print("cuBLAS comparison skipped:", why)
+
+# %% [markdown]
+# ### The steps, as measured by the course's benchmark
+#
+# The cell below reads the course's committed run (`docs/benchmarks.json`, `cudacourse
+# bench` on an NVIDIA H200, 4096^3 float32, cuBLAS and PyTorch measured in the same run).
+# Each step removes what limited the one before: the naive kernel rereads A and B from
+# global memory for every output; 16 x 16 shared tiles divide those reads by 16 (about 8x
+# faster), but then every multiply-add needs two shared-memory reads; 4 x 4 and then 8 x 8
+# outputs per thread (`register`, `register128`) feed 16 or 64 multiply-adds from 8 or 16
+# values held in registers, and bigger block tiles (128 x 256) cut global reads again; the
+# 16-byte shared loads (`register128x256v4`) issue a quarter of the load instructions.
+# There it stops, at about 0.6 of cuBLAS: the kernel needs 238 registers per thread, so one
+# block of 256 threads (8 warps) runs per SM, and it waits at each barrier while its next
+# tile is stored. Double-buffering the shared tiles (one barrier per step instead of two),
+# 256 x 128 tiles, deeper k-slices and a register cap were all tried on the H200
+# (2026-12-01): none was faster (28.5, 30.4, 22 to 26 and 11 TFLOP/s).
+# %%
+from cudacourse import bench
+
+STEPS = ("naive", "tiled", "register", "register128", "register128x256", "register128x256v4")
+# The course's run of 2026-12-01 on an NVIDIA H200 (tools/bench_h200_2026-12-01_issue15.json),
+# for when docs/benchmarks.json predates it, TFLOP/s:
+RUN_2026_12_01 = {"naive": 1.37, "tiled": 7.87, "register": 17.21, "register128": 25.28,
+                  "register128x256": 28.73, "register128x256v4": 30.77,
+                  "cublas_sgemm": 51.39, "torch_matmul": 51.42}
+report = bench.committed_report()
+names = {v: f"matmul_{v}" for v in STEPS}
+names.update(cublas_sgemm="cublas_sgemm", torch_matmul="torch_matmul")
+rates = {k: bench.figure(report, n) for k, n in names.items()}
+if None in rates.values():
+    print("figures of the course's run on an NVIDIA H200, 2026-12-01")
+    rates = RUN_2026_12_01
+else:
+    print(f"{report['path']}: {report['environment'].get('gpu')}, {report['date'][:10]}")
+for k, r in rates.items():
+    print(f"{k:18s} {r:6.2f} TFLOP/s = {r / rates['cublas_sgemm']:.2f} of cuBLAS")
 
 # %% [markdown]
 # ### A roofline
@@ -486,7 +529,9 @@ quiz.grade("04_shared_memory.padding", answer_padding)
 # table in `docs/benchmarks.md`; medians of event-timed runs, ceilings measured in the same
 # run): 4096^3 float32 matmul 0.98 / 7.9 / 17.2 / 25.3 / 28.7 / 30.8 TFLOP/s for naive /
 # tiled / register / register128 / register128x256 / register128x256v4, against cuBLAS at
-# 51.4, so the best Numba kernel reached 0.60 of cuBLAS (0.598); the sum of 256M float32
+# 51.4, so the best Numba kernel reached 0.60 of cuBLAS (0.598; again 0.60 of cuBLAS and of
+# `torch.matmul` on 2026-12-01, when the naive kernel, its warps now along the columns of
+# C, ran at 1.37); the sum of 256M float32
 # read at 1.02 x the copy rate (4.22 TB/s that run); the transpose of 16384^2 ran at 0.12
 # (naive), 0.42 (tiled, bank conflicts), 0.83 (padded) and 0.94 (padded 64 x 64) of it.
 #
