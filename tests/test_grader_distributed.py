@@ -259,3 +259,10 @@ def _broken_job(course_root, assignment, student, options):
     if student == "x":
         raise RuntimeError("x is broken")
     return {"student": student}
+
+
+def test_default_db_follows_the_course_config(tmp_path):
+    assert distributed.default_db(tmp_path) == f"sqlite:///{tmp_path.resolve()}/gradebook.db"
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.CourseDirectory.db_url = 'postgresql+psycopg://g@db:5432/gb'\n")
+    assert distributed.default_db(tmp_path) == "postgresql+psycopg://g@db:5432/gb"

@@ -287,7 +287,10 @@ def collect(course_root: str | Path, assignment: str, db_url: str | None = None
     alembic_on_path()
 
     root = Path(course_root).resolve()
-    db_url = db_url or f"sqlite:///{root / 'gradebook.db'}"
+    if not db_url:
+        from .distributed import default_db
+
+        db_url = default_db(root)
     if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).exists():
         # nbgrader would create an empty gradebook there; say what is missing instead
         raise FileNotFoundError(f"no gradebook at {db_url[len('sqlite:///'):]}: grade the "

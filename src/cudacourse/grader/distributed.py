@@ -76,8 +76,18 @@ def nbgrader(course_root: str | os.PathLike, *args: str, db: str | None = None,
 
 
 def default_db(course_root: str | os.PathLike) -> str:
-    """The SQLite gradebook nbgrader uses by default: gradebook.db in the course root."""
-    return f"sqlite:///{Path(course_root).resolve() / 'gradebook.db'}"
+    """The course's gradebook: ``c.CourseDirectory.db_url`` from its nbgrader_config.py when
+    set (a PostgreSQL server, say), else nbgrader's default, gradebook.db in the root."""
+    root = Path(course_root).resolve()
+    url = None
+    if (root / "nbgrader_config.py").exists():
+        from .policy import load_config  # relative: this package also loads by path
+
+        try:
+            url = load_config(root).get("CourseDirectory", {}).get("db_url")
+        except Exception:  # noqa: BLE001 - a broken config: nbgrader itself will say why
+            url = None
+    return str(url) if isinstance(url, str) and url else f"sqlite:///{root / 'gradebook.db'}"
 
 
 def autograde_one(course_root: str, assignment: str, student: str,
