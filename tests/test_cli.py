@@ -40,8 +40,12 @@ def test_console_script_runs_doctor_even_if_import_would_refuse():
 def test_quiz_hash_matches_the_bank(capsys):
     from cudacourse.quiz import answer_hash
 
-    assert cli.main(["quiz-hash", "01_gpu_vs_cpu.grid", "c"]) == 0
-    assert capsys.readouterr().out.strip() == answer_hash("01_gpu_vs_cpu.grid", "c")
+    assert cli.main(["quiz-hash", "01_gpu_vs_cpu.global_index", "677"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == answer_hash("01_gpu_vs_cpu.global_index", "677")
+    from cudacourse import quiz
+
+    assert out == quiz.get("01_gpu_vs_cpu.global_index").answer_hash  # a number question
 
 
 def test_build_check_reports_fresh_masters(capsys):
