@@ -255,3 +255,12 @@ def test_masters_grade_every_question_and_learner_copies_hide_the_answers(master
         answer = ANSWERS[qid]
         shown = json.dumps(f"{var} = {answer!r}".replace("'", '"'))[1:-1]
         assert shown not in learner_text, f"the learner copy gives away {qid}"
+
+
+def test_numbers_are_read_the_way_people_type_them():
+    q = quiz.get("01_gpu_vs_cpu.bytes_moved")  # 1.2 GB
+    for typed in ("1.2", "1,2", " 1.20 ", 1.2, "1.23"):
+        assert q.is_right(typed), typed
+    q = quiz.get("01_gpu_vs_cpu.global_index")  # 677
+    assert q.is_right("677") and not q.is_right("6,77") and not q.is_right(True)
+    assert quiz.get("03_memory.implicit").is_right("2_00")

@@ -148,11 +148,18 @@ class Question:
 
 
 def _as_number(answer: object) -> float | None:
+    """A number from an int, a float or a string ("1,024", "1_024", "1.2", "1,2" = 1.2)."""
     if isinstance(answer, bool):
         return None
+    if isinstance(answer, str):
+        s = answer.strip().replace("_", "")
+        if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d*)?", s):
+            s = s.replace(",", "")  # thousands separators
+        elif re.fullmatch(r"[-+]?\d*,\d+", s):
+            s = s.replace(",", ".")  # a decimal comma
+        answer = s
     try:
-        x = float(str(answer).replace(",", "").replace("_", "")) if isinstance(answer, str) \
-            else float(answer)  # type: ignore[arg-type]
+        x = float(answer)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
