@@ -599,6 +599,16 @@ def test_pipeline_rejects(fn, phrase):
 
 # --- the tracer itself ------------------------------------------------------------------
 
+def test_each_check_prints_one_success_line(capsys):
+    check.check_gpu_scale(scale_right, seed=1)
+    check.check_smooth_on_device(smooth_right, seed=1)
+    check.check_pipelined_scale(pipe_right, seed=1)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["gpu_scale passes", "smooth_on_device passes",
+                                                 "pipelined_scale passes"], lines
+    assert all(ln.endswith("hidden cases next") for ln in lines), lines
+
+
 def test_tracer_restores_numba():
     before = (cuda.to_device, cuda.device_array, cuda.stream, cuda.synchronize)
     with pytest.raises(RuntimeError):

@@ -146,6 +146,9 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         E.compare(result, want, name="the result", formula="alpha * x[i]", block=block,
                   context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
                                              "alpha + x[i]": x + a32, "x[i] / alpha": x / a32})
+    O.passed("gpu_scale", f"{len(cases)} sizes with different alphas",
+             "device arrays passed to the kernel", "the result copied back after the launch",
+             "nothing left running", hidden=hidden)
 
 
 # --- exercise 2: keep the data on the device ------------------------------------------------------
@@ -224,6 +227,9 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
         E.compare(result, want, name="the result", formula=f"{steps} smoothing steps",
                   block=launches[0].block if launches else None, context=ctx,
                   alternatives=alts)
+    O.passed("smooth_on_device", f"{len(cases)} cases of 1 to 6 steps",
+             "one copy in and one copy back whatever the steps", "one launch per step",
+             "two buffers swapped, no allocation in the loop", hidden=hidden)
 
 
 # --- exercise 3: a pipeline over streams ----------------------------------------------------------
@@ -292,3 +298,7 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
                        "memory, so the driver stages such copies through a pinned buffer and "
                        "they stop being asynchronous. Stage the data in cuda.pinned_array "
                        f"buffers and copy those", ctx)
+    O.passed("pipelined_scale", f"{len(cases)} cases, chunks that do not divide n",
+             "copies and launches spread over the streams, from pinned memory",
+             "no buffer shared without ordering", "results read after the synchronization",
+             hidden=hidden)
