@@ -403,3 +403,25 @@ def test_every_numba_internal_the_engine_uses_is_still_there():
             gone.append(f"{name} ({type(exc).__name__}: {exc})")
     assert not gone, (f"numba-cuda {metadata.version('numba-cuda')} lacks what the check "
                       f"engine uses: {'; '.join(gone)}")
+
+
+def test_a_compile_that_starts_the_compiler_changes_nothing_the_audit_watches(tmp_path,
+                                                                              monkeypatch):
+    """The same with an empty cache, so the compiler child really runs (sim) and the
+    child's module is loaded (it must not join the package's modules)."""
+    from cudacourse import grading_audit
+    from cudacourse.check import _compile
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setitem(_compile._STATE, "memo", {})
+
+    @cuda.jit
+    def fresh_add(a, b, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = b[i] + a[i]
+
+    ns: dict = {}
+    base = grading_audit.snapshot(ns, load=True)
+    check_vector_add(fresh_add)
+    assert grading_audit.compare(base, grading_audit.snapshot(ns)) == []
