@@ -84,7 +84,7 @@ def _stream_kernel(update: Any) -> Any:
         """One row per thread: fold every score of the row in order, then out = acc / l."""
         r = cuda.grid(1)
         if r < x.shape[0]:
-            m = -_inf
+            m = -math.inf
             l = 0.0
             acc = 0.0
             for j in range(x.shape[1]):
