@@ -36,22 +36,11 @@ class Lesson:
     def marker(self) -> str:
         return f"lesson{self.number}"
 
-    @property
-    def questions(self) -> str:
-        """The question bank, a file of ``cudacourse/quizzes``."""
-        return f"{self.stem}.toml"
-
-    @property
-    def source(self) -> str:
-        return f"lessons/{self.stem}.py"
-
-    @property
-    def master(self) -> str:
-        return f"solutions/{self.stem}/{self.stem}.ipynb"
-
-    @property
-    def release(self) -> str:
-        return f"notebooks/{self.stem}/{self.stem}.ipynb"
+    # Where its files are, relative to the course root (the question bank: cudacourse/quizzes)
+    source = property(lambda self: f"lessons/{self.stem}.py")
+    master = property(lambda self: f"solutions/{self.stem}/{self.stem}.ipynb")
+    release = property(lambda self: f"notebooks/{self.stem}/{self.stem}.ipynb")
+    questions = property(lambda self: f"{self.stem}.toml")
 
     def readme_row(self) -> str:
         return (f"| {self.number} | [{self.title}]({self.release}): {self.summary} | "
