@@ -1,0 +1,191 @@
+"""A checker's verdict as data: :class:`CheckFailure` (diagnosis, stable cause id, hint,
+case), ``fail``, the success line ``passes``, and the formatting that puts values and the
+simulator's internals in a learner's words (``at``, ``fmt``, ``plain``).
+
+Re-exported by ``_engine`` (checkers use ``E.fail``, ``E.CheckFailure``...); its contract is
+at the top of ``_engine``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as _np
+
+# Stable causes: what each id means. Checkers may add their own (lower_snake_case); list
+# them here when two modules need the same one.
+CAUSES = {
+    "wrong_values": "the output differs from the NumPy reference",
+    "off_by_one": "every value sits one index away from where it belongs",
+    "unwritten": "some outputs were never written",
+    "only_first_block": "only block 0 did its work",
+    "wrong_formula": "the output matches a different formula",
+    "wrong_shape": "the output has the wrong shape",
+    "out_of_bounds_write": "a write past the end (or before the start) of an array",
+    "out_of_bounds_read": "an index outside an array (the simulator saw it)",
+    "illegal_address": "memory the kernel does not own",
+    "inputs_changed": "the kernel wrote into an input",
+    "missing_barrier": "a shared-memory read before the writes it needs were all done",
+    "divergent_barrier": "a barrier or warp call not reached by every thread that must",
+    "warp_ub": "undefined behaviour in a warp intrinsic (mask, exited lane)",
+    "wrong_technique": "the right numbers, but not by the technique the exercise asks for",
+    "race": "the host read results before the stream producing them was synchronized",
+    "bad_launch": "a grid or block shape a GPU refuses",
+    "does_not_compile": "a GPU (sm_90) would refuse to compile the kernel",
+    "kernel_raised": "the kernel raised an exception while running",
+    "not_a_kernel": "a plain function, device function or other object where a kernel is needed",
+    "not_a_function": "something else where a Python function is needed",
+    "not_device_array": "a host array where a device array is needed",
+    "stub": "the exercise's untouched stub (raise NotImplementedError())",
+    "wrong_signature": "the kernel takes the wrong number of parameters",
+    "package_kernel": "the course's own kernel or function handed in as the answer",
+    "replay_error": "the simulator re-run of the kernel could not be carried out",
+}
+
+WIDTH = 88  # the width of a notebook's traceback box
+
+
+class CheckFailure(AssertionError):
+    """A learner kernel gave a wrong answer: the diagnosis, its cause id, the fix, the case.
+
+    ``str()`` is the diagnosis first (``message``), then the hint when the message does not
+    already contain it, then the case (``context``). ``cause`` is stable for tests and for
+    checkers that branch on a failure; never parse the message.
+    """
+
+    def __init__(self, message: str = "", *, cause: str = "wrong_values", hint: str = "",
+                 context: dict | None = None) -> None:
+        self.message = plain(str(message)).strip()
+        self.cause = cause
+        self.hint = plain(hint).strip()
+        if self.hint:
+            self.hint = self.hint[0].upper() + self.hint[1:]
+        self.context = dict(context or {})
+        super().__init__(self.text())
+
+    def text(self) -> str:
+        parts = [self.message]
+        if self.hint and self.hint not in self.message:
+            parts.append(self.hint)
+        if self.context:
+            parts.append("[" + ", ".join(f"{k}={fmt(v)}" for k, v in self.context.items()) + "]")
+        return " ".join(p for p in parts if p)
+
+    def wrapped(self, width: int = WIDTH) -> str:
+        """The text wrapped for a notebook: the diagnosis alone on the first lines (the
+        first one shorter, as the traceback prints ``CheckFailure: `` before it)."""
+        import textwrap
+
+        head = " " * len("CheckFailure: ")  # the first line follows the exception's name
+        lines = [textwrap.fill(self.message, width, initial_indent=head)[len(head):]]
+        if self.hint and self.hint not in self.message:
+            lines.append(textwrap.fill("Fix: " + self.hint, width))
+        if self.context:
+            lines.append(textwrap.fill("Case: " + ", ".join(
+                f"{k}={fmt(v)}" for k, v in self.context.items()), width))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"message": self.message, "cause": self.cause, "hint": self.hint,
+                "context": {k: _jsonable(v) for k, v in self.context.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "CheckFailure":
+        return cls(d.get("message", ""), cause=d.get("cause", "wrong_values"),
+                   hint=d.get("hint", ""), context=d.get("context") or {})
+
+    def __reduce__(self):  # pickles with its fields (multiprocessing, pytest-xdist)
+        return (_rebuild, (self.to_dict(),))
+
+
+def _rebuild(d: dict) -> CheckFailure:
+    return CheckFailure.from_dict(d)
+
+
+def fail(msg: str, *, cause: str = "wrong_values", hint: str = "",
+         context: dict | None = None, **more: Any) -> None:
+    """Raise a :class:`CheckFailure`; extra keywords join the context."""
+    __tracebackhide__ = True  # pytest and IPython: show the checker's caller, not this frame
+    if more:
+        context = {**(context or {}), **more}
+    raise CheckFailure(msg, cause=cause, hint=hint, context=context)
+
+
+class Passed(str):
+    """A checker's success line; a notebook shows it as text, without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def passes(name: str, *facts: str, hidden: bool = False) -> Passed:
+    """The one-line success message a checker returns: what was checked, and what grading
+    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next``)."""
+    what = f": {', '.join(facts)}" if facts else ""
+    tail = "" if hidden else "; hidden cases next"
+    return Passed(f"{name} passes{what}{tail}")
+
+
+# --- values in the learner's words ----------------------------------------------------------
+
+def fmt(value: Any) -> str:
+    """``-13.8`` for ``np.float32(-13.8)``, ``(0, 0)`` for a tuple of ``np.int64``."""
+    if isinstance(value, (bool, _np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, _np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, _np.floating)):
+        v = float(value)
+        if v != v:
+            return "NaN"
+        return f"{v:.6g}"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(fmt(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, _np.ndarray):
+        return f"array of shape {tuple(value.shape)}"
+    return str(value)
+
+
+def at(name: str, index: Any) -> str:
+    """``c[0, 0]`` for ``("c", (np.int64(0), np.int64(0)))``."""
+    if isinstance(index, (tuple, list)):
+        return f"{name}[{', '.join(fmt(i) for i in index)}]"
+    return f"{name}[{fmt(index)}]"
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (bool, _np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, _np.integer)):
+        return int(v)
+    if isinstance(v, (float, _np.floating)):
+        return float(v)
+    if isinstance(v, (tuple, list)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if v is None or isinstance(v, str):
+        return v
+    return str(v)
+
+
+_SIM_WORDS = [
+    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\] ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"),
+     r"thread (\1, \2, \3) of block (\4, \5, \6)"),
+    (re.compile(r"ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"), r"block (\1, \2, \3)"),
+    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\]"), r"thread (\1, \2, \3)"),
+    (re.compile(r"np\.(?:float|int|uint|bool)\d*\(([^()]*)\)"), r"\1"),
+    (re.compile(r"\bFakeCUDAArray\b"), "device array"),
+    (re.compile(r"\bFakeCUDAKernel\b"), "kernel"),
+    (re.compile(r"\bFakeCUDAModule\b"), "cuda"),
+    (re.compile(r"\bFakeShared\w*\b"), "shared array"),
+]
+
+
+def plain(text: str) -> str:
+    """Simulator internals in plain words, for any message shown to a learner."""
+    for pat, rep in _SIM_WORDS:
+        text = pat.sub(rep, text)
+    return text
