@@ -299,3 +299,16 @@ def test_what_the_learners_code_prints_cannot_forge_the_verdict():
     finally:
         del linecache.cache[name]
     assert failure is not None and failure.cause == "wrong_technique"
+
+
+def test_a_child_that_cannot_start_is_a_failure_not_a_pass(monkeypatch):
+    """A sandbox that forbids processes: the replay must not give the marks it could not
+    check (the compile gate, by contrast, falls back and says so)."""
+    import subprocess
+
+    def forbidden(*a, **k):
+        raise PermissionError("operation not permitted")
+
+    monkeypatch.setattr(subprocess, "run", forbidden)
+    failure = R.replay(R.selfcheck_plus_one, plus_one, n=40, block=32)
+    assert failure.cause == "replay_error" and "could not be started" in str(failure)

@@ -235,6 +235,8 @@ def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
                               capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"child_error": f"it took longer than {timeout:.0f} s"}
+    except OSError as exc:  # e.g. a sandbox that forbids starting processes
+        return {"child_error": f"a child process could not be started ({exc})"}
     out = proc.stdout
     mark = RESULT_MARK + nonce
     i = out.find(mark)
