@@ -90,6 +90,20 @@ def test_bundle_carries_arrays_imports_and_closures():
     assert np.array_equal(ns["TABLE"], TABLE)
 
 
+CHUNKS = 4
+
+
+def host_with_default(x: np.ndarray, chunks: int = CHUNKS) -> np.ndarray:
+    return x * chunks
+
+
+def test_defaults_and_annotations_of_a_host_function_are_carried():
+    b = _source.bundle(host_with_default)
+    assert b["problems"] == [] and "CHUNKS = 4" in b["prelude"]
+    ns = _exec(b)
+    assert ns["host_with_default"](np.ones(2)).tolist() == [4.0, 4.0]
+
+
 def test_rebuilt_code_keeps_the_learners_file_and_lines():
     b = _source.bundle(plus_one)
     unit = b["units"][0]

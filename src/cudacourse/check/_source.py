@@ -214,6 +214,15 @@ def _loaded_names(node: ast.AST) -> set[str]:
     for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
         if a is not None:
             local.add(a.arg)
+    # Defaults and annotations are evaluated when the def runs, in the rebuilt code too.
+    header = list(args.defaults) + [d for d in args.kw_defaults if d is not None]
+    header += [a.annotation for a in args.posonlyargs + args.args + args.kwonlyargs
+               if a.annotation is not None]
+    if node.returns is not None:
+        header.append(node.returns)
+    for n in (x for h in header for x in ast.walk(h)):
+        if isinstance(n, ast.Name):
+            read.add(n.id)
     for stmt in node.body:
         for n in ast.walk(stmt):
             if isinstance(n, ast.Name):
