@@ -325,8 +325,11 @@ def test_tiled_matmul_hidden_accepts():
 
 @pytest.mark.gpu
 def test_tiled_matmul_gpu_rejects_no_shared_memory():
-    with pytest.raises(AssertionError, match="no shared memory"):
+    """On a GPU the simulator replay counts the reads first (the same diagnosis as in the
+    simulator); the GPU's own cases would say the kernel declares no shared memory."""
+    with pytest.raises(AssertionError) as info:
         cudacourse.check.check_tiled_matmul(mm_naive, seed=1)
+    assert info.value.cause == "no_tiles", info.value
 
 
 # --- block sum: right answers --------------------------------------------------------------
