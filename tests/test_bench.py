@@ -308,6 +308,15 @@ def test_attention_peer_names_follow_the_shape():
         shapes | {(4096, 64, False)}
 
 
+def test_plot_view_keeps_one_attention_shape():
+    view = bench.plot_view(fake_report())
+    assert "attention_fused_vs_sdpa_f32" in view["ratios"]
+    assert "vector_add_vs_copy" in view["ratios"] and "attention_fused" in view["measurements"]
+    assert not any(s in k for k in view["ratios"] for s in ("_d128", "_causal", "_s16384", "bf16"))
+    assert "attention_sdpa_f32_d128" not in view["measurements"]
+    assert "attention_sdpa_f32_d128" in fake_report()["measurements"]  # the report keeps all
+
+
 def test_a_failed_kernel_has_no_ratio_and_no_time():
     report = fake_report(vector_add_best=("FAILED", "vector_add variant 'best' is wrong"))
     assert "vector_add_best_vs_copy" not in report["ratios"]

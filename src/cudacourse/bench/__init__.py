@@ -32,13 +32,13 @@ from .cases import ENTRIES, Entry, extra_memory_gib, select
 from .core import (GPU_MARKER, SCHEMA, SIM_NOTE, SIZES, Case, Ctx, Measurement, Missing,
                    Prepared, Skipped, _need, assert_close, event_times, run_case)
 from .report import (_is_gpu_result, build_report, committed_report, environment, figure,
-                     format_table, ratios, table_rows, to_markdown)
+                     format_table, plot_view, ratios, table_rows, to_markdown)
 
 __all__ = ["ENTRIES", "Entry", "extra_memory_gib", "select", "GPU_MARKER", "SCHEMA", "SIM_NOTE",
            "SIZES", "Case", "Ctx", "Measurement", "Missing", "Prepared", "Skipped", "_need",
            "assert_close", "event_times", "run_case", "_is_gpu_result", "build_report",
            "environment", "format_table", "ratios", "table_rows", "to_markdown", "plan", "run",
-           "main", "committed_report", "figure"]
+           "main", "committed_report", "figure", "plot_view"]
 
 def plan(names: list[str], ctx: Ctx) -> list[tuple[Entry, Case | Measurement]]:
     """The cases of the chosen entries; an entry that cannot start gives one Measurement."""
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from ..viz.bench import plot_report
 
-            plot_report(report, args.plot)
+            plot_report(plot_view(report), args.plot)
             print(f"wrote {args.plot}")
     failed = [m.name for m in results.values() if m.status == "FAILED"]
     if failed:

@@ -246,3 +246,22 @@ def figure(report: dict[str, Any] | None, name: str, field: str = "tflop_s") -> 
     if field == "ratio":
         return report.get("ratios", {}).get(name)
     return (report.get("measurements", {}).get(name) or {}).get(field)
+
+
+_PEER_SHAPES = ("_d128", "_causal", "_s16384")
+
+
+def plot_view(report: dict[str, Any]) -> dict[str, Any]:
+    """The report with one attention shape only (16 x 4096 x 64), for the pictures.
+
+    The PyTorch comparison adds eight shapes of five methods, and bf16 rates an order of
+    magnitude above the FP32 roof: in a roofline and a bar chart they would bury the lesson
+    kernels. The JSON and the markdown table keep everything.
+    """
+    def keep(name: str) -> bool:
+        return not any(s in name for s in _PEER_SHAPES) and "bf16" not in name
+
+    view = dict(report)
+    view["measurements"] = {k: m for k, m in report.get("measurements", {}).items() if keep(k)}
+    view["ratios"] = {k: v for k, v in report.get("ratios", {}).items() if keep(k)}
+    return view
