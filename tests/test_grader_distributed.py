@@ -266,3 +266,16 @@ def test_default_db_follows_the_course_config(tmp_path):
     (tmp_path / "nbgrader_config.py").write_text(
         "c = get_config()\nc.CourseDirectory.db_url = 'postgresql+psycopg://g@db:5432/gb'\n")
     assert distributed.default_db(tmp_path) == "postgresql+psycopg://g@db:5432/gb"
+
+
+def test_cudacourse_grade_runs_on_a_dask_local_cluster(tmp_path, capsys):
+    """The command instructors run: `cudacourse grade --executor ...:local_cluster`."""
+    from cudacourse import cli
+
+    course = make_course(tmp_path)
+    want = totals(submit(tmp_path, course, {"ann": "correct", "ben": "wrong_kernel"}))
+    rc = cli.main(["grade", ASSIGNMENT, "--course", str(tmp_path), "--workers", "2",
+                   "--executor", "cudacourse.grader.distributed:local_cluster",
+                   "--timeout", str(TIMEOUT), "--no-feedback-run", "--no-progress"])
+    assert rc == 0, capsys.readouterr()
+    assert scores(distributed.default_db(tmp_path)) == pytest.approx(want)
