@@ -39,6 +39,23 @@ def test_poiseuille_profile_matches_the_parabola():
     assert np.abs(uy).max() < 1e-3 * want.max()  # float32 rounding only
 
 
+def test_the_wall_is_exactly_half_way_at_the_magic_tau():
+    """With tau = 1/2 + sqrt(3/16), BGK bounce-back reproduces the parabola exactly (to
+    float64 rounding and convergence) even on a narrow channel; elsewhere it is off."""
+    ny, force = 10, 1e-6
+    errs = {}
+    for tau in (0.5 + np.sqrt(3 / 16), 1.2):
+        st = lbm.ReferenceStepper(lbm.channel(ny, 1), 1 / tau, (force, 0.0))
+        f = lbm.init_f(lbm.channel(ny, 1), dtype=np.float64)
+        for _ in range(int(20 * ny * ny / lbm.viscosity(tau) / np.pi ** 2)):
+            f = st.step(f)
+        _, ux, _ = lbm.macroscopic(f, (force, 0.0))
+        want = lbm.poiseuille_ref(ny, force, tau)
+        errs[tau] = np.abs(ux[1:-1, 0] - want[1:-1]).max() / want.max()
+    exact, off = errs.values()
+    assert exact < 1e-6 and off > 0.01, errs
+
+
 def test_mass_is_conserved_to_rounding_with_walls_obstacle_and_force():
     ny, nx = 20, 30
     solid = lbm.channel(ny, nx) | lbm.cylinder(ny, nx, 12, 9.5, 3)
