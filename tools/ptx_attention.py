@@ -4,7 +4,12 @@ Needs a CUDA toolkit with libnvvm and ptxas (here /usr/local/cuda-13.0). Prints 
 stack frame and spills per kernel: a kernel whose small local arrays were not kept in
 registers shows a stack frame. Run from the project root:
 
-    .venv/bin/python tools/ptx_attention.py [flash] [rows]
+    .venv/bin/python tools/ptx_attention.py [fast] [flash] [rows] [softmax] [checks]
+
+Caution: on the H200 (2026-12-01) Numba's own compile of the same kernels sometimes used
+far more registers than ptxas reports here (the "fast" 64 x 32 x 4 x 4 tile: 243 there,
+121 here; 128 x 32 x 4 x 4 with prefetch: 211 there, 201 here), so read occupancy from
+tools/probe_attention.py's GPU figures, and use this for spills and 16-byte loads.
 """
 import os, re, subprocess, sys, tempfile
 
@@ -21,7 +26,16 @@ def ptxas(ptx, name):
         regs = re.findall(r"Used (\d+) registers", out); spill = re.findall(r"(\d+) bytes spill stores", out)
         stack = re.findall(r"(\d+) bytes stack frame", out); smem = re.findall(r"(\d+) bytes smem", out)
         print(f"{name}: regs {regs} stack {stack} spill-stores {spill} smem {smem}", "" if r.returncode == 0 else out[-500:])
-which = sys.argv[1:] or ["flash", "rows", "softmax", "checks"]
+which = sys.argv[1:] or ["fast", "flash", "rows", "softmax", "checks"]
+if "fast" in which:
+    sig = (arr3, arr3, arr3, arr3, nt.float32, nt.boolean, nt.int32, nt.float32, nt.float32)
+    for d, cfg in sorted(A.FAST_GPU_CONFIGS.items()):
+        for cap in (False, True):
+            k = A._make_fast_kernel(d, cfg, True, cap)
+            ptx, _ = cuda.compile_ptx(k.py_func, sig, fastmath=True, cc=(9, 0))
+            v4 = ptx.count("ld.shared.v4.f32")
+            ptxas(ptx, f"fast d={d} {cfg} softcap={cap} smem={cfg.shared_bytes(d)} "
+                       f"ld.shared.v4={v4}")
 if "flash" in which:
     cands = {64: [(64, 32, 4, 4), (64, 32, 8, 4), (64, 16, 4, 2), (64, 32, 4, 8), (64, 32, 2, 4), (32, 32, 2, 4), (64, 16, 8, 2)],
              32: [(64, 64, 4, 8), (64, 32, 4, 4), (64, 64, 8, 8)], 128: [(32, 16, 2, 2), (16, 32, 2, 4), (32, 16, 4, 2)], 16: [(64, 64, 4, 8)]}
