@@ -136,6 +136,7 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
     mask_minus = bug == "mask_minus_one"
     no_causal = bug == "no_causal"
     no_end = bug == "no_end_guard"
+    no_load_barrier = bug == "no_load_barrier"  # computes from a tile others still load
     plain = bug == "plain_exp"  # softmax with no running max at all: exp(s) summed directly
     own_scale = bug == "own_scale"  # ignores the scale argument, computes 1/sqrt(d) itself
     global_kv = bug == "global_kv"  # loads the tiles, then reads k and v from global memory
@@ -164,7 +165,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                     for c in range(d):
                         k_tile[t, c] = k[bh, j, c]
                         v_tile[t, c] = v[bh, j, c]
-                cuda.syncthreads()
+                if not no_load_barrier:
+                    cuda.syncthreads()
                 if row < seq:
                     for jj in range(TILE):
                         j = start + jj
@@ -241,6 +243,7 @@ def test_flash_rows_hidden_cases_pass():
     ("no_end_guard", "skip keys j >= seq"),
     ("own_scale", "not by the scale argument"),
     ("global_kv", "instead of k[bh, j, c]"),
+    ("no_load_barrier", "races on shared memory"),
 ])
 def test_flash_rows_rejects(bug, phrase):
     with pytest.raises(CheckFailure) as info:

@@ -426,6 +426,16 @@ def warp_sum_half_mask(x, out):
 
 
 @cuda.jit
+def warp_sum_mask_without_lane_31(x, out):
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else 0.0
+    for off in (16, 8, 4, 2, 1):
+        v += cuda.shfl_down_sync(0x7FFFFFFF, v, off)
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[i // 32] = v
+
+
+@cuda.jit
 def warp_sum_early_return(x, out):
     i = cuda.grid(1)
     if i >= x.shape[0]:
@@ -518,6 +528,7 @@ def test_warp_sum_accepts_hidden():
     # there comes from the simulator replay
     (warp_sum_early_return, "do not return before the shuffles"),
     (warp_sum_half_mask, "does not include the lane itself"),
+    (warp_sum_mask_without_lane_31, "does not include the lane itself"),
     (warp_sum_lane0_loop, "not made with shuffles"),
     (warp_sum_via_shared, "shfl_down_sync"),
     (warp_sum_unguarded_read, "with the value 0"),

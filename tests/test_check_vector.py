@@ -151,6 +151,15 @@ def computes_nan(a, b, out):
 
 
 @cuda.jit
+def two_elements_each(a, b, out):
+    # every element written by two threads (its own and its left neighbour)
+    i = cuda.grid(1)
+    for j in (i, i + 1):
+        if j < out.shape[0]:
+            out[j] = a[j] + b[j]
+
+
+@cuda.jit
 def stub(a, b, out):
     raise NotImplementedError()
 
@@ -172,6 +181,7 @@ WRONG = [
     (wrong_block_stride, "out"),
     (one_thread_does_all, "not spread over the threads"),
     (every_block_does_all, "redo the same elements"),
+    (two_elements_each, "written 2 times"),
     (guard_lets_n_through, "the guard lets thread n"),
     (returns_the_sum, "returns nothing"),
     (computes_nan, "wrote nan"),
