@@ -56,6 +56,10 @@ def _load_grading_executor():
 
 
 _executor = _load_grading_executor()
+if _executor is None and __import__("os").environ.get("CUDACOURSE_REQUIRE_GRADER") == "1":
+    # `cudacourse grade` sets this: never fall back to stock Execute (learner code in-process)
+    raise SystemExit("nbgrader_config.py: cudacourse.grading cannot be loaded; refusing to "
+                     "autograde with stock nbgrader")
 if _executor is not None:
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern,

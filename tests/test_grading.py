@@ -71,7 +71,30 @@ def _package_hashes() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = tmp_path_factory.mktemp("course")
+    """The graded class, built once per test session even when pytest-xdist spreads this
+    module's tests over several workers (they share the base temp directory and a lock)."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    course = base / "grading-class"
+    with open(base / "grading-class.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = base / "grading-class.json"
+        if not record.exists():
+            record.write_text(json.dumps(_grade_the_class(course)))
+    g = json.loads(record.read_text())
+    g["dir"] = Path(g["dir"])
+    g["proc"] = subprocess.CompletedProcess(g["proc"][0], g["proc"][1], g["proc"][2],
+                                            g["proc"][3])
+    for key in ("feedback", "export", "plain"):
+        g[key] = subprocess.CompletedProcess(g[key][0], g[key][1], g[key][2], g[key][3])
+    return g
+
+
+def _grade_the_class(course: Path) -> dict:
+    course.mkdir()
     shutil.copytree(ROOT / "solutions" / A, course / "solutions" / A)
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     release = _nbgrader(course, "generate_assignment", A, "--force")
@@ -91,8 +114,20 @@ def graded(tmp_path_factory):
     print(f"\ncudacourse grade: {len(want)} samples in {seconds:.0f} s ({WHY})")
     feedback = _nbgrader(course, "generate_feedback", A, "--force")
     export = _nbgrader(course, "export", "--to", str(course / "grades.csv"))
-    return {"dir": course, "want": want, "proc": proc, "before": before, "package": package,
-            "feedback": feedback, "export": export,
+    # Plain nbgrader, without `cudacourse grade`, on a copy of one hostile submission.
+    plain_student = "plain_nbgrader_forge_displayhook"
+    plain_dir = course / "plain-submitted"
+    shutil.copytree(course / "submitted" / "forge_displayhook", plain_dir / plain_student)
+    plain = _nbgrader(course, "autograde", A, f"--student={plain_student}", "--force",
+                      f"--CourseDirectory.submitted_directory={plain_dir}",
+                      f"--ResilientExecute.timeout={TIMEOUT}")
+
+    def keep(p: subprocess.CompletedProcess) -> list:
+        return [p.args, p.returncode, p.stdout, p.stderr]
+
+    return {"dir": str(course), "want": want, "proc": keep(proc), "before": before,
+            "package": package, "feedback": keep(feedback), "export": keep(export),
+            "plain": keep(plain), "plain_scores": _gradebook_scores(course).get(plain_student),
             "run": json.loads((course / "grading" / A / "latest.json").read_text())}
 
 
@@ -240,9 +275,7 @@ def test_the_run_record_says_how_it_was_isolated(graded):
 
 def test_plain_nbgrader_autograde_is_sandboxed_too(graded):
     """Without `cudacourse grade`, nbgrader's execute step runs the same sandboxed checks."""
-    course = graded["dir"]
-    proc = _nbgrader(course, "autograde", A, "--student=forge_displayhook", "--force",
-                     f"--ResilientExecute.timeout={TIMEOUT}")
+    proc = graded["plain"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "running the sandboxed checks here" in proc.stderr
-    assert sum(_gradebook_scores(course)["forge_displayhook"].values()) == 0
+    assert graded["plain_scores"] and sum(graded["plain_scores"].values()) == 0

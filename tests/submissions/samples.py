@@ -253,10 +253,10 @@ while True:
     "memory_bomb": '''
 blocks = []
 try:
-    for _ in range(64):
-        blocks.append(bytearray(256 << 20))  # 16 GiB in all
+    for _ in range(16):
+        blocks.append(bytearray(1 << 30))  # 16 GiB in all
 except MemoryError:
-    print("MemoryError after", len(blocks) * 256, "MiB")
+    print("MemoryError after", len(blocks), "GiB")
 ''',
     "disk_fill": '''
 with open("fill.bin", "wb") as fh:
@@ -438,7 +438,7 @@ def build(sample: Sample, learner: nbformat.NotebookNode,
         if gid is None and cell.cell_type == "code" and sample.strip_demos:
             continue
         if gid in sample.edits:
-            cell.source = sample.edits[gid].replace(MASTER, solutions[gid])
+            cell.source = sample.edits[gid].replace(MASTER, solutions[gid].rstrip("\n") + "\n")
         elif cell.metadata.get("nbgrader", {}).get("solution"):
             if sample.wrong:
                 cell.source = WRONG_KERNEL if gid == KERNEL else f'{gid} = "z"\n'

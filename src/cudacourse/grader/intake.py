@@ -175,13 +175,17 @@ def stage(course_root: Path, assignment: str, student: str, staging: Path, *,
     if out.directory.exists():
         shutil.rmtree(out.directory)
     out.directory.mkdir(parents=True)
-    for name, master_path in masters.items():
-        nb = read_notebook(given[name])
-        master = nbformat.read(master_path, as_version=4)
-        staged = restore(nb, master, out.problems)
-        dest = out.directory / f"{name}.ipynb"
-        nbformat.write(staged, dest)
-        out.notebooks[name] = dest
+    try:
+        for name, master_path in masters.items():
+            nb = read_notebook(given[name])
+            master = nbformat.read(master_path, as_version=4)
+            staged = restore(nb, master, out.problems)
+            dest = out.directory / f"{name}.ipynb"
+            nbformat.write(staged, dest)
+            out.notebooks[name] = dest
+    except NotGraded:
+        shutil.rmtree(out.directory, ignore_errors=True)  # nothing half-staged is graded
+        raise
     for path in src.iterdir():  # data files a learner handed in (nbgrader copies them too)
         if path.suffix == ".ipynb" or not path.is_file() or path.is_symlink():
             continue

@@ -77,6 +77,7 @@ def nbgrader(course_root: str, *args: str, timeout: int = 600) -> subprocess.Com
     env = dict(os.environ)
     # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH.
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["CUDACOURSE_REQUIRE_GRADER"] = "1"  # nbgrader_config.py: no stock Execute fallback
     if env.get("PYTHONPATH"):  # it runs in the course root: relative entries would move
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in
                                             env["PYTHONPATH"].split(os.pathsep) if p)

@@ -233,8 +233,9 @@ def main() -> None:
             for i, src in enumerate(shared):
                 exec(compile(src, f"<master context {i}>", "exec"), ns)  # noqa: S102
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-            if getattr(sys.modules.get("cudacourse"), "MODE", "sim") == "gpu" or \
-                    not hasattr(os, "fork"):
+            on_gpu = getattr(sys.modules.get("cudacourse"), "MODE", None) == "gpu" or (
+                "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1")
+            if on_gpu or not hasattr(os, "fork"):
                 channel.write(json.dumps({"fork": False}) + "\n")
                 channel.flush()
                 os._exit(0)
