@@ -124,6 +124,8 @@ def rebuild(bundle: dict) -> dict:
     for unit in bundle["units"]:
         code = compile("\n" * (unit["lineno"] - 1) + unit["source"], unit["filename"], "exec")
         exec(code, ns)  # noqa: S102 - the learner's own function, rebuilt
+        if unit["name"] not in ns:
+            raise RuntimeError(f"the rebuilt source did not define {unit['name']}")
         fn = ns[unit["name"]]
         if unit["jit"] is not None:
             ns[unit["name"]] = cuda.jit(**_jit_keywords(unit["jit"]))(fn)

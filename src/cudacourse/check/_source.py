@@ -84,6 +84,10 @@ class _Builder:
         if node is None:  # e.g. a lambda: its source is the whole assignment line
             self.problems.append(f"{name} is not defined with def")
             return name
+        if node.name != fn.__code__.co_name:  # the file was edited since it was imported
+            self.problems.append(f"the source of {name} on disk is no longer the code that "
+                                 "runs (was its file edited? re-run the cell or re-import)")
+            return name
         lines = src.splitlines(keepends=True)
         body = "".join(lines[node.lineno - 1:node.end_lineno])  # the def, decorators left out
         first = fn.__code__.co_firstlineno
