@@ -269,13 +269,16 @@ def test_default_db_follows_the_course_config(tmp_path):
 
 
 def test_cudacourse_grade_runs_on_a_dask_local_cluster(tmp_path, capsys):
-    """The command instructors run: `cudacourse grade --executor ...:local_cluster`."""
+    """The command instructors run: `cudacourse grade --local-cluster 2`; it prints the
+    throughput."""
     from cudacourse import cli
 
     course = make_course(tmp_path)
     want = totals(submit(tmp_path, course, {"ann": "correct", "ben": "wrong_kernel"}))
-    rc = cli.main(["grade", ASSIGNMENT, "--course", str(tmp_path), "--workers", "2",
-                   "--executor", "cudacourse.grader.distributed:local_cluster",
+    rc = cli.main(["grade", ASSIGNMENT, "--course", str(tmp_path), "--local-cluster", "2",
                    "--timeout", str(TIMEOUT), "--no-feedback-run", "--no-progress"])
-    assert rc == 0, capsys.readouterr()
+    out = capsys.readouterr()
+    assert rc == 0, out
+    assert "2 submission(s) in" in out.out and "per minute" in out.out
+    assert "Dask LocalCluster of 2 worker process(es)" in out.out
     assert scores(distributed.default_db(tmp_path)) == pytest.approx(want)

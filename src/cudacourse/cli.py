@@ -188,7 +188,18 @@ def grade(args: argparse.Namespace) -> int:
     if args.db:
         options["db_url"] = args.db
     executor = None
-    if args.executor == "process":
+    how = f"{args.workers} {args.executor} worker(s)"
+    if args.local_cluster or args.scheduler:  # Dask distributed: one machine or many
+        from .grader import distributed
+
+        try:
+            executor = distributed.DaskExecutor(distributed.choice_from_args(argparse.Namespace(
+                local_cluster=args.local_cluster, scheduler=args.scheduler)))
+        except distributed.GradingSetupError as exc:
+            print(f"cudacourse grade: {exc}", file=sys.stderr)
+            return 2
+        how = executor.description
+    elif args.executor == "process":
         from concurrent.futures import ProcessPoolExecutor
 
         executor = ProcessPoolExecutor(max_workers=args.workers)
@@ -208,6 +219,11 @@ def grade(args: argparse.Namespace) -> int:
         if executor is not None:
             executor.shutdown(wait=True)
     print(report.table(run))
+    from .grader.distributed import Throughput
+
+    print(Throughput(len(run["results"]), float(run.get("seconds") or 0.0),
+                     {r["student"]: float(r.get("seconds") or 0.0) for r in run["results"]},
+                     how).summary())
     print(f"\nrun record: {Path(args.course) / 'grading' / args.assignment}/ "
           "(latest.json, status.csv, summary.txt)")
     return 0 if all(r["status"] == "graded" for r in run["results"]) else 1
@@ -269,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--no-feedback-run", action="store_true",
                    help="verdicts only: feedback then shows just the test cells' results")
     s.add_argument("--no-progress", action="store_true")
+    from .grader.distributed import add_arguments as _dask_arguments
+
+    _dask_arguments(s)  # --local-cluster N, --scheduler tcp://HOST:PORT
     s.set_defaults(f=grade)
     s = sub.add_parser("report", help="class report: scores and diagnoses per exercise, "
                        "near-identical kernels, LMS export")

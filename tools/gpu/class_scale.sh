@@ -69,7 +69,7 @@ print(f"wrote {n} submissions")
 PY
 
 if $PY -c "import distributed" 2>/dev/null; then
-  EXEC=(--executor cudacourse.grader.distributed:local_cluster)
+  EXEC=(--local-cluster "$WORKERS")
   HOW="Dask LocalCluster of $WORKERS worker processes"
 else
   EXEC=()
