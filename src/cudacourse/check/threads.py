@@ -1,4 +1,12 @@
-"""Checkers for lesson 2: a 2D mirror kernel, a grid-stride SAXPY and a warp-shuffle sum."""
+"""Checkers for lesson 2: a 2D mirror kernel, a grid-stride SAXPY and a warp-shuffle sum.
+
+Besides the numbers, each checks the technique its exercise teaches, from what every
+simulated thread did (``_observe``; on a GPU through the simulator replay): each element
+written once and each thread doing its share (not one thread, not every block, redoing
+the whole array), and a warp sum made of shuffles by all 32 lanes, with masks that name
+every lane taking part and no lane leaving before the shuffles (undefined behaviour that a
+GPU may happen to sum right).
+"""
 
 from __future__ import annotations
 

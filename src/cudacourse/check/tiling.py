@@ -1,12 +1,15 @@
 """Checkers for lesson 4's exercises: the shared-memory tiled matmul and the block sum.
 
-Both kernels use shared memory and barriers, so besides the numbers these checks look for
-races: every case runs more than once (a race gives different answers), and in the
-simulator shared memory starts out poisoned with a huge value, so a thread that reads a
-slot no thread has written yet (a missing ``cuda.syncthreads()``, or a tile slot left
-unloaded at the edge) produces an unmistakable result. The matmul check also counts the
-kernel's global-memory reads in the simulator (or asks the compiled kernel for its shared
-memory on a GPU): right numbers from a kernel that does not reuse tiles are not enough.
+Both kernels use shared memory and barriers, so besides the numbers these checks look at
+how they were made (``_observe``, in the simulator; on a GPU through the simulator
+replay, so the verdict is the same): every ``cuda.syncthreads()`` must be reached by every
+thread of the block (one inside ``if t < s`` is undefined behaviour); no shared slot may be
+written by one thread and used by another between the same two barriers (a race, even
+when the interleaving happened to give the right numbers); shared memory starts poisoned
+in every block, so a slot no thread stored (a partial tile left unfilled) is named; the
+matmul must read a and b about n / TILE times (tiles reused), the block sum must be a tree
+(no thread adding the block serially). On a GPU the numbers are also checked twice, since
+a race shows there as results that change from run to run.
 """
 
 from __future__ import annotations
