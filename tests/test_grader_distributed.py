@@ -10,6 +10,7 @@ files.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import shutil
@@ -281,4 +282,11 @@ def test_cudacourse_grade_runs_on_a_dask_local_cluster(tmp_path, capsys):
     assert rc == 0, out
     assert "2 submission(s) in" in out.out and "per minute" in out.out
     assert "Dask LocalCluster of 2 worker process(es)" in out.out
+    # the run is stamped with what graded it
+    from cudacourse.grader import provenance
+
+    (record,) = provenance.history(tmp_path, ASSIGNMENT)
+    assert f"provenance: {record}" in out.out
+    stamp = json.loads(record.read_text())["stamp"]
+    assert stamp["cudacourse"] and "cudacourse/check/vector.py" in stamp["scored_by"]
     assert scores(distributed.default_db(tmp_path)) == pytest.approx(want)

@@ -255,3 +255,4 @@ def test_a_regrade_after_a_checker_fix_lists_whose_scores_changed(reported):
     again = classreport.write(path, ASSIGNMENT, plot_png=False)
     assert len(provenance.history(path, ASSIGNMENT)) == 2
     assert "Unchanged since the last record" in again.text
+    assert "1 student(s) changed since the previous grading run: bob" in again.text

@@ -224,6 +224,16 @@ def grade(args: argparse.Namespace) -> int:
     print(Throughput(len(run["results"]), float(run.get("seconds") or 0.0),
                      {r["student"]: float(r.get("seconds") or 0.0) for r in run["results"]},
                      how).summary())
+    from .grader import provenance  # what graded this run; whose scores a regrade changed
+
+    try:
+        recorded, changed = provenance.record(args.course, args.assignment, args.db,
+                                              force=True)
+        print(f"provenance: {recorded}")
+        if len(provenance.history(args.course, args.assignment)) > 1:
+            print(provenance.format_changes(changed))
+    except (OSError, LookupError, ValueError) as exc:
+        print(f"cudacourse grade: provenance not recorded: {exc}", file=sys.stderr)
     print(f"\nrun record: {Path(args.course) / 'grading' / args.assignment}/ "
           "(latest.json, status.csv, summary.txt)")
     return 0 if all(r["status"] == "graded" for r in run["results"]) else 1

@@ -514,11 +514,17 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
 
         recorded, found = provenance.record(root, assignment,
                                             snap=provenance.snapshot_of(data, root))
-        regrade = ("\n## Since the previous grading run\n\n" +
-                   (provenance.format_changes(found) if recorded and len(
-                       provenance.history(root, assignment)) > 1 else
-                    "First record of this assignment." if recorded else
-                    "Unchanged since the last record.") + "\n")
+        runs = provenance.history(root, assignment)
+        if recorded is None and runs:  # the last grading run recorded it: show its changes
+            last = json.loads(runs[-1].read_text())
+            found = [provenance.Change(**c) for c in last.get("changes_since_previous", [])]
+            said = (f"Unchanged since the last record ({runs[-1].name}); that record "
+                    "found:\n" + provenance.format_changes(found)) if len(runs) > 1 else \
+                "Unchanged since the first record of this assignment."
+        else:
+            said = (provenance.format_changes(found) if len(runs) > 1 else
+                    "First record of this assignment.")
+        regrade = "\n## Since the previous grading run\n\n" + said + "\n"
     out = Path(out_dir) if out_dir else root / "grading" / assignment / "report"
     out.mkdir(parents=True, exist_ok=True)
     summaries = summarise(data)
