@@ -28,6 +28,7 @@ REQUIRED_RATIOS = {
     "attention_fused_vs_sdpa_f32_d128_causal_s16384", "attention_sdpa_bf16_vs_sdpa_f32",
     "attention_triton_bf16_vs_sdpa_bf16", "attention_softcap_fused_vs_torch_eager",
     "attention_softcap_fused_vs_flex", "attention_softcap_torch_eager_extra_gib",
+    "attention_fused_vs_unfused_d128", "attention_fused_vs_unfused_causal_s16384",
 }
 
 

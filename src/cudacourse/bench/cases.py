@@ -378,8 +378,9 @@ def _sdpa_backend(torch: Any, d: int, causal: bool, dtype: Any) -> str:
 
 
 def _torch_attention_cases(ctx: Ctx) -> list[Case]:
-    """PyTorch eager and SDPA (float32, bfloat16), Triton bf16 and the fused kernel, for
-    every shape of SIZES["attention_peers"] and the base shape of the attention entry."""
+    """PyTorch eager and SDPA (float32, bfloat16), Triton bf16, CuPy unfused and the fused
+    kernel, for every shape of SIZES["attention_peers"] and the attention entry's base shape
+    (whose fused and unfused cases that entry has)."""
     mod = _need("cudacourse.attention", "flash_attention")
     base = ctx.sizes["attention"]
     shapes = [(*base, False), *ctx.sizes["attention_peers"]]
@@ -437,6 +438,15 @@ def _torch_attention_cases(ctx: Ctx) -> list[Case]:
                             lambda: check(ctx, ctx.xp.asarray(out.float()), "Triton bf16",
                                           rtol=2e-2, atol=2e-2), **work)
 
+        def unfused(ctx: Ctx, shape=shape, causal=causal, check=check, work=work) -> Prepared:
+            q, k, v = _attention_inputs(ctx, shape)
+            res: list[Any] = []
+
+            def run() -> None:
+                res[:] = [mod.attention_unfused(q, k, v, causal=causal)]
+
+            return Prepared(run, lambda: check(ctx, res.pop(), "attention_unfused"), **work)
+
         def fused(ctx: Ctx, shape=shape, causal=causal, check=check, work=work) -> Prepared:
             q, k, v = _attention_inputs(ctx, shape)
             dq, dk, dv = (ctx.dev(t) for t in (q, k, v))
@@ -459,12 +469,16 @@ def _torch_attention_cases(ctx: Ctx) -> list[Case]:
                               f"Triton flash attention bfloat16 (beyond the course), {shp}",
                               triton, ratio=f"attention_triton_bf16_vs_sdpa_bf16{sfx}",
                               vs=f"attention_sdpa_bf16{sfx}", kind="compute", needs="torch"))
-        if sfx:  # the base shape's fused kernel is the attention entry's
+        if sfx:  # the base shape's fused and unfused kernels are the attention entry's
+            cases.append(Case(f"attention_unfused{sfx}", f"attention, unfused (CuPy), {shp}",
+                              unfused, kind="compute", needs="cupy"))
             cases.append(Case(f"attention_fused{sfx}", f"attention, fused (Numba), {shp}",
                               fused, ratio=f"attention_fused_vs_torch_eager{sfx}",
                               vs=f"attention_torch_eager{sfx}", kind="compute",
                               more=((f"attention_fused_vs_sdpa_f32{sfx}",
-                                     f"attention_sdpa_f32{sfx}"),)))
+                                     f"attention_sdpa_f32{sfx}"),
+                                    (f"attention_fused_vs_unfused{sfx}",
+                                     f"attention_unfused{sfx}"))))
     return cases
 
 
