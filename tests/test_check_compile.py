@@ -76,6 +76,14 @@ def kern_plain_call(a, b, out):
 
 
 @cuda.jit
+def kern_np_zeros(a, b, out):
+    i = cuda.grid(1)
+    scratch = np.zeros(4, np.float32)
+    if i < out.size:
+        out[i] = a[i] + scratch[0]
+
+
+@cuda.jit
 def kern_string(a, b, out):
     i = cuda.grid(1)
     if i < out.size:
@@ -111,7 +119,8 @@ def test_a_right_kernel_compiles_and_reports_resources():
     (kern_sum_list, "sum() of a list is not supported on the GPU", ""),
     (kern_plain_call, "calls the plain Python function helper", "helper(a[i])"),
     (kern_string, "strings (f-strings, str(), .format) do not exist on the GPU", ""),
-], ids=["np.dot", "return", "sum-list", "plain-call", "str"])
+    (kern_np_zeros, "use cuda.local.array(size, float32)", "np.zeros(4, np.float32)"),
+], ids=["np.dot", "return", "sum-list", "plain-call", "str", "np.zeros"])
 def test_what_sm90_refuses_is_refused_in_plain_words(kernel, phrase, line):
     with pytest.raises(CheckFailure) as info:
         E.launch(kernel, 1, 64, *_args(), name="vector_add")
@@ -182,6 +191,8 @@ def test_arguments_are_typed_as_numba_types_them():
      "calls the plain Python function f"),
     ("Untyped global name 'pd': Cannot determine Numba type of <class 'module'>",
      "the kernel uses pd"),
+    ("Unknown attribute 'prod' of type Module(<module 'math' (built-in)>)",
+     "kernels cannot use math.prod"),
     ("something new and strange\nmore", "the GPU compiler refused the kernel: something new"),
 ])
 def test_compiler_messages_in_plain_words(error, phrase):

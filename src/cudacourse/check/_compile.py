@@ -375,8 +375,16 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
         if not line or f".{name}" not in line:
             hit = re.search(rf"^.*\b(?:np|numpy)\.{name}\b.*$", source, re.M)
             line = hit.group(0).strip() if hit else line
+        if name in ("zeros", "empty", "ones", "array", "full", "zeros_like", "empty_like"):
+            return (f"kernels cannot call numpy.{name}: a GPU thread cannot allocate arrays; "
+                    "use cuda.local.array(size, float32) (per thread) or cuda.shared.array "
+                    "(per block) with a constant size", line)
         return (f"kernels cannot call numpy.{name}: a GPU thread has no NumPy; compute it "
                 "with loops and arithmetic on array elements (math.* works)", line)
+    other = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", error)
+    if other:
+        return (f"kernels cannot use {other.group(2)}.{other.group(1)}: the GPU compiler does "
+                "not support it", line)
     if kind == "ptxas":
         return ("ptxas (the GPU assembler) refused the kernel: " + error[-300:], line)
     for pat, words in _RULES:
