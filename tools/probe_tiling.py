@@ -248,7 +248,7 @@ for v in TR.TRANSPOSE_VARIANTS:
 for cfg in [(32, 4, 1), (32, 16, 1), (32, 32, 1), (64, 4, 1), (64, 8, 1), (64, 16, 1), (32, 8, 2)]:
     def one_t(cfg=cfg):
         kern = TR._make_tiled(*cfg)
-        t_ = kern.tile
+        t_ = kern.tile[0]  # (rows, cols), square here
         return run_transpose(kern, lambda mm, nn: ((-(-nn // t_), -(-mm // t_)), kern.block))
 
     guarded("transpose", "cfg_" + "_".join(map(str, cfg)), one_t)

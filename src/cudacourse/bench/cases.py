@@ -703,6 +703,8 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
 ]}
 from .cases_science import entries as _science_entries  # noqa: E402 - lesson 6, needs Entry
 ENTRIES.update((e.name, e) for e in _science_entries(Entry))
+from .cases_launch import ENTRY as _launch_entry  # noqa: E402 - lesson 3, needs Entry
+ENTRIES[_launch_entry.name] = _launch_entry
 
 
 def select(only: str | None) -> list[str]:
