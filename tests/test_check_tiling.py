@@ -551,6 +551,22 @@ def sum_np_sum(x, partial):
 
 
 @cuda.jit
+def sum_shared_atomic(x, partial):
+    """Right sums, no tree: every thread adds into slot 0 with an atomic."""
+    sh = cuda.shared.array(1, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if t == 0:
+        sh[0] = 0.0
+    cuda.syncthreads()
+    if i < x.shape[0]:
+        cuda.atomic.add(sh, 0, x[i])
+    cuda.syncthreads()
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
 def sum_right_shuffle_tail(x, partial):
     """Right, written differently: the tree in shared memory down to one warp, then shuffles."""
     sh = cuda.shared.array(TPB, float32)
@@ -610,6 +626,7 @@ SUM_WRONG = {
     "thread 0 adds serially": (sum_serial_thread0, "serially"),
     "thread 0 reads x serially": (sum_serial_global, "serially"),
     "thread 0 calls np.sum": (sum_np_sum, "serially"),
+    "atomics into one slot": (sum_shared_atomic, "atomic additions"),
 }
 
 

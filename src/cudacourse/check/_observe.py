@@ -408,6 +408,8 @@ class Observation:
         self.barriers: dict[tuple, list] = defaultdict(list)  # thread -> barrier lines
         self.barrier_file: dict[int, str] = {}
         self.shuffles: dict[tuple, int] = defaultdict(int)
+        self.atomics: dict[tuple, int] = defaultdict(int)  # block -> atomic operations
+        self._in_atomic: set = set()  # threads inside an atomic (its accesses do not race)
         self.shared_reads: dict[tuple, int] = defaultdict(int)
         self.shared_writes: dict[tuple, int] = defaultdict(int)
         self.returned: list[tuple[tuple, Any]] = []
@@ -512,6 +514,8 @@ class Observation:
                 return
             return  # views (slices of shared arrays) are not followed
         k = _key(t)
+        if k in self._in_atomic:  # an atomic read-modify-write is ordered by the hardware
+            return
         try:
             slots = _flat_slots(meta["shape"], idx)
         except (IndexError, TypeError, ValueError):
@@ -686,6 +690,26 @@ def observing() -> Iterator[Observation]:
             return _inner(*args, **kwargs)
 
         patch(kernelapi.FakeCUDAModule, name, staticmethod(counted))
+
+    for name, fn in list(kernelapi.FakeCUDAAtomic.__dict__.items()):
+        if name.startswith("_") or not callable(fn):
+            continue
+
+        def atomic(self, *args, _fn=fn, **kwargs):
+            t = threading.current_thread()
+            if not hasattr(t, "threadIdx"):
+                return _fn(self, *args, **kwargs)
+            k = _key(t)
+            with obs.lock:
+                obs.atomics[k[0]] += 1
+                obs._in_atomic.add(k)
+            try:
+                return _fn(self, *args, **kwargs)
+            finally:
+                with obs.lock:
+                    obs._in_atomic.discard(k)
+
+        patch(kernelapi.FakeCUDAAtomic, name, atomic)
 
     orig_run = sim_kernel.BlockManager.__dict__["run"]
 

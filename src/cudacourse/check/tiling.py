@@ -312,12 +312,12 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False,
             runs.append(out.result())
         for got in runs:
             _diagnose_sum(got, want, x, n, blocks, ctx, obs)
+        _check_tree(obs, ctx)  # before comparing runs: atomics also change the float order
         if not E._array_equal(runs[0], runs[1]):
             O.fail("missing_barrier",
                    "block_sum gave different results for the same input: a race. Is "
                    "there a cuda.syncthreads() after the loads and after every level of "
                    "the tree?", ctx)
-        _check_tree(obs, ctx)
     return cases
 
 
@@ -326,6 +326,15 @@ def _check_tree(obs: O.Observation, ctx: dict) -> None:
     TREE_READS shared slots (a serial sum by thread 0 reads TPB of them)."""
     if not obs.live:
         return
+    if obs.atomics and max(obs.atomics.values()) > TPB // 32:
+        block = max(obs.atomics, key=obs.atomics.get)
+        O.fail("no_tree",
+               f"block {O._dims(block)} made {obs.atomics[block]} atomic additions: its "
+               "threads add into one place one after another (the hardware serializes "
+               "atomics on one address), which is not a tree. Store each element in shared "
+               "memory and halve the number of active threads at each level (threads t < s "
+               "add slot t + s into slot t), with cuda.syncthreads() between the levels.",
+               ctx)
     who, most = obs.log("x").busiest_reader()
     if most > 2:
         O.fail("no_tree",
@@ -333,6 +342,10 @@ def _check_tree(obs: O.Observation, ctx: dict) -> None:
                "made serially, not by a tree. Each thread loads its own element into shared "
                "memory; then, for s = TPB // 2, TPB // 4, ..., 1, threads t < s add slot t + s "
                "into slot t, with cuda.syncthreads() between the levels.", ctx)
+    if not obs.shared_reads and not obs.shuffles:
+        O.fail("no_tree",
+               "block_sum used neither shared memory nor warp shuffles: the exercise is a "
+               "tree in a cuda.shared.array of TPB slots, one per thread.", ctx)
     if obs.shared_reads:
         who = max(obs.shared_reads, key=obs.shared_reads.get)
         most = obs.shared_reads[who]
@@ -343,8 +356,6 @@ def _check_tree(obs: O.Observation, ctx: dict) -> None:
                    "one thread adds the block serially. Halve the number of active threads "
                    "at each level instead: threads t < s add slot t + s into slot t, for s = "
                    "TPB // 2 down to 1, with cuda.syncthreads() between the levels.", ctx)
-    elif obs.shuffles and max(obs.shuffles.values()) >= 5:
-        return  # a whole-block shuffle reduction without shared memory: still a tree
 
 
 def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
