@@ -20,6 +20,7 @@ pytestmark = pytest.mark.lesson4
 
 TILE = T.TILE
 TPB = T.TPB
+WARPS = TPB // 32  # a shared array's size must be a constant the compiler sees
 
 
 # --- tiled matmul: right answers ---------------------------------------------------------
@@ -589,6 +590,28 @@ def sum_right_shuffle_tail(x, partial):
 
 
 @cuda.jit
+def sum_right_warps_then_warp(x, partial):
+    """Right, written differently: each warp sums by shuffles, warp 0 sums the warps' sums."""
+    sh = cuda.shared.array(WARPS, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    v = x[i] if i < x.shape[0] else float32(0.0)
+    off = 16
+    while off > 0:
+        v += cuda.shfl_xor_sync(0xFFFFFFFF, v, off)
+        off //= 2
+    if t % 32 == 0:
+        sh[t // 32] = v
+    cuda.syncthreads()
+    if t < 32:
+        w = sh[t] if t < WARPS else float32(0.0)
+        for o in (16, 8, 4, 2, 1):
+            w += cuda.shfl_down_sync(0xFFFFFFFF, w, o)
+        if t == 0:
+            partial[cuda.blockIdx.x] = w
+
+
+@cuda.jit
 def sum_right_for_levels(x, partial):
     """Right, written differently: a for loop over the levels, strides from a shift."""
     sh = cuda.shared.array(TPB, float32)
@@ -644,7 +667,8 @@ def test_block_sum_causes():
 
 
 @pytest.mark.parametrize("kernel", [sum_right, sum_right_grid_stride, sum_right_interleaved,
-                                    sum_right_shuffle_tail, sum_right_for_levels])
+                                    sum_right_shuffle_tail, sum_right_for_levels,
+                                    sum_right_warps_then_warp])
 def test_block_sum_accepts(kernel):
     cudacourse.check.check_block_sum(kernel, seed=6)
     cudacourse.check.check_block_sum(kernel, hidden=True, seed=7)
