@@ -197,6 +197,7 @@ def test_stamp_names_version_commit_and_scoring_files(tmp_path):
     assert s["cudacourse"] not in ("", "not installed") and s["nbgrader"] == "0.9.6"
     assert "cudacourse/check/vector.py" in s["scored_by"]
     assert "cudacourse/grader/verdict.py" in s["scored_by"]
+    assert "cudacourse/grader/classreport.py" not in s["scored_by"]  # moves no score
     if s["code"]["commit"] is not None:  # a git checkout (not an installed wheel)
         assert len(s["code"]["commit"]) == 40 and isinstance(s["code"]["dirty"], bool)
 

@@ -37,6 +37,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/cudacourse
 # What decides a score, inside the package.
 SCORED_BY = ("check/*.py", "grader/*.py", "grading.py", "grading_audit.py", "quiz.py",
              "quizzes/*.toml")
+# In grader/, but they only schedule, report or record: a change there moves no score.
+NOT_SCORING = {"cudacourse/grader/classreport.py", "cudacourse/grader/distributed.py",
+               "cudacourse/grader/provenance.py", "cudacourse/grader/report.py"}
 
 
 def _v(name: str) -> str:
@@ -82,7 +85,9 @@ def stamp(course_root: str | os.PathLike | None = None,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cudacourse": _v("cudacourse"), "nbgrader": _v("nbgrader"),
         "python": platform.python_version(), "host": socket.gethostname(),
-        "code": git_state(PACKAGE_DIR), "scored_by": file_hashes(PACKAGE_DIR, SCORED_BY),
+        "code": git_state(PACKAGE_DIR),
+        "scored_by": {k: v for k, v in file_hashes(PACKAGE_DIR, SCORED_BY).items()
+                      if k not in NOT_SCORING},
     }
     if course_root is not None:
         root = Path(course_root).resolve()
