@@ -87,7 +87,8 @@ def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
     """``E.compare`` with this module's dict contexts, re-raised as a structured failure."""
     __tracebackhide__ = True
     try:
-        E.compare(got, want, context=ctx_text(context), **kwargs)
+        E.compare(got, want, context=context if isinstance(context, dict) else
+                  ctx_text(context), **kwargs)
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None) and getattr(exc, "context", None) is not None:
             raise
