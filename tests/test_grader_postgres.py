@@ -196,3 +196,21 @@ def test_the_export_comes_out_of_postgres(graded):
     assert sorted(rows) == sorted(CLASS)
     assert float(rows["fay"]["late_submission_penalty"]) > 0
     assert rows["fay"]["duedate"].startswith("2026-11-01 23:59")
+
+
+def test_the_class_report_comes_out_of_postgres(graded):
+    import csv
+
+    from cudacourse.grader import classreport
+
+    report = classreport.write(graded["path"], ASSIGNMENT, db_url=graded["db"], plot_png=False)
+    with open(report.files["lms"]) as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    assert sorted(rows) == sorted(CLASS)
+    want = totals(graded["want"])
+    fay = rows["fay"]
+    assert float(fay["late_penalty"]) == pytest.approx(
+        want["fay"] * PERCENT_PER_DAY * LATE_DAYS / 100)
+    assert float(fay["score"]) == pytest.approx(want["fay"] - float(fay["late_penalty"]))
+    assert "late: 1." in report.text  # one late submission in the class line
+    assert all(s.graded == len(CLASS) for s in report.summaries)
