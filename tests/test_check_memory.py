@@ -599,11 +599,10 @@ def test_pipeline_rejects(fn, phrase):
 
 # --- the tracer itself ------------------------------------------------------------------
 
-def test_each_check_prints_one_success_line(capsys):
-    check.check_gpu_scale(scale_right, seed=1)
-    check.check_smooth_on_device(smooth_right, seed=1)
-    check.check_pipelined_scale(pipe_right, seed=1)
-    lines = capsys.readouterr().out.strip().splitlines()
+def test_each_check_returns_one_success_line():
+    lines = [check.check_gpu_scale(scale_right, seed=1),
+             check.check_smooth_on_device(smooth_right, seed=1),
+             check.check_pipelined_scale(pipe_right, seed=1)]
     assert [ln.split(":")[0] for ln in lines] == ["gpu_scale passes", "smooth_on_device passes",
                                                  "pipelined_scale passes"], lines
     assert all(ln.endswith("hidden cases next") for ln in lines), lines

@@ -99,13 +99,13 @@ def cause_of(exc: BaseException) -> str:
     return str(getattr(exc, "cause", "") or "")
 
 
-def passed(name: str, *facts: str, hidden: bool = False) -> None:
-    """The one success line a check cell prints, naming what was verified."""
+def passed(name: str, *facts: str, hidden: bool = False) -> str:
+    """The one success line a checker returns (a notebook cell shows it), naming what was
+    verified."""
     make = getattr(E, "passes", None)
     if make is not None:
-        print(make(name, *facts, hidden=hidden))
-    else:
-        print(f"{name} passes: {', '.join(facts)}" + ("" if hidden else "; hidden cases next"))
+        return make(name, *facts, hidden=hidden)
+    return f"{name} passes: {', '.join(facts)}" + ("" if hidden else "; hidden cases next")
 
 
 # --- poisoned outputs whose "never written" cannot be confused with a computed NaN ------

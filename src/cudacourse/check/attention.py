@@ -106,7 +106,7 @@ def _step_cases(gen: Any, n: int) -> dict[str, Any]:
     return dict(m=m, l=l, acc=acc, s=s, v=v)
 
 
-def check_online_update(update: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_online_update(update: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check one step of the online softmax: new max, rescaled sum, rescaled accumulator.
 
     Expected: m' = max(m, s); alpha = exp(m - m'); p = exp(s - m');
@@ -172,7 +172,7 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
     E.compare(res, want, name="acc / l after a row", rtol=1e-4, atol=1e-4,
               formula="the softmax-weighted average of v",
               context="scores up to +-3000, streamed one at a time")
-    O.passed("online_update", f"{n} single steps (4 of them starting a row)",
+    return O.passed("online_update", f"{n} single steps (4 of them starting a row)",
              f"{rows} rows of {cols} scores up to +-3000 streamed one at a time",
              hidden=hidden)
 
@@ -352,7 +352,7 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False,
     return cases
 
 
-def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check the fused attention kernel (one thread per query row, tiles of 16 keys).
 
     Sequence lengths are not multiples of the tile, causal and not, several heads, scales
@@ -364,6 +364,6 @@ def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = No
     E.require_kernel(kernel, "flash_rows", 6)
     O.replay(_flash_rows_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
     cases = _flash_rows_cases(kernel, hidden=hidden, seed=seed)
-    O.passed("flash_rows", f"{len(cases)} shapes (causal and not, partial last tiles)",
+    return O.passed("flash_rows", f"{len(cases)} shapes (causal and not, partial last tiles)",
              "scales other than 1/sqrt(d)", "scores of magnitude ~1000",
              "k and v read through the shared tiles", hidden=hidden)

@@ -116,7 +116,7 @@ def _read_after_sync(result: E._np.ndarray, trace: Trace, name: str, ctx: str) -
 
 # --- exercise 1: the whole lifecycle -----------------------------------------------------------
 
-def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check ``fn(x, alpha)`` returns ``alpha * x`` as a NumPy array, computed on the GPU.
 
     Required: the kernel gets device arrays (no implicit copies), the result comes back to
@@ -146,7 +146,7 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         E.compare(result, want, name="the result", formula="alpha * x[i]", block=block,
                   context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
                                              "alpha + x[i]": x + a32, "x[i] / alpha": x / a32})
-    O.passed("gpu_scale", f"{len(cases)} sizes with different alphas",
+    return O.passed("gpu_scale", f"{len(cases)} sizes with different alphas",
              "device arrays passed to the kernel", "the result copied back after the launch",
              "nothing left running", hidden=hidden)
 
@@ -164,7 +164,7 @@ def _smooth_ref(x: E._np.ndarray, steps: int) -> E._np.ndarray:
 
 
 def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
-                           seed: int | None = None) -> None:
+                           seed: int | None = None) -> str:
     """Check ``fn(x, steps)`` applies ``steps`` smoothing steps with the data kept on the GPU.
 
     Required: one copy to the device and one back whatever ``steps`` is, one launch per
@@ -227,7 +227,7 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
         E.compare(result, want, name="the result", formula=f"{steps} smoothing steps",
                   block=launches[0].block if launches else None, context=ctx,
                   alternatives=alts)
-    O.passed("smooth_on_device", f"{len(cases)} cases of 1 to 6 steps",
+    return O.passed("smooth_on_device", f"{len(cases)} cases of 1 to 6 steps",
              "one copy in and one copy back whatever the steps", "one launch per step",
              "two buffers swapped, no allocation in the loop", hidden=hidden)
 
@@ -235,7 +235,7 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
 # --- exercise 3: a pipeline over streams ----------------------------------------------------------
 
 def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
-                          seed: int | None = None) -> None:
+                          seed: int | None = None) -> str:
     """Check ``fn(x, alpha, n_chunks, n_streams)`` pipelines ``alpha * x`` over streams.
 
     Required: the right result, also when ``n_chunks`` does not divide ``len(x)``; every
@@ -298,7 +298,7 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
                        "memory, so the driver stages such copies through a pinned buffer and "
                        "they stop being asynchronous. Stage the data in cuda.pinned_array "
                        f"buffers and copy those", ctx)
-    O.passed("pipelined_scale", f"{len(cases)} cases, chunks that do not divide n",
+    return O.passed("pipelined_scale", f"{len(cases)} cases, chunks that do not divide n",
              "copies and launches spread over the streams, from pinned memory",
              "no buffer shared without ordering", "results read after the synchronization",
              hidden=hidden)

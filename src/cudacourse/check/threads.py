@@ -48,7 +48,7 @@ def _mirror_written_mask(shape: tuple, grid: tuple, block: tuple, swapped: bool)
     return mask
 
 
-def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check ``kernel(img, out)`` writes ``out[r, c] = img[r, W - 1 - c]`` for a 2D launch
     with ``block = (bx, by)`` over (x = columns, y = rows).
 
@@ -61,7 +61,7 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
     E.require_kernel(kernel, "mirror", 2)
     O.replay(_mirror_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
     cases = _mirror_cases(kernel, hidden=hidden, seed=seed)
-    O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
+    return O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
              "a spare block row and column", "each pixel written once, by its own thread",
              hidden=hidden)
 
@@ -140,7 +140,7 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False,
 
 # --- exercise 2: a grid-stride SAXPY ---------------------------------------------------------
 
-def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check ``kernel(a, x, y, out)`` writes ``out[i] = a * x[i] + y[i]`` for every i with
     a grid-stride loop: the launch has fewer threads than elements on purpose, and also more
     (a kernel must handle both). Each element must be written once, and each thread must
@@ -149,7 +149,7 @@ def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -
     E.require_kernel(kernel, "saxpy", 4)
     O.replay(_saxpy_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
     cases = _saxpy_cases(kernel, hidden=hidden, seed=seed)
-    O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
+    return O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
              "each element written once", "each thread doing its share of the grid-stride loop",
              hidden=hidden)
 
@@ -239,7 +239,7 @@ def _warp_sums(x: Any) -> Any:
 SHUFFLE_STEPS = 5  # log2(32): a warp's 32 values need 5 shuffle rounds
 
 
-def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check ``kernel(x, out)`` writes ``out[w] = x[32 w] + ... + x[32 w + 31]`` (missing
     elements past the end count as 0), one warp per group, summed with warp shuffles.
 
@@ -252,7 +252,7 @@ def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None
     E.require_kernel(kernel, "warp_sum", 2)
     O.replay(_warp_sum_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
     cases = _warp_sum_cases(kernel, hidden=hidden, seed=seed)
-    O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
+    return O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
              "several warps per block and a spare block",
              f"every lane reading its own element and taking part in {SHUFFLE_STEPS} or more "
              "shuffle rounds", hidden=hidden)

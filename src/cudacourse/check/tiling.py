@@ -125,7 +125,7 @@ def _matmul_oob(recs: list, m: int, k: int, n: int) -> tuple[str, str]:
             "of a or b (row >= m, column >= k, ...), store 0.0 in the tile instead of reading.")
 
 
-def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check ``kernel(a, b, c)``: c = a @ b, launched with TILE x TILE blocks, grid
     (ceil(n / TILE), ceil(m / TILE)), x along columns; shapes need not be tile multiples.
 
@@ -136,7 +136,7 @@ def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = 
     E.require_kernel(kernel, "tiled_matmul", 3)
     O.replay(_tiled_matmul_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
     cases = _tiled_matmul_cases(kernel, hidden=hidden, seed=seed)
-    O.passed("tiled_matmul", f"{len(cases)} shapes with partial tiles",
+    return O.passed("tiled_matmul", f"{len(cases)} shapes with partial tiles",
              "barriers reached by every thread, no shared-memory race",
              "tiles reused from shared memory", hidden=hidden)
 
@@ -267,7 +267,7 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
 TREE_READS = 3 * int(math.log2(TPB))  # shared-memory reads one thread makes in a tree, at most
 
 
-def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check ``kernel(x, partial)``: partial[b] = the sum of x[b*TPB : (b+1)*TPB] (elements
     past the end count as 0), launched with ceil(n / TPB) blocks of TPB threads.
 
@@ -280,7 +280,7 @@ def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     E.require_kernel(kernel, "block_sum", 2)
     O.replay(_block_sum_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
     cases = _block_sum_cases(kernel, hidden=hidden, seed=seed)
-    O.passed("block_sum", f"{len(cases)} lengths with a partial last block", "each run twice",
+    return O.passed("block_sum", f"{len(cases)} lengths with a partial last block", "each run twice",
              "a tree in shared memory", "barriers reached by every thread, no race",
              hidden=hidden)
 

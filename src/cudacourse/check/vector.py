@@ -8,7 +8,7 @@ from . import _engine as E
 from . import _observe as O
 
 
-def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> None:
+def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check ``kernel(a, b, out)`` computes ``out[i] = a[i] + b[i]`` for every i.
 
     Sizes are not multiples of the block size, the grid has a spare block, outputs start as
@@ -21,7 +21,7 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
     E.require_kernel(kernel, "vector_add", 3)
     O.replay(_vector_add_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
     cases = _vector_add_cases(kernel, hidden=hidden, seed=seed)
-    O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
+    return O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
              f"{len({t for _, t in cases})} block sizes", "a spare block each",
              "each element written once, by its own thread", hidden=hidden)
 
