@@ -137,7 +137,9 @@ def _function_ast(fn: Any) -> ast.FunctionDef | None:
         return None
     for node in mod.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return node
+            # A file edited since it was imported gives another function's text: distrust it.
+            code = getattr(fn, "__code__", None)
+            return node if code is None or node.name == code.co_name else None
     return None
 
 
