@@ -11,7 +11,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export CUDACOURSE_DEVICE=gpu
+export CUDACOURSE_DEVICE=${CUDACOURSE_DEVICE:-gpu}  # =sim for a dry run without a GPU
 python3 - <<'PY' 2>&1 | tee "$OUT/checks_engine.log"
 import cudacourse
 from cudacourse.check import _compile
