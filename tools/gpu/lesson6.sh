@@ -46,6 +46,7 @@ grep -E "notebook |executed in|MLUPS|of copy|steps of|parabola|mass|angle|exit" 
   | tee -a "$OUT/lesson6.log"
 (cd /tmp/nb6 && tar czf "$OUT/lesson6_nb.tar.gz" .)
 
+if [ -z "${SKIP_BENCH:-}" ]; then  # session_bench.sh runs the whole bench itself
 log "bench"
 t0=$(date +%s)
 CUDACOURSE_BENCH_PROG="python3 -m cudacourse.bench" timeout 100 python3 -m cudacourse.bench \
@@ -67,4 +68,5 @@ print("fastest stencil config:", best)
 best = max((v, k) for k, v in ratios.items() if k.startswith("lbm") and k.endswith("_vs_copy"))
 print("fastest LBM block:", best)
 PY
+fi
 log "done"
