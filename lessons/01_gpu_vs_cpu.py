@@ -178,7 +178,6 @@ def vector_add(a, b, out):
 
 # %% [tests] id=test_vector_add points=3
 cudacourse.check.check_vector_add(vector_add)
-print("vector_add passes the checks")
 ### BEGIN HIDDEN TESTS
 cudacourse.check.check_vector_add(vector_add, hidden=True)
 ### END HIDDEN TESTS

@@ -171,9 +171,10 @@ fig = viz.plot_reads(n=4096, tiles=(16, 32, 64, 128))
 #    shapes are not multiples of TILE); barrier; accumulate `TILE` products; barrier;
 # 3. write `c[row, col]` if it is inside c.
 #
-# The checker tries shapes that are not tile multiples, runs each twice (a race gives two
-# answers), and counts your global reads: a kernel without tiles is refused even when its
-# numbers are right.
+# The checker tries shapes that are not tile multiples, watches every thread's shared-memory
+# reads and writes between barriers (a slot one thread reads while another may still be
+# writing it is a race, whatever order the threads happened to run in), and counts your
+# global reads: a kernel without tiles is refused even when its numbers are right.
 
 # %% [solution] id=tiled_matmul
 @cuda.jit
