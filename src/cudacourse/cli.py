@@ -303,8 +303,6 @@ def main(argv: list[str] | None = None) -> int:
                        "near-identical kernels, LMS export")
     s.add_argument("assignment")
     s.add_argument("--course", default=".", help="course root (default .)")
-    s.add_argument("--memory-mb", type=int, default=4096,
-                   help="memory per sandboxed process (0: no limit; default 4096)")
     s.add_argument("--db", help="gradebook URL (default sqlite:///COURSE/gradebook.db)")
     s.add_argument("--out", help="where to write (default COURSE/grading/ASSIGNMENT/report)")
     s.add_argument("--similarity", type=float, default=0.92,
