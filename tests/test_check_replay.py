@@ -81,6 +81,22 @@ def test_bundle_carries_constants_modules_and_device_functions():
     assert ns["OFFSET"] == 1.0 and ns["plus_one"].__name__ == "plus_one"
 
 
+NEG_INF = -math.inf
+NAN32 = np.float32("nan")
+
+
+def uses_special_floats(x):
+    return max(x, NEG_INF) + 0 * NAN32
+
+
+def test_bundle_carries_infinities_and_nans():
+    b = _source.bundle(uses_special_floats)
+    assert b["problems"] == []
+    ns = _exec(b)
+    assert ns["NEG_INF"] == -math.inf and np.isnan(ns["NAN32"])
+    assert ns["NAN32"].dtype == np.float32
+
+
 def test_bundle_carries_arrays_imports_and_closures():
     b = _source.bundle(uses_math_and_table, make_scaled(2.5))
     assert b["problems"] == []

@@ -25,6 +25,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import math
 import textwrap
 import types
 from typing import Any
@@ -127,12 +128,17 @@ class _Builder:
             self.prelude.append(f"import {value.__name__}\n"
                                 f"{ref} = __import__('sys').modules[{value.__name__!r}]")
             return
+        if isinstance(value, float) and not math.isfinite(value):
+            self.prelude.append(f"{ref} = float({repr(value)!r})")  # inf, -inf, nan
+            return
         if isinstance(value, _SCALARS) or _is_literal(value):
             self.prelude.append(f"{ref} = {value!r}")
             return
         if isinstance(value, _np.generic):
+            item = value.item()
+            text = f"float({repr(item)!r})" if isinstance(item, float) else repr(item)
             self.prelude.append(f"{ref} = __import__('numpy').dtype({value.dtype.str!r})"
-                                f".type({value.item()!r})")
+                                f".type({text})")
             return
         if isinstance(value, _np.ndarray):
             if value.nbytes > MAX_ARRAY_BYTES or value.dtype.kind not in "biufc":
