@@ -342,3 +342,39 @@ def test_a_child_that_cannot_start_is_a_failure_not_a_pass(monkeypatch):
     monkeypatch.setattr(subprocess, "run", forbidden)
     failure = R.replay(R.selfcheck_plus_one, plus_one, n=40, block=32)
     assert failure.cause == "replay_error" and "could not be started" in str(failure)
+
+
+CATALOGUES = ("test_check_vector", "test_check_threads", "test_check_tiling",
+              "test_check_memory", "test_check_attention", "test_check_science")
+
+
+def test_every_function_of_the_catalogues_can_be_rebuilt_in_a_child():
+    """On a GPU each of these is replayed in the simulator from its source: none may be
+    refused for want of a constant, a device function or an array it reads."""
+    import importlib
+    import types
+
+    from cudacourse.check import _origin
+
+    failures, count = [], 0
+    for modname in CATALOGUES:
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError as exc:  # a catalogue being renamed: say so, do not hide it
+            failures.append(f"{modname}: {exc}")
+            continue
+        for name, value in vars(mod).items():
+            plain = (isinstance(value, types.FunctionType) and value.__module__ == modname
+                     and not name.startswith("test_"))
+            if not (_origin.is_dispatcher(value) or plain):
+                continue
+            count += 1
+            b = _source.bundle(value)
+            if b["problems"]:
+                failures.append(f"{modname}.{name}: {b['problems']}")
+                continue
+            try:
+                _exec(b)
+            except Exception as exc:  # noqa: BLE001 - any way of failing to rebuild
+                failures.append(f"{modname}.{name}: {type(exc).__name__}: {exc}")
+    assert count > 100 and not failures, failures

@@ -103,13 +103,20 @@ def setup_offline_sm90(tk: dict, src_dir: str = _SRC) -> None:
 # --- rebuilding the learner's functions -----------------------------------------------------
 
 def rebuild(bundle: dict) -> dict:
-    """Execute a bundle from ``_source.bundle``; returns the namespace it defined."""
+    """Execute a bundle from ``_source.bundle``; returns the namespace it defined.
+
+    Constants and arrays first: a def evaluates its defaults when it runs."""
+    import base64
+
     import numpy as np
     from numba import cuda
 
     ns: dict = {"__name__": "__learner__", "__builtins__": __builtins__}
     for stmt in bundle["prelude"]:
         exec(stmt, ns)  # noqa: S102 - imports and constants the learner's code refers to
+    for name, blob in bundle.get("arrays", {}).items():
+        ns[name] = np.frombuffer(base64.b64decode(blob["data"]), dtype=blob["dtype"]) \
+            .reshape(blob["shape"]).copy()
     files: dict[str, list[str]] = {}
     for unit in bundle["units"]:
         lines = files.setdefault(unit["filename"], [])
@@ -131,11 +138,6 @@ def rebuild(bundle: dict) -> dict:
             ns[unit["name"]] = cuda.jit(**_jit_keywords(unit["jit"]))(fn)
     for alias, target in bundle["aliases"].items():
         ns[alias] = ns[target]
-    for name, blob in bundle.get("arrays", {}).items():
-        import base64
-
-        ns[name] = np.frombuffer(base64.b64decode(blob["data"]), dtype=blob["dtype"]) \
-            .reshape(blob["shape"]).copy()
     return ns
 
 
