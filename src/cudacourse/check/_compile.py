@@ -374,7 +374,11 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     if name:
         if not line or f".{name}" not in line:
             hit = re.search(rf"^.*\b(?:np|numpy)\.{name}\b.*$", source, re.M)
-            line = hit.group(0).strip() if hit else line
+            if hit:
+                first = re.match(r"#line (\d+)\n", source)  # see _unit_source
+                number = (int(first.group(1)) + source.count("\n", 0, hit.start()) - 1
+                          if first else 0)
+                line = (f"line {number}: " if number else "") + hit.group(0).strip()
         if name in ("zeros", "empty", "ones", "array", "full", "zeros_like", "empty_like"):
             return (f"kernels cannot call numpy.{name}: a GPU thread cannot allocate arrays; "
                     "use cuda.local.array(size, float32) (per thread) or cuda.shared.array "
@@ -420,9 +424,12 @@ def _source_line(error: str) -> str:
 
 
 def _unit_source(kernel: Any) -> str:
+    """The kernel's source, after a first line ``#line N`` giving the file line it starts at."""
     import inspect
 
+    fn = _origin.unwrap(kernel)
     try:
-        return inspect.getsource(getattr(kernel, "py_func", kernel))
+        lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError):
         return ""
+    return f"#line {first}\n" + "".join(lines)
