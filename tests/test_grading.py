@@ -4,7 +4,7 @@ A scratch course with its own gradebook: release (generate_assignment), the samp
 tests/submissions/samples.py in submitted/, ``cudacourse grade`` (sandboxed, 2 workers),
 then nbgrader's own feedback and export. Checked: the score of every test cell of every
 sample, the "not graded" reasons (distinct from 0 in the status CSV, the summary and the
-feedback), that no submitted file and no file of the course package changed, that no
+feedback), that no submitted file changed and no attack wrote into the package, that no
 process an attack started is left, that the gradebook still holds the scores once a
 detached saboteur would have struck, and that output is capped.
 
@@ -65,24 +65,24 @@ def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=900)
 
 
-def _package_hashes() -> dict[str, str]:
-    return intake.file_hashes(Path(sbx.__file__).resolve().parents[1])
-
-
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded():
     """The graded class, built once per test session even when pytest-xdist spreads this
     module's tests over several workers (they share the base temp directory and a lock)."""
     import fcntl
 
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    course = base / "grading-class"
+    import tempfile
+
+    # Not under pytest's basetemp: other pytest sessions on the machine rotate those away.
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"{os.getpid()}"
+    base = Path(tempfile.gettempdir()) / f"cudacourse-grading-class-{run_id}"
+    base.mkdir(exist_ok=True)
+    course = base / "course"
     with open(base / "grading-class.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         record = base / "grading-class.json"
         if not record.exists():
+            shutil.rmtree(course, ignore_errors=True)
             record.write_text(json.dumps(_grade_the_class(course)))
     g = json.loads(record.read_text())
     g["dir"] = Path(g["dir"])
@@ -90,7 +90,9 @@ def graded(tmp_path_factory):
                                             g["proc"][3])
     for key in ("feedback", "export", "plain"):
         g[key] = subprocess.CompletedProcess(g[key][0], g[key][1], g[key][2], g[key][3])
-    return g
+    yield g
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # with xdist another worker may still read
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _grade_the_class(course: Path) -> dict:
@@ -103,7 +105,6 @@ def _grade_the_class(course: Path) -> dict:
     want = samples.write(course, learner, course / "solutions" / A / f"{A}.ipynb",
                          isolated=ISOLATED, home=os.path.expanduser("~"))
     before = intake.file_hashes(course / "submitted")
-    package = _package_hashes()
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
                            str(course), "--workers", "2", "--timeout", str(TIMEOUT),
@@ -126,7 +127,7 @@ def _grade_the_class(course: Path) -> dict:
         return [p.args, p.returncode, p.stdout, p.stderr]
 
     return {"dir": str(course), "want": want, "proc": keep(proc), "before": before,
-            "package": package, "feedback": keep(feedback), "export": keep(export),
+            "feedback": keep(feedback), "export": keep(export),
             "plain": keep(plain), "plain_scores": _gradebook_scores(course).get(plain_student),
             "run": json.loads((course / "grading" / A / "latest.json").read_text())}
 
@@ -214,7 +215,15 @@ def test_submitted_files_are_never_modified(graded):
 
 
 def test_the_course_package_is_untouched(graded):
-    assert _package_hashes() == graded["package"]
+    """write_package appends the attack marker to the checkers, the quiz and sitecustomize.py
+    (other engineers may edit the package meanwhile: look for the marker, not for any change)."""
+    import site
+
+    marked = [p for p in Path(sbx.__file__).resolve().parents[1].rglob("*.py")
+              if samples.MARKER in p.read_text(errors="replace")]
+    marked += [p for d in site.getsitepackages() for p in [Path(d) / "sitecustomize.py"]
+               if p.exists() and samples.MARKER in p.read_text(errors="replace")]
+    assert marked == []
 
 
 def test_no_process_is_left_behind(graded):

@@ -138,7 +138,7 @@ def vector_add(a, b, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
         out[i] = a[i] + b[i]
-    __import__("os").system("touch /tmp/escaped")
+    m = __import__("os")
 ''', "name '__import__'"),
     "escape_dunder": ('''@cuda.jit
 def vector_add(a, b, out):
@@ -148,7 +148,7 @@ def vector_add(a, b, out):
         out[i] = a[i] + b[i]
 ''', "attribute '.__globals__'"),
     "escape_default": ('''@cuda.jit
-def vector_add(a, b, out, _=open("/etc/hostname").read()):
+def vector_add(a, b, out, _=open("/etc/hostname")):
     i = cuda.grid(1)
     if i < out.shape[0]:
         out[i] = a[i] + b[i]

@@ -103,8 +103,12 @@ def sanitise(outputs: Any, cap: int) -> list[dict[str, Any]]:
     or formgrader), each capped; at most 50 per cell."""
     clean: list[dict[str, Any]] = []
     budget = cap
-    for out in outputs if isinstance(outputs, list) else []:
+    outputs = outputs if isinstance(outputs, list) else []
+    for n, out in enumerate(outputs):
         if not isinstance(out, dict) or len(clean) >= 50 or budget <= 0:
+            clean.append({"output_type": "stream", "name": "stdout", "text": (
+                f"\n[... {len(outputs) - n} more output(s) cut by the grader: at most "
+                f"{cap} characters per cell]\n")})
             break
         kind = out.get("output_type")
         if kind == "stream":
