@@ -324,7 +324,10 @@ quiz.grade("02_threads_blocks_warps.divergence", answer_divergence)
 # A kernel's resources are fixed when it is compiled. On a GPU `occupancy.kernel_resources`
 # compiles the kernel for the given arguments and reads them from the driver
 # (`kernel.specialize(...).get_regs_per_thread()`, `get_shared_mem_per_block()`, ...). The
-# simulator compiles nothing, so there it returns **example numbers**, labelled as such.
+# simulator itself compiles nothing, but the course also compiles every kernel for a real
+# GPU (sm_90, with NVIDIA's compiler from its pip wheels, no GPU needed), so there the
+# numbers come from that compile's report; only where those wheels are missing does it
+# return example numbers. `res.source` below says which you got.
 
 # %%
 copy_kernel = occupancy._copy_scale_kernel()
