@@ -101,17 +101,17 @@ def plot_speed_streamlines(ux: np.ndarray, uy: np.ndarray, solid: np.ndarray,
 
 
 def plot_forces(aoa: Sequence[float], lift: Sequence[float], drag: Sequence[float],
-                title: str = ""):
+                title: str = "", ylabel: str = "coefficient (force / (rho u^2 c / 2))"):
     """Lift and drag (momentum exchange) against the angle of attack."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     ax.axhline(0, color="k", lw=0.6)
-    ax.plot(aoa, lift, "o-", label="lift (force across the flow)")
-    ax.plot(aoa, drag, "s--", label="drag (force along the flow)")
+    ax.plot(aoa, lift, "o-", label="lift $C_L$ (across the flow)")
+    ax.plot(aoa, drag, "s--", label="drag $C_D$ (along the flow)")
     ax.set_xlabel("angle of attack (degrees)")
-    ax.set_ylabel("force (lattice units)")
-    ax.set_title(title or "NACA 0012: lift changes sign with the angle")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or "NACA 0012: lift grows with the angle")
     ax.legend()
     fig.tight_layout()
     return fig
