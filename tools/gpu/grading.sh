@@ -28,6 +28,13 @@ BWRAP=""
 if [ -f .whl/bwrap ]; then
   cp .whl/bwrap /tmp/bwrap && chmod 755 /tmp/bwrap && BWRAP=/tmp/bwrap
   ldd /tmp/bwrap | sed 's/^/   ldd: /'
+  if ldd /tmp/bwrap | grep -q "not found" && [ -d .whl/bwrap-lib ]; then
+    # libraries carried beside it (Debian 12's libselinux, libcap, libpcre2)
+    cp -r .whl/bwrap-lib /tmp/bwrap-lib
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=/tmp/bwrap-lib exec /tmp/bwrap "$@"\n' > /tmp/bwrap-run
+    chmod 755 /tmp/bwrap-run && BWRAP=/tmp/bwrap-run
+    echo "   (with the carried libraries: $BWRAP)"
+  fi
 elif command -v bwrap >/dev/null; then
   BWRAP=$(command -v bwrap)
 fi
