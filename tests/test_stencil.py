@@ -42,11 +42,22 @@ def test_reference_is_stable_at_the_limit_and_not_beyond():
 
 @pytest.mark.parametrize("variant,block", [("naive", None), ("naive", (16, 4, 1)),
                                            ("tiled", (16, 8, 1)), ("tiled", (8, 4, 3)),
-                                           ("best", None)])
+                                           ("rows", (8, 2, 3)), ("rows", (16, 1, 5)),
+                                           ("rows", None), ("best", None)])
 def test_kernels_match_the_reference(variant, block):
     u = _grid(21, 37, 1)
     got = stencil.heat_step(u, alpha=0.2, variant=variant, block=block)
     np.testing.assert_allclose(got, stencil.heat_step_ref(u.astype(np.float64), 0.2),
+                               rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (3, 9), (10, 3)])
+def test_rows_kernel_on_grids_smaller_than_its_strip(shape):
+    """A strip of 6 rows on grids of 3 to 10 rows: the window crosses the top and the bottom
+    edge at once (clamped rows), or the last strip is partial."""
+    u = _grid(*shape, 3)
+    got = stencil.heat_step(u, alpha=0.3, variant="rows", block=(4, 1, 6))
+    np.testing.assert_allclose(got, stencil.heat_step_ref(u.astype(np.float64), 0.3),
                                rtol=1e-6, atol=1e-6)
 
 
@@ -73,4 +84,8 @@ def test_bad_input_is_refused_clearly():
         stencil.heat_step(_grid(5, 5), variant="naive", block=(8, 8, 2))
     with pytest.raises(ValueError, match="1024"):
         stencil.tiled_kernel(64, 32, 1)
+    with pytest.raises(ValueError, match="bx >= 2"):
+        stencil.tiled_kernel(1, 8, 1)
+    with pytest.raises(ValueError, match="at most 32"):
+        stencil.rows_kernel(32, 1, 40)
     assert stencil.bytes_per_step(1024, 4096) == 8 * 1024 * 4096

@@ -34,10 +34,17 @@ kernels = [("lbm._lbm_fused", lbm._lbm_fused, (f3, f3, m2, f32, f32, f32, f32, i
            ("stencil._heat_naive", stencil._heat_naive, (a2, a2, f32))]
 for cfg in ((32, 8, 1), (32, 8, 4), (64, 4, 4), (128, 2, 8)):
     kernels.append((f"stencil tiled {cfg}", stencil.tiled_kernel(*cfg), (a2, a2, f32)))
+for cfg in ((128, 1, 8), (64, 4, 8), (128, 1, 16), (256, 1, 8)):
+    kernels.append((f"stencil rows {cfg}", stencil.rows_kernel(*cfg), (a2, a2, f32)))
 bad = False
 for name, k, sig in kernels:
     ptx, _ = cuda.compile_ptx(k.py_func, sig, cc=(9, 0))
     f64 = len(re.findall(r"\.f64\b", ptx))
-    print(f"{name:26s} {ptxas(ptx)}  f64 instructions: {f64}")
+    body = [ln for ln in ptx.splitlines() if ln.startswith("\t")
+            and not ln.strip().startswith(("//", ".", ")"))]
+    loads = sum("ld.global" in ln for ln in body)
+    div = sum(bool(re.search(r"\b(div|rem)\.", ln)) for ln in body)
+    print(f"{name:26s} {ptxas(ptx)}  PTX {len(body)} (ld.global {loads}, div/rem {div})  "
+          f"f64 instructions: {f64}")
     bad |= f64 > 0
 sys.exit(1 if bad else 0)

@@ -12,6 +12,9 @@ stable for ``alpha <= 0.375`` (the checkerboard mode's eigenvalue is -32/6).
 * ``tiled``: a block loads its tile plus a one-cell **halo** (the neighbours owned by other
   blocks) into shared memory, cooperatively, waits, then computes from shared memory. With
   ``rows`` cells per thread the tile is taller, so the halo is a smaller share of the loads.
+* ``rows``: each thread marches down ``rows`` cells of one column with a 3 x 3 window of
+  the grid in registers: 3 loads per cell instead of 9, all of a strip's loads issued
+  before its first store (many bytes in flight per thread), no shared memory or barrier.
 
 A stencil does a dozen flops per cell and must read one value and write one: it is
 memory-bound, so its ceiling is a device-to-device copy (one read + one write per cell).
@@ -72,7 +75,10 @@ def _heat_naive(u, out, alpha):
         return
     edges = u[y - 1, x] + u[y + 1, x] + u[y, x - 1] + u[y, x + 1]
     corners = u[y - 1, x - 1] + u[y - 1, x + 1] + u[y + 1, x - 1] + u[y + 1, x + 1]
-    out[y, x] = c + alpha * (float32(4.0) * edges + corners - float32(20.0) * c) / float32(6.0)
+    # alpha / 6 once, then a multiply: an IEEE float32 division is a ~10-instruction
+    # sequence with a slow-path branch, per cell.
+    out[y, x] = c + (alpha * float32(1.0 / 6.0)) * (float32(4.0) * edges + corners
+                                                    - float32(20.0) * c)
 
 
 def _make_tiled(bx: int, by: int, rows: int):
@@ -81,7 +87,8 @@ def _make_tiled(bx: int, by: int, rows: int):
     th = by * rows  # tile height
     sw = tw + 2  # with the halo: one column on each side...
     sh_h = th + 2  # ... and one row above and below
-    nthreads = bx * by
+    load_rows = -(-sh_h // by)  # rows of tile + halo each thread row loads (a constant)
+    sixth = 1.0 / 6.0
 
     @cuda.jit
     def kernel(u, out, alpha):
@@ -92,57 +99,143 @@ def _make_tiled(bx: int, by: int, rows: int):
         ty = cuda.threadIdx.y
         x0 = cuda.blockIdx.x * tw - 1  # the global coordinates of tile[0, 0] (a halo cell)
         y0 = cuda.blockIdx.y * th - 1
-        # Cooperative load: the block's threads walk over the (th + 2) x (sw) cells of tile
-        # and halo, consecutive threads on consecutive columns (coalesced reads of u). One
-        # loop covers the edges and the corners of the halo alike.
-        for k in range(ty * bx + tx, sh_h * sw, nthreads):
-            r = k // sw
-            s = k - r * sw
-            gy = y0 + r
-            gx = x0 + s
-            if gy >= 0 and gx >= 0 and gy < ny and gx < nx:
-                tile[r, s] = u[gy, gx]
-            else:
-                tile[r, s] = float32(0.0)  # outside the grid: only walls are next to it
+        # Cooperative load, row by row: thread (tx, ty) loads column tx of rows ty, ty + by,
+        # ... (32 consecutive threads read 32 consecutive floats: coalesced), and threads
+        # tx < 2 also the two columns past bx (the right halo). A constant trip count, no
+        # division or modulo to find (row, column), so the loop unrolls and its loads are
+        # all in flight together. Coordinates outside the grid are clamped onto its edge:
+        # only wall cells, which copy themselves, are next to them.
+        gx = min(max(x0 + tx, 0), nx - 1)
+        gx2 = min(x0 + bx + tx, nx - 1)
+        for j in range(load_rows):
+            r = ty + j * by
+            if r < sh_h:
+                gy = min(max(y0 + r, 0), ny - 1)
+                tile[r, tx] = u[gy, gx]
+                if tx < 2:
+                    tile[r, bx + tx] = u[gy, gx2]
         # Wait until every cell of tile and halo is stored: threads now read cells that
         # other threads loaded.
         cuda.syncthreads()
-        for j in range(rows):
-            r = ty + j * by + 1  # this cell's row in tile (row 0 is the halo)
-            s = tx + 1
-            y = y0 + r
-            x = x0 + s
-            if y < ny and x < nx:
-                c = tile[r, s]
-                if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
-                    out[y, x] = c  # walls keep their temperature
-                else:
-                    edges = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
-                    corners = (tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1]
-                               + tile[r + 1, s + 1])
-                    out[y, x] = c + alpha * (float32(4.0) * edges + corners
-                                             - float32(20.0) * c) / float32(6.0)
+        a6 = alpha * float32(sixth)  # a multiply per cell instead of a division
+        s = tx + 1
+        x = x0 + s
+        wall_x = x == 0 or x == nx - 1
+        if x < nx:
+            for j in range(rows):
+                r = ty + j * by + 1  # this cell's row in tile (row 0 is the halo)
+                y = y0 + r
+                if y < ny:
+                    c = tile[r, s]
+                    if wall_x or y == 0 or y == ny - 1:
+                        out[y, x] = c  # walls keep their temperature
+                    else:
+                        edges = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+                        corners = (tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1]
+                                   + tile[r + 1, s + 1])
+                        out[y, x] = c + a6 * (float32(4.0) * edges + corners
+                                              - float32(20.0) * c)
 
     kernel.tile = (tw, th)
     kernel.block = (bx, by)
     return kernel
 
 
-STENCIL_VARIANTS = ("naive", "tiled")
-DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4)}  # (bx, by, rows per thread)
-# Chosen by reasoning, not measured yet (tools/gpu/lesson6.sh sweeps blocks on an H200):
-# 32 x 8 x 4 rows moves a 32 x 32 tile whose halo adds 13% to the loads, with 256 threads.
-BEST = ("tiled", (32, 8, 4))
+def _make_rows(bx: int, by: int, rows: int):
+    """A kernel where each thread marches down ``rows`` consecutive cells of one column,
+    keeping a 3 x 3 window of the grid in registers: 3 loads per cell (its row of the
+    window: left, centre, right) instead of 9, no shared memory, no barrier.
+
+    First every load of the strip (rows + 2 rows of 3 values) is issued, into registers
+    (the local arrays have constant indices after the loop is unrolled), then the cells are
+    computed and stored. Loads before stores matter: ``u`` and ``out`` might be the same
+    array as far as the compiler knows, so a load after a store could not be moved above
+    it, and the strip would wait for one DRAM round trip per row. With (rows + 2) x 3 loads
+    in flight per thread, a few warps per SM keep the memory system busy."""
+    n = rows + 2
+    sixth = 1.0 / 6.0
+
+    @cuda.jit
+    def kernel(u, out, alpha):
+        ny, nx = u.shape
+        x = cuda.blockIdx.x * bx + cuda.threadIdx.x  # x fastest: coalesced rows
+        y0 = (cuda.blockIdx.y * by + cuda.threadIdx.y) * rows
+        if x >= nx or y0 >= ny:
+            return
+        xm = max(x - 1, 0)  # clamped: a wall column only copies itself
+        xq = min(x + 1, nx - 1)
+        left = cuda.local.array(n, float32)
+        mid = cuda.local.array(n, float32)
+        right = cuda.local.array(n, float32)
+        if y0 > 0 and y0 + rows < ny:  # the window lies inside the grid (all but 2 strips):
+            for j in range(n):  # consecutive rows, one address increment each
+                r = y0 - 1 + j
+                left[j] = u[r, xm]
+                mid[j] = u[r, x]
+                right[j] = u[r, xq]
+        else:  # the first and last strips: rows past the edges clamped onto them (unused)
+            for j in range(n):
+                r = max(min(y0 - 1 + j, ny - 1), 0)  # max last: provably >= 0, no wraparound
+                left[j] = u[r, xm]
+                mid[j] = u[r, x]
+                right[j] = u[r, xq]
+        a6 = alpha * float32(sixth)
+        wall_x = x == 0 or x == nx - 1
+        for j in range(rows):
+            y = y0 + j
+            if y < ny:
+                c = mid[j + 1]
+                edges = mid[j] + mid[j + 2] + left[j + 1] + right[j + 1]
+                corners = left[j] + right[j] + left[j + 2] + right[j + 2]
+                v = c + a6 * (float32(4.0) * edges + corners - float32(20.0) * c)
+                out[y, x] = c if wall_x or y == 0 or y == ny - 1 else v
+
+    kernel.tile = (bx, by * rows)
+    kernel.block = (bx, by)
+    return kernel
+
+
+STENCIL_VARIANTS = ("naive", "tiled", "rows")
+# (bx, by, rows per thread)
+DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8)}
+# Measured on the H200 on 2026-12-01 (docs/benchmarks.json, 16384 x 16384): naive 0.28 of
+# copy, tiled 0.16-0.24. Both were issue- and latency-bound, not bandwidth-bound: ~100 PTX
+# instructions per cell (64-bit index arithmetic with negative-index wraparound for each of
+# 9 loads, an IEEE division by 6), and a single 4-byte load in flight per thread (the tiled
+# load loop had a thread-dependent trip count and a 64-bit division to find (row, column)).
+# "rows" needs ~44 PTX instructions per cell on interior strips, 3 loads per cell, 30 loads
+# in flight per thread (78 registers: 24 warps per SM). Chosen by that reasoning (PTX from
+# tools/ptx_lesson6.py); to be re-measured: tools/gpu/lesson6.sh sweeps the shapes.
+BEST = ("rows", (128, 1, 8))
 _tiled: dict[tuple, Any] = {}
 
 
+def _validated(bx: int, by: int, rows: int) -> None:
+    if bx * by > 1024 or bx < 1 or by < 1 or rows < 1:
+        raise ValueError(f"block {bx} x {by} x {rows} rows: need 1..1024 threads and "
+                         "rows >= 1")
+    if rows > 32:
+        raise ValueError(f"{rows} rows per thread: at most 32 (each row holds registers)")
+
+
 def tiled_kernel(bx: int, by: int, rows: int = 1):
-    key = (bx, by, rows)
+    key = ("tiled", bx, by, rows)
     if key not in _tiled:
-        if bx * by > 1024 or bx < 1 or by < 1 or rows < 1:
-            raise ValueError(f"block {bx} x {by} x {rows} rows: need 1..1024 threads and "
-                             "rows >= 1")
+        _validated(bx, by, rows)
+        if bx < 2:
+            raise ValueError(f"block {bx} x {by}: the tiled kernel needs bx >= 2 (threads "
+                             "tx = 0, 1 also load the two halo columns on the right)")
         _tiled[key] = _make_tiled(bx, by, rows)
+    return _tiled[key]
+
+
+def rows_kernel(bx: int, by: int, rows: int = 8):
+    """The register-window kernel (``variant="rows"``) for blocks of bx x by threads, each
+    thread computing ``rows`` consecutive cells of a column."""
+    key = ("rows", bx, by, rows)
+    if key not in _tiled:
+        _validated(bx, by, rows)
+        _tiled[key] = _make_rows(bx, by, rows)
     return _tiled[key]
 
 
@@ -154,7 +247,7 @@ def launch_config(ny: int, nx: int, variant: str, block: tuple | None = None
         if rows != 1:
             raise ValueError("the naive kernel computes one cell per thread: rows must be 1")
         return _heat_naive, (math.ceil(nx / bx), math.ceil(ny / by)), (bx, by)
-    k = tiled_kernel(bx, by, rows)
+    k = tiled_kernel(bx, by, rows) if variant == "tiled" else rows_kernel(bx, by, rows)
     tw, th = k.tile
     return k, (math.ceil(nx / tw), math.ceil(ny / th)), (bx, by)
 

@@ -24,7 +24,9 @@ SIZES6: dict[str, dict[str, tuple[int, int]]] = {
 }
 STENCIL_SWEEP = (("naive", (32, 8, 1)), ("naive", (64, 4, 1)), ("naive", (128, 2, 1)),
                  ("tiled", (32, 8, 1)), ("tiled", (32, 8, 4)), ("tiled", (64, 4, 4)),
-                 ("tiled", (32, 16, 2)), ("tiled", (128, 2, 8)))
+                 ("tiled", (32, 16, 2)), ("tiled", (128, 2, 8)),
+                 ("rows", (128, 1, 8)), ("rows", (64, 4, 8)), ("rows", (256, 1, 8)),
+                 ("rows", (128, 1, 16)), ("rows", (128, 2, 4)))
 ALPHA = 0.2
 OMEGA = 1 / 0.6
 FORCE = (1e-5, 0.0)

@@ -120,6 +120,16 @@ def _fmt_time(ms: float | None) -> str:
     return "" if ms is None else (f"{ms:.3f}" if ms < 10 else f"{ms:.1f}")
 
 
+_UNITS = (("_gib", " GiB"), ("_us", " us"), ("_mlups", " MLUPS"))
+
+
+def value_unit(m: dict[str, Any]) -> str:
+    """The unit of a measured value, from its ratio name's suffix (``..._us``: microseconds,
+    ``..._gib``: GiB, ``..._mlups``: million lattice updates per second); none if unknown."""
+    name = (m.get("ratio") or "").lower()
+    return next((u for suffix, u in _UNITS if name.endswith(suffix)), "")
+
+
 def table_rows(report: dict[str, Any]) -> list[list[str]]:
     """kernel, size, time, achieved, compared with, ratio: one row per measurement."""
     rows = []
@@ -129,7 +139,8 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
             rows.append([m["label"], m["shape"], m["status"], m["detail"][:90], "", ""])
             continue
         if m["kind"] == "value":
-            rows.append([m["label"], m["shape"], "", f"{m['value']:.2f} GiB", "", ""])
+            rows.append([m["label"], m["shape"], "", f"{m['value']:.2f}{value_unit(m)}",
+                         "", ""])
             continue
         rate = m.get("tflop_s") if m["kind"] == "compute" else m.get("gb_s")
         achieved = "" if rate is None else (f"{rate:.2f} TFLOP/s" if m["kind"] == "compute"
@@ -194,6 +205,12 @@ def to_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- cuBLAS SGEMM (CuPy): **{ceil['cublas_sgemm_tflop_s']:.1f} "
                          "TFLOP/s**")
         lines.append("")
+    for mg in report.get("merges", []):
+        c = mg.get("ceilings", {})
+        copy = f"{c['copy_gb_s']:.0f} GB/s" if "copy_gb_s" in c else "not measured"
+        lines += [f"- re-measured on {mg['date'][:10]} ({mg['date']} UTC, {mg.get('gpu', '?')})"
+                  f" by `{mg['command']}`: {', '.join(mg['only'])} ({len(mg['measurements'])}"
+                  f" cases); their ratios divide by that run's copy, **{copy}**", ""]
     lines += ["## Kernels", "", "| " + " | ".join(HEADER) + " |",
               "|" + "|".join(" --- " for _ in HEADER) + "|"]
     lines += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |"
@@ -265,3 +282,66 @@ def plot_view(report: dict[str, Any]) -> dict[str, Any]:
     view["measurements"] = {k: m for k, m in report.get("measurements", {}).items() if keep(k)}
     view["ratios"] = {k: v for k, v in report.get("ratios", {}).items() if keep(k)}
     return view
+
+
+CEILING_CASES = ("copy", "cublas_sgemm")  # measured by every run, recorded, never merged
+
+
+def _owned(name: str, only: list[str]) -> bool:
+    """Is a measurement named ``name`` one of the cases of the entries ``only``? (Case names
+    are the entry's name or start with it and an underscore.)"""
+    return any(name == e or name.startswith(e + "_") for e in only)
+
+
+def merge_reports(old: dict[str, Any], new: dict[str, Any], only: list[str],
+                  command: str | None = None) -> dict[str, Any]:
+    """``old`` with the cases of the entries ``only`` replaced by ``new``'s (a run of those
+    entries alone, ``cudacourse bench --only ...``), for ``python -m cudacourse.bench
+    --merge``.
+
+    The measurements of those entries and their ratios are replaced (cases the new run no
+    longer has are dropped, new ones appended); everything else, the top-level ceilings
+    included, stays as measured in the old run, since the other ratios divide by them. The
+    new run's ceilings are recorded with each replaced measurement (``remeasured``) and in
+    ``merges``, since the replaced ratios divide by those. Refuses simulator reports (they
+    hold no timings), another GPU or another size."""
+    for what, r in (("the existing report", old), ("the new run", new)):
+        if r.get("mode") == "sim" or "measurements" not in r:
+            raise ValueError(f"--merge: {what} is a simulator smoke pass, with no timings")
+    gpu_old = old.get("environment", {}).get("gpu")
+    gpu_new = new.get("environment", {}).get("gpu")
+    if gpu_old != gpu_new:
+        raise ValueError(f"--merge: the existing report was measured on {gpu_old}, the new "
+                         f"run on {gpu_new}: ratios from two GPUs would sit in one table")
+    if old.get("size") != new.get("size"):
+        raise ValueError(f"--merge: sizes differ ({old.get('size')} vs {new.get('size')})")
+    fresh = {k: dict(v) for k, v in new["measurements"].items() if k not in CEILING_CASES}
+    if not fresh:
+        raise ValueError(f"--merge: the new run has no measurements of {', '.join(only)}")
+    stray = [k for k in fresh if not _owned(k, only)]
+    if stray:
+        raise ValueError(f"--merge: the new run measured {stray}, not part of {only}")
+    stamp = {"date": new["date"], "ceilings": dict(new.get("ceilings", {}))}
+    out = {k: v for k, v in old.items() if k not in ("measurements", "ratios", "problems")}
+    gone = {k for k in old["measurements"] if _owned(k, only) and k not in CEILING_CASES}
+    dead_ratios = {old["measurements"][k].get("ratio") for k in gone} - {None}
+    meas: dict[str, Any] = {}
+    for k, v in old["measurements"].items():
+        if k in fresh:
+            meas[k] = {**fresh[k], "remeasured": stamp}
+        elif k not in gone:
+            meas[k] = v
+    for k, v in fresh.items():
+        meas.setdefault(k, {**v, "remeasured": stamp})
+    new_ratio_names = {v.get("ratio") for v in fresh.values()} - {None}
+    dead_ratios |= new_ratio_names
+    ratios_ = {k: v for k, v in old.get("ratios", {}).items() if k not in dead_ratios}
+    ratios_.update({k: v for k, v in new.get("ratios", {}).items() if k in new_ratio_names})
+    problems = {k: v for k, v in old.get("problems", {}).items() if k not in dead_ratios}
+    problems.update({k: v for k, v in new.get("problems", {}).items()
+                     if k in new_ratio_names})
+    out["merges"] = list(old.get("merges", [])) + [{
+        "date": new["date"], "command": command or new.get("command", ""), "only": list(only),
+        "gpu": gpu_new, "ceilings": stamp["ceilings"], "measurements": sorted(fresh)}]
+    out.update(measurements=meas, ratios=ratios_, problems=problems)
+    return out
