@@ -53,3 +53,15 @@ def test_the_script_forks_one_process_per_test_cell_and_answers_on_its_own_chann
     pids = {results[f"t{i}"]["output"] for i in range(3)}
     assert len(pids) == 3  # a fresh process each
     assert results["hang"]["status"] == "timeout"
+
+
+def test_one_sandbox_per_cell_where_fork_is_refused(tmp_path, monkeypatch):
+    """The GPU path (a CUDA context does not survive fork), taken here by refusing to fork."""
+    from cudacourse.grader import prepare
+
+    monkeypatch.setitem(prepare._FORKS, str(tmp_path), False)
+    jobs = [dict(_job("assert f(2) == 4"), grade_id="ok"),
+            dict(_job("assert f(2) == 5"), grade_id="bad")]
+    opts = {**prepare.DEFAULTS, "timeout": 60}
+    got = prepare.run_verdicts(jobs, opts, str(tmp_path), None)
+    assert got["ok"]["status"] == "pass" and got["bad"]["status"] == "fail"

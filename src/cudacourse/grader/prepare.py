@@ -183,30 +183,37 @@ def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
     return found, res
 
 
+_FORKS: dict[str, bool] = {}  # per course root: may verdicts fork from one process?
+
+
 def run_verdicts(jobs: list[dict[str, Any]], opts: dict[str, Any], course_root: str,
                  db_url: str | None) -> dict[str, dict[str, Any]]:
     """One verdict per job (test cell), each in a clean process: forked per cell from one
     sandboxed process in the simulator, one sandbox per cell on a GPU."""
     if not jobs:
         return {}
-    found, res = _sandboxed_verdicts({"jobs": jobs, "timeout": opts["timeout"]}, len(jobs),
-                                     opts, course_root, db_url)
+    found: list[dict] = [{"fork": False}]
+    if _FORKS.get(course_root, True):  # once refused (a GPU), not asked again here
+        found, res = _sandboxed_verdicts({"jobs": jobs, "timeout": opts["timeout"]},
+                                         len(jobs), opts, course_root, db_url)
     if found and found[0].get("fork") is False:
-        found, results = [], []
+        _FORKS[course_root] = False
+        found, each = [], {}
         for job in jobs:
-            got, one = _sandboxed_verdicts(job, 1, opts, course_root, db_url)
+            got, each[job["grade_id"]] = _sandboxed_verdicts(job, 1, opts, course_root, db_url)
             found += got[:1]
-            results.append(one)
-        res = results[-1]
+    else:
+        each = {job["grade_id"]: res for job in jobs}
     by_id = {v.get("grade_id"): v for v in found if v.get("grade_id")}
     out = {}
     for job in jobs:
         gid = job["grade_id"]
+        res = each[gid]
         v = by_id.get(gid)
         if v is None:
             if res.timed_out:
                 v = {"status": "timeout", "ename": "CellTimeoutError",
-                     "message": f"the checks did not finish within their time"}
+                     "message": "the checks did not finish within their time"}
             else:
                 err = res.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
                 v = {"status": "error", "ename": "GraderError",
