@@ -210,7 +210,9 @@ def _package_index() -> dict[str, str]:
                 if len(c.co_code) < 48:  # tiny helpers: too common to mean anything
                     continue
                 qual = getattr(c, "co_qualname", c.co_name)
-                index.setdefault(_fingerprint(c), f"{name}.{qual}")
+                # name it after the module that defines it, not one that imports it
+                home = getattr(fn, "__module__", None) or name
+                index.setdefault(_fingerprint(c), f"{home}.{qual}")
     _STATE["index"], _STATE["index_key"] = index, key
     return index
 
