@@ -290,8 +290,9 @@ if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is 
 # 64-bit index arithmetic (Numba also checks every index for a negative value to wrap),
 # about 100 PTX instructions per cell in all, and each thread has a single 4-byte load in
 # flight. The `rows` kernel keeps a 3 x 3 window in registers while a thread walks down a
-# column: 3 loads per cell instead of 9, all its loads issued before its first store, and
-# about 44 instructions per cell. The 9 reads per cell of the naive kernel do mostly hit
+# column: one load per cell instead of 9 (the left and right neighbours come from the
+# lanes beside it, by warp shuffles, lesson 2), all its loads issued before its first
+# store, and about 53 instructions per cell. The 9 reads per cell of the naive kernel do mostly hit
 # the L1 cache, which is what shared memory would have provided. Shared-memory
 # tiles pay off when a cell is re-used more often than the cache can hold: wider stencils,
 # 3D grids (where the planes above and below do not fit in L1), or **temporal blocking**:

@@ -43,6 +43,7 @@ def test_reference_is_stable_at_the_limit_and_not_beyond():
 @pytest.mark.parametrize("variant,block", [("naive", None), ("naive", (16, 4, 1)),
                                            ("tiled", (16, 8, 1)), ("tiled", (8, 4, 3)),
                                            ("rows", (8, 2, 3)), ("rows", (16, 1, 5)),
+                                           ("rows", (32, 1, 4)), ("rows", (64, 2, 3)),
                                            ("rows", None), ("best", None)])
 def test_kernels_match_the_reference(variant, block):
     u = _grid(21, 37, 1)
@@ -51,12 +52,14 @@ def test_kernels_match_the_reference(variant, block):
                                rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("shape", [(4, 5), (3, 9), (10, 3)])
-def test_rows_kernel_on_grids_smaller_than_its_strip(shape):
+@pytest.mark.parametrize("block", [(4, 1, 6), (32, 1, 6)], ids=["loads", "shuffles"])
+@pytest.mark.parametrize("shape", [(4, 5), (3, 9), (10, 3), (9, 33)])
+def test_rows_kernel_on_grids_smaller_than_its_strip(shape, block):
     """A strip of 6 rows on grids of 3 to 10 rows: the window crosses the top and the bottom
-    edge at once (clamped rows), or the last strip is partial."""
+    edge at once (clamped rows), or the last strip is partial; with 32-wide blocks (warp
+    shuffles) the grid is narrower than a warp, or one column wider."""
     u = _grid(*shape, 3)
-    got = stencil.heat_step(u, alpha=0.3, variant="rows", block=(4, 1, 6))
+    got = stencil.heat_step(u, alpha=0.3, variant="rows", block=block)
     np.testing.assert_allclose(got, stencil.heat_step_ref(u.astype(np.float64), 0.3),
                                rtol=1e-6, atol=1e-6)
 

@@ -13,8 +13,9 @@ stable for ``alpha <= 0.375`` (the checkerboard mode's eigenvalue is -32/6).
   blocks) into shared memory, cooperatively, waits, then computes from shared memory. With
   ``rows`` cells per thread the tile is taller, so the halo is a smaller share of the loads.
 * ``rows``: each thread marches down ``rows`` cells of one column with a 3 x 3 window of
-  the grid in registers: 3 loads per cell instead of 9, all of a strip's loads issued
-  before its first store (many bytes in flight per thread), no shared memory or barrier.
+  the grid in registers: one load per cell instead of 9 (the side neighbours by warp
+  shuffles), all of a strip's loads issued before its first store (many bytes in flight
+  per thread), no shared memory or barrier.
 
 A stencil does a dozen flops per cell and must read one value and write one: it is
 memory-bound, so its ceiling is a device-to-device copy (one read + one write per cell).
@@ -143,52 +144,80 @@ def _make_tiled(bx: int, by: int, rows: int):
 
 def _make_rows(bx: int, by: int, rows: int):
     """A kernel where each thread marches down ``rows`` consecutive cells of one column,
-    keeping a 3 x 3 window of the grid in registers: 3 loads per cell (its row of the
-    window: left, centre, right) instead of 9, no shared memory, no barrier.
+    keeping a 3 x 3 window of the grid in registers: no shared memory, no barrier.
 
-    First every load of the strip (rows + 2 rows of 3 values) is issued, into registers
-    (the local arrays have constant indices after the loop is unrolled), then the cells are
-    computed and stored. Loads before stores matter: ``u`` and ``out`` might be the same
-    array as far as the compiler knows, so a load after a store could not be moved above
-    it, and the strip would wait for one DRAM round trip per row. With (rows + 2) x 3 loads
-    in flight per thread, a few warps per SM keep the memory system busy."""
+    With ``bx`` a multiple of 32 a warp is 32 neighbouring columns, and a thread loads only
+    its own column (one coalesced load per row); its left and right neighbours come from
+    the lanes beside it by warp shuffles, and the warp's two outer lanes load the one cell
+    beyond each side. (Three overlapping loads per row instead -- the fallback for other
+    widths -- would, while they miss L1 together, send every row to L2 three times.)
+
+    First every load of the strip (rows + 2 rows) is issued, into registers (the local
+    arrays have constant indices once the loop is unrolled), then the cells are computed
+    and stored. Loads before stores matter: ``u`` and ``out`` might be the same array as
+    far as the compiler knows, so a load after a store could not be moved above it, and
+    the strip would wait for one DRAM round trip per row. With rows + 2 loads in flight
+    per thread, a few warps per SM keep the memory system busy."""
     n = rows + 2
     sixth = 1.0 / 6.0
+    shuffle = bx % 32 == 0
 
     @cuda.jit
     def kernel(u, out, alpha):
         ny, nx = u.shape
-        x = cuda.blockIdx.x * bx + cuda.threadIdx.x  # x fastest: coalesced rows
+        gx = cuda.blockIdx.x * bx + cuda.threadIdx.x  # x fastest: coalesced rows
         y0 = (cuda.blockIdx.y * by + cuda.threadIdx.y) * rows
-        if x >= nx or y0 >= ny:
+        if y0 >= ny:  # the same for the whole warp (a warp is one row of threads)
             return
+        # Columns past the right edge stay, clamped, so that every lane takes part in the
+        # shuffles; they store nothing.
+        x = min(gx, nx - 1)
         xm = max(x - 1, 0)  # clamped: a wall column only copies itself
         xq = min(x + 1, nx - 1)
-        left = cuda.local.array(n, float32)
+        lane = cuda.threadIdx.x & 31
+        xe = xm if lane == 0 else xq  # the outer lanes' extra column
         mid = cuda.local.array(n, float32)
+        left = cuda.local.array(n, float32)
         right = cuda.local.array(n, float32)
+        edge = cuda.local.array(n, float32)
         if y0 > 0 and y0 + rows < ny:  # the window lies inside the grid (all but 2 strips):
             for j in range(n):  # consecutive rows, one address increment each
                 r = y0 - 1 + j
-                left[j] = u[r, xm]
                 mid[j] = u[r, x]
-                right[j] = u[r, xq]
+                if shuffle:
+                    if lane == 0 or lane == 31:
+                        edge[j] = u[r, xe]
+                else:
+                    left[j] = u[r, xm]
+                    right[j] = u[r, xq]
         else:  # the first and last strips: rows past the edges clamped onto them (unused)
             for j in range(n):
                 r = max(min(y0 - 1 + j, ny - 1), 0)  # max last: provably >= 0, no wraparound
-                left[j] = u[r, xm]
                 mid[j] = u[r, x]
-                right[j] = u[r, xq]
+                if shuffle:
+                    if lane == 0 or lane == 31:
+                        edge[j] = u[r, xe]
+                else:
+                    left[j] = u[r, xm]
+                    right[j] = u[r, xq]
+        if shuffle:
+            full = 0xFFFFFFFF
+            for j in range(n):
+                lv = cuda.shfl_up_sync(full, mid[j], 1)  # lane - 1's value
+                rv = cuda.shfl_down_sync(full, mid[j], 1)  # lane + 1's value
+                left[j] = edge[j] if lane == 0 else lv
+                right[j] = edge[j] if lane == 31 else rv
         a6 = alpha * float32(sixth)
         wall_x = x == 0 or x == nx - 1
-        for j in range(rows):
-            y = y0 + j
-            if y < ny:
-                c = mid[j + 1]
-                edges = mid[j] + mid[j + 2] + left[j + 1] + right[j + 1]
-                corners = left[j] + right[j] + left[j + 2] + right[j + 2]
-                v = c + a6 * (float32(4.0) * edges + corners - float32(20.0) * c)
-                out[y, x] = c if wall_x or y == 0 or y == ny - 1 else v
+        if gx < nx:
+            for j in range(rows):
+                y = y0 + j
+                if y < ny:
+                    c = mid[j + 1]
+                    edges = mid[j] + mid[j + 2] + left[j + 1] + right[j + 1]
+                    corners = left[j] + right[j] + left[j + 2] + right[j + 2]
+                    v = c + a6 * (float32(4.0) * edges + corners - float32(20.0) * c)
+                    out[y, x] = c if wall_x or y == 0 or y == ny - 1 else v
 
     kernel.tile = (bx, by * rows)
     kernel.block = (bx, by)
@@ -203,9 +232,11 @@ DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8)}
 # instructions per cell (64-bit index arithmetic with negative-index wraparound for each of
 # 9 loads, an IEEE division by 6), and a single 4-byte load in flight per thread (the tiled
 # load loop had a thread-dependent trip count and a 64-bit division to find (row, column)).
-# "rows" needs ~44 PTX instructions per cell on interior strips, 3 loads per cell, 30 loads
-# in flight per thread (78 registers: 24 warps per SM). Chosen by that reasoning (PTX from
-# tools/ptx_lesson6.py); to be re-measured: tools/gpu/lesson6.sh sweeps the shapes.
+# "rows" (128 x 1 threads x 8 rows) needs ~53 PTX instructions per cell on interior strips,
+# one coalesced load per cell (plus 10% for the strip's halo rows; the side neighbours come
+# by warp shuffles), 10 loads in flight per thread, 56 registers (36 warps per SM).
+# Chosen by that reasoning (PTX from tools/ptx_lesson6.py), not measured yet:
+# tools/gpu/lesson6.sh sweeps the shapes; set BEST to the fastest.
 BEST = ("rows", (128, 1, 8))
 _tiled: dict[tuple, Any] = {}
 
