@@ -74,6 +74,21 @@ def test_merge_replaces_only_the_named_entries():
     assert "34681" not in md and "45000.00 MLUPS" in md  # the value's unit, not "GiB"
 
 
+def test_merge_tells_an_entry_from_a_longer_one_with_its_prefix():
+    old, new = _old(), _new()
+    old["measurements"]["lbm_cupy"] = _m()
+    old["measurements"]["lbm_fused_vs_cupy"] = _m("lbm_vs_cupy", "lbm_cupy")
+    old["ratios"]["lbm_vs_cupy"] = 27.2
+    got = merge_reports(old, new, ["stencil", "lbm"], entries=["stencil", "lbm", "lbm_cupy"])
+    assert got["ratios"]["lbm_vs_cupy"] == 27.2  # lbm_cupy's, not re-run: kept
+    assert "lbm_fused_vs_cupy" in got["measurements"]
+    assert "lbm_cupy" in got["measurements"]
+    both = merge_reports(old, new, ["stencil", "lbm", "lbm_cupy"],
+                         entries=["stencil", "lbm", "lbm_cupy"])
+    assert "lbm_vs_cupy" not in both["ratios"]  # re-run without it: a stale case, dropped
+    assert "lbm_fused_vs_cupy" not in both["measurements"]
+
+
 @pytest.mark.parametrize("spoil,match", [
     (lambda o, n: n.update(mode="sim"), "simulator"),
     (lambda o, n: n["environment"].update(gpu="NVIDIA A100"), "two GPUs"),

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from . import main
+from .cases import ENTRIES
 from .report import merge_reports, to_markdown
 
 os.environ.setdefault("CUDACOURSE_BENCH_PROG", "python -m cudacourse.bench")
@@ -53,7 +54,7 @@ def merge_main(argv: list[str]) -> int:
         new = json.loads(tmp.read_text())
     command = " ".join([os.environ["CUDACOURSE_BENCH_PROG"], *map(shlex.quote, argv)])
     try:
-        merged = merge_reports(old, new, only, command=command)
+        merged = merge_reports(old, new, only, command=command, entries=list(ENTRIES))
     except ValueError as exc:
         print(f"cudacourse bench: {exc}; {target} is unchanged", file=sys.stderr)
         return 2

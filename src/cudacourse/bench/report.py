@@ -287,14 +287,17 @@ def plot_view(report: dict[str, Any]) -> dict[str, Any]:
 CEILING_CASES = ("copy", "cublas_sgemm")  # measured by every run, recorded, never merged
 
 
-def _owned(name: str, only: list[str]) -> bool:
-    """Is a measurement named ``name`` one of the cases of the entries ``only``? (Case names
-    are the entry's name or start with it and an underscore.)"""
-    return any(name == e or name.startswith(e + "_") for e in only)
+def _owner(name: str, entries: list[str]) -> str | None:
+    """The entry a measurement named ``name`` belongs to: case names are their entry's name
+    or start with it and an underscore; the longest match wins (``lbm_cupy`` is not one of
+    ``lbm``'s cases)."""
+    hits = [e for e in entries if name == e or name.startswith(e + "_")]
+    return max(hits, key=len) if hits else None
 
 
 def merge_reports(old: dict[str, Any], new: dict[str, Any], only: list[str],
-                  command: str | None = None) -> dict[str, Any]:
+                  command: str | None = None, entries: list[str] | None = None
+                  ) -> dict[str, Any]:
     """``old`` with the cases of the entries ``only`` replaced by ``new``'s (a run of those
     entries alone, ``cudacourse bench --only ...``), for ``python -m cudacourse.bench
     --merge``.
@@ -304,7 +307,19 @@ def merge_reports(old: dict[str, Any], new: dict[str, Any], only: list[str],
     included, stays as measured in the old run, since the other ratios divide by them. The
     new run's ceilings are recorded with each replaced measurement (``remeasured``) and in
     ``merges``, since the replaced ratios divide by those. Refuses simulator reports (they
-    hold no timings), another GPU or another size."""
+    hold no timings), another GPU or another size. ``entries``: every entry name of the
+    registry (default: ``only``), to tell ``lbm_cupy``'s cases from ``lbm``'s."""
+    names = sorted(set(entries or []) | set(only))
+
+    def owned(k: str) -> bool:
+        """Is k one of the re-run entries' cases? By name (the longest entry prefix); a case
+        compared with another entry's case belongs to that entry (``lbm_fused_vs_cupy``,
+        vs ``lbm_cupy``, is ``lbm_cupy``'s)."""
+        vs = (old["measurements"].get(k) or new["measurements"].get(k) or {}).get("vs")
+        if vs and vs not in CEILING_CASES and _owner(vs, names) not in only:
+            return False
+        return _owner(k, names) in only
+
     for what, r in (("the existing report", old), ("the new run", new)):
         if r.get("mode") == "sim" or "measurements" not in r:
             raise ValueError(f"--merge: {what} is a simulator smoke pass, with no timings")
@@ -318,12 +333,12 @@ def merge_reports(old: dict[str, Any], new: dict[str, Any], only: list[str],
     fresh = {k: dict(v) for k, v in new["measurements"].items() if k not in CEILING_CASES}
     if not fresh:
         raise ValueError(f"--merge: the new run has no measurements of {', '.join(only)}")
-    stray = [k for k in fresh if not _owned(k, only)]
+    stray = [k for k in fresh if not owned(k)]
     if stray:
         raise ValueError(f"--merge: the new run measured {stray}, not part of {only}")
     stamp = {"date": new["date"], "ceilings": dict(new.get("ceilings", {}))}
     out = {k: v for k, v in old.items() if k not in ("measurements", "ratios", "problems")}
-    gone = {k for k in old["measurements"] if _owned(k, only) and k not in CEILING_CASES}
+    gone = {k for k in old["measurements"] if owned(k) and k not in CEILING_CASES}
     dead_ratios = {old["measurements"][k].get("ratio") for k in gone} - {None}
     meas: dict[str, Any] = {}
     for k, v in old["measurements"].items():
