@@ -277,9 +277,12 @@ report6 = bench.committed_report()  # the course's measured figures (docs/benchm
 if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is not None:
     m6 = report6["measurements"]["stencil"]
     when = (m6.get("remeasured") or {}).get("date", report6["date"])
+    ceil6 = (m6.get("remeasured") or {}).get("ceilings") or report6.get("ceilings", {})
     print(f"committed bench ({report6['environment'].get('gpu')}, {when[:10]}): "
           f"{m6['label']}, {m6['shape']}: {m6['gb_s']:.0f} GB/s = "
-          f"{bench.figure(report6, 'stencil_vs_copy', 'ratio'):.2f} of copy")
+          f"{bench.figure(report6, 'stencil_vs_copy', 'ratio'):.2f} of its copy, "
+          f"{ceil6.get('copy_gb_s', float('nan')):.0f} GB/s"
+          + ("" if SIM else f"; the copy here: {copy_bw / 1e9:.0f} GB/s"))
 
 # %% [markdown]
 # Both grids here are several times the H200's 50 MB L2 cache, so the data comes from DRAM,
