@@ -65,13 +65,32 @@ if _executor is not None:
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern,
                                         LimitOutput, SaveAutoGrades)
 
-    c.Autograde.autograde_preprocessors = [_executor, IgnorePattern, ClearMetadataPreprocessor,
-                                           LimitOutput, SaveAutoGrades, AssignLatePenalties,
+    # SyncDeadlines first: the configured due date reaches the gradebook before nbgrader's
+    # AssignLatePenalties reads it (cudacourse.grader.policy).
+    import importlib as _importlib
+    import sys as _sys
+
+    _grader = _sys.modules["cudacourse_grading"].load_grader()  # cudacourse_grader, by path
+    _policy = _importlib.import_module(f"{_grader.__name__}.policy")
+    c.Autograde.autograde_preprocessors = [_policy.SyncDeadlines, _executor, IgnorePattern,
+                                           ClearMetadataPreprocessor, LimitOutput,
+                                           SaveAutoGrades, AssignLatePenalties,
                                            CheckCellMetadata]
+    c.AssignLatePenalties.plugin_class = _policy.LatePenalty
     # Per-cell limit while autograding (tests and tools pass --ResilientExecute.timeout=N).
     c.ResilientExecute.timeout = 240
     # A deleted test cell comes back from the master (and is scored like the others).
     c.OverwriteCells.add_missing_cells = True
+
+
+# --- deadlines and late work (cudacourse.grader.policy; docs/class-scale.md) ----------------
+# A submission's time is the timestamp.txt beside it (nbgrader submit/collect write it).
+# Nothing is late until an assignment has a due date here AND penalty_method is not "none".
+c.CoursePolicy.due = {}  # e.g. {"01_gpu_vs_cpu": "2026-12-08 23:59:00 UTC"}
+c.LatePenalty.penalty_method = "none"  # or "zero", "percent_per_day"
+c.LatePenalty.percent_per_day = 10  # percent of the notebook's score per started day late
+c.LatePenalty.max_percent = 100  # never more than this
+c.LatePenalty.grace_minutes = 0  # up to this many minutes late counts as on time
 
 
 # --- questions: formative or graded, per assignment (cudacourse.quiz_mode) -----------------

@@ -12,8 +12,6 @@ from numba import cuda
 from cudacourse import bench, device
 from cudacourse.bench import Case, Ctx, Entry, Measurement, Prepared
 
-pytestmark = pytest.mark.lesson1
-
 REQUIRED_RATIOS = {
     "vector_add_vs_copy", "vector_add_best_vs_copy", "cupy_add_vs_copy", "torch_add_vs_copy",
     "reduce_sum_vs_copy", "transpose_vs_copy", "matmul_best_vs_cublas",

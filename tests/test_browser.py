@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-pytestmark = [pytest.mark.lesson1, pytest.mark.browser]
+pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:

@@ -10,9 +10,6 @@ import pytest
 
 from cudacourse import cli, device
 
-pytestmark = pytest.mark.lesson1
-
-
 def test_doctor_reports_versions_and_mode(capsys):
     assert cli.main(["doctor"]) == 0
     out = capsys.readouterr().out

@@ -21,30 +21,20 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from cudacourse import authoring
 from cudacourse.grader import distributed, policy
 from test_grader_distributed import ASSIGNMENT, FAST, NOTEBOOK, build, make_course, scores
 
-pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
+pytestmark = pytest.mark.grading
 
 COURSE_ID = "cudacourse"
 PERCENT_PER_DAY = 10.0
 
 
 def policy_config(due: str | None) -> str:
-    """nbgrader_config.py lines that install the course's deadline and late penalty.
-
-    policy.py is loaded by path, as the course's own nbgrader_config.py loads the grader:
-    importing the cudacourse package would choose a device in the nbgrader process.
-    """
+    """nbgrader_config.py lines that set a deadline and a late penalty (the course's own
+    nbgrader_config.py installs policy.SyncDeadlines and policy.LatePenalty)."""
     lines = [
-        "import importlib.util as _iu, sys as _sys",
-        f"_spec = _iu.spec_from_file_location('cudacourse_policy', {policy.__file__!r})",
-        "_policy = _iu.module_from_spec(_spec)",
-        "_sys.modules['cudacourse_policy'] = _policy",
-        "_spec.loader.exec_module(_policy)",
-        "c.AssignLatePenalties.plugin_class = _policy.LatePenalty",
-        "c.Autograde.autograde_preprocessors = [_policy.SyncDeadlines, "
-        "*c.Autograde.autograde_preprocessors]",
         "c.LatePenalty.penalty_method = 'percent_per_day'",
         f"c.LatePenalty.percent_per_day = {PERCENT_PER_DAY}",
     ]
@@ -199,6 +189,21 @@ def test_timestamp_round_trips_through_nbgrader():
 
     when = datetime(2026, 12, 8, 23, 59, 30, 123456, tzinfo=timezone.utc)
     assert parse_utc(policy.utc_timestamp(when)) == when.replace(tzinfo=None)
+
+
+def test_the_course_config_installs_the_policy_with_nothing_late_by_default():
+    """nbgrader_config.py: SyncDeadlines before anything else, LatePenalty as nbgrader's
+    plugin, loaded by path (as cudacourse_grader, like the grader); no due date, no penalty."""
+    config = policy.load_config(authoring.ROOT)
+    steps = config.Autograde.autograde_preprocessors
+    names = [(s.__module__, s.__name__) for s in steps]
+    assert names[0] == ("cudacourse_grader.policy", "SyncDeadlines")
+    assert ("nbgrader.preprocessors.latesubmissions", "AssignLatePenalties") in names[1:]
+    plugin = config.AssignLatePenalties.plugin_class
+    assert (plugin.__module__, plugin.__name__) == ("cudacourse_grader.policy", "LatePenalty")
+    course_policy, late = policy.CoursePolicy(config=config), policy.LatePenalty(config=config)
+    assert course_policy.due == {} and late.penalty_method == "none"
+    assert late.late_submission_penalty("s", 10.0, 30 * 86400) is None
 
 
 def test_policy_is_read_from_the_course_config(tmp_path):

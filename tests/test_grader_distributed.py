@@ -22,7 +22,7 @@ import pytest
 from cudacourse import authoring, device
 from cudacourse.grader import distributed
 
-pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
+pytestmark = pytest.mark.grading
 
 ROOT = authoring.ROOT
 ASSIGNMENT = "01_gpu_vs_cpu"
@@ -290,3 +290,19 @@ def test_cudacourse_grade_runs_on_a_dask_local_cluster(tmp_path, capsys):
     stamp = json.loads(record.read_text())["stamp"]
     assert stamp["cudacourse"] and "cudacourse/check/vector.py" in stamp["scored_by"]
     assert scores(distributed.default_db(tmp_path)) == pytest.approx(want)
+
+
+def test_grading_hides_the_configured_exchange_and_honours_the_configured_db(tmp_path):
+    """runner._opts: no --db means the config's CourseDirectory.db_url; an Exchange.root
+    set there is hidden from every sandbox like the course root."""
+    from cudacourse.grader import runner
+
+    exchange = tmp_path / "exchange"
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.CourseDirectory.db_url = 'postgresql+psycopg://g@db:5432/gb'\n"
+        f"c.Exchange.root = {str(exchange)!r}\n")
+    o = runner._opts(str(tmp_path), ASSIGNMENT, {"sandbox": {"hide": ["/x"]}})
+    assert o["db_url"] == "postgresql+psycopg://g@db:5432/gb"
+    assert o["sandbox"]["hide"] == sorted(["/x", str(exchange.resolve())])
+    assert runner._opts(str(tmp_path), ASSIGNMENT, {"db_url": "sqlite:///g.db"})[
+        "db_url"] == "sqlite:///g.db"

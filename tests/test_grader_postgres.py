@@ -28,7 +28,7 @@ from cudacourse.grader import distributed
 from test_exchange import PERCENT_PER_DAY, policy_config
 from test_grader_distributed import ASSIGNMENT, FAST, make_course, scores, submit, totals
 
-pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
+pytestmark = pytest.mark.grading
 
 CLASS = {"ada": "correct", "bob": "wrong_kernel", "cy": "blank", "dee": "hostile",
          "eve": "correct", "fay": "correct"}

@@ -65,3 +65,41 @@ def test_one_sandbox_per_cell_where_fork_is_refused(tmp_path, monkeypatch):
     opts = {**prepare.DEFAULTS, "timeout": 60}
     got = prepare.run_verdicts(jobs, opts, str(tmp_path), None)
     assert got["ok"]["status"] == "pass" and got["bad"]["status"] == "fail"
+
+
+CHECK_FAILURE = "import cudacourse.check._failure as _failure\n"
+
+
+def test_a_checker_failure_carries_its_cause_into_the_verdict_and_the_cell():
+    """CheckFailure.cause reaches the verdict, and prepare.apply writes it into the test
+    cell's metadata, where cudacourse report counts diagnoses by cause."""
+    import nbformat
+
+    from cudacourse.grader import prepare
+
+    test = "_failure.fail('out[3] is -1, want 5', cause='wrong_values_sub')"
+    v = verdict.judge(_job(test, context=(CHECK_FAILURE,)))
+    assert v["status"] == "fail" and v["ename"] == "CheckFailure"
+    assert v["cause"] == "wrong_values_sub"
+    plain = verdict.judge(_job("assert f(2) == 5"))
+    assert plain["status"] == "fail" and plain["cause"] is None
+
+    cell = nbformat.v4.new_code_cell("check()", metadata={"nbgrader": {
+        "grade": True, "solution": False, "grade_id": "t", "points": 1}})
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    prepare.apply(nb, {"cells": {"t": v}, "outputs": None, "sources": []}, 1000)
+    assert nb.cells[0].metadata["cudacourse"] == {"status": "fail", "cause": "wrong_values_sub"}
+    assert nb.cells[0].outputs[-1].output_type == "error"
+    nbformat.validate(nb)
+
+
+def test_verdict_processes_are_told_they_grade(tmp_path, monkeypatch):
+    """CUDACOURSE_GRADING=1 in the sandboxed check (quiz.after_submission reads it), though
+    the grader's own environment does not have it."""
+    from cudacourse.grader import prepare
+
+    monkeypatch.delenv("CUDACOURSE_GRADING", raising=False)
+
+    job = dict(_job("import os\nprint(os.environ.get('CUDACOURSE_GRADING'))"), grade_id="env")
+    got = prepare.run_verdicts([job], {**prepare.DEFAULTS, "timeout": 60}, str(tmp_path), None)
+    assert got["env"]["status"] == "pass" and got["env"]["output"] == "1\n"

@@ -2,8 +2,10 @@
 
 A scratch course with its own gradebook: release (generate_assignment), the samples of
 tests/submissions/samples.py in submitted/, ``cudacourse grade`` (sandboxed, 2 workers),
-then nbgrader's own feedback and export. Checked: the score of every test cell of every
-sample, the "not graded" reasons (distinct from 0 in the status CSV, the summary and the
+then nbgrader's own feedback and export, and ``cudacourse report``. Checked: the score of
+every test cell of every sample, the late sample's penalty (the course's deadline policy,
+through ``cudacourse grade``), the checker's cause of a wrong kernel in the autograded
+notebook and the class report, the provenance in the run record, the "not graded" reasons (distinct from 0 in the status CSV, the summary and the
 feedback), that no submitted file changed and no attack wrote into the package, that no
 process an attack started is left, that the gradebook still holds the scores once a
 detached saboteur would have struck, and that output is capped.
@@ -30,7 +32,9 @@ from cudacourse import authoring, device
 from cudacourse.grader import intake
 from cudacourse.grader import sandbox as sbx
 
-pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
+pytestmark = pytest.mark.grading
+# The checker's stable cause id for samples.WRONG_KERNEL (a - b for a + b): check.vector
+WRONG_KERNEL_CAUSE = "wrong_formula"
 
 ROOT = authoring.ROOT
 A = "01_gpu_vs_cpu"
@@ -88,7 +92,7 @@ def graded():
     g["dir"] = Path(g["dir"])
     g["proc"] = subprocess.CompletedProcess(g["proc"][0], g["proc"][1], g["proc"][2],
                                             g["proc"][3])
-    for key in ("feedback", "export", "plain"):
+    for key in ("feedback", "export", "plain", "report"):
         g[key] = subprocess.CompletedProcess(g[key][0], g[key][1], g[key][2], g[key][3])
     yield g
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # with xdist another worker may still read
@@ -99,6 +103,10 @@ def _grade_the_class(course: Path) -> dict:
     course.mkdir()
     shutil.copytree(ROOT / "solutions" / A, course / "solutions" / A)
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    with open(course / "nbgrader_config.py", "a") as fh:  # the late sample's deadline
+        fh.write(f"\nc.CoursePolicy.due = {{{A!r}: {samples.DUE!r}}}\n"
+                 "c.LatePenalty.penalty_method = 'percent_per_day'\n"
+                 f"c.LatePenalty.percent_per_day = {samples.PERCENT_PER_DAY}\n")
     release = _nbgrader(course, "generate_assignment", A, "--force")
     assert release.returncode == 0, release.stderr
     learner = course / "notebooks" / A / f"{A}.ipynb"
@@ -115,6 +123,9 @@ def _grade_the_class(course: Path) -> dict:
     print(f"\ncudacourse grade: {len(want)} samples in {seconds:.0f} s ({WHY})")
     feedback = _nbgrader(course, "generate_feedback", A, "--force")
     export = _nbgrader(course, "export", "--to", str(course / "grades.csv"))
+    report = subprocess.run([sys.executable, "-m", "cudacourse_cli", "report", A, "--course",
+                             str(course), "--no-plot"], cwd=course, env=_env(),
+                            capture_output=True, text=True, timeout=900)
     # Plain nbgrader, without `cudacourse grade`, on a copy of one hostile submission.
     plain_student = "plain_nbgrader_forge_displayhook"
     plain_dir = course / "plain-submitted"
@@ -127,7 +138,7 @@ def _grade_the_class(course: Path) -> dict:
         return [p.args, p.returncode, p.stdout, p.stderr]
 
     return {"dir": str(course), "want": want, "proc": keep(proc), "before": before,
-            "feedback": keep(feedback), "export": keep(export),
+            "feedback": keep(feedback), "export": keep(export), "report": keep(report),
             "plain": keep(plain), "plain_scores": _gradebook_scores(course).get(plain_student),
             "run": json.loads((course / "grading" / A / "latest.json").read_text())}
 
@@ -288,3 +299,41 @@ def test_plain_nbgrader_autograde_is_sandboxed_too(graded):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "running the sandboxed checks here" in proc.stderr
     assert graded["plain_scores"] and sum(graded["plain_scores"].values()) == 0
+
+
+def test_a_late_submission_gets_its_penalty_through_cudacourse_grade(graded):
+    """The course config's SyncDeadlines and LatePenalty, with timestamp.txt kept in the
+    grader's staged copy: full raw score, the penalty beside it; nobody else is late."""
+    with open(graded["dir"] / "grades.csv", newline="") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    late, full = rows["late_correct"], graded["want"]["late_correct"]["total"]
+    assert full == graded["want"]["correct"]["total"] > 0
+    assert late["duedate"] and late["timestamp"]
+    assert float(late["raw_score"]) == pytest.approx(full)
+    assert float(late["late_submission_penalty"]) == pytest.approx(
+        full * samples.LATE_PERCENT / 100)
+    assert float(late["score"]) == pytest.approx(full * (1 - samples.LATE_PERCENT / 100))
+    for name, want in graded["want"].items():
+        if name != "late_correct" and want["total"] is not None:
+            assert float(rows[name]["late_submission_penalty"]) == 0, name
+
+
+def test_a_wrong_kernel_s_cause_is_in_the_notebook_and_the_class_report(graded):
+    nb = _autograded(graded["dir"], "wrong_kernel")
+    cell = next(c for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == f"test_{samples.KERNEL}")
+    assert cell.metadata["cudacourse"] == {"status": "fail", "cause": WRONG_KERNEL_CAUSE}
+    sidecar = json.loads((graded["dir"] / "autograded" / "wrong_kernel" / A /
+                          f"{A}.grading.json").read_text())
+    assert sidecar["verdicts"][f"test_{samples.KERNEL}"]["cause"] == WRONG_KERNEL_CAUSE
+    report = graded["report"]
+    assert report.returncode == 0, report.stderr[-3000:]
+    row = next(ln for ln in report.stdout.splitlines() if ln.startswith(f"| test_{samples.KERNEL}"))
+    assert f"{WRONG_KERNEL_CAUSE} (" in row, row
+
+
+def test_the_run_record_carries_its_provenance(graded):
+    stamp = graded["run"]["provenance"]
+    assert stamp["nbgrader"] and stamp["python"] and stamp["time"]
+    assert any(k.endswith("grader/verdict.py") for k in stamp["scored_by"])
+    assert stamp["masters"]  # the hash of the master that was graded against

@@ -44,3 +44,28 @@ def test_audit_source_runs_standalone_like_in_a_kernel():
     snap = json.loads(user_ns.pop("__cudacourse_audit__"))
     assert "attr:numpy.allclose" in snap and "ipy:shell" in snap
     assert kernelrun.compare_snapshots(snap, snap) == []
+
+
+def test_audit_watches_every_checker_module():
+    """Each module under cudacourse/check/ (but the by-path child and the seam list) is
+    watched, loaded or not, so a rebound topic checker is noticed."""
+    from pathlib import Path
+
+    import cudacourse.check
+
+    here = Path(cudacourse.check.__file__).parent
+    modules = {f"cudacourse.check.{p.stem}" for p in here.glob("*.py") if p.stem != "__init__"}
+    assert modules - {"cudacourse.check._child", "cudacourse.check._numba_hooks"} <= set(
+        grading_audit.COURSE_MODULES)
+
+
+def test_audit_notices_a_rebound_topic_checker(monkeypatch):
+    ns = {"__builtins__": __builtins__}
+    base = grading_audit.snapshot(ns, load=True)
+    import cudacourse.check.vector as vector
+
+    name = next(k for k, v in vars(vector).items() if callable(v) and not k.startswith("_")
+                and getattr(v, "__module__", "") == vector.__name__)
+    monkeypatch.setattr(vector, name, lambda *a, **k: None)
+    text = "\n".join(grading_audit.compare(base, grading_audit.snapshot(ns)))
+    assert f"cudacourse.check.vector.{name} was replaced" in text

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from cudacourse.workspace import sync
-
-pytestmark = pytest.mark.lesson1
 
 
 def _release(tmp_path, text):

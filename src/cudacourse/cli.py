@@ -179,7 +179,7 @@ def bench(args: argparse.Namespace) -> int:
 
 def grade(args: argparse.Namespace) -> int:
     """Autograde an assignment: sandboxed, parallel, broken submissions listed as not graded."""
-    from .grader import report, runner, sandbox
+    from .grader import runner, runrecord, sandbox
 
     options: dict = {"timeout": args.timeout, "output_cap": args.output_cap,
                      "feedback_run": not args.no_feedback_run,
@@ -218,7 +218,7 @@ def grade(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.shutdown(wait=True)
-    print(report.table(run))
+    print(runrecord.table(run))
     from .grader.distributed import Throughput
 
     print(Throughput(len(run["results"]), float(run.get("seconds") or 0.0),

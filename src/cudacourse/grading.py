@@ -86,7 +86,15 @@ class ResilientExecute(Execute):
         return {"timeout": self.timeout or 120, "notebook_timeout": self.notebook_timeout,
                 "max_restarts": self.max_restarts, "output_cap": self.output_cap,
                 "audit": self.audit, "feedback_run": self.feedback_run,
-                "sandbox": dict(self.sandbox)}
+                "sandbox": self._sandbox()}
+
+    def _sandbox(self) -> dict[str, Any]:
+        """The configured sandbox, with the course's exchange (if configured) hidden too."""
+        sb = dict(self.sandbox)
+        exchange = self.config.get("Exchange", {}).get("root")
+        if isinstance(exchange, str) and exchange:
+            sb["hide"] = sorted({*sb.get("hide", []), str(Path(exchange).resolve())})
+        return sb
 
     def preprocess(self, nb: NotebookNode, resources: Any = None,
                    km: Any = None) -> tuple[NotebookNode, dict]:
@@ -122,7 +130,7 @@ class ResilientExecute(Execute):
             payload = {"student": student, "assignment": assignment, "notebook": notebook,
                        "isolation": prepared.get("isolation"), "incidents": incidents,
                        "verdicts": {g: {k: v.get(k) for k in ("status", "ename", "message",
-                                                                "seconds")}
+                                                                "cause", "seconds")}
                                     for g, v in prepared.get("cells", {}).items()}}
             resources.setdefault("outputs", {})[f"{notebook}.grading.json"] = (
                 json.dumps(payload, indent=1).encode())

@@ -28,8 +28,18 @@ Only the standard library is used here: the text must run in any kernel.
 import json as _json
 import sys as _sys
 
+# Every module a master test cell's verdict depends on: the checkers by topic and the engine
+# under them (check/_child.py runs by path and is never imported; _numba_hooks only lists
+# seams). The verdict process is the first line of defence; this audit the second.
 COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
-                  "cudacourse.quiz", "cudacourse.device", "cudacourse.arrays")
+                  "cudacourse.check._observe", "cudacourse.check._trace",
+                  "cudacourse.check._failure", "cudacourse.check._origin",
+                  "cudacourse.check._compile", "cudacourse.check._replay",
+                  "cudacourse.check._source", "cudacourse.check.vector",
+                  "cudacourse.check.threads", "cudacourse.check.memory",
+                  "cudacourse.check.tiling", "cudacourse.check.attention",
+                  "cudacourse.check.science", "cudacourse.quiz", "cudacourse.device",
+                  "cudacourse.arrays")
 OTHER_MODULES = ("numpy", "numpy.testing", "hashlib")
 # Notebook names a test cell uses, and the module each must be.
 USER_NAMES = {"cudacourse": "cudacourse", "quiz": "cudacourse.quiz", "np": "numpy",

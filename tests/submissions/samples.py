@@ -20,7 +20,8 @@ Attacks (each is a class; the grader is built against the class, not the instanc
 * resources: endless loops (one ignoring interrupts and signals), crashes, memory and disk
   filling, 100 MB of output (many lines, and one line);
 * broken files: duplicated grade_id, test cell turned into an answer cell, invalid JSON, a
-  non-UTF-8 byte, a renamed notebook, a garbage ``timestamp.txt``, a deleted test cell.
+  non-UTF-8 byte, a renamed notebook, a garbage ``timestamp.txt``, a deleted test cell;
+* late work: right answers with a ``timestamp.txt`` after the class's due date (``DUE``).
 
     python tests/submissions/samples.py COURSE_DIR   # writes COURSE_DIR/submitted/* and
                                                      # COURSE_DIR/expected.json
@@ -41,6 +42,14 @@ import nbformat
 ASSIGNMENT = "01_gpu_vs_cpu"
 KERNEL = "vector_add"  # the code exercise's answer cell
 MARKER = "cudacourse-sample-attack"  # in the command line of every process an attack leaves
+
+# Deadline and late penalty of the sample class (the class test appends them to its
+# nbgrader_config.py): LATE is 2 days and 61 minutes after DUE, 3 started days, so
+# percent_per_day=PERCENT_PER_DAY takes 3 * PERCENT_PER_DAY percent of the score.
+DUE = "2026-01-10 23:59:00 UTC"
+LATE = "2026-01-13 01:00:00.000000 UTC"
+PERCENT_PER_DAY = 10
+LATE_PERCENT = 3 * PERCENT_PER_DAY
 
 WRONG_KERNEL = '''@cuda.jit
 def vector_add(a, b, out):
@@ -362,6 +371,8 @@ def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sam
     out.append(Sample("victim_all_wrong", "all wrong, no attack: must get 0 whatever ran "
                       "before it", wrong=True))
     out.append(Sample("victim_correct", "right answers, no attack: must keep full marks"))
+    out.append(Sample("late_correct", f"right answers, handed in 2 days 1 hour after the due "
+                      f"date: full raw score, {LATE_PERCENT}% late penalty", timestamp=LATE))
     out.append(Sample("big_output_lines", "right answers, 100 MB printed in many lines",
                       {KERNEL: MASTER + BIG_LINES}))
     out.append(Sample("big_output_line", "right answers, one printed line of 100 MB",
@@ -520,7 +531,7 @@ def write(course: Path, learner_path: Path, master_path: Path, *, isolated: bool
         result[sample.name] = {"doc": sample.doc, "cells": scores,
                                "total": None if scores is None else sum(scores.values()),
                                "not_graded": sample.not_graded, "phrase": sample.phrase,
-                               "leaves": sample.leaves}
+                               "leaves": sample.leaves, "timestamp": sample.timestamp}
     return result
 
 

@@ -14,7 +14,9 @@ The pieces, in the order a submission meets them (docs/instructors.md tells the 
 * ``nbrun``     executes the whole submission in the sandbox for the feedback outputs only;
 * ``prepare``   per notebook: the feedback run plus one verdict per test cell;
 * ``runner``    ``grade_submission`` (one picklable job per student) and ``grade_class``
-                over any ``concurrent.futures.Executor``; ``report`` the summary.
+                over any ``concurrent.futures.Executor``; ``runrecord`` the
+                record of a run (summary, status CSV, JSON); ``classreport`` what a
+                graded class tells its instructor (``cudacourse report``).
 
 Nothing here imports the ``cudacourse`` package (which chooses a device on import): the
 grading process stays device-neutral and every sandboxed child chooses its own. nbgrader's

@@ -157,6 +157,11 @@ def verdict_outputs(v: dict[str, Any], cap: int) -> list[dict[str, Any]]:
 
 # --- running ------------------------------------------------------------------------------
 
+# Said explicitly to every verdict and feedback process: this is grading, after submission
+# (cudacourse.quiz.after_submission: a graded question's explanation may be shown).
+GRADING_ENV = {"CUDACOURSE_GRADING": "1"}
+
+
 def _workdir(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=f"cudacourse-{prefix}-")
 
@@ -168,7 +173,7 @@ def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
     try:
         res = sbx.run([sys.executable, str(HERE / "verdict.py")], workdir=work, sb=sb,
                       course_root=course_root, timeout=opts["timeout"] * n + 60,
-                      stdin=json.dumps(request).encode(), db_url=db_url,
+                      stdin=json.dumps(request).encode(), db_url=db_url, env=GRADING_ENV,
                       cap=n * 4 * opts["output_cap"] + 65536)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -242,7 +247,8 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         run_opts.update(who)
         res = sbx.run([sys.executable, str(HERE / "nbrun.py"), "in.ipynb", "out.ipynb",
                        json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
-                      timeout=opts["notebook_timeout"], db_url=db_url, cap=1 << 20)
+                      timeout=opts["notebook_timeout"], db_url=db_url, env=GRADING_ENV,
+                      cap=1 << 20)
         incidents = []
         if res.timed_out:
             incidents.append(f"the feedback run did not finish within {opts['notebook_timeout']} s")
@@ -333,6 +339,9 @@ def apply(nb: nbformat.NotebookNode, prepared: dict[str, Any], cap: int) -> list
                 "status": "error", "ename": "GraderError",
                 "message": f"no verdict for test cell '{gid}' (not in the master?)"}
             cell.outputs = [nbformat.from_dict(o) for o in verdict_outputs(v, cap)]
+            # Error outputs cannot carry extra keys (nbformat's schema); cell metadata can.
+            # cudacourse report counts diagnoses by this cause.
+            cell.metadata["cudacourse"] = {"status": v.get("status"), "cause": v.get("cause")}
             continue
         if outputs is None:
             continue

@@ -35,11 +35,11 @@ from typing import Any, Iterator
 
 import nbformat
 
-from . import intake, prepare
+from . import distributed, intake, prepare
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     **prepare.DEFAULTS,
-    "db_url": None,  # default: sqlite:///<course>/gradebook.db
+    "db_url": None,  # default: the config's CourseDirectory.db_url, else <course>/gradebook.db
     "work_dir": None,  # default: <course>/.cudacourse-grading/<assignment>
     "submitted_dir": "submitted",
     "source_dir": "solutions",
@@ -52,9 +52,30 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 def _opts(course_root: str, assignment: str, options: dict[str, Any] | None) -> dict[str, Any]:
     o = {**DEFAULT_OPTIONS, **(options or {})}
     root = Path(course_root).resolve()
-    o["db_url"] = o["db_url"] or f"sqlite:///{root}/gradebook.db"
+    # --db, else the course's CourseDirectory.db_url (a PostgreSQL server), else gradebook.db
+    o["db_url"] = o["db_url"] or distributed.default_db(root)
     o["work_dir"] = str(Path(o["work_dir"] or root / ".cudacourse-grading" / assignment))
+    exchange = exchange_root(root)
+    if exchange:  # other students' inbound copies: never visible in a sandbox
+        sb = dict(o.get("sandbox") or {})
+        sb["hide"] = sorted({*sb.get("hide", []), exchange})
+        o["sandbox"] = sb
     return o
+
+
+def exchange_root(course_root: str | os.PathLike) -> str | None:
+    """``c.Exchange.root`` from the course's nbgrader_config.py, when it sets one (nbgrader's
+    default, /srv/nbgrader/exchange, is hidden by the sandbox anyway)."""
+    root = Path(course_root)
+    if not (root / "nbgrader_config.py").exists():
+        return None
+    from .policy import load_config
+
+    try:
+        found = load_config(root).get("Exchange", {}).get("root")
+    except Exception:  # noqa: BLE001 - a broken config: nbgrader itself will say why
+        return None
+    return str(Path(root, found).resolve()) if isinstance(found, str) and found else None
 
 
 @contextlib.contextmanager
@@ -264,8 +285,8 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                 executor: Executor | None = None, workers: int = 2,
                 options: dict[str, Any] | None = None, progress: bool = True,
                 log: Any = None) -> dict[str, Any]:
-    """Grade every student (or ``students``); returns the run (see :mod:`report`)."""
-    from . import report, sandbox
+    """Grade every student (or ``students``); returns the run (see :mod:`runrecord`)."""
+    from . import provenance, runrecord, sandbox
 
     o = _opts(course_root, assignment, options)
     root = str(Path(course_root).resolve())
@@ -333,7 +354,8 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
         _finish_batch(root, assignment, prepared, o, say)
     run["results"].sort(key=lambda r: r["student"])
     run["seconds"] = round(time.monotonic() - start, 2)
-    report.write(run, Path(root) / "grading" / assignment)
+    run["provenance"] = provenance.stamp(root, assignment)  # what graded: versions, hashes
+    runrecord.write(run, Path(root) / "grading" / assignment)
     return run
 
 

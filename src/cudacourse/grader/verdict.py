@@ -137,8 +137,12 @@ def judge(job: dict[str, Any], ns: dict[str, Any] | None = None, done: int = 0) 
         except BaseException as exc:  # noqa: BLE001 - every failure is a verdict
             tb = traceback.extract_tb(exc.__traceback__)
             frames = [f"{f.filename}:{f.lineno}" for f in tb if f.filename.startswith("<")]
+            # CheckFailure.cause: the checker's stable diagnosis id (cudacourse report
+            # counts them); None for an exception that carries none.
+            cause = getattr(exc, "cause", None)
             result.update(status="fail", ename=type(exc).__name__,
-                          message=str(exc)[:4000], where=frames[-3:])
+                          message=str(exc)[:4000], where=frames[-3:],
+                          cause=str(cause)[:100] if cause is not None else None)
             return result
         result["status"] = "pass"
         if isinstance(value, (int, float)) and not isinstance(value, bool):

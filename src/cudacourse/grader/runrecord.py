@@ -2,8 +2,9 @@
 
 Files, under ``<course>/grading/<assignment>/``:
 
-* ``run-<time>.json`` and ``latest.json``: the whole run (options, isolation, per student:
-  status, reason, scores per cell, incidents, seconds);
+* ``run-<time>.json`` and ``latest.json``: the whole run (options, isolation, provenance --
+  versions, commits and hashes of the scoring code and masters --, per student: status,
+  reason, scores per cell, incidents, seconds);
 * ``status.csv``: one row per student -- ``status`` is ``graded`` or ``not_graded`` and
   ``reason`` says why; ``score`` is empty (never 0) when not graded. Join it with
   ``nbgrader export`` on ``student_id``: the export alone shows a not-graded student as 0;

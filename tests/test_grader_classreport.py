@@ -13,7 +13,7 @@ from cudacourse.grader import classreport, distributed
 from test_grader_distributed import (ASSIGNMENT, FAST, KERNEL, WRONG_KERNEL, build, graded_cells,
                                      kernel_points, make_course, submit, totals, uses)
 
-pytestmark = [pytest.mark.lesson1, pytest.mark.grading]
+pytestmark = pytest.mark.grading
 
 # bob's wrong kernel, handed in again by eve with other names, comments and layout
 EVE_KERNEL = '''@cuda.jit
