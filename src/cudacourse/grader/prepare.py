@@ -21,6 +21,7 @@ from typing import Any
 
 import nbformat
 
+from . import partial
 from . import sandbox as sbx
 from .intake import nb_meta
 
@@ -338,7 +339,10 @@ def apply(nb: nbformat.NotebookNode, prepared: dict[str, Any], cap: int) -> list
             v = prepared["cells"].get(gid) or {
                 "status": "error", "ename": "GraderError",
                 "message": f"no verdict for test cell '{gid}' (not in the master?)"}
-            cell.outputs = [nbformat.from_dict(o) for o in verdict_outputs(v, cap)]
+            # A failing cell whose checks still established part of the answer: its points
+            # as an execute_result (nbgrader's partial credit), the diagnosis as text.
+            outs = partial.outputs(v, verdict_outputs(v, cap), nb_meta(cell).get("points"))
+            cell.outputs = [nbformat.from_dict(o) for o in outs]
             # Error outputs cannot carry extra keys (nbformat's schema); cell metadata can.
             # cudacourse report counts diagnoses by this cause.
             cell.metadata["cudacourse"] = {"status": v.get("status"), "cause": v.get("cause")}

@@ -31,8 +31,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the sibling module, by path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import allowlist  # type: ignore[no-redef]
+    import partial  # type: ignore[no-redef]
 else:
-    from . import allowlist
+    from . import allowlist, partial
 
 DEFAULT_CAP = 20_000  # characters of printed output kept per test cell
 
@@ -89,17 +90,6 @@ def _bind(sel: allowlist.Selection, ns: dict[str, Any], sources: dict[str, str])
             exec(code, ns)  # noqa: S102 - an allow-listed definition: binds a function only
 
 
-def _run_test(source: str, ns: dict[str, Any], grade_id: str) -> Any:
-    tree = ast.parse(source, filename=f"<test cell '{grade_id}'>")
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    exec(compile(tree, f"<test cell '{grade_id}'>", "exec"), ns)  # noqa: S102 - master code
-    if last is not None:
-        return eval(compile(last, f"<test cell '{grade_id}'>", "eval"), ns)  # noqa: S307
-    return None
-
-
 def judge(job: dict[str, Any], ns: dict[str, Any] | None = None, done: int = 0) -> dict[str, Any]:
     """Score one test cell (in this process: call it only in a process made for it).
 
@@ -133,7 +123,9 @@ def judge(job: dict[str, Any], ns: dict[str, Any] | None = None, done: int = 0) 
                 value.setflags(write=False)
         try:
             _bind(sel, ns, {c[0]: c[1] for c in job.get("answers", [])})
-            value = _run_test(job["test"], ns, grade_id)
+            # One statement at a time, each outcome kept: a failing cell's "credit"
+            # (partial.py) says what its checks still established.
+            value = partial.run_cell(job["test"], ns, grade_id, result)
         except BaseException as exc:  # noqa: BLE001 - every failure is a verdict
             tb = traceback.extract_tb(exc.__traceback__)
             frames = [f"{f.filename}:{f.lineno}" for f in tb if f.filename.startswith("<")]
