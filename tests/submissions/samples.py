@@ -57,6 +57,14 @@ def vector_add(a, b, out):
     if i < out.shape[0]:
         out[i] = a[i] - b[i]  # wrong: subtracts
 '''
+# Right sums on every case, by one thread: the check fails on technique only (serial_work),
+# so the kernel's test cell keeps its two value thirds (grader/partial.py).
+SERIAL_KERNEL = '''@cuda.jit
+def vector_add(a, b, out):
+    if cuda.grid(1) == 0:
+        for i in range(out.shape[0]):
+            out[i] = a[i] + b[i]
+'''
 
 # --- attacks on the verdict, from the learner's kernel (all wrong answers besides) ---------
 FORGE = {
@@ -300,6 +308,7 @@ class Sample:
     edits: dict[str, str] = field(default_factory=dict)  # grade_id -> new source
     wrong: bool = False  # all wrong: wrong kernel, "z" to every question (then edits)
     zero: set[str] = field(default_factory=set)  # answer cells whose tests must score 0
+    credit: dict[str, float] = field(default_factory=dict)  # answer cell -> fraction earned
     not_graded: str | None = None  # phrase of the expected "not graded" reason
     strip_demos: bool = True  # drop ordinary code cells (a learner may; it saves time)
     blank: bool = False  # the learner copy's answer cells untouched
@@ -347,6 +356,8 @@ def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sam
         Sample("wrong_kernel", "subtracts instead of adding", {KERNEL: WRONG_KERNEL},
                zero={KERNEL}),
         Sample("all_wrong", "wrong kernel, 'z' to every question", wrong=True),
+        Sample("technique_only", "right sums by one thread (serial_work): 2/3 of the "
+               "kernel's points", {KERNEL: SERIAL_KERNEL}, credit={KERNEL: 2 / 3}),
         Sample("quiz_not_literal", "right answers computed, not written as literals",
                {q: f"{q} = chr(ord('a') + 1)  # 'b', but not a literal\n" for q in quizzes},
                zero=set(quizzes), phrase={f"test_{q}": "not a literal" for q in quizzes[:1]}),
@@ -504,6 +515,8 @@ def expected(sample: Sample, learner: nbformat.NotebookNode,
         if ok and KERNEL not in needed:
             ok = all(_quiz_right(test_source, answers.get(a, "")) for a in needed)
         scores[gid] = points if ok else 0.0
+        if ok and KERNEL in needed and KERNEL in sample.credit:
+            scores[gid] = round(points * sample.credit[KERNEL], 2)  # as grader/partial.py rounds
     return scores
 
 
