@@ -281,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--course", default=".", help="course root (nbgrader_config.py; default .)")
     s.add_argument("--student", action="append", help="only this student (repeatable)")
     s.add_argument("--workers", type=int, default=2, help="submissions graded at once")
-    s.add_argument("--timeout", type=int, default=240, help="seconds per cell (default 240)")
+    s.add_argument("--timeout", type=int, default=90,
+                   help="seconds per cell (default 90: the slowest lesson cell takes about 10 s in "
+                        "the simulator on 2 cores; a hung cell costs this once)")
     s.add_argument("--output-cap", type=int, default=20_000, help="characters kept per cell")
     s.add_argument("--executor", default="thread",
                    help="thread (default), process, or MODULE:FACTORY returning a "
