@@ -200,6 +200,20 @@ def test_stamp_names_version_commit_and_scoring_files(tmp_path):
     assert "cudacourse/grader/classreport.py" not in s["scored_by"]  # moves no score
     if s["code"]["commit"] is not None:  # a git checkout (not an installed wheel)
         assert len(s["code"]["commit"]) == 40 and isinstance(s["code"]["dirty"], bool)
+    else:  # e.g. the tree copied to a GPU machine without its .git
+        assert s["code"]["note"] == provenance.NO_GIT
+    assert s["course"] == {"commit": None, "dirty": None, "note": provenance.NO_GIT}
+
+
+def test_stamp_of_an_uninstalled_source_tree_reads_the_version_from_the_package(monkeypatch):
+    """On the GPU machine cudacourse is imported from ./src, not pip-installed: no metadata."""
+    from cudacourse import __version__
+    from cudacourse.grader import provenance
+
+    real = provenance._v
+    monkeypatch.setattr(provenance, "_v",
+                        lambda name: "not installed" if name == "cudacourse" else real(name))
+    assert provenance.stamp()["cudacourse"] == f"{__version__} (source tree, not installed)"
 
 
 def test_changes_name_the_cell_the_diagnoses_and_the_changed_checker():

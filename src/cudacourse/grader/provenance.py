@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -49,6 +50,21 @@ def _v(name: str) -> str:
         return "not installed"
 
 
+def _own_version() -> str:
+    """cudacourse's version: the installed metadata, else (imported from a source tree,
+    e.g. with PYTHONPATH=src on a GPU machine) ``__version__`` read from the package's
+    ``__init__.py`` as text -- importing it would choose the CUDA mode in nbgrader's process."""
+    installed = _v("cudacourse")
+    if installed != "not installed":
+        return installed
+    try:
+        text = (PACKAGE_DIR / "__init__.py").read_text()
+    except OSError:
+        return "not installed"
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return f"{found.group(1)} (source tree, not installed)" if found else "not installed"
+
+
 def _git(where: Path, *args: str) -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True,
@@ -58,11 +74,15 @@ def _git(where: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+NO_GIT = "commit unknown (not a git checkout)"
+
+
 def git_state(where: Path) -> dict[str, Any]:
-    """Commit and dirtiness of the git tree holding ``where`` (None when not in one)."""
+    """Commit and dirtiness of the git tree holding ``where`` (None, with ``note`` saying
+    so, when not in one)."""
     commit = _git(where, "rev-parse", "HEAD")
-    if commit is None:
-        return {"commit": None, "dirty": None}
+    if commit is None:  # a copy without .git, an installed wheel, or no git at all
+        return {"commit": None, "dirty": None, "note": NO_GIT}
     status = _git(where, "status", "--porcelain", "--untracked-files=no", "--", ".")
     return {"commit": commit, "dirty": bool(status)}
 
@@ -83,7 +103,7 @@ def stamp(course_root: str | os.PathLike | None = None,
     """Who and what graded: versions, commits, hashes of the scoring code and masters."""
     out: dict[str, Any] = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cudacourse": _v("cudacourse"), "nbgrader": _v("nbgrader"),
+        "cudacourse": _own_version(), "nbgrader": _v("nbgrader"),
         "python": platform.python_version(), "host": socket.gethostname(),
         "code": git_state(PACKAGE_DIR),
         "scored_by": {k: v for k, v in file_hashes(PACKAGE_DIR, SCORED_BY).items()
@@ -154,7 +174,8 @@ def changes(old: dict, new: dict) -> list[Change]:
     a_code = (old.get("stamp", {}).get("code") or {}).get("commit")
     b_code = (new.get("stamp", {}).get("code") or {}).get("commit")
     if a_code != b_code:
-        code = f"graded by commit {str(a_code)[:10]} then {str(b_code)[:10]}"
+        code = (f"graded by commit {str(a_code or 'unknown')[:10]} then "
+                f"{str(b_code or 'unknown')[:10]}")
     context = "; ".join(x for x in (code, ", ".join(files[:6]) +
                                      (f" and {len(files) - 6} more" if len(files) > 6 else ""))
                         if x)
