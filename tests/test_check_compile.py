@@ -272,3 +272,42 @@ def test_an_answer_cell_cannot_switch_the_gate_off(monkeypatch):
     monkeypatch.setenv("CUDACOURSE_COMPILE_GATE", "0")
     with pytest.raises(CheckFailure, match="kernels cannot call numpy.dot"):
         check_vector_add(kern_np_dot)
+
+
+# What a GPU's first launch raises: Numba's dispatcher message, highlighted the way
+# NUMBA_COLOR_SCHEME (with colorama) highlights it, with the notebook cell's file and line.
+B, R = "\x1b[1m", "\x1b[0m"
+GPU_NP_DOT_TYPING_ERROR = (
+    f"{B}{B}Failed in cuda mode pipeline (step: nopython frontend)\n"
+    f"{B}{B}No implementation of function {B}Function(<built-in function dot>){R} found for "
+    f"signature:\n \n >>> {B}dot(array(float32, 1d, C), array(float32, 1d, C)){R}\n \n"
+    "There are 4 candidate implementations:\n - Of which 2 did not match due to:\n"
+    "  Overload in function 'dot_2': File: numba/cuda/np/linalg.py: Line 610.\n"
+    f"{R}\n{R}{B}During: resolving callee type: Function(<built-in function dot>){R}\n"
+    f"{R}{B}During: typing of call at /tmp/ipykernel_41/3051.py (12)\n{R}\n"
+    f'{B}\nFile "/tmp/ipykernel_41/3051.py", line 12:{R}\r\n'
+    f"{B}def calls_np_dot(a, b, out):\n    <source elided>\n    if i < out.size:\n"
+    f"{B}        out[i] = np.dot(a, b)\n{R}        {B}^{R}{R}\n")
+
+
+def test_a_gpus_highlighted_typing_error_is_translated_like_the_childs():
+    """The real dispatcher's text (colour codes, CRLF, the cell's line) reads as the child's."""
+    from numba.core.errors import TypingError
+
+    reason, line = C.explain(GPU_NP_DOT_TYPING_ERROR, "TypingError")
+    assert reason.startswith("kernels cannot call numpy.dot: a GPU thread has no NumPy")
+    assert line == "line 12: out[i] = np.dot(a, b)"
+    exc = TypingError(GPU_NP_DOT_TYPING_ERROR)
+    assert C.is_compile_error(exc)
+    assert C.is_compile_error(TypeError(f"{B}CUDA kernel must have void return type.{R}"))
+    assert not C.is_compile_error(RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS"))
+    with pytest.raises(CheckFailure) as info:
+        E._launch_error(exc, "vector_add", {"grid": 2, "block": 32})
+    assert info.value.cause == "does_not_compile"
+    assert "kernels cannot call numpy.dot" in str(info.value) and "\x1b" not in str(info.value)
+    assert "(line 12: out[i] = np.dot(a, b))" in str(info.value)
+
+
+def test_colour_codes_are_removed_and_nothing_else():
+    assert C.strip_ansi(f"{B}a{R} b\x1b[31;1mc\x1b[39m\r\n") == "a bc\n"
+    assert C.strip_ansi("out[i] = a[i] # [1m is text") == "out[i] = a[i] # [1m is text"

@@ -81,6 +81,19 @@ def test_bundle_carries_constants_modules_and_device_functions():
     assert ns["OFFSET"] == 1.0 and ns["plus_one"].__name__ == "plus_one"
 
 
+def test_only_options_that_differ_from_cuda_jits_defaults_are_carried():
+    """A GPU dispatcher's targetoptions hold every keyword, defaults too (inline="never")."""
+    @cuda.jit(device=True)
+    def dev(x):
+        return x
+
+    dev.targetoptions = {"device": True, "inline": "never", "opt": True, "fastmath": False,
+                         "debug": None, "lineinfo": False}
+    assert _source.jit_options(dev) == {"device": True}
+    dev.targetoptions = {**dev.targetoptions, "inline": "always", "fastmath": True}
+    assert _source.jit_options(dev) == {"device": True, "inline": "always", "fastmath": True}
+
+
 NEG_INF = -math.inf
 NAN32 = np.float32("nan")
 
@@ -194,6 +207,44 @@ def test_in_the_simulator_a_sim_part_runs_in_process(monkeypatch):
     assert info.value.cause == "wrong_technique"
 
 
+def test_a_failure_in_the_simulator_carries_the_launches_it_made():
+    """What a replay child sends back: the kernels it launched and their argument types."""
+    a = cuda.to_device(np.arange(8, dtype=np.float32))
+    out = cuda.to_device(np.zeros(8, np.float32))
+    if cudacourse.MODE == "sim":
+        from cudacourse.check import _engine as E
+
+        E.launch(plus_one, 1, 8, a, out, name="plus_one_launch")
+        got = CheckFailure("m", cause="wrong_values").to_dict()["launches"]
+        assert ["plus_one", "plus_one_launch", [["array", "<f4", 1, "C"]] * 2] in got
+    assert CheckFailure.from_dict({"message": "m", "cause": "unwritten",
+                                   "launches": [["plus_one", "k", []]]}).cause == "unwritten"
+
+
+def test_a_child_failure_becomes_does_not_compile_when_this_compiler_refuses(monkeypatch):
+    """On a GPU the child simulates without the gate: a kernel this process's compiler
+    refuses fails as does_not_compile, as the simulator's gate makes it fail."""
+    seen = []
+
+    def refuses(kernel, specs):
+        seen.append((kernel, specs))
+        return _compile.CompileRefused("a kernel returns nothing", "raw", "line 3: return x")
+
+    monkeypatch.setattr(_compile, "compile_here", refuses)
+    specs = [["array", "<f4", 1, "C"]] * 2
+    failure = {"message": "out[0:] was never written", "cause": "unwritten", "hint": "",
+               "context": {}, "launches": [["plus_offset", "dev", specs],
+                                           ["plus_one", "plus_one", specs]]}
+    got = R._refused_here(failure, {"plus_one": plus_one, "plus_offset": plus_offset})
+    assert got.cause == "does_not_compile" and seen == [(plus_one, specs)]  # kernels only
+    assert str(got).startswith("plus_one would not compile for a GPU (line 3: return x): "
+                               "a kernel returns nothing.")
+    assert R._refused_here({**failure, "cause": "does_not_compile"}, {"plus_one": plus_one}) \
+        is None
+    monkeypatch.setattr(_compile, "compile_here", lambda kernel, specs: None)
+    assert R._refused_here(failure, {"plus_one": plus_one}) is None
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_a_sim_part_gives_the_simulators_verdict():
     runs = R._STATE["runs"]
@@ -258,6 +309,7 @@ out["returns"] = verdict(E.launch, returns_value, 1, 32, x, x, name="k")
 out["np_dot"] = verdict(E.launch, calls_np_dot, 1, 32, x, x, name="k")
 out["replay_good"] = verdict(R.selfcheck_plus_one, plus_one, n=40, block=32)
 out["replay_bad"] = verdict(R.selfcheck_plus_one, plus_one_reads_thrice, n=40, block=32)
+out["replay_no_compile"] = verdict(R.selfcheck_plus_one, returns_value, n=40, block=32)
 out["replays"] = R._STATE["runs"]
 print("RESULT" + json.dumps(out))
 '''
@@ -293,7 +345,10 @@ def test_a_gpu_mode_parent_refuses_compiles_and_replays(tmp_path):
     assert "kernels cannot call numpy.dot" in got["np_dot"]
     assert got["replay_good"] == "pass"
     assert got["replay_bad"].startswith("wrong_technique")
-    assert got["replays"] == 2
+    # the child simulates it (out never written), this process's compiler refuses it first
+    assert got["replay_no_compile"].startswith("does_not_compile: plus_one would not compile")
+    assert "returns nothing" in got["replay_no_compile"]
+    assert got["replays"] == 3
 
 
 FORGER_SOURCE = """

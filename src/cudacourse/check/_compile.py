@@ -256,11 +256,93 @@ def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
 
     if not device.is_simulator():
         return None
+    _record_launch(kernel, args, name)
     ok, why = status()
     if not ok:
         _warn_once(why)
         return None
     return _resources(kernel, args, warn=True)
+
+
+MAX_RECORDED = 16
+
+
+def _record_launch(kernel: Any, args: tuple, name: str) -> None:
+    """Remember (kernel, checker's name for it, argument types) of a simulated launch.
+
+    In a replay child (gate off: it runs before the GPU's own launch) a failure carries
+    these back (``CheckFailure.to_dict``), so that the GPU process compiles the kernels for
+    real and a kernel no GPU compiles fails as ``does_not_compile`` there too, as the gate
+    makes it fail in the simulator, instead of with what its simulated run did."""
+    if _origin.package_origin(_origin.unwrap(kernel)):
+        return
+    specs = [type_spec(a) for a in args]
+    if any(s is None for s in specs):
+        return
+    entry = [getattr(_origin.unwrap(kernel), "__name__", ""), name, specs]
+    seen = _STATE.setdefault("launched", [])
+    if entry[0] and entry not in seen:
+        seen.append(entry)
+        del seen[:-MAX_RECORDED]
+
+
+def launched() -> list:
+    """The launches recorded in this process: ``[kernel name, launch name, type specs]``."""
+    return [list(e) for e in _STATE.get("launched", [])]
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    """Numba's refusal to compile a kernel (typing, lowering, unsupported), however its
+    message is formatted: a ``NumbaError`` (driver errors are not), or the TypeError
+    numba-cuda raises for a kernel that returns a value."""
+    text = strip_ansi(f"{type(exc).__name__}: {exc}")
+    if "must have void return type" in text:
+        return True
+    if "TypingError" in text or "LoweringError" in text:
+        return True
+    kinds = []  # numba-cuda has errors of its own; both loaded already (no new module)
+    for mod in ("numba.core.errors", "numba.cuda.core.errors"):
+        base = getattr(sys.modules.get(mod), "NumbaError", None)
+        if isinstance(base, type):
+            kinds.append(base)
+    return bool(kinds) and isinstance(exc, tuple(kinds))
+
+
+def compile_here(kernel: Any, specs: list) -> CompileRefused | None:
+    """Compile ``kernel`` with this process's real CUDA compiler (GPU mode) for argument
+    types ``specs``; the refusal, or None when it compiles (or cannot be tried here)."""
+    from .. import device
+
+    if device.is_simulator():
+        return None
+    from numba import cuda
+
+    try:
+        sig = _child_module().argtypes(specs)
+    except Exception:  # noqa: BLE001 - a type this Numba cannot rebuild: nothing to say
+        return None
+    fn = _origin.unwrap(kernel)
+    opts = dict(getattr(kernel, "targetoptions", None) or {})
+    try:
+        cuda.compile_ptx(fn, sig, cc=_current_cc(), fastmath=bool(opts.get("fastmath")),
+                         lineinfo=False)
+    except Exception as exc:  # noqa: BLE001 - sorted below: a refusal, or something else
+        if not is_compile_error(exc):
+            return None
+        error = strip_ansi(str(exc))
+        reason, line = explain(error, type(exc).__name__, _unit_source(kernel))
+        return CompileRefused(reason, error, line)
+    return None
+
+
+def _current_cc() -> tuple | None:
+    try:
+        from numba.cuda import dispatcher
+
+        cc = tuple(dispatcher.get_current_device().compute_capability)
+        return cc if len(cc) == 2 else None
+    except Exception:  # noqa: BLE001 - no context: Numba's default target then
+        return None
 
 
 @contextlib.contextmanager
@@ -360,8 +442,19 @@ _RULES: list[tuple[re.Pattern, str]] = [
 ]
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    """Numba's message without terminal colour codes (NUMBA_COLOR_SCHEME highlights parts
+    of a TypingError; the rules below read plain text)."""
+    return _ANSI.sub("", text).replace("\r\n", "\n")
+
+
 def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     """(reason in plain words, the learner's source line it points at)."""
+    error = strip_ansi(error)
+    kind = strip_ansi(kind)
     line = _source_line(error)
     np_attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module 'numpy'", error)
     np_fn = re.search(r"Use of unsupported NumPy function '?numpy\.(\w+)'?", error)

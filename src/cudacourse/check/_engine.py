@@ -282,6 +282,7 @@ def to_device_guarded(host: _np.ndarray, name: str) -> Guarded:
 
 # --- launching ------------------------------------------------------------------------------
 
+COMPILE_HINT = "The simulator runs any Python; a GPU runs only what Numba compiles."
 _OOB = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
 
 
@@ -298,8 +299,7 @@ def compile_gate(kernel: Any, args: Sequence[Any], name: str = "kernel") -> Any:
     except _compile.CompileRefused as exc:
         where = f" ({exc.line})" if exc.line else ""
         fail(f"{name} would not compile for a GPU{where}: {exc.reason}.",
-             cause="does_not_compile",
-             hint="The simulator runs any Python; a GPU runs only what Numba compiles.")
+             cause="does_not_compile", hint=COMPILE_HINT)
 
 
 class _ThreadErrors:
@@ -366,26 +366,25 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
 
 
 def _is_compile_error(exc: BaseException, text: str) -> bool:
+    from . import _compile
+
+    text = _compile.strip_ansi(text)
     if "TypingError" in text or "LoweringError" in text or "must have void return type" in text:
         return True
-    try:
-        from numba.core.errors import NumbaError
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, NumbaError) and not _device.is_simulator()
+    return not _device.is_simulator() and _compile.is_compile_error(exc)
 
 
 def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
                   count: int = 1) -> None:
     __tracebackhide__ = True
-    text = plain(f"{type(exc).__name__}: {exc}")
+    from . import _compile
+
+    text = plain(_compile.strip_ansi(f"{type(exc).__name__}: {exc}"))
     if "ILLEGAL_ADDRESS" in text or "illegal address" in text.lower():
         fail(f"{name} accessed memory it does not own (illegal address): an index far out "
              "of bounds. The GPU context is now unusable: restart the kernel.",
              cause="illegal_address", context={k: v for k, v in ctx.items() if k != "kernel"})
     if _is_compile_error(exc, text):  # on a GPU: the real compile, at the first launch
-        from . import _compile
-
         reason, line = _compile.explain(str(exc), type(exc).__name__,
                                         _compile._unit_source(ctx.get("kernel")))
         where = f" ({line})" if line else ""

@@ -87,8 +87,14 @@ class CheckFailure(AssertionError):
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"message": self.message, "cause": self.cause, "hint": self.hint,
-                "context": {k: _jsonable(v) for k, v in self.context.items()}}
+        d = {"message": self.message, "cause": self.cause, "hint": self.hint,
+             "context": {k: _jsonable(v) for k, v in self.context.items()}}
+        from . import _compile  # noqa: PLC0415 - _compile imports the engine, which imports this
+
+        launched = _compile.launched()
+        if launched:  # a replay child: the GPU process compiles these for real (_replay)
+            d["launches"] = launched
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "CheckFailure":

@@ -38,8 +38,8 @@ import functools
 import time
 from typing import Any, Callable
 
-from . import _compile, _source
-from ._engine import CheckFailure, fail
+from . import _compile, _origin, _source
+from ._engine import COMPILE_HINT, CheckFailure, fail
 
 TIMEOUT_S = 300
 _STATE: dict = {"last_seconds": 0.0, "runs": 0}
@@ -80,7 +80,7 @@ def replay(part: Callable, *subjects: Any, **kw: Any) -> CheckFailure | None:
     if not mod.startswith("cudacourse.") or "<" in qual:
         raise TypeError(f"{mod}.{qual} cannot be replayed: a sim part must be a module-level "
                         "function of a cudacourse module")
-    bundle = _source.bundle(*subjects)
+    bundle, objects = _source.bundle_with_objects(*subjects)
     if bundle["problems"]:
         return CheckFailure(
             "the simulator part of this check cannot run on a GPU for your code: "
@@ -100,7 +100,33 @@ def replay(part: Callable, *subjects: Any, **kw: Any) -> CheckFailure | None:
                             context={"traceback": answer.get("traceback", "")[-800:]})
     if answer.get("ok"):
         return None
-    return CheckFailure.from_dict(answer["failure"])
+    failure = answer["failure"]
+    refused = _refused_here(failure, objects)
+    return refused or CheckFailure.from_dict(failure)
+
+
+def _refused_here(failure: dict, objects: dict) -> CheckFailure | None:
+    """The child's failing verdict, when a kernel it launched does not compile here.
+
+    The child simulates without the compile gate (it runs before this GPU's own launch, and
+    a simulator child cannot host the real compiler), so a kernel no GPU compiles (it
+    returns a value, calls np.dot) fails there with what its simulated run did. The
+    simulator's gate says ``does_not_compile`` first; so does this: every kernel the child
+    launched is compiled here, by this GPU's compiler, with the child's argument types."""
+    if failure.get("cause") == "does_not_compile":
+        return None
+    for kernel_name, name, specs in failure.get("launches") or []:
+        kernel = objects.get(kernel_name)
+        if kernel is None or not _origin.is_dispatcher(kernel) \
+                or _origin.is_device_function(kernel):
+            continue
+        refusal = _compile.compile_here(kernel, specs)
+        if refusal is not None:
+            where = f" ({refusal.line})" if refusal.line else ""
+            return CheckFailure(f"{name} would not compile for a GPU{where}: "
+                                f"{refusal.reason}.", cause="does_not_compile",
+                                hint=COMPILE_HINT)
+    return None
 
 
 def _check_json(kw: dict) -> None:

@@ -36,6 +36,7 @@ from . import _origin
 
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
 MAX_ARRAY_BYTES = 1 << 20
+_JIT_DEFAULTS = {"inline": "never"}  # numba-cuda's cuda.jit defaults that are truthy
 
 
 def jit_options(obj: Any) -> dict | None:
@@ -43,8 +44,11 @@ def jit_options(obj: Any) -> dict | None:
     if not _origin.is_dispatcher(obj):
         return None
     opts = dict(getattr(obj, "targetoptions", None) or {})
+    # Non-defaults only: a GPU dispatcher's targetoptions hold every keyword of cuda.jit,
+    # defaults included (inline="never"), the simulator's only what was given.
     keep = {k: opts[k] for k in ("device", "fastmath", "max_registers", "inline")
-            if opts.get(k) and isinstance(opts[k], (bool, int, str))}  # non-defaults only
+            if opts.get(k) and isinstance(opts[k], (bool, int, str))
+            and opts[k] != _JIT_DEFAULTS.get(k)}
     if _origin.is_device_function(obj):
         keep["device"] = True
     if getattr(obj, "_fastmath", False):
@@ -60,6 +64,7 @@ class _Builder:
         self.arrays: dict[str, dict] = {}
         self.problems: list[str] = []
         self.done: dict[int, str] = {}  # id(py_func) -> unit name
+        self.objects: dict[str, Any] = {}  # unit name -> the object bundled (this process)
         self.bound: dict[str, int] = {}  # global name -> id of the value bound
 
     # the functions themselves
@@ -69,6 +74,7 @@ class _Builder:
             return self.done[id(fn)]
         name = fn.__name__
         self.done[id(fn)] = name
+        self.objects.setdefault(name, obj)
         try:
             raw = inspect.getsource(fn)
         except (OSError, TypeError) as exc:
@@ -250,10 +256,16 @@ def _loaded_names(node: ast.AST) -> set[str]:
 
 def bundle(*objs: Any) -> dict:
     """The JSON bundle that rebuilds ``objs`` (kernels, device or host functions)."""
+    return bundle_with_objects(*objs)[0]
+
+
+def bundle_with_objects(*objs: Any) -> tuple[dict, dict[str, Any]]:
+    """``bundle(*objs)`` and, by unit name, the objects of this process it was made from
+    (the kernels a replay launched, to compile them here for real)."""
     b = _Builder()
     entries = [b.add(o) for o in objs]
-    return {"entries": entries, "prelude": b.prelude, "units": b.units,
-            "aliases": b.aliases, "arrays": b.arrays, "problems": b.problems}
+    return ({"entries": entries, "prelude": b.prelude, "units": b.units,
+             "aliases": b.aliases, "arrays": b.arrays, "problems": b.problems}, b.objects)
 
 
 def digest(obj: Any) -> str:
