@@ -209,11 +209,11 @@ def test_in_the_simulator_a_sim_part_runs_in_process(monkeypatch):
 
 def test_a_failure_in_the_simulator_carries_the_launches_it_made():
     """What a replay child sends back: the kernels it launched and their argument types."""
-    a = cuda.to_device(np.arange(8, dtype=np.float32))
-    out = cuda.to_device(np.zeros(8, np.float32))
-    if cudacourse.MODE == "sim":
+    if cudacourse.MODE == "sim":  # a GPU process records nothing: its launches compile
         from cudacourse.check import _engine as E
 
+        a = cuda.to_device(np.arange(8, dtype=np.float32))
+        out = cuda.to_device(np.zeros(8, np.float32))
         E.launch(plus_one, 1, 8, a, out, name="plus_one_launch")
         got = CheckFailure("m", cause="wrong_values").to_dict()["launches"]
         assert ["plus_one", "plus_one_launch", [["array", "<f4", 1, "C"]] * 2] in got
