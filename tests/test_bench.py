@@ -302,6 +302,9 @@ def test_attention_peer_names_follow_the_shape():
     assert _suffix(4096, 64, False) == ""
     assert _suffix(4096, 128, True) == "_d128_causal"
     assert _suffix(16384, 64, True) == "_causal_s16384"
+    # relative to the attention entry's own length: at small size (300) the same names
+    assert _suffix(300, 64, False, 300) == "" and _suffix(300, 128, False, 300) == "_d128"
+    assert _suffix(4096, 64, True, 300) == "_causal_s4096"
     shapes = {(s, d, c) for _, s, d, c in bench.SIZES["full"]["attention_peers"]}
     assert {(s, d, c) for s in (4096, 16384) for d in (64, 128) for c in (False, True)} == \
         shapes | {(4096, 64, False)}

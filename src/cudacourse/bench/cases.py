@@ -295,10 +295,12 @@ def _attention_work(shape: tuple[int, int, int], causal: bool = False) -> dict:
                 shape=f"{h} heads x {s} x {d} float32" + (", causal" if causal else ""))
 
 
-def _suffix(s: int, d: int, causal: bool) -> str:
-    """JSON name suffix of an attention shape; 4096 x 64, not causal, has none."""
+def _suffix(s: int, d: int, causal: bool, base_s: int = 4096) -> str:
+    """JSON name suffix of an attention shape; the attention entry's sequence length
+    (``base_s``: 4096 at full size, 300 at small) x 64, not causal, has none, so a size's
+    peers pair with that entry's fused kernel under the same names at every size."""
     return (f"_d{d}" if d != 64 else "") + ("_causal" if causal else "") + \
-        (f"_s{s}" if s != 4096 else "")
+        (f"_s{s}" if s != base_s else "")
 
 
 def _attention_cases(ctx: Ctx) -> list[Case]:
@@ -387,7 +389,7 @@ def _torch_attention_cases(ctx: Ctx) -> list[Case]:
     torch = None if ctx.sim else _torch()
     cases: list[Case] = []
     for h, s, d, causal in shapes:
-        shape, sfx = (h, s, d), _suffix(s, d, causal)
+        shape, sfx = (h, s, d), _suffix(s, d, causal, base[1])
         work = _attention_work(shape, causal)
 
         def check(ctx: Ctx, out: Any, what: str, shape=shape, causal=causal, **tol) -> None:
