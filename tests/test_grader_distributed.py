@@ -200,12 +200,29 @@ def test_throughput_is_measured(graded):
     assert "per minute" in t.summary()
 
 
+def about_the_submission(incidents: list) -> list:
+    """The incidents that concern the submission itself, without the machine's sandbox note
+    ("sandbox: NOT isolated: <reason>"), which every submission gets where bubblewrap is
+    missing or cannot create namespaces (the GPU machine runs the suite as root without
+    bwrap on PATH); tests/test_grader_sandbox.py covers the isolation itself."""
+    def text(i):
+        return i if isinstance(i, str) else str(i.get("what", i)) if isinstance(i, dict) else i
+    return [i for i in incidents if not str(text(i)).startswith("sandbox: ")]
+
+
 def test_incidents_come_back_from_the_workers(graded):
     results = {r["student"]: r for r in graded["results"]}
     # the hostile sample rebinds np.allclose: the grader notes it (tampering, or a refused
     # construct), and the note travels back from the worker with the result
-    assert results["dee"]["incidents"], results["dee"]
-    assert results["ada"]["incidents"] == []
+    assert about_the_submission(results["dee"]["incidents"]), results["dee"]
+    assert about_the_submission(results["ada"]["incidents"]) == [], results["ada"]["incidents"]
+
+
+def test_the_sandbox_note_is_not_about_the_submission():
+    note = "sandbox: NOT isolated: bubblewrap (bwrap) is not installed (apt-get install bubblewrap)"
+    assert about_the_submission([note]) == []
+    tampering = "feedback run (reported from the learner's kernel): tampering: numpy.allclose"
+    assert about_the_submission([note, tampering]) == [tampering]
 
 
 # --- choosing the executor (no cluster needed) ---------------------------------------------
