@@ -846,6 +846,18 @@ def _short(v: Any) -> str:
         return type(v).__name__
 
 
+def kernel_cases(part: Any, kernel: Any, name: str, nparams: int, *, hidden: bool = False,
+                 seed: int | None = None) -> list:
+    """A kernel checker's common start: ``kernel`` must be the learner's @cuda.jit kernel
+    of ``nparams`` parameters; on a GPU ``part`` (the checker's module-level cases) runs
+    first in a simulator replay, so the observed verdict comes first; then ``part`` runs
+    here on this device. Returns its cases, for the checker's summary."""
+    __tracebackhide__ = True
+    E.require_kernel(kernel, name, nparams)
+    replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+    return part(kernel, hidden=hidden, seed=seed)
+
+
 def replay(part: Any, *subjects: Any, **kwargs: Any) -> None:
     """On a GPU, run ``part(*subjects, **kwargs)`` (a checker's cases, a module-level
     function) in a simulator subprocess on the learner's code rebuilt from source, where the

@@ -268,10 +268,8 @@ def _qkv(gen: Any, bh: int, n: int, d: int, mag: float = 1.0) -> list:
             for _ in range(3)]
 
 
-def _flash_rows_cases(kernel: Any, *, hidden: bool = False,
-                      seed: int | None = None) -> list:
-    """check_flash_rows' cases on this device, observed in the simulator (the sim part that
-    a GPU replays in a simulator subprocess)."""
+def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
+    """check_flash_rows's cases, observed here in the simulator (see O.kernel_cases)."""
     gen = E.rng(seed)
     cases = ([(1, 37, 16, False), (2, 37, 16, True), (1, 16, 16, True)] if not hidden else
              [(2, 45, 32, False), (1, 45, 32, True), (1, 1, 16, True), (1, 23, 16, False)])
@@ -361,9 +359,7 @@ def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = No
     simulator replay) the kernel must also read k and v through its shared-memory tiles,
     with barriers every thread reaches and no race. ``hidden=True`` uses other shapes.
     """
-    E.require_kernel(kernel, "flash_rows", 6)
-    O.replay(_flash_rows_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    cases = _flash_rows_cases(kernel, hidden=hidden, seed=seed)
+    cases = O.kernel_cases(_flash_rows_cases, kernel, "flash_rows", 6, hidden=hidden, seed=seed)
     return O.passed("flash_rows", f"{len(cases)} shapes (causal and not, partial last tiles)",
              "scales other than 1/sqrt(d)", "scores of magnitude ~1000",
              "k and v read through the shared tiles", hidden=hidden)

@@ -48,28 +48,8 @@ def _mirror_written_mask(shape: tuple, grid: tuple, block: tuple, swapped: bool)
     return mask
 
 
-def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
-    """Check ``kernel(img, out)`` writes ``out[r, c] = img[r, W - 1 - c]`` for a 2D launch
-    with ``block = (bx, by)`` over (x = columns, y = rows).
-
-    The first case has no spare threads (its shape is a multiple of the block), so any index
-    outside the image there is wrong arithmetic (off by one, x and y swapped). The others
-    are not multiples of the block in either direction and add a spare block row and column,
-    which only a 2D bounds guard survives. Every element must be written once, by a thread
-    of its own (or a grid-stride loop): one thread mirroring the whole image fails.
-    """
-    E.require_kernel(kernel, "mirror", 2)
-    O.replay(_mirror_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    cases = _mirror_cases(kernel, hidden=hidden, seed=seed)
-    return O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
-             "a spare block row and column", "each pixel written once, by its own thread",
-             hidden=hidden)
-
-
-def _mirror_cases(kernel: Any, *, hidden: bool = False,
-                 seed: int | None = None) -> list:
-    """check_mirror's cases on this device, observed in the simulator (the sim part
-    that a GPU replays in a simulator subprocess)."""
+def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
+    """check_mirror's cases, observed here in the simulator (see O.kernel_cases)."""
     gen = E.rng(seed)
     if not hidden:
         cases = [((24, 40), (8, 8), 0), ((19, 45), (16, 8), 1), ((45, 19), (8, 16), 1)]
@@ -138,26 +118,26 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False,
     return cases
 
 
-# --- exercise 2: a grid-stride SAXPY ---------------------------------------------------------
+def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
+    """Check ``kernel(img, out)`` writes ``out[r, c] = img[r, W - 1 - c]`` for a 2D launch
+    with ``block = (bx, by)`` over (x = columns, y = rows).
 
-def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
-    """Check ``kernel(a, x, y, out)`` writes ``out[i] = a * x[i] + y[i]`` for every i with
-    a grid-stride loop: the launch has fewer threads than elements on purpose, and also more
-    (a kernel must handle both). Each element must be written once, and each thread must
-    do its share only: one thread looping over everything, or every block redoing the whole
-    array, fails although the numbers are right."""
-    E.require_kernel(kernel, "saxpy", 4)
-    O.replay(_saxpy_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    cases = _saxpy_cases(kernel, hidden=hidden, seed=seed)
-    return O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
-             "each element written once", "each thread doing its share of the grid-stride loop",
+    The first case has no spare threads (its shape is a multiple of the block), so any index
+    outside the image there is wrong arithmetic (off by one, x and y swapped). The others
+    are not multiples of the block in either direction and add a spare block row and column,
+    which only a 2D bounds guard survives. Every element must be written once, by a thread
+    of its own (or a grid-stride loop): one thread mirroring the whole image fails.
+    """
+    cases = O.kernel_cases(_mirror_cases, kernel, "mirror", 2, hidden=hidden, seed=seed)
+    return O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
+             "a spare block row and column", "each pixel written once, by its own thread",
              hidden=hidden)
 
 
-def _saxpy_cases(kernel: Any, *, hidden: bool = False,
-                seed: int | None = None) -> list:
-    """check_saxpy's cases on this device, observed in the simulator (the sim part
-    that a GPU replays in a simulator subprocess)."""
+# --- exercise 2: a grid-stride SAXPY ---------------------------------------------------------
+
+def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
+    """check_saxpy's cases, observed here in the simulator (see O.kernel_cases)."""
     gen = E.rng(seed)
     if not hidden:
         cases = [(1000, 2, 64), (50, 2, 64), (777, 3, 32)]
@@ -226,6 +206,18 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False,
     return cases
 
 
+def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
+    """Check ``kernel(a, x, y, out)`` writes ``out[i] = a * x[i] + y[i]`` for every i with
+    a grid-stride loop: the launch has fewer threads than elements on purpose, and also more
+    (a kernel must handle both). Each element must be written once, and each thread must
+    do its share only: one thread looping over everything, or every block redoing the whole
+    array, fails although the numbers are right."""
+    cases = O.kernel_cases(_saxpy_cases, kernel, "saxpy", 4, hidden=hidden, seed=seed)
+    return O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
+             "each element written once", "each thread doing its share of the grid-stride loop",
+             hidden=hidden)
+
+
 # --- exercise 3: sum each warp's 32 values with shuffles -------------------------------------
 
 def _warp_sums(x: Any) -> Any:
@@ -239,29 +231,8 @@ def _warp_sums(x: Any) -> Any:
 SHUFFLE_STEPS = 5  # log2(32): a warp's 32 values need 5 shuffle rounds
 
 
-def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
-    """Check ``kernel(x, out)`` writes ``out[w] = x[32 w] + ... + x[32 w + 31]`` (missing
-    elements past the end count as 0), one warp per group, summed with warp shuffles.
-
-    Lengths are not multiples of 32 (the last warp is partial), blocks hold several warps, and
-    a spare block follows, whose warps must not write. The technique is checked too: each
-    lane reads its own element of x, and every lane of a warp with data takes part in at
-    least 5 shuffle rounds (shfl_down_sync, shfl_xor_sync...): lane 0 looping over 32 values
-    or through shared memory fails, however right its sums.
-    """
-    E.require_kernel(kernel, "warp_sum", 2)
-    O.replay(_warp_sum_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    cases = _warp_sum_cases(kernel, hidden=hidden, seed=seed)
-    return O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
-             "several warps per block and a spare block",
-             f"every lane reading its own element and taking part in {SHUFFLE_STEPS} or more "
-             "shuffle rounds", hidden=hidden)
-
-
-def _warp_sum_cases(kernel: Any, *, hidden: bool = False,
-                   seed: int | None = None) -> list:
-    """check_warp_sum's cases on this device, observed in the simulator (the sim part
-    that a GPU replays in a simulator subprocess)."""
+def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
+    """check_warp_sum's cases, observed here in the simulator (see O.kernel_cases)."""
     gen = E.rng(seed)
     cases = [(200, 64), (333, 96), (64, 32)] if not hidden else [(513, 128), (95, 32), (250, 64)]
     for n, tpb in cases:
@@ -328,6 +299,23 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False,
             O.fail("inputs_changed", "warp_sum changed x; only out should be written.", ctx)
         _check_shuffles(obs, n, tpb, ctx)
     return cases
+
+
+def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
+    """Check ``kernel(x, out)`` writes ``out[w] = x[32 w] + ... + x[32 w + 31]`` (missing
+    elements past the end count as 0), one warp per group, summed with warp shuffles.
+
+    Lengths are not multiples of 32 (the last warp is partial), blocks hold several warps, and
+    a spare block follows, whose warps must not write. The technique is checked too: each
+    lane reads its own element of x, and every lane of a warp with data takes part in at
+    least 5 shuffle rounds (shfl_down_sync, shfl_xor_sync...): lane 0 looping over 32 values
+    or through shared memory fails, however right its sums.
+    """
+    cases = O.kernel_cases(_warp_sum_cases, kernel, "warp_sum", 2, hidden=hidden, seed=seed)
+    return O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
+             "several warps per block and a spare block",
+             f"every lane reading its own element and taking part in {SHUFFLE_STEPS} or more "
+             "shuffle rounds", hidden=hidden)
 
 
 def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:

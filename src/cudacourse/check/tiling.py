@@ -125,26 +125,8 @@ def _matmul_oob(recs: list, m: int, k: int, n: int) -> tuple[str, str]:
             "of a or b (row >= m, column >= k, ...), store 0.0 in the tile instead of reading.")
 
 
-def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
-    """Check ``kernel(a, b, c)``: c = a @ b, launched with TILE x TILE blocks, grid
-    (ceil(n / TILE), ceil(m / TILE)), x along columns; shapes need not be tile multiples.
-
-    Besides the numbers (twice, as a race may change them): barriers every thread reaches,
-    no shared-memory race between two barriers, partial tiles filled with 0.0, and (in the
-    simulator) about n / TILE reads of each element of a and b, not n.
-    """
-    E.require_kernel(kernel, "tiled_matmul", 3)
-    O.replay(_tiled_matmul_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    cases = _tiled_matmul_cases(kernel, hidden=hidden, seed=seed)
-    return O.passed("tiled_matmul", f"{len(cases)} shapes with partial tiles",
-             "barriers reached by every thread, no shared-memory race",
-             "tiles reused from shared memory", hidden=hidden)
-
-
-def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False,
-                       seed: int | None = None) -> list:
-    """check_tiled_matmul's cases on this device, observed in the simulator (the sim part
-    that a GPU replays in a simulator subprocess)."""
+def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
+    """check_tiled_matmul's cases, observed here in the simulator (see O.kernel_cases)."""
     gen = E.rng(seed)
     # (m, k, n, spare blocks): edges that are not tile multiples, k over several tiles.
     cases = ([(19, 37, 21, 0), (9, 35, 16, 1), (16, 18, 5, 0)] if not hidden else
@@ -214,6 +196,21 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False,
     return cases
 
 
+def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
+    """Check ``kernel(a, b, c)``: c = a @ b, launched with TILE x TILE blocks, grid
+    (ceil(n / TILE), ceil(m / TILE)), x along columns; shapes need not be tile multiples.
+
+    Besides the numbers (twice, as a race may change them): barriers every thread reaches,
+    no shared-memory race between two barriers, partial tiles filled with 0.0, and (in the
+    simulator) about n / TILE reads of each element of a and b, not n.
+    """
+    cases = O.kernel_cases(_tiled_matmul_cases, kernel, "tiled_matmul", 3,
+                           hidden=hidden, seed=seed)
+    return O.passed("tiled_matmul", f"{len(cases)} shapes with partial tiles",
+             "barriers reached by every thread, no shared-memory race",
+             "tiles reused from shared memory", hidden=hidden)
+
+
 def _single_tile_races(kernel: Any, gen: Any, m: int, n: int) -> bool:
     """Whether the kernel races even when k fits in one tile (no tile is reloaded)."""
     k = TILE - 3
@@ -267,28 +264,8 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
 TREE_READS = 3 * int(math.log2(TPB))  # shared-memory reads one thread makes in a tree, at most
 
 
-def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
-    """Check ``kernel(x, partial)``: partial[b] = the sum of x[b*TPB : (b+1)*TPB] (elements
-    past the end count as 0), launched with ceil(n / TPB) blocks of TPB threads.
-
-    The technique is checked as well as the sums: a tree in shared memory (no thread reads
-    more than a few slots per level: thread 0 adding the block serially fails), barriers
-    that every thread of the block reaches (``syncthreads()`` inside ``if t < s`` fails: it
-    is undefined behaviour), and no race between two barriers. A tree finished with warp
-    shuffles passes.
-    """
-    E.require_kernel(kernel, "block_sum", 2)
-    O.replay(_block_sum_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    cases = _block_sum_cases(kernel, hidden=hidden, seed=seed)
-    return O.passed("block_sum", f"{len(cases)} lengths with a partial last block", "each run twice",
-             "a tree in shared memory", "barriers reached by every thread, no race",
-             hidden=hidden)
-
-
-def _block_sum_cases(kernel: Any, *, hidden: bool = False,
-                    seed: int | None = None) -> list:
-    """check_block_sum's cases on this device, observed in the simulator (the sim part
-    that a GPU replays in a simulator subprocess)."""
+def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
+    """check_block_sum's cases, observed here in the simulator (see O.kernel_cases)."""
     gen = E.rng(seed)
     cases = [300, TPB, 77] if not hidden else [260, 1, 200]
     for n in cases:
@@ -321,6 +298,22 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False,
                    "there a cuda.syncthreads() after the loads and after every level of "
                    "the tree?", ctx)
     return cases
+
+
+def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
+    """Check ``kernel(x, partial)``: partial[b] = the sum of x[b*TPB : (b+1)*TPB] (elements
+    past the end count as 0), launched with ceil(n / TPB) blocks of TPB threads.
+
+    The technique is checked as well as the sums: a tree in shared memory (no thread reads
+    more than a few slots per level: thread 0 adding the block serially fails), barriers
+    that every thread of the block reaches (``syncthreads()`` inside ``if t < s`` fails: it
+    is undefined behaviour), and no race between two barriers. A tree finished with warp
+    shuffles passes.
+    """
+    cases = O.kernel_cases(_block_sum_cases, kernel, "block_sum", 2, hidden=hidden, seed=seed)
+    return O.passed("block_sum", f"{len(cases)} lengths with a partial last block", "each run twice",
+             "a tree in shared memory", "barriers reached by every thread, no race",
+             hidden=hidden)
 
 
 def _check_tree(obs: O.Observation, ctx: dict) -> None:

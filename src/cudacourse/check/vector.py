@@ -8,28 +8,8 @@ from . import _engine as E
 from . import _observe as O
 
 
-def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
-    """Check ``kernel(a, b, out)`` computes ``out[i] = a[i] + b[i]`` for every i.
-
-    Sizes are not multiples of the block size, the grid has a spare block, outputs start as
-    NaN (to find unwritten elements) and sit between guard zones (to find writes past the
-    end). In the simulator every element write is attributed to its thread, so one thread
-    doing the whole vector, or every block redoing it, fails although the sum is right; on a
-    GPU the same observations come from a simulator replay. ``hidden=True`` uses other sizes
-    and block sizes, for grading.
-    """
-    E.require_kernel(kernel, "vector_add", 3)
-    O.replay(_vector_add_cases, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    cases = _vector_add_cases(kernel, hidden=hidden, seed=seed)
-    return O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
-             f"{len({t for _, t in cases})} block sizes", "a spare block each",
-             "each element written once, by its own thread", hidden=hidden)
-
-
-def _vector_add_cases(kernel: Any, *, hidden: bool = False,
-                     seed: int | None = None) -> list:
-    """check_vector_add's cases on this device, observed in the simulator (the sim part
-    that a GPU replays in a simulator subprocess)."""
+def _vector_add_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
+    """check_vector_add's cases, observed here in the simulator (see O.kernel_cases)."""
     gen = E.rng(seed)
     cases = [(1000, 128), (257, 256), (1, 32)] if not hidden else [(1531, 64), (97, 96), (700, 512)]
     for n, tpb in cases:
@@ -56,3 +36,19 @@ def _vector_add_cases(kernel: Any, *, hidden: bool = False,
                    "be written.", ctx)
         O.spread(obs, "out", n, blocks * tpb, "vector_add", ctx)
     return cases
+
+
+def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
+    """Check ``kernel(a, b, out)`` computes ``out[i] = a[i] + b[i]`` for every i.
+
+    Sizes are not multiples of the block size, the grid has a spare block, outputs start as
+    NaN (to find unwritten elements) and sit between guard zones (to find writes past the
+    end). In the simulator every element write is attributed to its thread, so one thread
+    doing the whole vector, or every block redoing it, fails although the sum is right; on a
+    GPU the same observations come from a simulator replay. ``hidden=True`` uses other sizes
+    and block sizes, for grading.
+    """
+    cases = O.kernel_cases(_vector_add_cases, kernel, "vector_add", 3, hidden=hidden, seed=seed)
+    return O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
+             f"{len({t for _, t in cases})} block sizes", "a spare block each",
+             "each element written once, by its own thread", hidden=hidden)
