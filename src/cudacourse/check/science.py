@@ -73,22 +73,24 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
                   atol=1e-5 * scale, context=ctx)
     bad = ~ok
     boundary, edge, corner = _tile_masks(*u.shape)
-    if not (bad & ~boundary).any():
-        E.fail("only boundary cells are wrong: the boundary rows and columns are walls at a "
-               "fixed temperature, so out must equal u there (copy it; update only cells "
-               f"with 0 < y < ny - 1 and 0 < x < nx - 1) [{ctx}].",
-               cause="boundary_overwritten")
-    if not (bad & ~corner).any():
-        E.fail("only the cells at the corners of each tile are wrong: they need the corner "
-               "cells of the halo (the diagonal neighbours in the diagonal tiles), which were "
-               "not loaded. Load the whole (TY + 2) x (TX + 2) tile, corners included, for "
-               f"example with one loop over its cells strided by the block's threads [{ctx}].",
-               cause="halo_corners_missing")
-    if not (bad & ~edge).any():
-        E.fail("only the cells on the edges of each tile are wrong: their neighbours in the "
-               "next tile, the halo, were not loaded into shared memory (or not at the right "
-               "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x "
-               f"(TX + 2) cells, before the barrier [{ctx}].", cause="halo_missing")
+    # The wrong cells' place names the mistake; the first mask that holds them all wins.
+    for where, cause, why in (
+            (boundary, "boundary_overwritten",
+             "only boundary cells are wrong: the boundary rows and columns are walls at a "
+             "fixed temperature, so out must equal u there (copy it; update only cells "
+             "with 0 < y < ny - 1 and 0 < x < nx - 1)"),
+            (corner, "halo_corners_missing",
+             "only the cells at the corners of each tile are wrong: they need the corner "
+             "cells of the halo (the diagonal neighbours in the diagonal tiles), which were "
+             "not loaded. Load the whole (TY + 2) x (TX + 2) tile, corners included, for "
+             "example with one loop over its cells strided by the block's threads"),
+            (edge, "halo_missing",
+             "only the cells on the edges of each tile are wrong: their neighbours in the "
+             "next tile, the halo, were not loaded into shared memory (or not at the right "
+             "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x "
+             "(TX + 2) cells, before the barrier")):
+        if not (bad & ~where).any():
+            E.fail(f"{why} [{ctx}].", cause=cause)
     finite = got[~E._isnan(got)]
     if finite.size and E._abs(finite).max() > _BIG:
         E.fail("heat_step used shared memory that no thread had written yet, in the middle "
