@@ -115,44 +115,47 @@ def _require(sub: "_origin.Subject", name: str, want: str, nparams: int | None) 
              cause="wrong_signature")
 
 
+def _require_jit(obj: Any, name: str, nparams: int | None, *, kind: str, want: str,
+                 decorator: str, a_want: str, other: str, other_words: str) -> None:
+    """Shared body of require_kernel and require_device_function: ``obj`` must be of
+    ``kind`` (``want`` in words, made with ``decorator``); a plain function, the ``other``
+    jit kind (said as ``other_words``) or anything else fails, naming the fix."""
+    __tracebackhide__ = True
+    sub = _origin.examine(obj)
+    if sub.kind == other:
+        fail(other_words, cause="not_a_kernel")
+    if sub.kind == "function":
+        if sub.package:
+            _require(sub, name, want, None)
+        fail(f"{name} must be {a_want}, but got the plain Python function "
+             f"{getattr(obj, '__name__', obj)!r}: add {decorator} above its def.",
+             cause="not_a_kernel")
+    if sub.kind != kind:
+        fail(f"{name} must be a {decorator} {want.split()[-1]}, got {_describe(obj)}.",
+             cause="not_a_kernel")
+    _require(sub, name, want, nparams)
+
+
 def require_kernel(kernel: Any, name: str, nparams: int | None = None) -> None:
     """The submission must be the learner's own ``@cuda.jit`` kernel, written (not the stub),
     taking ``nparams`` parameters: not a host function doing the work, not a device function,
     not the course's own kernel."""
     __tracebackhide__ = True
-    sub = _origin.examine(kernel)
-    if sub.kind == "function":
-        if sub.package:
-            _require(sub, name, "kernel", None)
-        fail(f"{name} must be a GPU kernel decorated with @cuda.jit, but got the plain "
-             f"Python function {getattr(kernel, '__name__', kernel)!r}: add @cuda.jit above "
-             "its def.", cause="not_a_kernel")
-    if sub.kind == "device_function":
-        fail(f"{name} is a device function (@cuda.jit(device=True)); write a kernel instead: "
-             "@cuda.jit alone.", cause="not_a_kernel")
-    if sub.kind != "kernel":
-        fail(f"{name} must be a @cuda.jit kernel, got {_describe(kernel)}.",
-             cause="not_a_kernel")
-    _require(sub, name, "kernel", nparams)
+    _require_jit(kernel, name, nparams, kind="kernel", want="kernel", decorator="@cuda.jit",
+                 a_want="a GPU kernel decorated with @cuda.jit", other="device_function",
+                 other_words=f"{name} is a device function (@cuda.jit(device=True)); write a "
+                             "kernel instead: @cuda.jit alone.")
 
 
 def require_device_function(fn: Any, name: str, nparams: int | None = None) -> None:
     """A ``@cuda.jit(device=True)`` function of the learner's own."""
     __tracebackhide__ = True
-    sub = _origin.examine(fn)
-    if sub.kind == "kernel":
-        fail(f"{name} must be a device function: decorate it with @cuda.jit(device=True), "
-             "not @cuda.jit (a kernel cannot return a value).", cause="not_a_kernel")
-    if sub.kind == "function":
-        if sub.package:
-            _require(sub, name, "device function", None)
-        fail(f"{name} must be a device function, but got the plain Python function "
-             f"{getattr(fn, '__name__', fn)!r}: add @cuda.jit(device=True) above its def.",
-             cause="not_a_kernel")
-    if sub.kind != "device_function":
-        fail(f"{name} must be a @cuda.jit(device=True) function, got {_describe(fn)}.",
-             cause="not_a_kernel")
-    _require(sub, name, "device function", nparams)
+    _require_jit(fn, name, nparams, kind="device_function", want="device function",
+                 decorator="@cuda.jit(device=True)", a_want="a device function",
+                 other="kernel",
+                 other_words=f"{name} must be a device function: decorate it with "
+                             "@cuda.jit(device=True), not @cuda.jit (a kernel cannot return "
+                             "a value).")
 
 
 def require_function(fn: Any, name: str, nparams: int | None = None) -> None:
