@@ -18,6 +18,16 @@ def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
     return ax
 
 
+def _finish_log_plot(ax: Any, xlabel: str, ylabel: str, title: str) -> Any:
+    """Labels, a title, a grid at the minor ticks too (log axes span decades) and a legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return ax
+
+
 def plot_bandwidth(rows: Sequence[dict[str, float]], title: str = "", ax: Any = None) -> Any:
     """GB/s against copy size for pageable and pinned host memory (``bandwidth_sweep`` rows)."""
     ax = _axes(ax, (6.5, 3.8))
@@ -28,12 +38,7 @@ def plot_bandwidth(rows: Sequence[dict[str, float]], title: str = "", ax: Any = 
         ax.plot(sizes, [r[label] for r in rows], marker=marker, linestyle=style,
                 markerfacecolor="none", markersize=7 if label == "pinned" else 5, label=label)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("bytes per copy")
-    ax.set_ylabel("GB/s")
-    ax.set_title(title or "host-to-device copy bandwidth")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return ax
+    return _finish_log_plot(ax, "bytes per copy", "GB/s", title or "host-to-device copy bandwidth")
 
 
 def plot_timeline(bars: Sequence[Any], title: str = "", unit: str = "ms",
@@ -78,12 +83,8 @@ def plot_offload(model: dict[str, Any], title: str = "", ax: Any = None,
         ax.axvline(break_even, color="grey", linestyle="--", linewidth=1)
         ax.text(break_even, ax.get_ylim()[1], f" GPU wins above {break_even:.1f} FLOP/byte",
                 va="top", fontsize=8)
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("seconds")
-    ax.set_title(title or "when offloading pays")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    return ax
+    return _finish_log_plot(ax, "arithmetic intensity (FLOP per byte moved)", "seconds",
+                            title or "when offloading pays")
 
 
 def plot_launch_costs(costs: dict[str, float], title: str = "", ax: Any = None) -> Any:
