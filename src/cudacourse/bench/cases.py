@@ -303,17 +303,22 @@ def _suffix(s: int, d: int, causal: bool, base_s: int = 4096) -> str:
         (f"_s{s}" if s != base_s else "")
 
 
+def _fused_attention(ctx: Ctx, mod: Any, shape: tuple[int, int, int]) -> tuple[Callable, Callable]:
+    """(run, check) for flash_attention on device copies of fresh inputs: the inputs and the
+    output are allocated once, outside the timed call."""
+    q, k, v = _attention_inputs(ctx, shape)
+    dq, dk, dv = (ctx.dev(t) for t in (q, k, v))
+    out = ctx.output(shape)
+    return (lambda: mod.flash_attention(dq, dk, dv, out=out),
+            lambda: _check_attention(ctx, q, k, v, ctx.read(out), "flash_attention"))
+
+
 def _attention_cases(ctx: Ctx) -> list[Case]:
     mod = _need("cudacourse.attention", "flash_attention", "attention_unfused")
     shape = ctx.sizes["attention"]
 
     def fused(ctx: Ctx) -> Prepared:
-        q, k, v = _attention_inputs(ctx, shape)
-        dq, dk, dv = (ctx.dev(t) for t in (q, k, v))
-        out = ctx.output(shape)
-        return Prepared(lambda: mod.flash_attention(dq, dk, dv, out=out),
-                        lambda: _check_attention(ctx, q, k, v, ctx.read(out), "flash_attention"),
-                        **_attention_work(shape))
+        return Prepared(*_fused_attention(ctx, mod, shape), **_attention_work(shape))
 
     def unfused(ctx: Ctx) -> Prepared:
         q, k, v = _attention_inputs(ctx, shape)
@@ -633,14 +638,9 @@ def _attention_memory_cases(ctx: Ctx) -> list[Case]:
     out_bytes = 4 * h * s * d
 
     def fused(ctx: Ctx) -> Prepared:
-        q, k, v = _attention_inputs(ctx, shape)
-        dq, dk, dv = (ctx.dev(t) for t in (q, k, v))
-        out = ctx.output(shape)
-        return Prepared(lambda: mod.flash_attention(dq, dk, dv, out=out),
-                        lambda: _check_attention(ctx, q, k, v, ctx.read(out), "flash_attention"),
-                        shape=f"{h} heads x {s} x {d}",
-                        value=lambda: extra_memory_gib(
-                            lambda: mod.flash_attention(dq, dk, dv, out=out)))
+        run, check = _fused_attention(ctx, mod, shape)
+        return Prepared(run, check, shape=f"{h} heads x {s} x {d}",
+                        value=lambda: extra_memory_gib(run))
 
     def unfused(ctx: Ctx) -> Prepared:
         q, k, v = _attention_inputs(ctx, shape)
