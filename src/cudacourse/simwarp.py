@@ -278,34 +278,26 @@ def shfl_xor_sync(mask, value, lane_mask):
     return _warp_call("shfl_xor_sync", mask, value, lane_mask)
 
 
-def ballot_sync(mask, predicate):
-    """Bit i set when lane i takes part and its predicate is true (int32, like Numba's)."""
-    return _warp_call("ballot_sync", mask, predicate)
+def _lane_op(op: str, doc: str) -> Any:
+    """The intrinsic ``op(mask, x)``, where each lane gives one value ``x`` (a predicate for
+    the votes, a value for the matches) and gets the warp's answer back."""
+    def intrinsic(mask, x):
+        return _warp_call(op, mask, x)
+
+    intrinsic.__name__ = intrinsic.__qualname__ = op
+    intrinsic.__doc__ = doc
+    return intrinsic
 
 
-def all_sync(mask, predicate):
-    """True when the predicate is true on every taking part lane."""
-    return _warp_call("all_sync", mask, predicate)
-
-
-def any_sync(mask, predicate):
-    """True when the predicate is true on any taking part lane."""
-    return _warp_call("any_sync", mask, predicate)
-
-
-def eq_sync(mask, predicate):
-    """True when the predicate is the same on every taking part lane."""
-    return _warp_call("eq_sync", mask, predicate)
-
-
-def match_any_sync(mask, value):
-    """Mask of the taking part lanes whose ``value`` equals the caller's."""
-    return _warp_call("match_any_sync", mask, value)
-
-
-def match_all_sync(mask, value):
-    """(mask of the taking part lanes, True) when all values are equal, else (0, False)."""
-    return _warp_call("match_all_sync", mask, value)
+ballot_sync = _lane_op("ballot_sync", "Bit i set when lane i takes part and its predicate is "
+                       "true (int32, like Numba's).")
+all_sync = _lane_op("all_sync", "True when the predicate is true on every taking part lane.")
+any_sync = _lane_op("any_sync", "True when the predicate is true on any taking part lane.")
+eq_sync = _lane_op("eq_sync", "True when the predicate is the same on every taking part lane.")
+match_any_sync = _lane_op("match_any_sync", "Mask of the taking part lanes whose value equals "
+                          "the caller's.")
+match_all_sync = _lane_op("match_all_sync", "(mask of the taking part lanes, True) when all "
+                          "values are equal, else (0, False).")
 
 
 def syncwarp(mask=FULL_MASK):
