@@ -146,19 +146,14 @@ class KernelExecute(Execute):
                 self._incident(cell, index, "timeout",
                                f"did not finish within {self.timeout} s and was interrupted")
         except CellTimeoutError:  # still busy after the interrupt: swallowed it, or stuck in C
-            why = (f"did not finish within {self.timeout} s and ignored the interrupt; the "
-                   "grader restarted the Python kernel and re-ran the cells before it")
-            cell.outputs.append(error_output("CellTimeoutError",
-                                             f"cell {cell_label(cell, index)} {why}"))
-            self._incident(cell, index, "timeout", why)
-            self._recover(index)
+            self._lost_kernel(cell, index, "CellTimeoutError", "timeout",
+                              f"did not finish within {self.timeout} s and ignored the "
+                              "interrupt; the grader restarted the Python kernel and re-ran "
+                              "the cells before it")
         except DeadKernelError:
-            why = (f"killed the Python kernel ({self._exit_status()}); the grader started a "
-                   "new kernel and re-ran the cells before it")
-            cell.outputs.append(error_output("DeadKernelError",
-                                             f"cell {cell_label(cell, index)} {why}"))
-            self._incident(cell, index, "crash", why)
-            self._recover(index)
+            self._lost_kernel(cell, index, "DeadKernelError", "crash",
+                              f"killed the Python kernel ({self._exit_status()}); the grader "
+                              "started a new kernel and re-ran the cells before it")
         if graded:
             if index not in self._bad and not self._gave_up:
                 self._check_integrity(cell, index, "after")
@@ -257,6 +252,14 @@ class KernelExecute(Execute):
         await self.async_start_new_kernel_client()
 
     _restart = run_sync(_async_restart)
+
+    def _lost_kernel(self, cell: NotebookNode, index: int, error: str, kind: str,
+                     why: str) -> None:
+        """The Python kernel is gone (stuck past the interrupt, or dead): say so in the cell's
+        outputs and the incidents, then bring up a new kernel with the cells before it."""
+        cell.outputs.append(error_output(error, f"cell {cell_label(cell, index)} {why}"))
+        self._incident(cell, index, kind, why)
+        self._recover(index)
 
     def _recover(self, index: int) -> None:
         """Restart the kernel and rebuild the state of the cells before ``index``."""
