@@ -382,27 +382,16 @@ SHAPES = [("", "16 x 4096 x 64"), ("_causal", "  causal"), ("_d128", "16 x 4096 
           ("_d128_causal", "  causal"), ("_s16384", "16 x 16384 x 64"),
           ("_causal_s16384", "  causal"), ("_d128_s16384", "16 x 16384 x 128"),
           ("_d128_causal_s16384", "  causal")]
-# The course's run of 2026-12-01 on an NVIDIA H200 (tools/bench_h200_2026-12-01_issue15.json),
-# for when docs/benchmarks.json predates this comparison: fused, eager, SDPA f32, SDPA bf16.
-RUN_2026_12_01 = {"": (24.3, 22.2, 34.0, 466.4), "_causal": (18.1, 8.4, 26.3, 329.2),
-                  "_d128": (24.6, 32.1, 45.4, 667.3), "_d128_causal": (18.6, 13.0, 39.7, 457.6),
-                  "_s16384": (24.7, 24.0, 35.1, 485.9),
-                  "_causal_s16384": (23.4, 9.2, 33.2, 452.0),
-                  "_d128_s16384": (25.0, 33.7, 44.8, 690.0),
-                  "_d128_causal_s16384": (24.2, 13.9, 46.1, 637.7)}
 report = bench.committed_report()
 if bench.figure(report, "attention_fused_vs_sdpa_f32", "ratio") is None:
-    report = None
-if report is None:
-    print("docs/benchmarks.json has no PyTorch comparison yet: the course's run of "
-          "2026-12-01 on an NVIDIA H200")
-    rates = RUN_2026_12_01
-else:
-    env = report["environment"]
-    print(f"{report['path']}: {env.get('gpu')}, {report['date'][:10]}, torch "
-          f"{env.get('libraries', {}).get('torch')}")
-    rates = {sfx: tuple(bench.figure(report, f"attention_{m}{sfx}") for m in
-                        ("fused", "torch_eager", "sdpa_f32", "sdpa_bf16")) for sfx, _ in SHAPES}
+    # one source for every figure: re-run the bench rather than quote another file
+    raise RuntimeError("docs/benchmarks.json has no PyTorch comparison: run `cudacourse bench` "
+                       "on a GPU")
+env = report["environment"]
+print(f"{report['path']}: {env.get('gpu')}, {report['date'][:10]}, torch "
+      f"{env.get('libraries', {}).get('torch')}")
+rates = {sfx: tuple(bench.figure(report, f"attention_{m}{sfx}") for m in
+                    ("fused", "torch_eager", "sdpa_f32", "sdpa_bf16")) for sfx, _ in SHAPES}
 print(f"{'heads x S x d':18} {'fused':>6} {'eager':>6} {'SDPA32':>6} {'SDPA16':>7}"
       f" {'fused/eager':>11} {'fused/SDPA32':>12}")
 for sfx, name in SHAPES:
