@@ -35,23 +35,34 @@ c.Execute.timeout = 240
 # See docs/instructors.md.
 # Loaded by path: importing the cudacourse package here would choose a device in the nbgrader
 # process and set NUMBA_* variables that every grading kernel would inherit.
-def _load_grading_executor():
+def _load_by_path(filename, name):
+    """cudacourse/<filename> as module ``name``, without importing the package; None when
+    cudacourse is not importable."""
     import importlib.util
     import sys
     from pathlib import Path
 
-    if "cudacourse_grading" in sys.modules:
-        return sys.modules["cudacourse_grading"].ResilientExecute
+    if name in sys.modules:
+        return sys.modules[name]
     spec = importlib.util.find_spec("cudacourse")
     if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / filename
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = module
+    mod_spec.loader.exec_module(module)
+    return module
+
+
+def _load_grading_executor():
+    module = _load_by_path("grading.py", "cudacourse_grading")
+    if module is None:
+        import sys
+
         print("nbgrader_config.py: cudacourse is not importable; autograde uses stock "
               "nbgrader Execute (no crash recovery, no tamper checks)", file=sys.stderr)
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "grading.py"
-    mod_spec = importlib.util.spec_from_file_location("cudacourse_grading", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    sys.modules["cudacourse_grading"] = module
-    mod_spec.loader.exec_module(module)
     return module.ResilientExecute
 
 
@@ -102,21 +113,8 @@ c.QuizMode.points = 1  # points per graded question
 
 
 def _load_quiz_mode():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    if "cudacourse_quiz_mode" in sys.modules:
-        return sys.modules["cudacourse_quiz_mode"].QuizMode
-    spec = importlib.util.find_spec("cudacourse")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "quiz_mode.py"
-    mod_spec = importlib.util.spec_from_file_location("cudacourse_quiz_mode", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    sys.modules["cudacourse_quiz_mode"] = module
-    mod_spec.loader.exec_module(module)
-    return module.QuizMode
+    module = _load_by_path("quiz_mode.py", "cudacourse_quiz_mode")
+    return None if module is None else module.QuizMode
 
 
 _quiz_mode = _load_quiz_mode()
