@@ -170,6 +170,14 @@ def vector_add(a, b, out, _=open("/etc/hostname")):
     if i < out.shape[0]:
         out[i] = a[i] + b[i]
 ''', "name 'open'"),
+    # Numba's CUDA target evaluates a signature string with builtins: on a GPU grader the
+    # Python inside it would run in the verdict process (issue 19, class 2).
+    "escape_signature_string": ('''@cuda.jit("__import__('os').system('touch /tmp/__MARKER__-sig') or void(float32[:], float32[:], float32[:])")
+def vector_add(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+''', "signature string"),
     "escape_decorator": ('''def _passes(f):
     return f
 @_passes
@@ -367,7 +375,7 @@ def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sam
                           wrong=True))
     for name, (code, phrase) in ESCAPES.items():
         out.append(Sample(name, f"right arithmetic in a forbidden form ({phrase})",
-                          {KERNEL: code}, zero={KERNEL},
+                          {KERNEL: fill(code)}, zero={KERNEL},
                           phrase={f"test_{KERNEL}": phrase}))
     for name, code in SABOTAGE.items():
         attack_at = q1 if name in ("poison_startup",) else KERNEL
