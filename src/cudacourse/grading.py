@@ -34,6 +34,7 @@ from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
@@ -143,9 +144,12 @@ class ResilientExecute(Execute):
     def _note(nb: NotebookNode, incidents: list[str]) -> None:
         if not incidents:
             return
+        # Incidents quote the submission (messages its kernel reported, names it chose):
+        # each is escaped, as text, never markup (SanitizeSubmission then cleans it again).
+        escaped = _sub("untrusted").markdown_text
         lines = ["**Grading note (cudacourse autograder).** Something in this notebook "
                  "needed the grader's attention:", ""]
-        lines += [f"- {i}" for i in incidents[:40]]
+        lines += [f"- {escaped(i)}" for i in incidents[:40]]
         note = nbformat.v4.new_markdown_cell("\n".join(lines))
         if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:
             note["id"] = NOTE_ID
@@ -154,4 +158,14 @@ class ResilientExecute(Execute):
         nb.cells.insert(0, note)
 
 
-__all__ = ["ResilientExecute", "load_grader", "LOG_PREFIX", "NOTE_ID"]
+class SanitizeSubmission(Preprocessor):
+    """Everything of the submission made safe to render, in the notebook nbgrader writes:
+    formgrader's view and the feedback HTML are rendered from that notebook, so both show
+    sanitized markup (cudacourse.grader.untrusted.clean_notebook)."""
+
+    def preprocess(self, nb: NotebookNode, resources: Any = None) -> tuple[NotebookNode, Any]:
+        _sub("untrusted").clean_notebook(nb)
+        return nb, resources
+
+
+__all__ = ["ResilientExecute", "SanitizeSubmission", "load_grader", "LOG_PREFIX", "NOTE_ID"]

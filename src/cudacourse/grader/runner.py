@@ -145,11 +145,17 @@ def mark_not_graded(course_root: str, assignment: str, student: str, reason: str
     fb.mkdir(parents=True, exist_ok=True)
     from html import escape
 
-    (fb / "NOT_GRADED.txt").write_text(f"{assignment}: not graded: {reason}\n")
+    from . import untrusted
+
+    # the reason may quote the submission (any Unicode) or an error naming the gradebook
+    reason = untrusted.line(untrusted.redact(reason, untrusted.secrets_of(db_url)))
+    (fb / "NOT_GRADED.txt").write_text(f"{assignment}: not graded: {reason}\n",
+                                       encoding="utf-8")
     (fb / "NOT_GRADED.html").write_text(
         f"<!doctype html><meta charset='utf-8'><title>{escape(assignment)}: not graded"
         f"</title><h1>{escape(assignment)}: not graded</h1><p>{escape(reason)}</p>"
-        "<p>Ask your instructor; nothing was scored, this is not a zero.</p>\n")
+        "<p>Ask your instructor; nothing was scored, this is not a zero.</p>\n",
+        encoding="utf-8")
     from nbgrader.api import Gradebook, MissingEntry
 
     with gradebook_lock(db_url), Gradebook(db_url) as gb:
@@ -286,7 +292,7 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                 options: dict[str, Any] | None = None, progress: bool = True,
                 log: Any = None) -> dict[str, Any]:
     """Grade every student (or ``students``); returns the run (see :mod:`runrecord`)."""
-    from . import provenance, runrecord, sandbox
+    from . import provenance, runrecord, sandbox, untrusted
 
     o = _opts(course_root, assignment, options)
     root = str(Path(course_root).resolve())
@@ -304,7 +310,12 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "options": {k: v for k, v in o.items() if k != "sandbox"},
                            "results": []}
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    shown = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    secrets = untrusted.secrets_of(o.get("db_url"))
+
+    def say(line: str) -> None:  # lines quote submissions: one clean line, no password
+        shown(untrusted.line(untrusted.redact(line, secrets)))
+
     say(f"cudacourse grade: {assignment}, {len(students)} submission(s), "
         f"{run['isolation']}{'; ' + run['privileges'] if run['privileges'] else ''}")
     start = time.monotonic()
