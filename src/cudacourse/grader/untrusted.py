@@ -253,24 +253,26 @@ def clean_notebook(nb: Any) -> Any:
     browser. Markdown cells become their sanitized rendering, raw cells are escaped text,
     outputs keep text and images only, attachments other than PNG/JPEG/GIF are dropped, and
     no cell metadata but nbgrader's, cudacourse's and tags of plain words survives."""
+    from nbformat import from_dict
+
     for cell in nb.cells:
         kind = cell.get("cell_type")
         if kind == "markdown":
             cell["source"] = clean_markdown(cell.get("source", ""))
             atts = cell.get("attachments")
             if isinstance(atts, dict):
-                cell["attachments"] = {
+                cell["attachments"] = from_dict({
                     text(name): {m: d for m, d in (b.items() if isinstance(b, dict) else [])
                                  if m in ("image/png", "image/jpeg", "image/gif")
                                  and isinstance(d, str)}
-                    for name, b in atts.items()}
+                    for name, b in atts.items()})
         elif kind == "raw":
             cell["source"] = html.escape(text(_joined(cell.get("source", ""))))
             cell.get("metadata", {}).pop("format", None)
             cell.get("metadata", {}).pop("raw_mimetype", None)
         elif kind == "code":
             cell["source"] = text(_joined(cell.get("source", "")))
-            cell["outputs"] = clean_outputs(cell.get("outputs", []))
+            cell["outputs"] = [from_dict(o) for o in clean_outputs(cell.get("outputs", []))]
         md = cell.get("metadata", {})
         grading = md.get("nbgrader") if isinstance(md, dict) else None
         if isinstance(grading, dict) and not (isinstance(grading.get("grade_id"), str) and
