@@ -132,7 +132,10 @@ def lab(args: argparse.Namespace) -> int:
 
     if args.instructor:
         root, config_dir = ROOT, None
-        start = ["--ServerApp.default_url=/formgrader"]
+        # formgrader shows submissions: its pages carry a Content-Security-Policy
+        # (cudacourse.grader.pagepolicy), set up by this server configuration
+        policy = Path(__file__).resolve().parent / "grader" / "instructor_server_config.py"
+        start = ["--ServerApp.default_url=/formgrader", f"--config={policy}"]
     else:
         root = sync(Path(args.workspace) if args.workspace else None)
         config_dir, start = learner_config_dir(root), []
