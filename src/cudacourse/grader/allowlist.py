@@ -89,6 +89,10 @@ if hasattr(ast, "Index"):  # Python < 3.9 spelling, harmless elsewhere
     _EXPR += (ast.Index,)  # pragma: no cover
 
 
+# The source intake gives an answer cell it could not find (intake.MISSING_MARK)
+MISSING_MARK = "# cudacourse: missing answer cell:"
+
+
 class NotGradable(Exception):
     """A learner construct outside the allow-list."""
 
@@ -282,6 +286,11 @@ def select(cells: list[tuple[str, str]], context: dict[str, Any]) -> Selection:
             sel.accepted.pop(n, None)
 
     for grade_id, source in cells:
+        if source.startswith(MISSING_MARK):  # intake found no cell for this answer
+            names = source[len(MISSING_MARK):].partition(":")[2].split()
+            reject(names or [grade_id], f"answer cell '{grade_id}' is missing (its metadata "
+                                        "was removed?)")
+            continue
         try:
             tree = ast.parse(source, filename=f"<answer cell '{grade_id}'>")
         except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
