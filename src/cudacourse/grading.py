@@ -124,8 +124,9 @@ class ResilientExecute(Execute):
         incidents = list(prepared.get("incidents", [])) + problems
         isolation = [i for i in prepared.get("isolation", []) if i != "bwrap"]
         incidents += [f"sandbox: {i}" for i in isolation]
+        clean = _sub("untrusted").line  # incidents quote the submission: one clean line each
         for line in incidents:
-            self.log.error("%s %s: %s", LOG_PREFIX, who, line)
+            self.log.error("%s %s: %s", LOG_PREFIX, clean(who), clean(line))
         self._note(nb, incidents)
         if isinstance(resources, dict):
             payload = {"student": student, "assignment": assignment, "notebook": notebook,
