@@ -145,3 +145,16 @@ def test_an_older_world_readable_record_becomes_private(tmp_path):
     os.chmod(tmp_path / "latest.json", 0o644)
     runrecord.write(_run("x", "sqlite:///g.db"), tmp_path)
     assert stat.S_IMODE(os.stat(tmp_path / "latest.json").st_mode) == 0o600
+
+
+def test_the_nbgrader_step_sanitizes_as_nbconvert_calls_it():
+    """nbconvert calls a registered preprocessor (``__call__``), which does nothing unless
+    it is enabled: called here exactly so."""
+    from nbconvert.exporters import NotebookExporter
+
+    from cudacourse.grading import SanitizeSubmission
+
+    exporter = NotebookExporter()
+    exporter.register_preprocessor(SanitizeSubmission)
+    body, _ = exporter.from_notebook_node(_notebook())
+    assert "onerror" not in body and "&lt;script" in body and "widgets" not in body

@@ -164,6 +164,9 @@ class SanitizeSubmission(Preprocessor):
     formgrader's view and the feedback HTML are rendered from that notebook, so both show
     sanitized markup (cudacourse.grader.untrusted.clean_notebook)."""
 
+    # nbconvert runs a preprocessor only when enabled (its default is False)
+    enabled = Bool(True, help="Sanitize the notebook (never turn this off).").tag(config=True)
+
     def preprocess(self, nb: NotebookNode, resources: Any = None) -> tuple[NotebookNode, Any]:
         _sub("untrusted").clean_notebook(nb)
         return nb, resources
