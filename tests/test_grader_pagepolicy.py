@@ -28,6 +28,10 @@ def test_the_policy_refuses_inline_code_and_other_sites():
     script = re.search(r"script-src ([^;]*)", p).group(1)
     assert "'nonce-abc'" in script and "'unsafe-inline'" not in script
     assert "'unsafe-eval'" not in script
+    # only nbgrader's own name toggles may run as handlers, by their exact hashes
+    hashes = re.findall(r"'sha256-[^']+'", script)
+    assert len(hashes) == len(pagepolicy.NBGRADER_HANDLERS)
+    assert "'sha256-oGUA7LtyEKDvlMppna1zdKjVAxPLpRV7YpX8dvx6PJo='" in hashes  # toggle_name(true);
     for directive in ("object-src 'none'", "base-uri 'none'", "connect-src 'self'",
                       "frame-ancestors 'self'", "form-action 'self'"):
         assert directive in p
