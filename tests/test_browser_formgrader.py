@@ -224,7 +224,8 @@ def test_the_feedback_page_runs_nothing(course, formgrader, tmp_path):
             for where in (page_file.as_uri(),  # as a learner opens the downloaded file
                           f"{formgrader}/files/feedback/attacker/{A}/{A}.html"):
                 page = browser.new_page()
-                page.goto(where)
+                # Jupyter serves /files/ only to its own pages (it checks the Referer)
+                page.goto(where, referer=f"{formgrader}/lab")
                 page.wait_for_selector("text=MARKER-attacker-text", timeout=60_000)
                 title = page.title()
                 assert title != "pwned", where

@@ -158,3 +158,11 @@ def test_the_nbgrader_step_sanitizes_as_nbconvert_calls_it():
     exporter.register_preprocessor(SanitizeSubmission)
     body, _ = exporter.from_notebook_node(_notebook())
     assert "onerror" not in body and "&lt;script" in body and "widgets" not in body
+
+
+def test_cleaning_twice_changes_nothing_more():
+    """Feedback cleans the autograded notebook again: same markup, no nesting."""
+    once = untrusted.clean_markdown("# T\n\n```\na\n\nb\n```\n<img src=x onerror=alert(1)>")
+    assert untrusted.clean_markdown(once) == once
+    forged = '<div class="cudacourse-sanitized"><img src=x onerror=alert(1)></div>'
+    assert "onerror" not in untrusted.clean_markdown(forged)  # the prefix buys nothing

@@ -195,8 +195,12 @@ def clean_markdown(source: Any) -> str:
         rendered = _markdown_to_html(s)
     except Exception:  # noqa: BLE001 - whatever defeats the renderer is shown as text
         rendered = f"<pre>{html.escape(s)}</pre>"
-    safe = clean_html(rendered).replace("\r", "").replace("\n", "&#10;")
-    return f'<div class="{FROZEN_CLASS}">{safe}</div>'
+    safe = clean_html(rendered).strip().replace("\r", "").replace("\n", "&#10;")
+    wrapper = f'<div class="{FROZEN_CLASS}">'
+    if safe.startswith(wrapper) and safe.endswith("</div>") and \
+            safe.count(wrapper) == 1:  # cleaned already (feedback after autograde): as is
+        return safe
+    return f"{wrapper}{safe}</div>"
 
 
 def markdown_text(value: Any) -> str:
