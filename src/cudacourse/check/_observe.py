@@ -626,7 +626,15 @@ class Observation:
 
 @contextlib.contextmanager
 def observing() -> Iterator[Observation]:
-    """Instrument the simulator for the duration of the block (no-op on a GPU)."""
+    """Instrument the simulator for the duration of the block (no-op on a GPU, except
+    during a native-evidence session: then an instrumented build observes, see
+    ``_instrument``)."""
+    from . import _instrument
+
+    native = _instrument.observation()
+    if native is not None:
+        yield native
+        return
     if not E.simulator():
         yield Observation(False)
         return
@@ -767,8 +775,9 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
     only threads past the end is a missing guard; a thread inside the array reaching outside
     is index arithmetic. ``oob(records, block)`` may return a better (cause, message)."""
     __tracebackhide__ = True
+    run = obs.run if getattr(obs, "native", False) and obs.live else E.launch
     try:
-        E.launch(kernel, grid, block, *args, name=name)
+        run(kernel, grid, block, *args, name=name)
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None):
             raise
@@ -854,8 +863,17 @@ def kernel_cases(part: Any, kernel: Any, name: str, nparams: int, *, hidden: boo
     here on this device. Returns its cases, for the checker's summary."""
     __tracebackhide__ = True
     E.require_kernel(kernel, name, nparams)
-    replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    return part(kernel, hidden=hidden, seed=seed)
+    from . import _instrument
+
+    with _instrument.session(kernel) as native:  # GPU: an instrumented build observes
+        if not native.active:
+            replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+        cases = part(kernel, hidden=hidden, seed=seed)
+    if native.active and (native.gave_up or native.warp):
+        # What the instrumented build could not see (a launch it could not follow; warp-level
+        # undefined behaviour): the simulator replay, within its time budget.
+        replay(part, kernel, hidden=hidden, seed=seed)
+    return cases
 
 
 def replay(part: Any, *subjects: Any, **kwargs: Any) -> None:
