@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import linecache
 import textwrap
 import threading
 from typing import Any, Iterator
@@ -514,10 +515,15 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
 
     ns = dict(info["globals"])
     ns["__cc_cuda"] = cuda
-    helpers = _helpers_source(rw.used_ranks or {1})
-    exec(compile(helpers, "<cudacourse instrumentation>", "exec"), ns)  # noqa: S102
+    text = _helpers_source(rw.used_ranks or {1}) + "\n\n" + ast.unparse(mod) + "\n"
+    # Registered like a notebook cell, so that the compile gate can rebuild it from source
+    # and compile it for sm_90 offline (tests), and a traceback shows the rewritten line.
+    with _STATE["lock"]:
+        _STATE["count"] = _STATE.get("count", 0) + 1
+        unit = f"<cudacourse-instrumented-{_STATE['count']}>"
+    linecache.cache[unit] = (len(text), None, text.splitlines(keepends=True), unit)
+    exec(compile(text, unit, "exec"), ns)  # noqa: S102 - the learner's kernel, rewritten
     filename = inspect.getsourcefile(kernel.py_func) or "<kernel>"
-    exec(compile(mod, filename, "exec"), ns)  # noqa: S102 - the learner's kernel, rewritten
     opts = {k: v for k, v in (_jit_options(kernel)).items() if k in ("fastmath",)}
     jitted = cuda.jit(**opts)(ns["__cc_kernel"])
     jitted.__cc_instrumented__ = True  # the compile gate checks the learner's kernel instead
@@ -525,7 +531,7 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
              "shared": {name: sizes[name] for name in info["shared"]},
              "shared_lines": dict(info["shared"]), "filename": filename,
              "shared_shapes": {name: shapes[name] for name in info["shared"]},
-             "source": ast.unparse(mod)}
+             "source": text, "unit": unit}
     with _STATE["lock"]:
         _STATE["builds"][key] = built
     return built

@@ -869,10 +869,14 @@ def kernel_cases(part: Any, kernel: Any, name: str, nparams: int, *, hidden: boo
         if not native.active:
             replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
         cases = part(kernel, hidden=hidden, seed=seed)
-    if native.active and (native.gave_up or native.warp):
-        # What the instrumented build could not see (a launch it could not follow; warp-level
-        # undefined behaviour): the simulator replay, within its time budget.
+    if native.active and native.gave_up:  # a launch the instrumented build could not follow
         replay(part, kernel, hidden=hidden, seed=seed)
+    elif native.active and native.warp:
+        from . import _replay  # what only the simulator sees, within its time budget
+
+        _replay.run_remaining_sim_checks(
+            "warp-level undefined behaviour (a shuffle or vote that some lanes do not reach)",
+            part, kernel, hidden=hidden, seed=seed)
     return cases
 
 
