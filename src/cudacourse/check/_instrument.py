@@ -767,4 +767,25 @@ def observation() -> "NativeObservation | None":
         return None
     obs = NativeObservation()
     s.observations.append(obs)
+    _STATE.setdefault("open", []).append(obs)
     return obs
+
+
+def release(obs: "NativeObservation") -> None:
+    """The ``observing()`` block of ``obs`` ended."""
+    opened = _STATE.setdefault("open", [])
+    if obs in opened:
+        opened.remove(obs)
+
+
+def runner(obs: Any) -> Any:
+    """How ``_observe.launch`` launches for ``obs``: its instrumented build when ``obs`` is
+    native, or (a launch with an unwatched observation inside a native ``observing()``
+    block, as the simulator's patches see every launch in the block) the innermost open
+    native observation's; else ``E.launch``."""
+    if getattr(obs, "native", False):
+        return obs.run if obs.live else E.launch
+    opened = _STATE.get("open") or []
+    if opened and opened[-1].live:
+        return opened[-1].run
+    return E.launch

@@ -633,7 +633,10 @@ def observing() -> Iterator[Observation]:
 
     native = _instrument.observation()
     if native is not None:
-        yield native
+        try:
+            yield native
+        finally:
+            _instrument.release(native)
         return
     if not E.simulator():
         yield Observation(False)
@@ -775,7 +778,9 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
     only threads past the end is a missing guard; a thread inside the array reaching outside
     is index arithmetic. ``oob(records, block)`` may return a better (cause, message)."""
     __tracebackhide__ = True
-    run = obs.run if getattr(obs, "native", False) and obs.live else E.launch
+    from . import _instrument
+
+    run = _instrument.runner(obs)  # an instrumented build during a native session
     try:
         run(kernel, grid, block, *args, name=name)
     except E.CheckFailure as exc:
