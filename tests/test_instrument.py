@@ -323,3 +323,58 @@ def test_the_instrumented_build_runs_on_the_gpu():
     assert not device.is_simulator()
     obs, (_, _, out) = _run(add_one_thread, *_abc(), names=["a", "b", "out"])
     assert obs.log("out").busiest_writer()[1] == N
+
+
+@cuda.jit(device=True)
+def _add_all(a, b, out):
+    for i in range(out.shape[0]):
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def add_in_a_device_function(a, b, out):
+    if cuda.grid(1) == 0:
+        _add_all(a, b, out)  # the arrays go into a call: the rewrite cannot follow them
+
+
+def test_a_checker_falls_back_when_the_rewrite_cannot_follow(monkeypatch):
+    """Native evidence on (the GPU's default; here asked for): a kernel that hands its
+    arrays to a device function is judged by the simulator's observation instead (on a GPU:
+    the replay), so one thread doing all the work is still caught."""
+    import cudacourse.check
+
+    monkeypatch.setenv("CUDACOURSE_NATIVE", "1")
+    with pytest.raises(E.CheckFailure) as err:
+        cudacourse.check.check_vector_add(add_in_a_device_function, seed=3)
+    assert err.value.cause == "serial_work", str(err.value)
+
+
+def test_a_checker_uses_native_evidence(monkeypatch):
+    import cudacourse.check
+
+    monkeypatch.setenv("CUDACOURSE_NATIVE", "1")
+    seen = []
+    real = I.NativeObservation._collect
+
+    def spy(self, *a, **k):
+        seen.append(self)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(I.NativeObservation, "_collect", spy)
+    with pytest.raises(E.CheckFailure) as err:
+        cudacourse.check.check_vector_add(add_one_thread, seed=3)
+    assert err.value.cause == "serial_work" and seen, str(err.value)
+    assert "passes" in cudacourse.check.check_vector_add(add_right, seed=3)
+
+
+def test_a_launch_with_an_unwatched_observation_is_still_instrumented(monkeypatch):
+    """As the simulator's patches see every launch inside observing(), so does the native
+    block: a checker helper that launches with a blank Observation still records races."""
+    monkeypatch.setenv("CUDACOURSE_NATIVE", "1")
+    x = cuda.to_device(np.arange(N, dtype=np.float32))
+    out = cuda.to_device(np.zeros(N, np.float32))
+    with I.session(shift_racy) as s:
+        assert s.active
+        with O.observing() as obs:
+            O.launch(O.Observation(False), shift_racy, 1, N, x, out, name="shift")
+    assert isinstance(obs, I.NativeObservation) and obs.races
