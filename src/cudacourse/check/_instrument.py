@@ -760,6 +760,11 @@ def session(kernel: Any) -> Iterator[Session]:
         _STATE["session"] = old
 
 
+def active() -> bool:
+    """Whether a native-evidence session is on (``observing()`` then observes natively)."""
+    return _STATE["session"] is not None
+
+
 def observation() -> "NativeObservation | None":
     """The observation ``_observe.observing()`` hands out during a session, else None."""
     s = _STATE["session"]

@@ -873,19 +873,32 @@ def kernel_cases(part: Any, kernel: Any, name: str, nparams: int, *, hidden: boo
     with _instrument.session(kernel) as native:  # GPU: an instrumented build observes
         if not native.active:
             replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-        cases = part(kernel, hidden=hidden, seed=seed)
+        try:
+            cases = part(kernel, hidden=hidden, seed=seed)
+        except E.CheckFailure:
+            if native.active and native.warp and not native.gave_up:
+                # Warp-level undefined behaviour (lanes that left before a shuffle) is the
+                # cause of what the GPU saw: the simulator's diagnosis of it comes first.
+                _remaining(part, kernel, hidden, seed)
+            raise
     if native.active and native.gave_up:  # a launch the instrumented build could not follow
         if E.simulator():  # native evidence asked for in the simulator: its own observation
             part(kernel, hidden=hidden, seed=seed)
         else:
             replay(part, kernel, hidden=hidden, seed=seed)
     elif native.active and native.warp:
-        from . import _replay  # what only the simulator sees, within its time budget
-
-        _replay.run_remaining_sim_checks(
-            "warp-level undefined behaviour (a shuffle or vote that some lanes do not reach)",
-            part, kernel, hidden=hidden, seed=seed)
+        _remaining(part, kernel, hidden, seed)
     return cases
+
+
+def _remaining(part: Any, kernel: Any, hidden: bool, seed: int | None) -> None:
+    """What only the simulator sees (warp-level undefined behaviour), within its budget."""
+    __tracebackhide__ = True
+    from . import _replay
+
+    _replay.run_remaining_sim_checks(
+        "warp-level undefined behaviour (a shuffle or vote that some lanes do not reach)",
+        part, kernel, hidden=hidden, seed=seed)
 
 
 def replay(part: Any, *subjects: Any, **kwargs: Any) -> None:
