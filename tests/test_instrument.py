@@ -214,6 +214,20 @@ def test_what_the_rewrite_cannot_follow_is_said_not_guessed():
     assert "slices out" in _build_refusal(add_sliced)
 
 
+@cuda.jit
+def forges_its_evidence(a, b, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+        __cc_w2[i] = 1  # noqa: F821 - a name of the instrumented build's records
+
+
+def test_a_kernel_that_names_the_records_is_not_instrumented():
+    """Data from a submission is untrusted: a kernel writing into the build's own records
+    (their names start with __cc_) would forge its evidence, so it goes to the simulator."""
+    assert "__cc_" in I.plan(forges_its_evidence)
+
+
 def _build_refusal(kernel):
     try:
         I.build(kernel, (0, 1, 2), (1, 1, 1))

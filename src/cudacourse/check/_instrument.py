@@ -152,6 +152,10 @@ def _analyse(kernel: Any) -> dict:
     if py is None:
         raise NotInstrumentable("it is not a @cuda.jit kernel")
     fn, _ = _source_of(py)
+    if any(isinstance(n, ast.Name) and n.id.startswith("__cc_") or
+           isinstance(n, ast.arg) and n.arg.startswith("__cc_") for n in ast.walk(fn)):
+        # the evidence lives in __cc_* names: a kernel that names them could forge it
+        raise NotInstrumentable("it uses a name that starts with __cc_")
     if any(isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef))
            for n in ast.walk(fn) if n is not fn):
         raise NotInstrumentable("it defines a function inside the kernel")
