@@ -27,6 +27,13 @@ module; its positional arguments are the learner's functions (kernels, device fu
 host functions) and its keyword arguments are JSON values (numbers, strings, lists).
 ``run_sim_checks(part, *subjects, **kw)`` does the same without the decorator.
 
+Since issue 20 a kernel checker (``_observe.kernel_cases``) first gathers its evidence
+natively, from an instrumented build of the kernel run on the GPU itself (``_instrument``);
+this replay is then only the fallback for a kernel the rewrite cannot follow (a view, an
+array handed to a function), and the judge of warp-level undefined behaviour, which no GPU
+shows. Every replay has a time budget (``TIMEOUT_S``, 25 s; ``CUDACOURSE_REPLAY_BUDGET_S``
+changes it): past it, the answer is "not checked: <why>", never a hang.
+
 A kernel that cannot be rebuilt in another process (its source is missing, or it reads a
 global the bundle cannot carry) fails on a GPU with cause ``"replay_error"`` and says which
 name: a grader must not give marks for checks it could not make.
