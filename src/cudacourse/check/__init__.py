@@ -27,6 +27,7 @@ import types
 # Imported eagerly, in this order, so that no module appears later (the grading audit
 # compares the loaded modules before and after the learner's cells).
 from . import _engine, _origin, _source, _compile, _replay, _numba_hooks  # noqa: F401
+from . import _observe, _instrument  # noqa: F401
 from ._engine import CheckFailure
 
 # One module per lesson topic; each defines check_* functions.

@@ -626,7 +626,18 @@ class Observation:
 
 @contextlib.contextmanager
 def observing() -> Iterator[Observation]:
-    """Instrument the simulator for the duration of the block (no-op on a GPU)."""
+    """Instrument the simulator for the duration of the block (no-op on a GPU, except
+    during a native-evidence session: then an instrumented build observes, see
+    ``_instrument``)."""
+    from . import _instrument
+
+    native = _instrument.observation()
+    if native is not None:
+        try:
+            yield native
+        finally:
+            _instrument.release(native)
+        return
     if not E.simulator():
         yield Observation(False)
         return
@@ -767,8 +778,11 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
     only threads past the end is a missing guard; a thread inside the array reaching outside
     is index arithmetic. ``oob(records, block)`` may return a better (cause, message)."""
     __tracebackhide__ = True
+    from . import _instrument
+
+    run = _instrument.runner(obs)  # an instrumented build during a native session
     try:
-        E.launch(kernel, grid, block, *args, name=name)
+        run(kernel, grid, block, *args, name=name)
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None):
             raise
@@ -854,8 +868,37 @@ def kernel_cases(part: Any, kernel: Any, name: str, nparams: int, *, hidden: boo
     here on this device. Returns its cases, for the checker's summary."""
     __tracebackhide__ = True
     E.require_kernel(kernel, name, nparams)
-    replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    return part(kernel, hidden=hidden, seed=seed)
+    from . import _instrument
+
+    with _instrument.session(kernel) as native:  # GPU: an instrumented build observes
+        if not native.active:
+            replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+        try:
+            cases = part(kernel, hidden=hidden, seed=seed)
+        except E.CheckFailure:
+            if native.active and native.warp and not native.gave_up:
+                # Warp-level undefined behaviour (lanes that left before a shuffle) is the
+                # cause of what the GPU saw: the simulator's diagnosis of it comes first.
+                _remaining(part, kernel, hidden, seed)
+            raise
+    if native.active and native.gave_up:  # a launch the instrumented build could not follow
+        if E.simulator():  # native evidence asked for in the simulator: its own observation
+            part(kernel, hidden=hidden, seed=seed)
+        else:
+            replay(part, kernel, hidden=hidden, seed=seed)
+    elif native.active and native.warp:
+        _remaining(part, kernel, hidden, seed)
+    return cases
+
+
+def _remaining(part: Any, kernel: Any, hidden: bool, seed: int | None) -> None:
+    """What only the simulator sees (warp-level undefined behaviour), within its budget."""
+    __tracebackhide__ = True
+    from . import _replay
+
+    _replay.run_remaining_sim_checks(
+        "warp-level undefined behaviour (a shuffle or vote that some lanes do not reach)",
+        part, kernel, hidden=hidden, seed=seed)
 
 
 def replay(part: Any, *subjects: Any, **kwargs: Any) -> None:
