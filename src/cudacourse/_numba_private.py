@@ -164,8 +164,10 @@ def _dim3(dims: Any) -> tuple[int, int, int]:
     return tuple(int(d) for d in t + (1,) * (3 - len(t)))  # type: ignore[return-value]
 
 
-def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "PreparedLaunch | None":
-    """A function that launches ``kernel[grid, block]`` on arguments shaped like ``args``
+def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple, shared: int = 0
+                    ) -> "PreparedLaunch | None":
+    """A function that launches ``kernel[grid, block, 0, shared]`` on arguments shaped like
+    ``args`` (``shared``: bytes of dynamic shared memory)
     with none of Numba's per-call typing and conversion: only the data pointers of the
     array arguments are read again (from ``__cuda_array_interface__``).
 
@@ -185,14 +187,14 @@ def prepared_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> "Prepare
         compiled = kernel.overloads[argtypes]
         params, where, scalars = _flatten(compiled, args)
         core_kernel = compiled._codelibrary.get_cufunc().kernel
-        config = LaunchConfig(grid=_dim3(grid), block=_dim3(block), shmem_size=0)
+        config = LaunchConfig(grid=_dim3(grid), block=_dim3(block), shmem_size=int(shared))
         stream = to_stream(0)
     except NumbaInternalsChanged:
         raise
     except Exception:  # noqa: BLE001 - anything unexpected: the dispatcher path, still right
         return None
     return PreparedLaunch(kernel, compiled, grid, block, launch, stream, config, core_kernel,
-                          params, where, scalars)
+                          params, where, scalars, int(shared))
 
 
 class PreparedLaunch:
@@ -200,8 +202,8 @@ class PreparedLaunch:
 
     def __init__(self, kernel: Any, compiled: Any, grid: Any, block: Any, launch: Any,
                  stream: Any, config: Any, core_kernel: Any, params: list[Any],
-                 where: list[int | None], scalars: list[tuple]):
-        self.kernel, self.grid, self.block = kernel, grid, block
+                 where: list[int | None], scalars: list[tuple], shared: int = 0):
+        self.kernel, self.grid, self.block, self.shared = kernel, grid, block, shared
         self._compiled, self._scalars = compiled, scalars
         self._launch, self._stream, self._config, self._core = launch, stream, config, core_kernel
         self._params = params
@@ -225,7 +227,7 @@ class PreparedLaunch:
     def __call__(self, *args: Any) -> None:
         """Launch on ``args``, shaped like the arguments it was prepared with."""
         if not self.usable():
-            self.kernel[self.grid, self.block](*args)
+            self.kernel[self.grid, self.block, 0, self.shared](*args)
             return
         for i, ty, first, count in self._scalars:  # scalars may differ from call to call
             flat: list[Any] = []
