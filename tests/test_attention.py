@@ -197,3 +197,23 @@ def test_gpu_cupy_in_cupy_out_and_memory_bound():
     extra, out = A.measure_extra_memory(lambda: A.flash_attention(q, q, q))
     assert isinstance(out, cp.ndarray) and out.shape == q.shape
     assert extra <= 2**30 // 4
+
+
+def test_fast_configs_are_the_fastest_of_the_committed_sweep():
+    """The "fast" tile shapes at d = 64 and 128 are what the committed H200 sweep measured
+    fastest (docs/sweeps/probe_attention_h200_2026-12-01_run2.json)."""
+    import ast
+    import json
+    from pathlib import Path
+
+    from cudacourse import attention
+    from cudacourse.attention import FastConfig
+
+    path = Path(__file__).resolve().parents[1] / "docs/sweeps/probe_attention_h200_2026-12-01_run2.json"
+    rows = json.loads(path.read_text())["rows"]
+    for d in (64, 128):
+        timed = [r for r in rows if r.get("what") == "fast" and r.get("ms") and not r["causal"]
+                 and r["shape"] == f"(16, 4096, {d})"]
+        assert len(timed) >= 5, d
+        best = min(timed, key=lambda r: r["ms"])
+        assert FastConfig(*ast.literal_eval(best["cfg"])) == attention.FAST_GPU_CONFIGS[d], d

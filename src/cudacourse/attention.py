@@ -733,7 +733,7 @@ def flash_kernel(d: int, cfg: FlashConfig | None = None, use_shuffles: bool | No
 
 
 # Tile shapes of the "fast" kernel per head_dim, the fastest correct ones of
-# tools/probe_attention.py on an NVIDIA H200, 2026-12-01 (tools/probe_attention_h200_*.json):
+# tools/probe_attention.py on an NVIDIA H200, 2026-12-01 (docs/sweeps/probe_attention_h200_*.json):
 # d = 64: (128, 32, 4, 4) with the K/V prefetch, 23.4 TFLOP/s in the sweep at 16 x 4096 x 64
 # (the 64-row tile 21.4, the old "tiled" kernel 11.6); d = 128: (128, 32, 4, 4), 24.2 TFLOP/s
 # (the 64-row tile spilled: 255 registers + 544 bytes of local memory, 13.7). The GPU's

@@ -402,12 +402,11 @@ def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
     f_out[8, y, x] = f8 + omega * (w2 * (one + t3 * cu + t45 * cu * cu - usq) - f8) + g2 - h2
 
 
-# Measured on the H200 on 2026-12-01 (docs/benchmarks.json, 2048 x 8192 nodes, the kernel
-# before its loads were made unconditional and its indices unsigned): 64 x 4 0.61 of copy,
-# 256 x 1 0.60, 128 x 2 0.59, 128 x 4 and 32 x 8 0.58 -- the shape matters little. The
-# present kernel (44 registers instead of 56, 351 PTX instructions per node instead of 473,
-# no f load waiting on a mask load) must be re-measured: tools/gpu/lesson6.sh.
-DEFAULT_BLOCK = (64, 4)
+# DEFAULT_BLOCK is what the committed sweep measured fastest (docs/sweeps/
+# stencil_lbm_h200_2026-12-01.json, `python3 -m cudacourse.bench --only stencil,lbm`, public
+# calls, 2048 x 8192 nodes): 128 x 2 0.383 ms, 256 x 1 0.385, 64 x 4 0.387, 32 x 8 0.408,
+# 128 x 4 0.434 -- the shape matters little. tests/test_lbm.py ties the two.
+DEFAULT_BLOCK = (128, 2)
 BLOCKS = ((128, 2), (256, 1), (64, 4), (128, 4), (32, 8))
 
 

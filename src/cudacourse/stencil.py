@@ -236,9 +236,11 @@ DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8)}
 # "rows" (128 x 1 threads x 8 rows) needs ~53 PTX instructions per cell on interior strips,
 # one coalesced load per cell (plus 10% for the strip's halo rows; the side neighbours come
 # by warp shuffles), 10 loads in flight per thread, 56 registers (36 warps per SM).
-# Chosen by that reasoning (PTX from tools/ptx_lesson6.py), not measured yet:
-# tools/gpu/lesson6.sh sweeps the shapes; set BEST to the fastest.
-BEST = ("rows", (128, 1, 8))
+# BEST is what the committed sweep measured fastest (docs/sweeps/stencil_lbm_h200_2026-12-01.json,
+# `python3 -m cudacourse.bench --only stencil,lbm`, public calls timed one call between
+# events, 16384 x 16384): rows 128 x 1 x 16, 0.671 ms; 128 x 1 x 8 0.700, 256 x 1 x 8 0.715,
+# the best tiled 1.51, naive 1.73. tests/test_stencil.py ties BEST to that file.
+BEST = ("rows", (128, 1, 16))
 _tiled: dict[tuple, Any] = {}
 
 
