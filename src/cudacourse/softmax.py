@@ -83,6 +83,19 @@ def _merge(m1, l1, m2, l2):
 _merge_dev = cuda.jit(device=True)(_merge)
 
 
+@cuda.jit(device=True)
+def _warp_merge(m, l):
+    """Merge the 32 lanes' states in 5 butterfly steps through registers (no shared memory,
+    no barrier); every lane ends with the warp's state."""
+    off = 16
+    while off > 0:
+        m2 = cuda.shfl_xor_sync(0xFFFFFFFF, m, off)
+        l2 = cuda.shfl_xor_sync(0xFFFFFFFF, l, off)
+        m, l = _merge_dev(m, l, m2, l2)
+        off //= 2
+    return m, l
+
+
 def _make_softmax_kernel(threads: int, use_shuffles: bool):
     """Build the row-softmax kernel for ``threads`` per block (a power of two, >= 32)."""
     warps = threads // 32
@@ -106,12 +119,7 @@ def _make_softmax_kernel(threads: int, use_shuffles: bool):
         sm_l = cuda.shared.array(threads, np.float32)
         if use_shuffles:
             # 2a) inside a warp, lanes swap states through registers: no shared memory, no barrier
-            off = 16
-            while off > 0:
-                m2 = cuda.shfl_xor_sync(0xFFFFFFFF, m, off)
-                l2 = cuda.shfl_xor_sync(0xFFFFFFFF, l, off)
-                m, l = _merge_dev(m, l, m2, l2)
-                off //= 2
+            m, l = _warp_merge(m, l)
             # 2b) one state per warp goes through shared memory to the first warp
             if t % 32 == 0:
                 sm_m[t // 32] = m
@@ -120,12 +128,7 @@ def _make_softmax_kernel(threads: int, use_shuffles: bool):
             if t < 32:
                 m = sm_m[t] if t < warps else _NEG
                 l = sm_l[t] if t < warps else _ZERO
-                off = 16
-                while off > 0:
-                    m2 = cuda.shfl_xor_sync(0xFFFFFFFF, m, off)
-                    l2 = cuda.shfl_xor_sync(0xFFFFFFFF, l, off)
-                    m, l = _merge_dev(m, l, m2, l2)
-                    off //= 2
+                m, l = _warp_merge(m, l)
                 if t == 0:
                     sm_m[0] = m
                     sm_l[0] = l
