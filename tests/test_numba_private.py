@@ -111,8 +111,9 @@ def test_prepared_launch_goes_straight_to_the_driver_with_scalars_and_flags():
     x = cuda.to_device(np.arange(12 * 40, dtype=np.float32).reshape(12, 40))
     out = cuda.device_array((12, 40), np.float32)
     args = (np.float32(1.5), np.int32(7), True, x, out)
-    affine[(3, 1), (16, 16)](*args)
-    prepared = P.prepared_launch(affine, (3, 1), (16, 16), args)
+    grid = (1, 3)  # x (16 threads) covers the 12 rows, y (3 x 16) the 40 columns
+    affine[grid, (16, 16)](*args)
+    prepared = P.prepared_launch(affine, grid, (16, 16), args)
     assert prepared is not None and prepared._raw is not None, "the driver path is unused"
     x2 = cuda.to_device(np.full((12, 40), 2.0, np.float32))
     out2 = cuda.device_array((12, 40), np.float32)
