@@ -110,13 +110,13 @@ def main() -> None:
     x = g.random((16384, 4096), dtype=np.float32)
     xo = cp.empty_like(x)
     row("softmax 16384x4096", softmax, lambda: softmax.fused_softmax(x, 0.125, out=xo),
-        8.0 * x.size, "GB/s", {"torch": (lambda t=torch.as_tensor(x, device="cuda"):
+        8.0 * x.size, "TB/s", {"torch": (lambda t=torch.as_tensor(x, device="cuda"):
                                          torch.softmax(t * 0.125, dim=-1))})
     del x, xo
     u = g.random((16384, 16384), dtype=np.float32)
     uo = cp.empty_like(u)
     cp_copy = (lambda: uo.__setitem__(Ellipsis, u))
-    row("stencil 16384^2", stencil, lambda: stencil.heat_step(u, uo, 0.2), 8.0 * u.size, "GB/s",
+    row("stencil 16384^2", stencil, lambda: stencil.heat_step(u, uo, 0.2), 8.0 * u.size, "TB/s",
         {"copy": cp_copy})
     del u, uo
     ny, nx = 2048, 8192
@@ -124,7 +124,7 @@ def main() -> None:
     f = cp.asarray(lbm.init_f(lbm.channel(ny, nx), (0.05, 0.0)))
     fo = cp.empty_like(f)
     row("lbm 2048x8192", lbm, lambda: lbm.lbm_step(f, fo, solid, 1 / 0.6, (1e-5, 0.0)),
-        72.0 * ny * nx, "GB/s", {"copy": lambda: fo.__setitem__(Ellipsis, f)})
+        72.0 * ny * nx, "TB/s", {"copy": lambda: fo.__setitem__(Ellipsis, f)})
 
 
 if __name__ == "__main__":
