@@ -140,58 +140,10 @@ def _is_cupy(a: Any) -> bool:
     return type(a).__module__.split(".")[0] == "cupy"
 
 
-# --- the teaching kernel: one thread per query row ------------------------------------------
-
-ROWS_TILE = 16  # keys per shared-memory tile and query rows per block
-
-
-def _make_rows_kernel(d_max: int, tile: int = ROWS_TILE):
-    """The simple fused kernel the exercise is built on (one thread per query row)."""
-
-    @cuda.jit(fastmath=True)
-    def kernel(q, k, v, out, scale, causal):
-        """One thread per query row; K and V tiles staged in shared memory."""
-        bh = cuda.blockIdx.y
-        t = cuda.threadIdx.x
-        row = cuda.blockIdx.x * tile + t
-        seq = q.shape[1]
-        d = q.shape[2]
-        k_tile = cuda.shared.array((tile, d_max), np.float32)
-        v_tile = cuda.shared.array((tile, d_max), np.float32)
-        acc = cuda.local.array(d_max, np.float32)
-        for c in range(d):
-            acc[c] = 0.0
-        m = _NEG
-        l = _ZERO
-        for start in range(0, seq, tile):
-            # every thread loads one key row and one value row: the tile is shared by all rows
-            j = start + t
-            if j < seq:
-                for c in range(d):
-                    k_tile[t, c] = k[bh, j, c]
-                    v_tile[t, c] = v[bh, j, c]
-            cuda.syncthreads()  # wait until the whole tile is loaded
-            if row < seq:
-                for jj in range(tile):
-                    j = start + jj
-                    if j < seq and (not causal or j <= row):
-                        s = _ZERO
-                        for c in range(d):
-                            s += q[bh, row, c] * k_tile[jj, c]
-                        s *= scale
-                        m_new = max(m, s)
-                        alpha = math.exp(m - m_new)  # rescales what was summed against m
-                        p = math.exp(s - m_new)
-                        l = l * alpha + p
-                        for c in range(d):
-                            acc[c] = acc[c] * alpha + p * v_tile[jj, c]
-                        m = m_new
-            cuda.syncthreads()  # everyone is done with this tile before it is overwritten
-        if row < seq:
-            for c in range(d):
-                out[bh, row, c] = acc[c] / l
-
-    return kernel
+# --- one thread per query row: lesson 5's graded exercise (``flash_rows``) ------------------
+#
+# The package carries no copy of that answer (issue 19 item 7): lesson 5 runs the learner's
+# own kernel; the public function offers the faster "tiled" and "fast" kernels below.
 
 
 # --- the fast kernel: FlashAttention-style, several warps per query tile ---------------------
@@ -709,7 +661,6 @@ def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool
 
 _FLASH: dict[tuple, Any] = {}
 _FAST: dict[tuple, Any] = {}
-_ROWS: dict[int, Any] = {}
 
 
 def _numba_sim() -> bool:
@@ -822,14 +773,7 @@ def _allow_shared(kernel: Any, nbytes: int) -> None:
     _RAISED.add(key)
 
 
-def _rows_kernel(d: int):
-    d_max = max(16, 1 << (d - 1).bit_length())
-    if d_max not in _ROWS:
-        _ROWS[d_max] = _make_rows_kernel(d_max)
-    return _ROWS[d_max]
-
-
-VARIANTS = ("fast", "tiled", "rows")
+VARIANTS = ("fast", "tiled")
 BEST_VARIANT = "fast"
 
 
@@ -840,8 +784,8 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
     """Fused attention in one kernel launch, float32, without materialising the scores.
 
     ``variant``: ``"fast"`` (16-byte shared loads, larger register tiles, deferred
-    rescaling), ``"tiled"`` (the first FlashAttention-style kernel of the lesson), ``"rows"``
-    (one thread per query row: what the lesson's exercise builds); ``"best"`` is
+    rescaling), ``"tiled"`` (the first FlashAttention-style kernel of the lesson; one thread
+    per query row is the lesson's exercise, not part of the package); ``"best"`` is
     ``BEST_VARIANT``. ``softcap`` (fast only) replaces each score s by
     ``softcap * tanh(s / softcap)``, as Gemma 2 does; ``window`` (fast only, with
     ``causal``) lets query i see keys i - window + 1 .. i only. Host input gives a host
@@ -863,8 +807,6 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
         raise ValueError(f"variant {variant!r} takes "
                          f"{want.__name__ + ' or None' if want else 'no config'} as config, "
                          f"got {config!r}")
-    if variant == "rows" and not 1 <= d <= 128:
-        raise ValueError(f"head_dim (last axis of q) must be 1 to 128, got {d}")
     if (softcap is not None or window is not None) and variant != "fast":
         raise ValueError(f"softcap and window need variant='fast', got {variant!r}")
     if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
@@ -890,12 +832,7 @@ def flash_attention(q: Any, k: Any, v: Any, causal: bool = False, out: Any = Non
     if bh and seq:
         scale = 1.0 / math.sqrt(d)
         nbytes = 0
-        if variant == "rows":
-            kern, grid, threads = _rows_kernel(d), ((seq + ROWS_TILE - 1) // ROWS_TILE, bh), \
-                ROWS_TILE
-            args = (dq, dk, dv, dout, np.float32(scale), bool(causal))
-            kern[grid, threads](*args)
-        elif variant == "tiled":
+        if variant == "tiled":
             from .device import is_simulator
 
             cfg = config or (SIM_CONFIG if is_simulator() else GPU_CONFIGS[d])
