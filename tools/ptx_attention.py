@@ -45,11 +45,6 @@ if "flash" in which:
                 k = A._make_flash_kernel(d, A.FlashConfig(*c), sh)
                 ptx, _ = cuda.compile_ptx(k.py_func, (arr3, arr3, arr3, arr3, nt.float32, nt.boolean), fastmath=True, cc=(9, 0))
                 ptxas(ptx, f"flash d={d} {c} shfl={sh}")
-if "rows" in which:
-    for d in (16, 32, 64, 128):
-        k = A._rows_kernel(d)
-        ptx, _ = cuda.compile_ptx(k.py_func, (arr3, arr3, arr3, arr3, nt.float32, nt.boolean), fastmath=True, cc=(9, 0))
-        ptxas(ptx, f"rows d={d}")
 if "softmax" in which:
     for t in (128, 256):
         for sh in (True, False):
