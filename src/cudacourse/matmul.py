@@ -59,6 +59,32 @@ def _matmul_naive(a, b, c):
 
 # --- step 3: register blocking ----------------------------------------------------------
 
+def _tile_loader(a_loads: int, b_loads: int, threads: int, bk: int, bn: int):
+    """The register kernels' global -> register load of one k-slice: the A tile (bm x bk)
+    and the B tile (bk x bn), ``a_loads`` and ``b_loads`` elements a thread. The sizes are
+    closure constants (the loops unroll); inlined into the kernel, so ``ra`` and ``rb`` stay
+    in registers."""
+
+    @cuda.jit(device=True, inline="always")
+    def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
+        """Consecutive threads read consecutive addresses (coalesced). Outside the matrices
+        it loads 0, so partial tiles add nothing."""
+        m, k = a.shape
+        n = b.shape[1]
+        for q in range(a_loads):
+            e = tid + q * threads
+            r = row0 + e // bk
+            kk = k0 + e % bk
+            ra[q] = a[r, kk] if r < m and kk < k else float32(0.0)
+        for q in range(b_loads):
+            e = tid + q * threads
+            kk = k0 + e // bn
+            cc = col0 + e % bn
+            rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
+
+    return load_tiles
+
+
 def _make_register_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, prefetch: bool = True,
                           max_registers: int | None = None):
     """A kernel where a block of (bm/tm)*(bn/tn) threads computes a bm x bn tile of c and
@@ -77,22 +103,7 @@ def _make_register_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, prefetch:
     b_loads = bk * bn // threads
     assert a_loads * threads == bm * bk and b_loads * threads == bk * bn
 
-    @cuda.jit(device=True, inline="always")
-    def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
-        """Global -> registers: consecutive threads read consecutive addresses (coalesced).
-        Outside the matrices it loads 0, so partial tiles add nothing."""
-        m, k = a.shape
-        n = b.shape[1]
-        for q in range(a_loads):
-            e = tid + q * threads
-            r = row0 + e // bk
-            kk = k0 + e % bk
-            ra[q] = a[r, kk] if r < m and kk < k else float32(0.0)
-        for q in range(b_loads):
-            e = tid + q * threads
-            kk = k0 + e // bn
-            cc = col0 + e % bn
-            rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
+    load_tiles = _tile_loader(a_loads, b_loads, threads, bk, bn)
 
     # max_registers caps registers per thread so that more blocks fit on an SM (the
     # simulator does not take the option; it has no registers to cap).
@@ -280,21 +291,7 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
     ga_n = tm // 4  # row groups per thread
     gb_n = tn // 4  # column groups per thread
 
-    @cuda.jit(device=True, inline="always")
-    def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
-        """Global -> registers, coalesced; 0 outside the matrices."""
-        m, k = a.shape
-        n = b.shape[1]
-        for q in range(a_loads):
-            e = tid + q * threads
-            r = row0 + e // bk
-            kk = k0 + e % bk
-            ra[q] = a[r, kk] if r < m and kk < k else float32(0.0)
-        for q in range(b_loads):
-            e = tid + q * threads
-            kk = k0 + e // bn
-            cc = col0 + e % bn
-            rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
+    load_tiles = _tile_loader(a_loads, b_loads, threads, bk, bn)
 
     opts = {"max_registers": max_registers} if max_registers and not _SIM else {}
 
