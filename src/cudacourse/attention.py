@@ -202,6 +202,18 @@ GPU_CONFIGS = {16: FlashConfig(64, 64, 4, 8), 32: FlashConfig(64, 64, 4, 8),
 SIM_CONFIG = FlashConfig(16, 16, 2, 4)
 
 
+@cuda.jit(device=True, inline="always")
+def _start_rows(m, l, acc, rows, cols):
+    """Each of a thread's ``rows`` query rows starts with no keys seen: running maximum
+    -big, running sum 0, output accumulator (rows x cols) 0. Inlined with the kernel's
+    constant sizes, so the loops unroll and the arrays stay in registers."""
+    for i in range(rows):
+        m[i] = _NEG
+        l[i] = _ZERO
+        for j in range(cols):
+            acc[i, j] = _ZERO
+
+
 def _make_flash_kernel(d: int, cfg: FlashConfig, use_shuffles: bool):
     """Compile-time constants (tile sizes, head_dim) make every inner loop fixed-length, so
     the compiler can unroll it and keep the small per-thread arrays in registers."""
@@ -250,11 +262,7 @@ def _make_flash_kernel(d: int, cfg: FlashConfig, use_shuffles: bool):
         kb = cuda.local.array(TC, np.float32)
         vb = cuda.local.array(TD, np.float32)
         mx = cuda.local.array(TR, np.float32)
-        for i in range(TR):
-            m[i] = _NEG
-            l[i] = _ZERO
-            for j in range(TD):
-                acc[i, j] = _ZERO
+        _start_rows(m, l, acc, TR, TD)
 
         kend = seq
         if causal:  # keys after the block's last query row are masked for every row
@@ -519,11 +527,7 @@ def _make_fast_kernel(d: int, cfg: FastConfig, use_shuffles: bool, softcap: bool
         m = cuda.local.array(TR, np.float32)
         l = cuda.local.array(TR, np.float32)
         mx = cuda.local.array(TR, np.float32)
-        for i in range(TR):
-            m[i] = _NEG
-            l[i] = _ZERO
-            for j in range(TD):
-                acc[i, j] = _ZERO
+        _start_rows(m, l, acc, TR, TD)
 
         qlast = min(seq, q0 + BQ) - 1          # the block's last row
         kend = seq
