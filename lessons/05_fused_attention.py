@@ -303,7 +303,7 @@ bh, S, d = device.pick(sim=(2, 37), gpu=(16, 1000)) + (32,)
 q, k, v = (rng.standard_normal((bh, S, d)).astype(np.float32) for _ in range(3))
 for causal in (False, True):
     want = attention.attention_ref(q, k, v, causal=causal)
-    for variant in ("fast", "tiled", "rows"):
+    for variant in ("fast", "tiled"):
         got = attention.flash_attention(q, k, v, causal=causal, variant=variant)
         print(f"causal={causal!s:5} {variant:5}: relative error "
               f"{attention.relative_error(got, want):.1e}")
@@ -403,7 +403,7 @@ for sfx, name in SHAPES:
 if report is not None:
     print("\nthe steps at 16 x 4096 x 64, TFLOP/s:", ", ".join(
         f"{n} {bench.figure(report, k):.2f}" for n, k in (
-            ("rows", "attention_rows"), ("tiled", "attention_tiled"),
+            ("tiled", "attention_tiled"),
             ("fast", "attention_fused"), ("CuPy unfused", "attention_unfused"))
         if bench.figure(report, k) is not None))
 # %% [markdown]
