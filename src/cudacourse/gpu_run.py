@@ -347,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("junit", type=Path)
     s.add_argument("--log", type=Path)
     s.add_argument("--seconds", type=float)
+    s.add_argument("--deselected", action="append", default=[],
+                   help="a test id left out of the run (said in the record)")
     s.add_argument("--out", type=Path, required=True)
     s = sub.add_parser("grading", help="the sample class's run against expected.json")
     s.add_argument("course", type=Path)
@@ -377,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if entry["passed"] else 1
     if args.cmd == "suite":
         entry = suite_entry(args.junit, args.log, args.seconds)
+        entry["deselected"] = args.deselected
         args.out.write_text(json.dumps(entry, indent=1))
         print(f"suite: {entry['passed']} passed, {entry['failed']} failed, {entry['errors']} "
               f"errors, {entry['skipped']} skipped in {entry['seconds']} s"
@@ -396,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
             meta.update(json.loads(args.meta_json.read_text()))
         for kv in args.meta:
             k, _, v = kv.partition("=")
-            meta[k] = v
+            try:  # numbers and booleans as such
+                meta[k] = json.loads(v) if k not in ("commit", "gpu", "driver", "date") else v
+            except ValueError:
+                meta[k] = v
         rec = assemble(args.parts, meta)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rec, indent=1) + "\n")
