@@ -120,10 +120,14 @@ def test_suite_entry_from_junit_and_from_a_log(tmp_path):
     assert e["complete"] and "tests.test_x::test_bad" in e["failures"]
     log = tmp_path / "log"
     log.write_text("FAILED tests/test_a.py::test_b - x\n!!!!!!! Interrupted: KeyboardInterrupt\n"
-                   "= 1 failed, 7 passed, 2 skipped in 30.0s =")
+                   "= 1 failed, 7 passed, 2 skipped in 30.0s =\npytest exit 2\n")
     e = G.suite_entry(tmp_path / "missing.xml", log, seconds=31.0)
     assert (e["passed"], e["failed"], e["skipped"], e["seconds"]) == (7, 1, 2, 31.0)
     assert e["complete"] is False and e["failures"] == ["tests/test_a.py::test_b"]
+    log.write_text("....\n= 9 passed in 3.0s =\npytest exit 124\n")  # stopped by timeout
+    assert G.suite_entry(xml, log)["complete"] is False
+    log.write_text("....\n= 9 passed in 3.0s =\npytest exit 0\n")
+    assert G.suite_entry(xml, log)["complete"] is True
 
 
 def test_grading_entry_compares_with_expected(tmp_path):

@@ -220,16 +220,27 @@ def suite_entry(junit: Path | None, log: Path | None = None,
         out.update(passed=total - fail - err - skip, failed=fail, errors=err, skipped=skip,
                    seconds=round(seconds if seconds is not None else secs, 1))
         text = log.read_text(errors="replace") if log is not None and log.is_file() else ""
-        out["complete"] = "KeyboardInterrupt" not in text and "!!!!!!! Interrupted" not in text
+        out["complete"] = _finished(text)
     elif log is not None and log.is_file():
         text = log.read_text(errors="replace")
+        counts = [ln for ln in text.splitlines()
+                  if re.search(r"\d+ (passed|failed|errors?|skipped)\b", ln)]
+        last = counts[-1] if counts else ""
         for key, word in (("passed", "passed"), ("failed", "failed"), ("errors", "error"),
                           ("skipped", "skipped")):
-            found = re.findall(rf"(\d+) {word}s?\b", text.splitlines()[-1] if text else "")
+            found = re.findall(rf"(\d+) {word}s?\b", last)
             out[key] = int(found[-1]) if found else 0
         out["failures"] = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, re.M)[:100]
     out["failures"] = out["failures"][:100]
     return out
+
+
+def _finished(log_text: str) -> bool:
+    """Whether pytest ran to its end: not interrupted, not stopped by ``timeout`` (verify.sh
+    appends "pytest exit N"; 124 and 137 are timeout's)."""
+    if "KeyboardInterrupt" in log_text or "!!!!!!! Interrupted" in log_text:
+        return False
+    return not re.search(r"^pytest exit (124|137)\b", log_text, re.M)
 
 
 def grading_entry(course: Path, assignment: str) -> dict[str, Any]:
@@ -353,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("grading", help="the sample class's run against expected.json")
     s.add_argument("course", type=Path)
     s.add_argument("assignment")
+    s.add_argument("--wall", type=float, help="seconds of the whole command, start-up included")
     s.add_argument("--out", type=Path, required=True)
     s = sub.add_parser("assemble", help="the record from the stages' pieces")
     s.add_argument("parts", type=Path)
@@ -387,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "grading":
         entry = grading_entry(args.course, args.assignment)
+        entry["wall_seconds"] = args.wall
         args.out.write_text(json.dumps(entry, indent=1))
         print(f"grading: {entry['submissions']} submissions, as expected: "
               f"{entry['as_expected']}, {entry['seconds']} s on {entry['workers']} workers")

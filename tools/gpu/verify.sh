@@ -162,8 +162,9 @@ PY
   budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
   timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A" --course "$COURSE" --no-progress \
     > "$LOGS/grade.log" 2>&1
-  say "grading: cudacourse grade exit $? in $(( $(date +%s) - g0 )) s"
-  $PY -m cudacourse.gpu_run grading "$COURSE" "$A" --out "$PARTS/grading.json" 2>&1 | tee -a "$OUT/summary.txt"
+  say "grading: cudacourse grade exit $? in $(( $(date +%s) - g0 )) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  $PY -m cudacourse.gpu_run grading "$COURSE" "$A" --wall $(( $(date +%s) - g0 )) \
+    --out "$PARTS/grading.json" 2>&1 | tee -a "$OUT/summary.txt"
   cp -r "$COURSE/grading" "$LOGS/grading" 2>/dev/null
 }
 if has grading; then
@@ -188,7 +189,8 @@ if has suite; then
   say "suite: pytest -n $NX $SUITE_ARGS ${DESELECT[*]} (deadline $SUITE_S s)"
   date +%s > "$LOGS/suite.started"
   ( timeout -s INT -k 20 "$SUITE_S" $PY -m pytest -q -n "$NX" -p no:cacheprovider -rfE \
-      --durations=40 --junitxml="$LOGS/pytest.xml" "${DESELECT[@]}" $SUITE_ARGS \
+      --timeout="${VERIFY_TEST_TIMEOUT:-300}" --durations=40 --junitxml="$LOGS/pytest.xml" \
+      "${DESELECT[@]}" $SUITE_ARGS \
       > "$LOGS/pytest.log" 2>&1
     echo "pytest exit $?" >> "$LOGS/pytest.log"
     $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
