@@ -203,3 +203,15 @@ def test_module_runs_as_a_script(tmp_path):
                         str(tmp_path / "none.json")], capture_output=True, text=True,
                        timeout=60, env={**os.environ, "CUDACOURSE_QUIET": "1"})
     assert r.returncode == 0 and "No GPU run is recorded yet" in r.stdout, r.stderr
+
+
+def test_render_writes_the_block_in_place(tmp_path):
+    rec, doc = tmp_path / "gpu_run.json", tmp_path / "README.md"
+    rec.write_text(json.dumps(good()))
+    doc.write_text(f"# title\n\n{G.render(None)}\n\nafter\n")
+    assert G.main(["render", str(rec), "--write", str(doc)]) == 0
+    text = doc.read_text()
+    assert G.rendered_block(text) == G.render(good())
+    assert text.startswith("# title\n\n") and text.endswith("\n\nafter\n")
+    doc.write_text("no block here\n")
+    assert G.main(["render", str(rec), "--write", str(doc)]) == 2

@@ -18,7 +18,7 @@ never typed by hand::
     python -m cudacourse.gpu_run grading COURSE ASSIGNMENT --out grading.json
     python -m cudacourse.gpu_run assemble PARTS_DIR --out docs/gpu_run.json [--meta k=v ...]
     python -m cudacourse.gpu_run check docs/gpu_run.json     # schema, then the issue's goals
-    python -m cudacourse.gpu_run render                      # the README's block, from the file
+    python -m cudacourse.gpu_run render [--write README.md]  # the README's block, from the file
 
 The README's "On a GPU" block is :func:`render` of the committed file (a test compares them).
 """
@@ -375,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("record", type=Path, nargs="?", default=RECORD)
     s = sub.add_parser("render", help="print the README block from the record")
     s.add_argument("record", type=Path, nargs="?", default=RECORD)
+    s.add_argument("--write", type=Path, metavar="DOC",
+                   help="replace the block in DOC (e.g. README.md) instead of printing it")
     args = p.parse_args(argv)
 
     if args.cmd == "master":
@@ -436,7 +438,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.record}: {len(problems)} schema problem(s), {len(missed)} goal(s) missed")
         return 1 if problems or missed else 0
     if args.cmd == "render":
-        print(render(load(args.record)))
+        block = render(load(args.record))
+        if not args.write:
+            print(block)
+            return 0
+        text = args.write.read_text()
+        old = rendered_block(text)
+        if old is None:
+            print(f"{args.write}: no gpu_run block to replace (add {BEGIN!r} ... {END!r})",
+                  file=sys.stderr)
+            return 2
+        args.write.write_text(text.replace(old, block))
+        print(f"{args.write}: GPU block {'unchanged' if old == block else 'updated'}")
         return 0
     return 2
 
