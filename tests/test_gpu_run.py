@@ -215,3 +215,22 @@ def test_render_writes_the_block_in_place(tmp_path):
     assert text.startswith("# title\n\n") and text.endswith("\n\nafter\n")
     doc.write_text("no block here\n")
     assert G.main(["render", str(rec), "--write", str(doc)]) == 2
+
+
+def test_changed_since_names_files_changed_after_a_commit(tmp_path):
+    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True,  # noqa: E731
+                                    capture_output=True, text=True)
+    run("init", "-q")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "gpu_run.json").write_text("{}")
+    run("add", ".")
+    run("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "one")
+    sha = run("rev-parse", "HEAD").stdout.strip()
+    assert G.changed_since(sha, tmp_path) == []
+    (tmp_path / "docs" / "gpu_run.json").write_text('{"a": 1}')  # the record itself: fine
+    assert G.changed_since(sha, tmp_path) == []
+    (tmp_path / "src" / "m.py").write_text("x = 2\n")
+    assert G.changed_since(sha, tmp_path) == ["src/m.py"]
+    assert G.changed_since("0" * 40, tmp_path) is None

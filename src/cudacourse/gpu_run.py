@@ -136,6 +136,22 @@ def goals(rec: dict[str, Any], lessons: list[str] | None = None) -> list[str]:
     return missed
 
 
+MEASURED = ("src", "lessons", "solutions", "tests", "nbgrader_config.py")
+
+
+def changed_since(commit: str, root: Path = ROOT) -> list[str] | None:
+    """Files of what the record measured (:data:`MEASURED`) that differ between ``commit``
+    and the working tree; None when git cannot tell (no .git, unknown commit)."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", "-C", str(root), "diff", "--name-only", commit, "--",
+                            *MEASURED], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.split() if r.returncode == 0 else None
+
+
 # --- the pieces, from what each stage left ----------------------------------------------
 
 def _stamp(text: Any) -> float | None:
@@ -433,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
         from .lessons import LESSONS
 
         missed = [] if problems else goals(rec, [lesson.stem for lesson in LESSONS])
+        changed = changed_since(rec["commit"]) if not problems else None
+        if changed:
+            missed.append(f"the record is of {rec['commit'][:12]}, and since then "
+                          f"{len(changed)} measured file(s) changed: {', '.join(changed[:8])}")
         for line in problems + missed:
             print(line)
         print(f"{args.record}: {len(problems)} schema problem(s), {len(missed)} goal(s) missed")
