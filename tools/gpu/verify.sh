@@ -21,7 +21,9 @@
 # so the record is always written, saying what did not
 # finish. Writes docs/gpu_run.json in the tree and, under $OUT (what comes back):
 # gpu_run.json, summary.txt, logs.tgz (pytest log and junit XML, grading run record and
-# log, per-master JSON with per-cell times, bench JSON and log).
+# log, per-master JSON with per-cell times, bench JSON and log). Exit status: 0 when the record
+# meets every goal of issue 21 (`python -m cudacourse.gpu_run check`), 1 when it misses one,
+# 2 when the tree or the commit was refused.
 #
 # Simulator mode, to prove this script's paths without a GPU (CPU machines, CI):
 #     VERIFY_SIM=1 bash tools/gpu/verify.sh
@@ -30,6 +32,7 @@
 #   VERIFY_STAGES="grading suite masters bench"   VERIFY_LESSONS="01_gpu_vs_cpu ..."
 #   VERIFY_SUITE_ARGS="tests"   VERIFY_SAMPLES="correct ..."   VERIFY_GRADING_S=300   VERIFY_BENCH_S=90
 #   VERIFY_BENCH_ONLY=copy,...   VERIFY_XDIST=N   VERIFY_ALLOW_DIRTY=1 (records COMMIT-dirty)
+#   VERIFY_RECORD=PATH (default docs/gpu_run.json)   VERIFY_DEADLINE=500   VERIFY_TEST_TIMEOUT=300
 set -uo pipefail
 ROOT=$PWD
 T0=$(date +%s)
@@ -41,6 +44,7 @@ PARTS=$WORK/parts
 LOGS=$WORK/logs
 mkdir -p "$PARTS" "$LOGS"
 DEADLINE=${VERIFY_DEADLINE:-500}
+RECORD=${VERIFY_RECORD:-$ROOT/docs/gpu_run.json}
 CORES=$(nproc)
 export PYTHONUNBUFFERED=1 CUDACOURSE_QUIET=1
 # pytest and nbgrader run in other directories: PYTHONPATH entries must be absolute
@@ -76,7 +80,9 @@ if git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     echo "verify: VERIFY_COMMIT=$COMMIT but this checkout is at $head" >&2; exit 2
   fi
   COMMIT=$head
-  dirty=$(git -C "$ROOT" status --porcelain --untracked-files=normal)
+  # (the record this script writes, and its default $OUT, do not make the tree dirty)
+  dirty=$(git -C "$ROOT" status --porcelain --untracked-files=normal -- . \
+            ':!docs/gpu_run.json' ':!.verify-out')
   if [ -n "$dirty" ]; then
     if [ -z "${VERIFY_ALLOW_DIRTY:-}" ]; then
       echo "verify: refusing a dirty tree (the record must be of a commit); commit or stash:" >&2
@@ -122,13 +128,16 @@ finish() {
     $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
       --seconds $(( $(date +%s) - $(cat "$LOGS/suite.started") )) --out "$PARTS/suite.json" >/dev/null 2>&1
   fi
-  $PY -m cudacourse.gpu_run assemble "$PARTS" --out "$ROOT/docs/gpu_run.json" \
+  $PY -m cudacourse.gpu_run assemble "$PARTS" --out "$RECORD" \
     --meta-json "$WORK/meta.json" --meta "seconds=$(( $(date +%s) - T0 ))" 2>&1 | tee -a "$OUT/summary.txt"
-  cp "$ROOT/docs/gpu_run.json" "$OUT/gpu_run.json" 2>/dev/null
-  $PY -m cudacourse.gpu_run check "$ROOT/docs/gpu_run.json" 2>&1 | tail -30 | tee -a "$OUT/summary.txt"
+  cp "$RECORD" "$OUT/gpu_run.json" 2>/dev/null
+  $PY -m cudacourse.gpu_run check "$RECORD" > "$WORK/check.txt" 2>&1
+  local check=$?
+  tail -30 "$WORK/check.txt" | tee -a "$OUT/summary.txt"
   cp -r "$PARTS" "$LOGS/parts" 2>/dev/null
   tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
   say "verify done in $(( $(date +%s) - T0 )) s: $OUT/gpu_run.json"
+  exit $(( check == 0 ? 0 : 1 ))  # 0: the record proves the course; 1: see its goals_missed
 }
 trap finish EXIT
 
