@@ -183,3 +183,12 @@ def test_on_a_gpu_the_server_forks_and_each_child_makes_its_own_context():
         "the verdict server refused to fork on the GPU (it would start a process per cell)"
     assert [r["status"] for r in results] == ["pass"] * 3, results
     assert len({r["output"] for r in results}) == 3  # a child each
+
+
+def test_a_probe_runs_in_a_child_and_only_its_answer_comes_back():
+    import os
+
+    assert verdict._probe_in_child("import os\nout = os.getpid()") != str(os.getpid())
+    assert verdict._probe_in_child("out = 'ok'") == "ok"
+    assert verdict._probe_in_child("raise RuntimeError('no GPU')") is None
+    assert verdict._probe_in_child("import time\ntime.sleep(30)\nout = 'late'", timeout=1) is None

@@ -232,10 +232,11 @@ def _probe_in_child(code: str, timeout: float = 60.0) -> str | None:
             if not chunk:
                 break
             chunks.append(chunk)
-    else:
+    else:  # overran: whatever it wrote is not an answer
         import signal
 
         os.kill(pid, signal.SIGKILL)
+        chunks = []
     os.close(r)
     os.waitpid(pid, 0)
     return b"".join(chunks).decode() or None
