@@ -102,6 +102,8 @@ def test_lesson_entry_times_cells_and_finds_the_slowest_check():
     nb["cells"][2]["outputs"] = [{"output_type": "error", "ename": "E", "evalue": "",
                                   "traceback": []}]
     assert G.lesson_entry(nb, 9.0)["passed"] is False
+    nb["cells"][2]["metadata"]["tags"] = ["raises-exception"]  # shown on purpose
+    assert G.lesson_entry(nb, 9.0)["passed"] is True
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest"
