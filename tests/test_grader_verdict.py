@@ -192,3 +192,43 @@ def test_a_probe_runs_in_a_child_and_only_its_answer_comes_back():
     assert verdict._probe_in_child("out = 'ok'") == "ok"
     assert verdict._probe_in_child("raise RuntimeError('no GPU')") is None
     assert verdict._probe_in_child("import time\ntime.sleep(30)\nout = 'late'", timeout=1) is None
+
+
+FAKE_GPU = """import os, sys, types
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # as on a GPU
+drv = types.ModuleType("numba.cuda.cudadrv.driver")
+drv.driver = types.SimpleNamespace(is_initialized={initialised})
+sys.modules["numba.cuda.cudadrv.driver"] = drv
+fake = types.ModuleType("numba.cuda")
+class _Dev:
+    def __init__(self, a):
+        self.a = a
+    def copy_to_host(self):
+        return self.a
+fake.to_device = {to_device}
+sys.modules["numba.cuda"] = fake
+sys.modules["numba"].cuda = fake
+"""
+
+
+@pytest.mark.parametrize("initialised, to_device, forks", [
+    (False, "_Dev", True),  # CUDA untouched in the server, a fresh context works: fork
+    (True, "_Dev", False),  # the setup initialised the driver: a child could not use it
+    (False, "None", False),  # a child cannot make a context: one process per cell instead
+])
+def test_on_a_gpu_the_server_forks_only_when_a_child_can_use_it(initialised, to_device, forks):
+    """The server's decision, with a stand-in for numba.cuda (this machine has no GPU)."""
+    import os
+
+    ctx = FAKE_GPU.format(initialised=initialised, to_device=to_device)
+    jobs = [dict(_job("import os\nprint(os.getpid())", context=("import numba", ctx)),
+                 grade_id=f"t{i}") for i in range(2)]
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+        {"jobs": jobs, "timeout": 60}), capture_output=True, text=True, timeout=180, env=env)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    if forks:
+        assert [r.get("status") for r in results] == ["pass", "pass"], results
+        assert len({r["output"] for r in results}) == 2
+    else:
+        assert results == [{"fork": False}]
