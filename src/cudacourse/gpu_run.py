@@ -210,7 +210,8 @@ def execute_master(path: Path, timeout: int = 300, cwd: Path | None = None) -> d
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError, DeadKernelError) as exc:
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"
+        lines = str(exc).strip().splitlines()
+        error = f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
     return lesson_entry(nb, time.monotonic() - start, error)
 
 
