@@ -64,6 +64,7 @@ def test_schema_problems_are_named(breakage, phrase):
     (lambda r: r["grading"].update(as_expected=False), "not all as expected"),
     (lambda r: r["grading"].update(seconds=401.0), "per submission > 10 s"),
     (lambda r: r.update(mode="sim"), "not a GPU run"),
+    (lambda r: r["grading"].update(isolation="NOT isolated: no bwrap"), "not in bubblewrap"),
 ])
 def test_each_goal_is_judged(change, phrase):
     rec = good()

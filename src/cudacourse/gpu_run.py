@@ -128,6 +128,8 @@ def goals(rec: dict[str, Any], lessons: list[str] | None = None) -> list[str]:
     if s["seconds"] > SUITE_GOAL_S:
         missed.append(f"suite: {s['seconds']:.0f} s > {SUITE_GOAL_S:g} s")
     g = rec["grading"]
+    if g.get("isolation") is not None and not str(g["isolation"]).startswith("bwrap"):
+        missed.append(f"grading: not in bubblewrap ({g['isolation']})")
     if not g["as_expected"] or not g["submissions"]:
         missed.append(f"grading: {g['submissions']} submission(s), not all as expected")
     elif g["seconds"] / g["submissions"] > GRADING_GOAL_S:
