@@ -62,6 +62,7 @@ def test_schema_problems_are_named(breakage, phrase):
     (lambda r: r["suite"].update(complete=False), "stopped at its deadline"),
     (lambda r: r["suite"].update(seconds=481.0), "> 480 s"),
     (lambda r: r["grading"].update(as_expected=False), "not all as expected"),
+    (lambda r: r["grading"].update(as_expected=False, complete=False), "stopped at its deadline"),
     (lambda r: r["grading"].update(seconds=401.0), "per submission > 10 s"),
     (lambda r: r.update(mode="sim"), "not a GPU run"),
     (lambda r: r["grading"].update(isolation="NOT isolated: no bwrap"), "not in bubblewrap"),

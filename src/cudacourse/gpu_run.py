@@ -131,7 +131,8 @@ def goals(rec: dict[str, Any], lessons: list[str] | None = None) -> list[str]:
     if g.get("isolation") is not None and not str(g["isolation"]).startswith("bwrap"):
         missed.append(f"grading: not in bubblewrap ({g['isolation']})")
     if not g["as_expected"] or not g["submissions"]:
-        missed.append(f"grading: {g['submissions']} submission(s), not all as expected")
+        missed.append(f"grading: {g['submissions']} submission(s), not all as expected"
+                      f"{'' if g.get('complete', True) else ' (stopped at its deadline)'}")
     elif g["seconds"] / g["submissions"] > GRADING_GOAL_S:
         missed.append(f"grading: {g['seconds'] / g['submissions']:.1f} s per submission "
                       f"> {GRADING_GOAL_S:g} s")
@@ -385,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("course", type=Path)
     s.add_argument("assignment")
     s.add_argument("--wall", type=float, help="seconds of the whole command, start-up included")
+    s.add_argument("--exit-status", type=int, help="cudacourse grade's (124, 137: timeout's)")
     s.add_argument("--out", type=Path, required=True)
     s = sub.add_parser("assemble", help="the record from the stages' pieces")
     s.add_argument("parts", type=Path)
@@ -422,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "grading":
         entry = grading_entry(args.course, args.assignment)
         entry["wall_seconds"] = args.wall
+        if args.exit_status is not None:
+            entry["exit_status"] = args.exit_status
+            entry["complete"] = args.exit_status not in (124, 137)
         args.out.write_text(json.dumps(entry, indent=1))
         print(f"grading: {entry['submissions']} submissions, as expected: "
               f"{entry['as_expected']}, {entry['seconds']} s on {entry['workers']} workers")

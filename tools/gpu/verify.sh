@@ -172,8 +172,9 @@ PY
   budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
   timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A" --course "$COURSE" --no-progress \
     > "$LOGS/grade.log" 2>&1
-  say "grading: cudacourse grade exit $? in $(( $(date +%s) - g0 )) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  $PY -m cudacourse.gpu_run grading "$COURSE" "$A" --wall $(( $(date +%s) - g0 )) \
+  local grc=$?
+  say "grading: cudacourse grade exit $grc in $(( $(date +%s) - g0 )) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  $PY -m cudacourse.gpu_run grading "$COURSE" "$A" --wall $(( $(date +%s) - g0 )) --exit-status "$grc" \
     --out "$PARTS/grading.json" 2>&1 | tee -a "$OUT/summary.txt"
   cp -r "$COURSE/grading" "$LOGS/grading" 2>/dev/null
 }
