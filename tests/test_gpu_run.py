@@ -151,6 +151,10 @@ def test_grading_entry_compares_with_expected(tmp_path):
     (tmp_path / "grading" / "A" / "latest.json").write_text(json.dumps(run))
     e = G.grading_entry(tmp_path, "A")
     assert not e["as_expected"] and e["mismatches"][0]["name"] == "right"
+    (tmp_path / "expected.json").unlink()  # the class was never set up
+    e = G.grading_entry(tmp_path, "A")
+    assert not e["as_expected"] and "no expected.json" in e["error"] and G.validate(
+        {**good(), "grading": e}) == []
 
 
 def test_assemble_and_check_from_the_command_line(tmp_path):

@@ -267,7 +267,12 @@ def _finished(log_text: str) -> bool:
 def grading_entry(course: Path, assignment: str) -> dict[str, Any]:
     """The sample class's result: the grader's run record against ``expected.json``
     (written by tests/submissions/samples.py)."""
-    want = json.loads((course / "expected.json").read_text())
+    try:
+        want = json.loads((course / "expected.json").read_text())
+    except (OSError, ValueError) as exc:  # the class was never made: nothing was graded
+        return {"assignment": assignment, "submissions": 0, "as_expected": False,
+                "seconds": 0.0, "workers": 0, "error": f"no expected.json ({exc})"[:300],
+                "mismatches": []}
     latest = course / "grading" / assignment / "latest.json"
     run = json.loads(latest.read_text()) if latest.is_file() else {"results": []}
     got = {r["student"]: r for r in run.get("results", [])}
