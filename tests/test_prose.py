@@ -145,7 +145,8 @@ def test_each_term_is_defined_at_its_first_use(lesson):
     text = re.sub(r"(?m)^#+ .*$", lambda h: " " * len(h[0]), "\n\n".join(_markdown(lesson)))
     undefined, unused = [], []
     for term in TERMS[lesson.stem[:2]]:
-        m = re.search(rf"(?<![\w-]){term}(?![\w-])", text, flags=re.I)
+        pattern = term.replace(" ", r"\s+")  # a term may wrap onto the next line
+        m = re.search(rf"(?<![\w-]){pattern}(?![\w-])", text, flags=re.I)
         if m is None:
             unused.append(term)
         elif not _defined_at(text, m.start(), m.end()):
