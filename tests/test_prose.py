@@ -43,6 +43,11 @@ def test_fill_takes_each_source_with_its_format(course):
         f"812 passed; {occupancy.H200_SM.shared_memory // 1024} KiB")
 
 
+def test_a_ratio_of_two_figures(course):
+    assert prose.fill("{{const.hardware.H200.sms / bench.sm_count:.1f}}", root=course) == "1.0"
+    assert prose.fill("{{bench.sm_count / bench.copy.gb_s * 1000:.2f}}", root=course) == "31.28"
+
+
 def test_values_of_the_run_are_passed_by_name(course):
     assert prose.fill("Re = {{re:.0f}} here", {"re": 47.6}, root=course) == "Re = 48 here"
 

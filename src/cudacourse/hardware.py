@@ -22,6 +22,7 @@ class GPU:
     memory_gb: int  # device memory, GB
     memory_tb_s: float  # peak device-memory bandwidth, TB/s
     fp32_tflop_s: float  # peak FP32 (CUDA cores, FMA = 2 flop), TFLOP/s
+    l2_mb: int  # L2 cache, MB
     source: str
 
     @property
@@ -32,12 +33,12 @@ class GPU:
 # NVIDIA H200 datasheet (SXM: 141 GB HBM3e, 4.8 TB/s, FP32 67 TFLOPS) and the Hopper tuning
 # guide / H100 whitepaper (132 SMs on the SXM part, 128 FP32 cores per SM).
 H200 = GPU("NVIDIA H200 SXM", sms=132, fp32_lanes_per_sm=128, memory_gb=141,
-           memory_tb_s=4.8, fp32_tflop_s=67.0,
+           memory_tb_s=4.8, fp32_tflop_s=67.0, l2_mb=50,
            source="NVIDIA H200 Tensor Core GPU datasheet; NVIDIA H100 architecture whitepaper")
 
 # NVIDIA Ada GPU architecture whitepaper: the RTX 4090 has 128 SMs of 128 FP32 cores.
 RTX_4090 = GPU("NVIDIA GeForce RTX 4090", sms=128, fp32_lanes_per_sm=128, memory_gb=24,
-               memory_tb_s=1.008, fp32_tflop_s=82.6,
+               memory_tb_s=1.008, fp32_tflop_s=82.6, l2_mb=72,
                source="NVIDIA Ada GPU architecture whitepaper")
 
 # Numba's CUDA simulator runs each GPU thread as Python; on the course's 2-core development

@@ -11,7 +11,9 @@ A placeholder ``{{source.path:format}}`` names where the figure lives:
     {{name:.1f}}                      (``show`` only) a value of the run, passed as name=value
 
 A path may end in ``/N`` or ``*N`` to change units (``{{const.occupancy.H200_SM.shared_memory
-/1024:.0f}}`` KiB); the format is Python's format spec.
+/1024:.0f}}`` KiB), or in ``/other.key`` for the ratio of two figures
+(``{{bench.ceiling.cublas_sgemm_tflop_s / const.hardware.H200.fp32_tflop_s:.2f}}``), applied
+left to right; the format is Python's format spec.
 
 Two ways in, one resolver:
 
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 PLACEHOLDER = re.compile(
-    r"\{\{\s*(?P<key>[A-Za-z_][\w.\-]*)\s*(?P<scale>[/*]\s*[\d.e+]+)?\s*(?::(?P<spec>[^}]*))?\}\}")
+    r"\{\{\s*(?P<key>[A-Za-z_][\w.\-]*)\s*(?P<scale>(?:\s*[/*]\s*[\w.+\-]+)*)\s*(?::(?P<spec>[^}]*))?\}\}")
 
 
 class MissingFigure(KeyError):
@@ -129,10 +131,12 @@ def value(key: str, values: dict[str, Any] | None = None, root: Path | None = No
 
 def _render(match: re.Match, values: dict[str, Any] | None, root: Path | None) -> str:
     v = value(match["key"], values, root)
-    scale = (match["scale"] or "").replace(" ", "")
-    if scale:
-        factor = float(scale[1:])
-        v = v / factor if scale[0] == "/" else v * factor
+    for op, operand in re.findall(r"([/*])\s*([\w.+\-]+)", match["scale"] or ""):
+        try:
+            factor = float(operand)
+        except ValueError:  # another figure: a ratio of two sources
+            factor = value(operand, values, root)
+        v = v / factor if op == "/" else v * factor
     return format(v, match["spec"] or "")
 
 
@@ -154,14 +158,16 @@ def show(template: str, **values: Any) -> None:
 # A number in markdown is a typed figure unless it is one of these: counts up to 16 (four
 # bytes, nine lattice velocities), sizes that are powers of two up to 65,536 (a warp's 32
 # lanes, 1,024 threads per block, a 4096-long sequence), 100%, the stability limit 0.5 of
-# the lattice Boltzmann relaxation time, and years up to 2025 (papers). Everything else,
-# and any benchmark date, comes through a placeholder.
+# the lattice Boltzmann relaxation time, years up to 2025 (papers), and the coefficients of
+# formulas ($...$). Everything else, and any benchmark date, comes through a placeholder.
 ALLOWED_DECIMALS = frozenset({"0.5"})
 _NUMBER = re.compile(r"(?<![\w.^/\-])(\d[\d,]*(?:\.\d+)?)(x|×|%)?(?!\w)")
 _NOT_FIGURES = [
+    PLACEHOLDER,  # first: a format spec such as :.2f is not a figure either
     re.compile(r"```.*?```", re.S),  # code blocks and spans: code, not claims
     re.compile(r"`[^`]*`"),
-    PLACEHOLDER,
+    re.compile(r"\$\$.*?\$\$", re.S),  # formulas: their coefficients are the equation's
+    re.compile(r"\$[^$]*\$"),
     re.compile(r"https?://\S+"),
     re.compile(r"\]\([^)]*\)"),  # link targets
     re.compile(r"\b(RTX|GTX) \d+"),  # product names
