@@ -123,7 +123,8 @@ def test_every_placeholder_of_a_lesson_resolves(lesson):
 TERMS = {
     "01": ["kernel", "host", "device", "streaming multiprocessors", "bounds guard",
            "coalescing", "memory-bound", "grid", "blocks"],
-    "02": ["warp"],
+    "02": ["warps?", "grid-stride loops?", "occupancy", "registers", "compute capability",
+           "lanes?"],
     "03": ["pinned"],
     "04": ["shared memory", "bank conflicts?", "ptxas", r"ld\.shared\.v4\.f32"],
     "05": ["online softmax", r"running \(max, sum\) pairs?", r"TR x TC", "lanes sharing",
