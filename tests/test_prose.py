@@ -126,7 +126,7 @@ TERMS = {
     "02": ["warps?", "grid-stride loops?", "occupancy", "registers", "compute capability",
            "lanes?"],
     "03": ["pinned"],
-    "04": ["shared memory", "bank conflicts?", "ptxas", r"ld\.shared\.v4\.f32"],
+    "04": ["shared memory", "bank conflicts?", r"ld\.shared\.v4\.f32", "barrier"],
     "05": ["online softmax", r"running \(max, sum\) pairs?", r"TR x TC", "lanes sharing",
            "ptxas", r"ld\.shared\.v4\.f32", "tensor cores", "causal", "sliding window",
            "SDPA"],
