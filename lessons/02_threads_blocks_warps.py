@@ -246,10 +246,26 @@ answer_warp_rows = "c"
 quiz.grade("02_threads_blocks_warps.warp_rows", answer_warp_rows)
 
 # %% [markdown]
+# Before reading on, predict what a branch costs when the *lanes* of a warp (its 32 threads,
+# numbered from 0: `cuda.laneid`) disagree on it.
+
+# %%
+quiz.ask("02_threads_blocks_warps.divergence")
+
+# %% [solution] id=answer_divergence
+# Question 4: The cost of a divergent branch. Answer as: answer_divergence = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_divergence = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_divergence points=1
+quiz.grade("02_threads_blocks_warps.divergence", answer_divergence)
+
+# %% [markdown]
 # ### Divergence
 #
-# When the *lanes* of a warp (its 32 threads, numbered from 0: `cuda.laneid`) disagree
-# on an `if`, the warp runs **both** sides, one after the
+# The answer to question 4, and why.
+# When the lanes of a warp disagree on an `if`, the warp runs **both** sides, one after the
 # other, with the lanes of the other side switched off. `warps._branchy` runs one of two
 # loops per thread. If even and odd lanes disagree (`i % 2 == 0`), every warp runs both
 # loops; if whole warps agree (`(i // 32) % 2 == 0`), each warp runs one. Same work per
@@ -284,18 +300,6 @@ else:
     plt.ylabel("ms per launch (median)")
     plt.title(f"divergence measured on {device.current().gpu.name}")
     plt.show()
-
-# %%
-quiz.ask("02_threads_blocks_warps.divergence")
-
-# %% [solution] id=answer_divergence
-# Question 4: The cost of a divergent branch. Answer as: answer_divergence = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_divergence = "b"
-### END SOLUTION
-
-# %% [tests] id=test_answer_divergence points=1
-quiz.grade("02_threads_blocks_warps.divergence", answer_divergence)
 
 # %% [markdown]
 # ### SMs and where blocks go
@@ -364,9 +368,9 @@ for tpb in (32, 128, 256, 1024):
 
 # %% [markdown]
 # Read the curves: at 32 threads per block the 32-blocks-per-SM cap allows only 32 warps
-# (half the slots). At 64 registers per thread a warp needs 2,048 registers and only 32
-# warps fit, whatever the block size; at 128 registers a block of more than 512 threads
-# cannot launch at all. Occupancy is a means, not a goal: half is often plenty for a kernel
+# (half the slots). At 128 registers per thread a warp needs 4,096 registers and only 16
+# warps fit, whatever the block size, and a block of more than 512 threads cannot launch at
+# all. Occupancy is a means, not a goal: half is often plenty for a kernel
 # with enough independent work per thread, but very low occupancy starves a memory-bound
 # kernel.
 

@@ -61,8 +61,8 @@ else:
 # operation per 4-byte score it reads and writes. To keep its arithmetic busy an H200 needs
 # many flops per byte moved: {{bench.ceiling.cublas_sgemm_tflop_s:.1f}} TFLOP/s of SGEMM
 # against {{bench.ceiling.copy_gb_s/1000:.2f}} TB/s of copy bandwidth (both from this course's
-# benchmark, `docs/benchmarks.json`, {{bench.date}}; divide one by the other), so those steps
-# wait on memory.
+# benchmark, `docs/benchmarks.json`, {{bench.date}}; divide one by the other). Compare that
+# with the softmax steps' one operation per 4-byte score, then answer question 3.
 # The fused kernel keeps the scores in registers and shared memory; its only extra memory is
 # the output.
 # %%
@@ -196,7 +196,7 @@ quiz.grade("05_fused_attention.rescale", answer_rescale)
 #
 # Now the whole attention in one kernel, the simple way: **one thread per query row**,
 # 16 rows per block. The block walks over the keys in tiles of 16: every thread loads one key
-# row and one value row into shared memory (the tile is then read by all 16 rows), and each
+# row and one value row into shared memory, and each
 # thread folds the tile's 16 keys into its running `m`, `l` and its accumulator row
 # `acc[0:d]`. The S x S scores never exist in GPU memory.
 #
@@ -295,8 +295,8 @@ quiz.grade("05_fused_attention.shared_tiles", answer_shared_tiles)
 # - tile shapes are compile-time constants, so every inner loop is unrolled and the small
 #   per-thread arrays live in registers (*ptxas*, NVIDIA's assembler that turns the PTX
 #   Numba emits into the GPU's machine code, reports no local memory and no spills);
-# - with causal masking the loop stops at the block's last row: tiles in the future of every
-#   row are never visited.
+# - with causal masking some key tiles need no work at all, and the loop never visits them
+#   (question 6 asks which).
 #
 # The "tiled" kernel is bound by shared-memory loads: per key dimension a thread issues one
 # 4-byte load for each of its TR query values and TC keys, TR + TC loads for TR x TC
