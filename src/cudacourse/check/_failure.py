@@ -127,9 +127,11 @@ class Passed(str):
 
 def passes(name: str, *facts: str, hidden: bool = False) -> Passed:
     """The one-line success message a checker returns: what was checked, and what grading
-    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next``)."""
+    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; grading reruns it on
+    hidden cases (other sizes and seeds)``): the hidden tests, which the learner's copy does
+    not contain, call the same checker with ``hidden=True``."""
     what = f": {', '.join(facts)}" if facts else ""
-    tail = "" if hidden else "; hidden cases next"
+    tail = "" if hidden else "; grading reruns it on hidden cases (other sizes and seeds)"
     return Passed(f"{name} passes{what}{tail}")
 
 
