@@ -126,9 +126,14 @@ class ResilientExecute(Execute):
         for line in incidents:
             self.log.error("%s %s: %s", LOG_PREFIX, who, line)
         self._note(nb, incidents)
+        late = self._lateness(info)
+        view = _sub("feedbackview")  # the summary on top, questions and messages readable
+        view.annotate(nb, prepared.get("cells", {}),
+                      late_line=_sub("policy").late_line(late))
         if isinstance(resources, dict):
             payload = {"student": student, "assignment": assignment, "notebook": notebook,
                        "isolation": prepared.get("isolation"), "incidents": incidents,
+                       "late": late,
                        "verdicts": {g: {k: v.get(k) for k in ("status", "ename", "message",
                                                                 "cause", "seconds")}
                                     for g, v in prepared.get("cells", {}).items()}}
@@ -138,6 +143,19 @@ class ResilientExecute(Execute):
                       who, len(prepared.get("cells", {})), len(incidents),
                       prepared.get("seconds", 0.0))
         return nb, resources
+
+    def _lateness(self, info: dict[str, Any]) -> dict[str, Any] | None:
+        """Due date, time handed in, lateness and the rule, from the gradebook (nbgrader has
+        stored the submission's time by now); None without a due date."""
+        if not info.get("db_url"):
+            return None
+        policy = _sub("policy")
+        try:
+            return policy.lateness(info["db_url"], info.get("assignment", ""),
+                                   info.get("student", ""), policy.LatePenalty(config=self.config))
+        except Exception as exc:  # noqa: BLE001 - the summary goes on without the late line
+            self.log.warning("%s lateness unknown: %s", LOG_PREFIX, exc)
+            return None
 
     @staticmethod
     def _note(nb: NotebookNode, incidents: list[str]) -> None:
