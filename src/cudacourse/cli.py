@@ -132,7 +132,9 @@ def lab(args: argparse.Namespace) -> int:
 
     if args.instructor:
         root, config_dir = ROOT, None
-        start = ["--ServerApp.default_url=/formgrader"]
+        # JupyterLab sets the server's default URL to its own (/lab) unless told otherwise:
+        # the page a browser opens on "/" is LabApp's default_url.
+        start = ["--LabApp.default_url=/formgrader"]
     else:
         root = sync(Path(args.workspace) if args.workspace else None)
         config_dir, start = learner_config_dir(root), []

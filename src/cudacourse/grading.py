@@ -128,8 +128,7 @@ class ResilientExecute(Execute):
         self._note(nb, incidents)
         late = self._lateness(info)
         view = _sub("feedbackview")  # the summary on top, questions and messages readable
-        view.annotate(nb, prepared.get("cells", {}),
-                      late_line=_sub("policy").late_line(late))
+        view.annotate(nb, prepared.get("cells", {}), late=late)
         if isinstance(resources, dict):
             payload = {"student": student, "assignment": assignment, "notebook": notebook,
                        "isolation": prepared.get("isolation"), "incidents": incidents,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import html
+import json
 import re
 import textwrap
 import tomllib
@@ -206,6 +207,8 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
             src = answers.get(var, "")
             e.answer = _answer_value(src, var)
             said = plain_message(v.get("output", "")) if e.right else message
+            if q is not None:  # "Question 2: ...: right." repeats what the summary says
+                said = re.sub(rf"^\s*{re.escape(q.header)}\s*:\s*right\.\s*", "", said)
             e.explanation = " ".join(said.split())
             if not e.right and (e.answer is None and _unanswered(src)
                                 or v.get("ename") == "NameError" and var in message):
@@ -272,20 +275,28 @@ def _reword_outputs(cell: Any, e: Entry) -> None:
     answer as 'unanswered'. The output stays an error: nbgrader scores by that."""
     for out in cell.get("outputs", []):
         if out.get("output_type") == "error":
-            text = (f"Unanswered. {e.cause} {e.fix}".strip() if e.status == "unanswered"
+            text = (f"{e.cause} {e.fix}".strip() if e.status == "unanswered"
                     else plain_message(out.get("evalue", "")))
-            out["traceback"] = [wrap(text)]
+            out["traceback"] = [wrap(f"Unanswered. {text}" if e.status == "unanswered"
+                                     else text)]
             if e.status == "unanswered":
                 out["ename"], out["evalue"] = "Unanswered", text
         elif out.get("output_type") == "stream":
             out["text"] = wrap(plain_message(out.get("text", ""))) + "\n"
 
 
-def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *, late_line: str | None = None,
-             bank_dir: Path = QUIZ_BANK) -> list[Entry]:
+def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
+             late: dict[str, Any] | None = None, bank_dir: Path = QUIZ_BANK) -> list[Entry]:
     """Put the summary on top of ``nb``, reword its test cells' messages and show each
-    question's text under its ``quiz.ask`` cell. Returns the entries."""
+    question's text under its ``quiz.ask`` cell. ``late`` is :func:`policy.lateness`'s
+    record (its penalty in points is worked out here: nbgrader applies it after this step).
+    Returns the entries."""
+    from .policy import late_line
+
     items = entries(nb, verdicts, bank_dir)
+    if late and late.get("late") and late.get("percent"):
+        total = sum(e.earned for e in items if e.points > 0)
+        late = {**late, "penalty": round(total * float(late["percent"]) / 100.0, 6)}
     by_id = {e.grade_id: e for e in items}
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
@@ -300,7 +311,7 @@ def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *, late_line: str | N
             cell["outputs"] = [nbformat.from_dict({
                 "output_type": "display_data", "metadata": {},
                 "data": {"text/plain": q.text()}})]
-    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line))
+    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late)))
     cell.metadata["cudacourse"] = {"summary": True}
     if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:
         cell["id"] = SUMMARY_ID
@@ -319,5 +330,19 @@ def first_cause(verdicts: dict[str, dict[str, Any]]) -> str:
     return ""
 
 
-__all__ = ["Entry", "QuestionText", "annotate", "earned_points", "entries", "first_cause",
+def first_lost(autograded: Path) -> str:
+    """The first cell that lost points in the ``*.grading.json`` records of one autograded
+    submission (for the grade table's reason column); '' when none did."""
+    for path in sorted(Path(autograded).glob("*.grading.json")):
+        try:
+            verdicts = json.loads(path.read_text()).get("verdicts") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        found = first_cause(verdicts) if isinstance(verdicts, dict) else ""
+        if found:
+            return found
+    return ""
+
+
+__all__ = ["Entry", "QuestionText", "annotate", "earned_points", "entries", "first_cause", "first_lost",
            "md_escape", "plain_message", "question", "split_cause", "summary_markdown", "wrap"]

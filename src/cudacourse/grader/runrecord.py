@@ -27,12 +27,28 @@ def total(res: dict[str, Any]) -> tuple[float | None, float | None]:
     return score, most
 
 
+def late_of(res: dict[str, Any]) -> dict[str, Any] | None:
+    """A graded submission's lateness (due, submitted, penalty, rule) when it was late."""
+    late = res.get("late")
+    if res.get("status") != "graded" or not isinstance(late, dict) or not late.get("late"):
+        return None
+    from .policy import duration
+
+    return {**late, "penalty": float(late.get("penalty") or 0.0),
+            "days": duration(float(late.get("seconds_late") or 0.0))}
+
+
 def table(run: dict[str, Any]) -> str:
     rows = [("student", "status", "score", "incidents", "reason / first incident")]
     for r in run["results"]:
         score, most = total(r)
         shown = f"{score:g} / {most:g}" if score is not None else "NOT GRADED"
-        first = r.get("reason") or (r.get("incidents") or [""])[0]
+        late = late_of(r)
+        if late:
+            shown += f" LATE -{late['penalty']:g}"
+        first = r.get("reason") or (r.get("incidents") or [""])[0] or r.get("lost") or ""
+        if late:
+            first = f"late {late['days']}, {late['rule']}" + (f"; {first}" if first else "")
         rows.append((r["student"], r["status"], shown, str(len(r.get("incidents", []))),
                      first[:90]))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
@@ -61,15 +77,20 @@ def write(run: dict[str, Any], directory: Path) -> dict[str, Path]:
     with open(paths["csv"], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["student_id", "assignment", "status", "reason", "score", "max_score",
-                    "incidents"])
+                    "incidents", "late", "late_penalty", "due", "submitted", "late_rule",
+                    "first_lost"])
         for r in run["results"]:
             score, most = total(r)
+            late = late_of(r) or {}
             w.writerow([r["student"], r["assignment"], r["status"], r.get("reason") or "",
                         "" if score is None else f"{score:g}",
                         "" if most is None else f"{most:g}",
-                        " | ".join(r.get("incidents", []))[:2000]])
+                        " | ".join(r.get("incidents", []))[:2000],
+                        late.get("days", ""), f"{late['penalty']:g}" if late else "",
+                        late.get("due", ""), late.get("submitted", ""), late.get("rule", ""),
+                        (r.get("lost") or "")[:300]])
     paths["summary"].write_text(table(run) + "\n")
     return paths
 
 
-__all__ = ["table", "write", "total"]
+__all__ = ["late_of", "table", "write", "total"]
