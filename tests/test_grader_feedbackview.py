@@ -123,7 +123,7 @@ def test_questions_render_as_questions_and_formative_ones_have_no_points(master)
     assert "(c) 4" in out.data["text/plain"] and "IPython" not in out.data["text/plain"]
     line = next(ln for ln in nb.cells[0].source.splitlines() if "test_answer_blocks" in ln)
     assert line.startswith("- **not right** (formative, no points)"), line
-    assert "Your answer: &quot;" in line and "**Fix:** Round up, not down." in line
+    assert 'Your answer: "' in line and "**Fix:** Round up, not down." in line
 
 
 def test_submission_text_cannot_make_markup(master):
@@ -166,3 +166,14 @@ def test_the_late_line_says_due_date_lateness_rule_and_cost():
         "(-2.1 points).")
     assert policy.late_line({**info, "late": False}) is None
     assert policy.duration(59) == "under a minute" and policy.duration(3660) == "1 hour 1 min"
+
+
+def test_first_cause_names_the_cell_and_calls_a_blank_unanswered():
+    v = {"test_a": {"status": "pass"},
+         "test_b": {"status": "fail", "message": "name 'answer_b' is not defined"},
+         "test_c": {"status": "fail", "message": f"CheckFailure: {WRONG}"}}
+    assert fv.first_cause(v) == "test_b: unanswered (answer_b not written)"
+    del v["test_b"]
+    assert fv.first_cause(v) == ("test_c: out holds a[i] - b[i], but it should hold a[i] + b[i] "
+                                 "[n=1000, blocks=4].")
+    assert fv.first_cause({"test_a": {"status": "pass"}}) == ""

@@ -50,7 +50,7 @@ def md_escape(text: Any) -> str:
     """Untrusted text as inert markdown on one line: HTML escaped, markdown punctuation
     backslash-escaped, whitespace collapsed (so nothing starts a list, a heading or a link)."""
     flat = " ".join(ANSI.sub("", str(text)).split())
-    return html.escape(_MD_SPECIAL.sub(r"\\\1", flat), quote=True)
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", flat), quote=False)
 
 
 def plain_message(text: Any) -> str:
@@ -325,7 +325,11 @@ def first_cause(verdicts: dict[str, dict[str, Any]]) -> str:
     """One line for a grade table's 'reason' column: the first cell that lost points."""
     for gid, v in verdicts.items():
         if isinstance(v, dict) and v.get("status") != "pass":
-            cause, _ = split_cause(plain_message(v.get("message", "")))
+            message = plain_message(v.get("message", ""))
+            blank = re.fullmatch(r"name '(\w+)' is not defined", message)
+            if blank:
+                return f"{gid}: unanswered ({blank.group(1)} not written)"
+            cause, _ = split_cause(message)
             return f"{gid}: {cause}" if cause else f"{gid}: {v.get('status')}"
     return ""
 
