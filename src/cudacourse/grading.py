@@ -127,8 +127,11 @@ class ResilientExecute(Execute):
             self.log.error("%s %s: %s", LOG_PREFIX, who, line)
         self._note(nb, incidents)
         late = self._lateness(info)
-        view = _sub("feedbackview")  # the summary on top, questions and messages readable
-        view.annotate(nb, prepared.get("cells", {}), late=late)
+        try:  # the summary on top, questions and messages readable; never a lost grade
+            _sub("feedbackview").annotate(nb, prepared.get("cells", {}), late=late)
+        except Exception as exc:  # noqa: BLE001 - scores do not depend on the view
+            self.log.error("%s %s: no summary: %s: %s", LOG_PREFIX, who, type(exc).__name__,
+                           exc)
         if isinstance(resources, dict):
             payload = {"student": student, "assignment": assignment, "notebook": notebook,
                        "isolation": prepared.get("isolation"), "incidents": incidents,
