@@ -60,7 +60,7 @@ def test_the_summary_opens_the_notebook_with_the_failing_cell_first(master):
     text = top.source
     lines = [ln for ln in text.splitlines() if ln.startswith("- ")]
     # the wrong cell first, by its exercise's name, with points, cause, fix and a link
-    assert lines[0].startswith("- **not right** (0 / 3): [Exercise 1: write \\`vector\\_add\\`]"
+    assert lines[0].startswith("- **not right** (0 / 3): [Exercise 1: write vector\\_add]"
                                "(#test_vector_add)"), lines[0]
     assert "**Cause:** out holds a\\[i\\] - b\\[i\\], but it should hold a\\[i\\] + b\\[i\\] " \
         "\\[n=1000, blocks=4\\]." in lines[0] and "**Fix:** Add the inputs" in lines[0]

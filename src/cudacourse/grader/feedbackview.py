@@ -178,8 +178,8 @@ def _heading_before(cells: list, index: int) -> str:
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
             m = re.search(r"^#{1,4}\s+(.+)$", cell.get("source", ""), re.M)
-            if m:
-                return m.group(1).strip()
+            if m:  # "## Exercise 1: write `vector_add`" -> "Exercise 1: write vector_add"
+                return re.sub(r"`([^`]*)`", r"\1", m.group(1)).strip()
     return ""
 
 
