@@ -177,3 +177,6 @@ def test_first_cause_names_the_cell_and_calls_a_blank_unanswered():
     assert fv.first_cause(v) == ("test_c: out holds a[i] - b[i], but it should hold a[i] + b[i] "
                                  "[n=1000, blocks=4].")
     assert fv.first_cause({"test_a": {"status": "pass"}}) == ""
+    v["test_b"] = {"status": "fail", "message": "name 'answer_b' is not defined"}
+    # a cell worth points before a formative one, whatever the order
+    assert fv.first_cause(v, {"test_b": 0.0, "test_c": 3.0}).startswith("test_c: out holds")

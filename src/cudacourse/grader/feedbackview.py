@@ -321,9 +321,13 @@ def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
     return items
 
 
-def first_cause(verdicts: dict[str, dict[str, Any]]) -> str:
-    """One line for a grade table's 'reason' column: the first cell that lost points."""
-    for gid, v in verdicts.items():
+def first_cause(verdicts: dict[str, dict[str, Any]],
+                points: dict[str, float] | None = None) -> str:
+    """One line for a grade table's 'reason' column: the first cell that lost points (with
+    ``points``, cells worth points before formative ones)."""
+    order = sorted(verdicts, key=lambda g: not (points or {}).get(g, 1.0) > 0)
+    for gid in order:
+        v = verdicts[gid]
         if isinstance(v, dict) and v.get("status") != "pass":
             message = plain_message(v.get("message", ""))
             blank = re.fullmatch(r"name '(\w+)' is not defined", message)
@@ -342,7 +346,16 @@ def first_lost(autograded: Path) -> str:
             verdicts = json.loads(path.read_text()).get("verdicts") or {}
         except (OSError, ValueError, AttributeError):
             continue
-        found = first_cause(verdicts) if isinstance(verdicts, dict) else ""
+        points: dict[str, float] = {}
+        graded = path.with_name(path.name[:-len(".grading.json")] + ".ipynb")
+        try:
+            for cell in nbformat.read(graded, as_version=4).cells:
+                if _meta(cell).get("grade"):
+                    points[str(_meta(cell).get("grade_id"))] = float(
+                        _meta(cell).get("points") or 0.0)
+        except (OSError, ValueError, TypeError):
+            points = {}
+        found = first_cause(verdicts, points) if isinstance(verdicts, dict) else ""
         if found:
             return found
     return ""
