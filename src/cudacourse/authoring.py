@@ -197,6 +197,14 @@ def render(nb: nbformat.NotebookNode) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def render_release(nb: nbformat.NotebookNode) -> str:
+    """A learner copy exactly as ``nbgrader generate_assignment`` writes it (nbformat.write:
+    sources split into lines, one trailing newline), so releasing the course with nbgrader
+    leaves the tracked copies byte for byte as they are (a clean tree, clean provenance)."""
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
 def generate_release(assignment: str, root: str | Path | None = None) -> str:
     """Run ``nbgrader generate_assignment`` in a scratch course; return the learner copy.
 
@@ -217,7 +225,7 @@ def generate_release(assignment: str, root: str | Path | None = None) -> str:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n"
                                f"{proc.stdout}\n{proc.stderr}")
         nb = nbformat.read(course / "notebooks" / assignment / f"{assignment}.ipynb", 4)
-        return render(nb)
+        return render_release(nb)
 
 
 def build(root: str | Path | None = None, check_only: bool = False,

@@ -133,9 +133,11 @@ def lab(args: argparse.Namespace) -> int:
     if args.instructor:
         root, config_dir = ROOT, None
         # formgrader shows submissions: its pages carry a Content-Security-Policy
-        # (cudacourse.grader.pagepolicy), set up by this server configuration
+        # (cudacourse.grader.pagepolicy), set up by this server configuration.
+        # JupyterLab sets the server's default URL to its own (/lab) unless told otherwise:
+        # the page a browser opens on "/" is LabApp's default_url.
         policy = Path(__file__).resolve().parent / "grader" / "instructor_server_config.py"
-        start = ["--ServerApp.default_url=/formgrader", f"--config={policy}"]
+        start = ["--LabApp.default_url=/formgrader", f"--config={policy}"]
     else:
         root = sync(Path(args.workspace) if args.workspace else None)
         config_dir, start = learner_config_dir(root), []

@@ -215,13 +215,17 @@ def grade_submission(course_root: str, assignment: str, student: str,
     failed = autograde(root, assignment, [student], o).get(student)
     if failed:
         return not_graded(failed)
-    return finish(out, o, start)
+    return finish(out, o, start, root)
 
 
-def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None) -> dict[str, Any]:
-    """Scores from the gradebook; the staged copy and prepared results removed."""
+def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None,
+           root: str | None = None) -> dict[str, Any]:
+    """Scores from the gradebook (with lateness, and the first cell that lost points, when
+    ``root`` is given); the staged copy and prepared results removed."""
     out["status"] = "graded"
     out["scores"], out["max_scores"] = _scores(o["db_url"], out["assignment"], out["student"])
+    if root is not None:
+        out.update(_late_and_lost(root, out["assignment"], out["student"], o["db_url"]))
     work = Path(o["work_dir"])
     if not o["keep_work"]:
         shutil.rmtree(work / "staged" / out["student"], ignore_errors=True)
@@ -229,6 +233,17 @@ def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None) -
     if start is not None:
         out["seconds"] = round(time.monotonic() - start, 2)
     return out
+
+
+def _late_and_lost(root: str, assignment: str, student: str, db_url: str) -> dict[str, Any]:
+    from . import feedbackview, policy
+
+    try:
+        late = policy.lateness(db_url, assignment, student, policy.policy_of(root)[1])
+    except Exception as exc:  # noqa: BLE001 - a table without the late column, not a crash
+        late = {"error": f"{type(exc).__name__}: {exc}"}
+    return {"late": late, "lost": feedbackview.first_lost(
+        Path(root) / "autograded" / student / assignment)}
 
 
 def autograde(root: str, assignment: str, students: list[str],
@@ -276,7 +291,7 @@ def _finish_batch(root: str, assignment: str, prepared: list[dict[str, Any]],
             mark_not_graded(root, assignment, r["student"], reason, o["db_url"])
             say(f"cudacourse-grading: {r['student']}/{assignment}: not graded: {reason}")
         else:
-            finish(r, o)
+            finish(r, o, root=root)
         for inc in r.get("incidents", []):
             say(f"cudacourse-grading: {r['student']}/{assignment}: {inc}")
 
@@ -313,10 +328,12 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                            "privileges": sandbox.privilege_note(),
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "options": {k: v for k, v in o.items() if k != "sandbox"},
-                           "workers": workers, "gpus": gpus,
+                           "workers": getattr(executor, "_max_workers", None) or workers,
+                           "gpus": gpus,
                            "executor": executor_name or (
                                f"{workers} thread(s) in this process" if executor is None
-                               else type(executor).__name__),
+                               else getattr(executor, "description", None) or
+                               f"{type(executor).__module__}.{type(executor).__qualname__}"),
                            "results": []}
     shown = log or (lambda line: print(line, file=sys.stderr, flush=True))
     secrets = untrusted.secrets_of(o.get("db_url"))
