@@ -119,11 +119,10 @@ def write(run: dict[str, Any], directory: Path) -> dict[str, Path]:
                     "" if score is None else f"{score:g}",
                     "" if most is None else f"{most:g}",
                     untrusted.csv_cell(" | ".join(r.get("incidents", [])))[:2000],
-                    untrusted.csv_cell(late.get("days", "")),
-                    f"{late['penalty']:g}" if late else "",
-                    untrusted.csv_cell(late.get("due", "")),
-                    untrusted.csv_cell(late.get("submitted", "")),
-                    untrusted.csv_cell(late.get("rule", "")),
+                    # lateness is the grader's own words (parsed times, the configured
+                    # rule, which may start with '-'), not text from the submission
+                    late.get("days", ""), f"{late['penalty']:g}" if late else "",
+                    late.get("due", ""), late.get("submitted", ""), late.get("rule", ""),
                     untrusted.csv_cell(r.get("lost") or "")[:300]])
     _private(paths["csv"], buf.getvalue())
     _private(paths["summary"], table(safe) + "\n")
