@@ -165,7 +165,9 @@ def status(units: list[Unit], catalog: Catalog) -> Status:
 def update(units: list[Unit], catalog: Catalog | None, lang: str) -> Catalog:
     """The translation file brought in line with the English (see the module docstring)."""
     old = entries(catalog) if catalog is not None else {}
-    out = Catalog(locale=lang, project="cudacourse", fuzzy=False)
+    out = Catalog(locale=lang, project="cudacourse", fuzzy=False,
+                  creation_date=catalog.creation_date if catalog is not None else None,
+                  revision_date=catalog.revision_date if catalog is not None else None)
     for u in units:
         m = old.get(u.key)
         flags, previous, string, h = set(), (), "", english_hash(u.english)
