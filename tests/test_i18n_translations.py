@@ -163,3 +163,8 @@ def test_japanese_learner_copy_is_a_fresh_generation(lesson):
     assert authoring.release_path(lesson, lang="ja").read_text() == fresh, \
         f"{authoring.release_path(lesson, lang='ja')} is stale: run ./course build"
     assert "### BEGIN SOLUTION" not in fresh and "YOUR CODE HERE" in fresh
+
+
+def test_a_markdown_cell_with_its_own_id_is_keyed_by_it():
+    text = "# %% [markdown] id=intro\n# Hello\n\n" + LESSON
+    assert [u.key for u in T.lesson_units(text, None)][:2] == ["md.intro", "md.start.1"]
