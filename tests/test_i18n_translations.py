@@ -167,4 +167,4 @@ def test_japanese_learner_copy_is_a_fresh_generation(lesson):
 
 def test_a_markdown_cell_with_its_own_id_is_keyed_by_it():
     text = "# %% [markdown] id=intro\n# Hello\n\n" + LESSON
-    assert [u.key for u in T.lesson_units(text, None)][:2] == ["md.intro", "md.start.1"]
+    assert [u.key for u in T.lesson_units(text, None)][:2] == ["md.intro", "md.intro.1"]

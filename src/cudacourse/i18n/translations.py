@@ -57,12 +57,12 @@ def cell_keys(cells: list) -> list[str | None]:
     keys: list[str | None] = []
     anchor, n = "start", 0
     for c in cells:
-        if c.kind == "markdown":
+        if c.kind == "markdown" and not c.attrs.get("id"):
             n += 1
-            keys.append(f"md.{c.attrs['id']}" if c.attrs.get("id") else f"md.{anchor}.{n}")
+            keys.append(f"md.{anchor}.{n}")
             continue
-        keys.append(None)
-        if c.attrs.get("id"):
+        keys.append(f"md.{c.attrs['id']}" if c.kind == "markdown" else None)
+        if c.attrs.get("id"):  # any cell with an id anchors the markdown cells after it
             anchor, n = c.attrs["id"], 0
     return keys
 
