@@ -154,7 +154,8 @@ def test_compare_takes_the_case_as_a_dict_into_the_failure_context():
 
 def test_passes_is_one_line_shown_without_quotes():
     msg = E.passes("vector_add", "3 sizes", "2 block sizes", "a spare block")
-    assert msg == "vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next"
+    assert msg == ("vector_add passes: 3 sizes, 2 block sizes, a spare block; grading reruns "
+                   "it on hidden cases (other sizes and seeds)")
     assert repr(msg) == str(msg)
     assert E.passes("saxpy", hidden=True) == "saxpy passes"
 

@@ -605,7 +605,7 @@ def test_each_check_returns_one_success_line():
              check.check_pipelined_scale(pipe_right, seed=1)]
     assert [ln.split(":")[0] for ln in lines] == ["gpu_scale passes", "smooth_on_device passes",
                                                  "pipelined_scale passes"], lines
-    assert all(ln.endswith("hidden cases next") for ln in lines), lines
+    assert all(ln.endswith("hidden cases (other sizes and seeds)") for ln in lines), lines
 
 
 def test_tracer_restores_numba():

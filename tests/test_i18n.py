@@ -74,10 +74,10 @@ def test_a_cause_the_catalogue_lacks_adds_no_header(lang):
 
 def test_pass_line_in_japanese(lang):
     lang("ja")
-    assert F.passes("vector_add", "3 sizes") == "vector_add は合格: 3 sizes。採点では隠しケースも確かめます"
+    assert F.passes("vector_add", "3 sizes") == "vector_add は合格: 3 sizes。採点では隠しケース (別のサイズとシード) でもう一度確かめます"
     assert F.passes("vector_add", hidden=True) == "vector_add は合格"
     lang(None)
-    assert F.passes("vector_add", "3 sizes") == "vector_add passes: 3 sizes; hidden cases next"
+    assert F.passes("vector_add", "3 sizes") == "vector_add passes: 3 sizes; grading reruns it on hidden cases (other sizes and seeds)"
 
 
 def test_quiz_texts_and_feedback_in_japanese(lang):

@@ -134,7 +134,12 @@ def _strip(source: str) -> str:
     return "\n".join(lines)
 
 
-def to_notebook(text: str, name: str = "<lesson>") -> nbformat.NotebookNode:
+def to_notebook(text: str, name: str = "<lesson>",
+                root: str | Path | None = None) -> nbformat.NotebookNode:
+    """The master notebook of a lesson source; markdown placeholders (``{{bench.copy.gb_s}}``)
+    are filled from the course's figures (``cudacourse.prose``, under ``root``)."""
+    from . import prose
+
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
@@ -144,7 +149,11 @@ def to_notebook(text: str, name: str = "<lesson>") -> nbformat.NotebookNode:
     ids: set[str] = set()
     for k, c in enumerate(parse(text, name)):
         if c.kind == "markdown":
-            cell = nbformat.v4.new_markdown_cell(c.source)
+            try:
+                filled = prose.fill(c.source, root=root)
+            except prose.MissingFigure as exc:
+                raise LessonSyntaxError(f"{name}:{c.lineno}: {exc}") from exc
+            cell = nbformat.v4.new_markdown_cell(filled)
         else:
             cell = nbformat.v4.new_code_cell(c.source)
         gid = c.attrs.get("id")
@@ -206,9 +215,9 @@ def edition_notebook(lesson: Path, lang: str, root: str | Path | None = None
 
     root = find_root(root)
     text = lesson.read_text()
-    nb = to_notebook(text, str(lesson))
+    nb = to_notebook(text, str(lesson), root)
     catalog = translations.read(translations.po_path(lesson.stem, lang, root))
-    return translations.translated_notebook(nb, text, catalog, lang, str(lesson))
+    return translations.translated_notebook(nb, text, catalog, lang, str(lesson), root)
 
 
 def render(nb: nbformat.NotebookNode) -> str:
@@ -254,7 +263,7 @@ def build(root: str | Path | None = None, check_only: bool = False,
         if only and not any(lesson.stem.startswith(o) for o in only):
             continue
         master = master_path(lesson, root)
-        want_master = render(to_notebook(lesson.read_text(), str(lesson)))
+        want_master = render(to_notebook(lesson.read_text(), str(lesson), root))
         if not master.exists() or master.read_text() != want_master:
             stale.append(str(master.relative_to(root)))
             if check_only:

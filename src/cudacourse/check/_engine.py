@@ -22,7 +22,8 @@ Contract for checker authors (check/<topic>.py), kept stable:
   ``"does_not_compile"`` and the compiler's reason in plain words. Crashes become one
   diagnosis (never one traceback per simulated thread).
 * ``passes(name, *facts, hidden=False)`` is the one-line success message a checker returns
-  (``"vector_add passes: 3 sizes, a spare block; hidden cases next"``).
+  (``"vector_add passes: 3 sizes, a spare block; grading reruns it on hidden cases (other
+  sizes and seeds)"``).
 * Checks that only the simulator can make (read counts, poisoned shared memory, warp-level
   undefined behaviour, the stream trace) go in a function decorated with
   ``_replay.sim_part``: in the simulator it runs in-process; on a GPU it re-runs, from the

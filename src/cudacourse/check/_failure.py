@@ -143,10 +143,12 @@ class Passed(str):
 
 def passes(name: str, *facts: str, hidden: bool = False) -> Passed:
     """The one-line success message a checker returns: what was checked, and what grading
-    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next``)."""
+    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; grading reruns it on
+    hidden cases (other sizes and seeds)``): the hidden tests, which the learner's copy does
+    not contain, call the same checker with ``hidden=True``."""
     _ = _i18n.gettext  # the facts are the checkers' own phrases: each translated if listed
     what = f": {', '.join(_(f) for f in facts)}" if facts else ""
-    tail = "" if hidden else _("; hidden cases next")
+    tail = "" if hidden else _("; grading reruns it on hidden cases (other sizes and seeds)")
     return Passed(_("{name} passes").format(name=name) + what + tail)
 
 

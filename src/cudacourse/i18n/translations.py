@@ -207,22 +207,24 @@ def file_status(stem: str, lang: str, root: Path) -> Status:
 
 # --- the translated notebook and questions ----------------------------------------------------
 def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
-                        name: str = "<lesson>"):
+                        name: str = "<lesson>", root: Path | None = None):
     """The master ``nb`` (from ``authoring.to_notebook``) with its markdown in ``lang``, and
     its setup cell choosing ``lang`` for messages and questions; code cells unchanged.
 
     A unit without a translation stays in English (the completeness test reports it).
+    Figures are filled into the translation as into the English (``cudacourse.prose``).
     """
     import copy
 
-    from .. import authoring
+    from .. import authoring, prose
 
     cells = authoring.parse(lesson_text, name)
     have = entries(catalog)
     out = copy.deepcopy(nb)
     for key, cell in zip(cell_keys(cells), out.cells):
         if key and key in have and have[key].string:
-            cell.source = have[key].string
+            # the translation carries the English's placeholders ({{bench.*}}): same figures
+            cell.source = prose.fill(have[key].string, root=root)
         elif cell.metadata.get("nbgrader", {}).get("grade_id") == "setup":
             lines = cell.source.split("\n")
             if not lines or not lines[0].startswith(_SETUP_LINE):
