@@ -168,3 +168,21 @@ def test_japanese_learner_copy_is_a_fresh_generation(lesson):
 def test_a_markdown_cell_with_its_own_id_is_keyed_by_it():
     text = "# %% [markdown] id=intro\n# Hello\n\n" + LESSON
     assert [u.key for u in T.lesson_units(text, None)][:2] == ["md.intro", "md.intro.1"]
+
+
+@pytest.mark.parametrize("path", sorted(T.po_path("x", "ja", ROOT).parent.glob("*.po")),
+                         ids=lambda p: p.stem)
+def test_translations_keep_the_englishs_figures(path):
+    """A translation carries the same figure placeholders ({{bench.*}}, filled at build time
+    from docs/benchmarks.json) as its English: no figure retyped, none lost."""
+    from collections import Counter
+
+    from cudacourse import prose
+
+    def figures(text: str) -> Counter:
+        return Counter(m.group(0).replace(" ", "") for m in prose.PLACEHOLDER.finditer(text))
+
+    bad = {k: (sorted(figures(m.id)), sorted(figures(m.string)))
+           for k, m in T.entries(T.read(path)).items()
+           if m.string and figures(m.id) != figures(m.string)}
+    assert not bad, bad
