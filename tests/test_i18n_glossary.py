@@ -56,3 +56,8 @@ def test_message_catalogue_follows_the_glossary():
             if p:
                 bad[m.id] = p
     assert not bad, bad
+
+
+def test_figure_placeholders_ask_for_no_term():
+    assert glossary.problems("{{const.occupancy.H200_SM.registers:,}} registers",
+                             "{{const.occupancy.H200_SM.registers:,}} 個のレジスタ", "ja") == []

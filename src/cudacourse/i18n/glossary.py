@@ -2,7 +2,7 @@
 
 :func:`problems` names, for one English text and its translation, every term the glossary
 requires that the translation lacks, and every spelling it says to avoid that the
-translation uses. Code (``inline`` spans and fenced blocks) is not prose: it is left out
+translation uses. Code (``inline`` spans and fenced blocks) and figure placeholders are not prose: it is left out
 of the English before matching, so ``threadIdx`` or ``blocks = ...`` ask for nothing.
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 from . import LOCALE_DIR
 
-_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+# code and figure placeholders ({{const.occupancy.H200_SM.registers}}) are not prose
+_CODE = re.compile(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}", re.S)
 
 
 @dataclass(frozen=True)
