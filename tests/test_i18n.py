@@ -9,16 +9,25 @@ from cudacourse.check import _failure as F
 
 
 @pytest.fixture
-def lang(monkeypatch):
-    """Set the language for one test; restore English after it."""
+def lang():
+    """Set the language for one test; restore the process's own after it (i18n.use also
+    writes CUDACOURSE_LANG, which monkeypatch would not undo for a variable it never set)."""
+    import os
+
+    before = os.environ.get("CUDACOURSE_LANG")
+
     def set_(value: str | None) -> None:
-        monkeypatch.setattr(i18n, "_chosen", None)
+        i18n._chosen = None
         if value is None:
-            monkeypatch.delenv("CUDACOURSE_LANG", raising=False)
+            os.environ.pop("CUDACOURSE_LANG", None)
         else:
-            monkeypatch.setenv("CUDACOURSE_LANG", value)
+            os.environ["CUDACOURSE_LANG"] = value
     yield set_
     i18n._chosen = None
+    if before is None:
+        os.environ.pop("CUDACOURSE_LANG", None)
+    else:
+        os.environ["CUDACOURSE_LANG"] = before
 
 
 def test_english_is_the_default(lang):
@@ -46,7 +55,7 @@ def test_a_message_without_translation_stays_english(lang):
     assert i18n.gettext("a message nobody translated") == "a message nobody translated"
 
 
-def test_use_sets_the_language_for_child_processes(lang, monkeypatch):
+def test_use_sets_the_language_for_child_processes(lang):
     lang(None)
     assert i18n.use("ja") == "ja"
     import os
