@@ -545,8 +545,7 @@ else:
 # round assumptions for one server socket.
 
 # %%
-machine = transfer.Machine(link=52.6e9, gpu_flops=51.4e12, cpu_flops=1.0e12,
-                           cpu_bandwidth=200e9)  # H200, 2026-11-30; CPU: assumptions
+machine = transfer.Machine.h200()  # the figures, with their sources: cudacourse.transfer
 model = transfer.offload_times(np.logspace(-2, 4, 200), nbytes=1e9, machine=machine)
 break_even = transfer.break_even_intensity(1e9, machine)
 viz.plot_offload(model, title="1 GB of data on the host: CPU against GPU with copies",
