@@ -185,12 +185,39 @@ def lessons(root: str | Path | None = None) -> list[Path]:
     return sorted((find_root(root) / "lessons").glob("[0-9][0-9]_*.py"))
 
 
-def master_path(lesson: Path, root: str | Path | None = None) -> Path:
-    return find_root(root) / "solutions" / lesson.stem / f"{lesson.stem}.ipynb"
+def master_path(lesson: Path, root: str | Path | None = None, lang: str = "en") -> Path:
+    """The master; another language's edition sits in ``solutions/<lang>/``."""
+    edition = () if lang == "en" else (lang,)
+    return find_root(root).joinpath("solutions", *edition, lesson.stem, f"{lesson.stem}.ipynb")
 
 
-def release_path(lesson: Path, root: str | Path | None = None) -> Path:
-    return find_root(root) / "notebooks" / lesson.stem / f"{lesson.stem}.ipynb"
+def release_path(lesson: Path, root: str | Path | None = None, lang: str = "en") -> Path:
+    edition = () if lang == "en" else (lang,)
+    return find_root(root).joinpath("notebooks", *edition, lesson.stem, f"{lesson.stem}.ipynb")
+
+
+EDITIONS = ("ja",)  # languages besides English with a translation file per lesson
+
+
+def editions(lesson: Path, root: str | Path | None = None) -> list[str]:
+    """The languages ``lesson`` has a translation file for (cudacourse.i18n.translations)."""
+    from .i18n import translations
+
+    root = find_root(root)
+    return [lang for lang in EDITIONS
+            if translations.po_path(lesson.stem, lang, root).is_file()]
+
+
+def edition_notebook(lesson: Path, lang: str, root: str | Path | None = None
+                     ) -> nbformat.NotebookNode:
+    """The ``lang`` master of ``lesson``: the English master's cells, markdown translated."""
+    from .i18n import translations
+
+    root = find_root(root)
+    text = lesson.read_text()
+    nb = to_notebook(text, str(lesson), root)
+    catalog = translations.read(translations.po_path(lesson.stem, lang, root))
+    return translations.translated_notebook(nb, text, catalog, lang, str(lesson), root)
 
 
 def render(nb: nbformat.NotebookNode) -> str:
@@ -205,19 +232,23 @@ def render_release(nb: nbformat.NotebookNode) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def generate_release(assignment: str, root: str | Path | None = None) -> str:
+def generate_release(assignment: str, root: str | Path | None = None, lang: str = "en") -> str:
     """Run ``nbgrader generate_assignment`` in a scratch course; return the learner copy.
 
     A scratch copy keeps the real gradebook untouched and makes the result reproducible.
+    Another language's master is generated under the same assignment name (the same
+    grade ids, points and quiz mode: scores do not depend on the language).
     """
     root = find_root(root)
+    masters = root / "solutions" / (lang if lang != "en" else "") / assignment
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
-        shutil.copytree(root / "solutions" / assignment, course / "solutions" / assignment)
+        shutil.copytree(masters, course / "solutions" / assignment)
         shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
         # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH.
         env = {**os.environ,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+        env.pop("CUDACOURSE_LANG", None)  # the scratch course's folders are the plain ones
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
                f"--db=sqlite:///{course}/gradebook.db", "--log-level=ERROR"]
         proc = subprocess.run(cmd, cwd=course, env=env, capture_output=True, text=True)
@@ -254,4 +285,27 @@ def build(root: str | Path | None = None, check_only: bool = False,
             if not check_only:
                 release.parent.mkdir(parents=True, exist_ok=True)
                 release.write_text(text)
+        for lang in editions(lesson, root):
+            stale += _build_edition(lesson, lang, root, check_only)
+    return stale
+
+
+def _build_edition(lesson: Path, lang: str, root: Path, check_only: bool) -> list[str]:
+    """The ``lang`` master and learner copy of ``lesson`` (see :func:`build`)."""
+    stale = []
+    master = master_path(lesson, root, lang)
+    want = render(edition_notebook(lesson, lang, root))
+    if not master.exists() or master.read_text() != want:
+        stale.append(str(master.relative_to(root)))
+        if check_only:
+            return stale
+        master.parent.mkdir(parents=True, exist_ok=True)
+        master.write_text(want)
+    text = generate_release(lesson.stem, root, lang)
+    release = release_path(lesson, root, lang)
+    if not release.exists() or release.read_text() != text:
+        stale.append(str(release.relative_to(root)))
+        if not check_only:
+            release.parent.mkdir(parents=True, exist_ok=True)
+            release.write_text(text)
     return stale
