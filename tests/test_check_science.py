@@ -217,7 +217,38 @@ def diffuse_allocates(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_round_trips(d_u, d_tmp, steps, alpha):
+    # right numbers, but the field goes to the host and back every step
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u.copy_to_device(d_tmp.copy_to_host())
+    return d_u
+
+
+def diffuse_launch_on_host_array(d_u, d_tmp, steps, alpha):
+    # right numbers, but every launch takes a NumPy array: implicit copies both ways
+    h = d_u.copy_to_host()
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u if h is None else d_u
+
+
+def diffuse_huge_block(d_u, d_tmp, steps, alpha):
+    # a block of 32 x 64 = 2048 threads: a GPU refuses the launch
+    ny, nx = d_u.shape
+    for _ in range(steps):
+        stencil._heat_naive[(1, 1), (32, 64)](d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 DIFFUSE_WRONG = {
+    "copies to the host and back every step": (diffuse_round_trips, "crossed the PCIe bus",
+                                               "copies_in_loop"),
+    "copies to the host once": (diffuse_launch_on_host_array, "crossed the PCIe bus",
+                                "copies_in_loop"),
+    "more than 1024 threads per block": (diffuse_huge_block, "at most 1024", "bad_launch"),
     "buffers not swapped": (diffuse_no_swap, "not swapped", "buffers_not_swapped"),
     "returns the older buffer": (diffuse_returns_older, "after the last swap", "wrong_buffer"),
     "copies to the host": (diffuse_to_host, "NumPy array", "not_device_array"),

@@ -8,6 +8,8 @@ to the simulator's fake ``cuda`` module (and to ``numba.cuda`` itself, so ``hasa
     ballot_sync, all_sync, any_sync, eq_sync, match_any_sync, match_all_sync,
     syncwarp, activemask, lanemask_lt            (laneid and warpsize exist already)
 
+It also gives ``cuda.pinned`` Numba's real signature, ``cuda.pinned(*arrays)``.
+
 The model, taken from the CUDA programming guide and the PTX ``shfl.sync`` / ``vote.sync``
 pseudocode:
 
@@ -369,7 +371,24 @@ def install() -> None:
         setattr(kernelapi.FakeCUDAModule, name, staticmethod(fn))
         if not hasattr(cuda_module, name):
             setattr(cuda_module, name, fn)
+    cuda_module.pinned = _pinned_many(cuda_module.pinned)
     _installed = True
+
+
+def _pinned_many(one: Any) -> Any:
+    """``cuda.pinned(*arrays)`` with Numba's real signature (the simulator's takes one
+    array): ``with cuda.pinned(x, out):`` is right code on a GPU, so it runs here too."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def pinned(*arrays):
+        with contextlib.ExitStack() as stack:
+            for a in arrays:
+                stack.enter_context(one(a))
+            yield
+
+    pinned.__doc__ = "A context manager pinning host arrays (any number) while inside it."
+    return pinned
 
 
 def installed() -> bool:

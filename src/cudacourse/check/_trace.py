@@ -524,9 +524,13 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
     patch(cuda, "synchronize", make_sync_all)
 
     def make_pinned(orig):
+        # Numba's real signature: cuda.pinned(*arrays), any number of host arrays (the
+        # simulator's stand-in takes one: each array is pinned in turn, the same thing)
         @contextlib.contextmanager
         def pinned(*arrays):
-            with orig(*arrays):
+            with contextlib.ExitStack() as stack:
+                for a in arrays:
+                    stack.enter_context(orig(a))
                 added = [r for r in (memory_range(a) for a in arrays) if r]
                 trace.pinned.extend(added)
                 try:
@@ -590,6 +594,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
             def getitem(self, config):
                 out = orig(self, config)
                 self._cudacourse_stream = config[2] if len(config) > 2 else 0
+                self._cudacourse_shared = config[3] if len(config) > 3 else 0
                 return out
             return getitem
 
@@ -598,6 +603,11 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 if self._device or sim_kernel._kernel_context is not None or not _outer():
                     return orig(self, *args)
                 stream = self.__dict__.pop("_cudacourse_stream", 0)
+                shared = self.__dict__.pop("_cudacourse_shared", 0)
+                # What a GPU refuses at the launch, refused here before the simulator runs
+                # it: more than 1024 threads per block, too much shared memory, a kernel
+                # that does not compile for sm_90 (the simulator would run them all).
+                _limits(self, self.grid_dim, self.block_dim, shared, args)
                 with _inner():
                     out = orig(self, *args)
                 launch_op(self, self.grid_dim, self.block_dim, stream, args)
@@ -638,6 +648,22 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         patch(dispatcher.CUDADispatcher, "configure", make_configure)
         patch(dispatcher._LaunchConfiguration, "__call__", make_launch)
     return saved
+
+
+def _limits(kernel: Any, grid: Any, block: Any, shared: int, args: tuple) -> None:
+    """Raise the checkers' ``bad_launch`` / ``does_not_compile`` failure for a launch a GPU
+    would refuse (simulator only: a GPU refuses it itself, and the host function raises)."""
+    __tracebackhide__ = True
+    from . import _engine as E
+
+    g = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    b = tuple(block) if isinstance(block, (tuple, list)) else (block,)
+    name = getattr(getattr(kernel, "fn", None), "__name__", None) or \
+        getattr(getattr(kernel, "py_func", None), "__name__", "kernel")
+    E.validate_launch(g, b)
+    with _inner():
+        res = E.compile_gate(kernel, args, name)
+    E.validate_shared(res, int(shared or 0), name)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _engine as E
 from ._replay import sim_part
+from ._trace import tracing
 from .tiling import poisoned_shared
 from .. import lbm as _lbm
 from .. import stencil as _stencil
@@ -169,7 +170,14 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
         ctx = f"u {ny}x{nx}, {steps} steps, alpha {alpha:.3f}"
         du = cuda.to_device(u)
         dt = cuda.to_device(E._full((ny, nx), E._np.nan, E._float32))
-        res = diffuse(du, dt, steps, alpha)
+        with tracing() as trace:  # every host step diffuse takes, at one seam
+            try:
+                res = diffuse(du, dt, steps, alpha)
+            except E.CheckFailure:
+                raise
+            except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
+                E.fail(f"diffuse raised {type(exc).__name__}: {exc} [{ctx}].",
+                       cause="host_function_raised")
         if res is None:
             E.fail(f"diffuse returned None: return the device array that holds the last "
                    f"step's result [{ctx}].", cause="not_device_array")
@@ -181,6 +189,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
             E.fail("diffuse returned a new array: swap the two buffers it was given (d_u, "
                    "d_tmp) after each step instead of allocating or copying, so the data "
                    f"stays where it is [{ctx}].", cause="buffers_reallocated")
+        _diffuse_steps(trace, steps, ctx)
         got = res.copy_to_host()
         refs = [u.astype(E._float64)]
         for _ in range(steps + 1):
@@ -207,6 +216,32 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                   rtol=1e-5, atol=tol, context=ctx)
     return E.passes("diffuse", "buffers swapped on the device", "the right buffer returned",
                     hidden=hidden)
+
+
+def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
+    """What diffuse asked of the GPU: launches only, one per step, on the two buffers."""
+    moved = [op for op in trace.ops if op.kind in ("H2D", "D2H") or
+             (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
+    implicit = [op for op in trace.of("launch") if op.host_args]
+    if moved or implicit:
+        op = (moved or implicit)[0]
+        what = (f"{len(moved)} copies between the host and the device" if moved else
+                f"{len(implicit)} launches with a NumPy array, which Numba copies to the "
+                "device and back each time")
+        E.fail(f"diffuse made {what} for {steps} steps (the first: operation #{op.index + 1}, "
+               f"{op.what}): the field crossed the PCIe bus instead of staying on the "
+               "device. Launch heat_step on the two device arrays and swap them; no "
+               f"copy_to_host, no cuda.to_device inside diffuse [{ctx}].",
+               cause="copies_in_loop")
+    allocs = [a for a in trace.allocs if a.space == "dev"]
+    if allocs:
+        E.fail(f"diffuse allocated {len(allocs)} device array(s) ({allocs[0].kind}) for "
+               f"{steps} steps: the two buffers it was given are all it needs; swap them "
+               f"after each step instead of allocating [{ctx}].", cause="buffers_reallocated")
+    launches = trace.of("launch")
+    if len(launches) != steps:
+        E.fail(f"diffuse launched {len(launches)} kernel(s) for steps={steps}: one launch "
+               f"of heat_step per step [{ctx}].", cause="launch_count")
 
 
 # --- the fused LBM step -------------------------------------------------------------------
