@@ -88,6 +88,15 @@ def update_normalised(m, l, acc, s, v):
 
 
 @cuda.jit(device=True)
+def update_old_max_weight(m, l, acc, s, v):
+    # the new score weighted with the old maximum: exp(s - m), infinite when a row starts
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
 def update_stub(m, l, acc, s, v):
     raise NotImplementedError()
 
@@ -114,6 +123,7 @@ def test_online_update_accepts_right_ones():
     (update_unstable_ratio, "exp overflowed"),
     (update_min, "min(m, s)"),
     (update_normalised, "keep acc un-normalised"),
+    (update_old_max_weight, "weighted with the old maximum m"),
     (update_stub, "not written yet"),
     (update_kernel, "must be a device function"),
     (update_host, "@cuda.jit(device=True)"),
