@@ -58,6 +58,32 @@ def heat_right(u, out, alpha):
             out[y, x] = c + alpha * (4 * e + d - 20 * c) / 6
 
 
+@cuda.jit
+def heat_loads_once(u, out, alpha):
+    """Each thread loads one cell of the tile + halo, no loop: 128 threads for 180 cells,
+    so the last 52 cells (the bottom rows of the tile) are never loaded."""
+    tile = cuda.shared.array(HALO, float32)
+    ny, nx = u.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x0 = cuda.blockIdx.x * TX - 1
+    y0 = cuda.blockIdx.y * TY - 1
+    k = ty * TX + tx
+    r, s = k // (TX + 2), k % (TX + 2)
+    gy, gx = y0 + r, x0 + s
+    tile[r, s] = u[gy, gx] if 0 <= gy < ny and 0 <= gx < nx else 0.0
+    cuda.syncthreads()
+    y, x = y0 + ty + 1, x0 + tx + 1
+    if y < ny and x < nx:
+        r, s = ty + 1, tx + 1
+        c = tile[r, s]
+        if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+            out[y, x] = c
+        else:
+            e = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+            d = tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1] + tile[r + 1, s + 1]
+            out[y, x] = c + alpha * (4 * e + d - 20 * c) / 6
+
+
 def _make_heat_edges(halo: bool = True, corners: bool = True, barrier: bool = True,
                      boundary: bool = True, in_place: bool = False, guards: bool = True,
                      nine_point: bool = True):
@@ -140,6 +166,7 @@ def heat_plain_python(u, out, alpha):
 
 HEAT_WRONG = {
     "halo not loaded": (_make_heat_edges(halo=False), "edges of each tile", False, "halo_missing"),
+    "tile loaded once per thread": (heat_loads_once, "52 never were", True, "halo_missing"),
     "halo corners not loaded": (
         _make_heat_edges(corners=False), "corners of each tile", False, "halo_corners_missing"),
     "missing barrier": (_make_heat_edges(barrier=False), "syncthreads", True, "missing_barrier"),
@@ -341,7 +368,7 @@ def lbm_right_two_pass(f_in, f_out, solid, omega, fx):
 
 
 def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
-              local_moments=False):
+              local_moments=False, pull_from_out=False):
     """The loop form with one part switched off or changed."""
 
     @cuda.jit
@@ -365,7 +392,7 @@ def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
             if solid[ys, xs]:
                 g[i] = f_in[opp[i], y, x] if bounce else float32(0.0)
             else:
-                g[i] = f_in[i, ys, xs]
+                g[i] = f_out[i, ys, xs] if pull_from_out else f_in[i, ys, xs]
             v = f_in[i, y, x] if local_moments else g[i]
             rho += v
             jx += CX[i] * v
@@ -434,7 +461,12 @@ LBM_WRONG = {
     "solid nodes not copied": (
         _make_lbm(copy_solid=False), "solid node", False, "solid_not_copied"),
     "force forgotten": (_make_lbm(force=False), "without the force term", False, "force_missing"),
-    "no periodic wrap": (_make_lbm(wrap=False), "outside an array", True, None),
+    "no periodic wrap": (_make_lbm(wrap=False), "the lattice is periodic", True,
+                         "periodic_wrap"),
+    "pulls from the output": (_make_lbm(pull_from_out=True), "reads f_out",
+                              "the reads of f_out are watched in the simulator; a GPU sees "
+                              "only NaN results (rejected as never written)",
+                              "pulled_from_output"),
 }
 
 
@@ -447,7 +479,8 @@ def test_right_lbm_kernels_pass(kernel):
 def test_wrong_lbm_kernels_are_diagnosed(name):
     kernel, phrase, sim_only, cause = LBM_WRONG[name]
     if sim_only and not cudacourse.device.is_simulator():
-        pytest.skip("an out-of-bounds read: the simulator refuses it, a GPU reads a "
+        pytest.skip(sim_only if isinstance(sim_only, str) else
+                    "an out-of-bounds read: the simulator refuses it, a GPU reads a "
                     "neighbouring row")
     with pytest.raises(cudacourse.check.CheckFailure) as exc:
         cudacourse.check.check_lbm_step(kernel, seed=5)

@@ -24,6 +24,7 @@ False) and the checkers have the same kernel re-checked in a simulator subproces
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import linecache
 import os
@@ -301,6 +302,22 @@ class Race:
 
 
 @dataclass
+class Fill:
+    """A block's shared array that threads read in slots no thread of the block stored."""
+
+    array: str
+    block: tuple
+    stored: int  # slots stored at least once
+    total: int  # slots of the allocation
+    read_unstored: int  # distinct slots read that were never stored
+
+    def words(self) -> str:
+        return (f"in block {_dims(self.block)}, {self.stored} of the {self.total} cells of "
+                f"{self.array} were stored and {self.total - self.stored} never were; "
+                f"{self.read_unstored} of those were read")
+
+
+@dataclass
 class Divergence:
     block: tuple
     line: int
@@ -397,10 +414,12 @@ class Observation:
         self.divergences: list[Divergence] = []
         self.unfilled: list[tuple] = []  # (array, slot, reader, line): read, never stored
         self.stale: list[tuple] = []  # (array, slot, reader, line): left over from a reload
+        self.fill: list[Fill] = []  # per block and shared array read where never stored
         self.blocks: list[tuple] = []
         self.oob: list[OutOfBounds] = []
         self._shared_state: dict[int, dict] = {}
         self._shared_meta: dict[int, dict] = {}
+        self._shared_by_block: dict[tuple, list] = defaultdict(list)  # block -> ids
         self._shared_keep: list = []
 
     # --- global arrays ---------------------------------------------------------------
@@ -505,16 +524,27 @@ class Observation:
                                     break
                     st["writer"] = (k, "wrote", line)
                     st["last_write"] = epoch
-                    meta.setdefault("write_epochs", set()).add(epoch)
+                    eps = meta.setdefault("write_list", [])
+                    if not eps or eps[-1] != epoch:
+                        bisect.insort(eps, epoch)
                 else:
                     if not self.races and st["writer"] is not None and st["writer"][0] != k:
                         self._race(meta, s, st["writer"], (k, "read", line), epoch)
                     if st["last_write"] < 0:
-                        meta.setdefault("unwritten_reads", []).append((s, k, line, epoch))
-                    else:
-                        older = [e for e in meta.get("write_epochs", ()) if
-                                 st["last_write"] < e < epoch]
-                        if older and len(self.stale) < 8:
+                        # the first read of a slot never stored is enough to name it: a
+                        # list per read would grow with the kernel's loops
+                        seen = meta.setdefault("unwritten_seen", set())
+                        if s not in seen:
+                            seen.add(s)
+                            meta.setdefault("unwritten_reads", []).append((s, k, line, epoch))
+                    elif len(self.stale) < 8:
+                        # a write to this array in an epoch after the slot's last store and
+                        # before this read: the slot was left over from an earlier reload.
+                        # Epochs are appended in order, so a bisection finds it (a scan of
+                        # every epoch per read grew with the number of tiles squared)
+                        eps = meta.get("write_list", ())
+                        j = bisect.bisect_right(eps, st["last_write"])
+                        if j < len(eps) and eps[j] < epoch:
                             self.stale.append((self._shared_name(meta), s, k, line))
                     st["readers"].setdefault(k, line)
 
@@ -550,10 +580,15 @@ class Observation:
                     self.divergences.append(Divergence(
                         tuple(block), line, at[line], others, other_line, conds[line]))
                     break
-        for aid, meta in self._shared_meta.items():
-            if meta.get("block") != tuple(block):
-                continue
+        for aid in self._shared_by_block.pop(tuple(block), ()):
+            meta = self._shared_meta[aid]
             state = self._shared_state[aid]
+            never = {s for s, k, line, epoch in meta.get("unwritten_reads", [])
+                     if state.get(s, {}).get("last_write", -1) < 0}
+            if never and len(self.fill) < 64:
+                stored = sum(1 for st in state.values() if st["last_write"] >= 0)
+                self.fill.append(Fill(self._shared_name(meta), tuple(block), stored,
+                                      int(E._prod(meta["shape"])), len(never)))
             for s, k, line, epoch in meta.get("unwritten_reads", []):
                 if state.get(s, {}).get("last_write", -1) < 0 and len(self.unfilled) < 8:
                     idx = tuple(int(i) for i in _unravel(s, meta["shape"]))
@@ -628,6 +663,7 @@ def observing() -> Iterator[Observation]:
             if res is None:
                 res, aid = obs._new_shared(shape, dtype, site)
                 obs._shared_meta[aid]["block"] = block
+                obs._shared_by_block[block].append(aid)
                 per_block[(block, site)] = res
         return res
 

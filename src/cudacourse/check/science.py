@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from . import _engine as E
+from . import _observe as O
 from ._replay import sim_part
 from ._trace import tracing
 from .tiling import poisoned_shared
@@ -64,7 +65,7 @@ def _tile_masks(ny: int, nx: int) -> tuple[Any, Any, Any]:
     return boundary, (ex | ey) & ~boundary, ex & ey & ~boundary
 
 
-def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
+def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None) -> None:
     scale = float(E._abs(u).max())
     ok = E._isclose(got, want, rtol=1e-5, atol=1e-5 * scale)
     if ok.all():
@@ -94,9 +95,13 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
             E.fail(f"{why} [{ctx}].", cause=cause)
     finite = got[~E._isnan(got)]
     if finite.size and E._abs(finite).max() > _BIG:
+        if rerun is not None:
+            rerun()  # the simulator watches the tile: which of the two it is, in words
         E.fail("heat_step used shared memory that no thread had written yet, in the middle "
-               "of tiles too: a missing cuda.syncthreads() between loading the tile and "
-               f"computing from it [{ctx}].", cause="missing_barrier")
+               "of tiles too: either cells of the (TY + 2) x (TX + 2) tile are never loaded "
+               "(does the load cover all of them, halo included?), or a cuda.syncthreads() "
+               f"is missing between loading the tile and computing from it [{ctx}].",
+               cause="missing_barrier")
     E.compare(got, want, name="out", formula="u + alpha * (4 (N + S + E + W) + (NE + NW + "
               "SE + SW) - 20 u) / 6 inside, u on the boundary", rtol=1e-5,
               atol=1e-5 * scale, context=ctx)
@@ -125,11 +130,42 @@ def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
     want = _heat_ref(u.astype(E._float64), alpha)
     runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
     for got in runs:
-        _diagnose_heat(got, want, u, ctx)
+        _diagnose_heat(got, want, u, ctx,
+                       rerun=lambda: _unloaded_or_race(kernel, u, alpha, spare, ctx))
     if not E._array_equal(runs[0], runs[1]):
         E.fail("heat_step gave different results for the same input: a race. Is there a "
                "cuda.syncthreads() between loading the tile and computing from it? "
                f"[{ctx}]", cause="missing_barrier")
+
+
+def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> None:
+    """Simulator: the case again with shared memory observed, to tell a tile never fully
+    loaded (slots read that no thread of the block ever stored) from a missing barrier
+    (slots read before the barrier that orders their store). Returns on a GPU."""
+    with O.observing() as obs:
+        if not obs.live:
+            return
+        ny, nx = u.shape
+        gu = E.to_device_guarded(u, "u")
+        out = E.Guarded.make((ny, nx), E._float32, "out")
+        grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
+        E.launch(kernel, grid, (TX, TY), gu.view, out.view, E._float32(alpha),
+                 name="heat_step")
+    if obs.races:
+        E.fail(f"heat_step races on its shared tile: {obs.race_words()}. Put a "
+               "cuda.syncthreads() between loading the tile and computing from it "
+               f"[{ctx}].", cause="missing_barrier")
+    if obs.fill:
+        f = max(obs.fill, key=lambda f: f.total - f.stored)
+        arr, idx, who, line = obs.unfilled[0] if obs.unfilled else ("", (), None, 0)
+        first = (f" (the first: {O.thread_name(who)} read slot [{', '.join(map(str, idx))}]"
+                 f", line {line})" if who is not None else "")
+        E.fail(f"heat_step reads cells of its shared tile that no thread ever loaded: "
+               f"{f.words()}{first}. The tile with its halo has (TY + 2) x (TX + 2) = "
+               f"{(TY + 2) * (TX + 2)} cells for {TX * TY} threads, so some threads must "
+               "load more than one: loop over the tile's cells strided by the block's "
+               f"threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].",
+               cause="halo_missing")
 
 
 @sim_part
@@ -283,8 +319,20 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
     gs = cuda.to_device(solid.astype(_uint8))
     bx, by = LBM_BLOCK
     grid = (math.ceil(nx / bx) + spare, math.ceil(ny / by))
-    E.launch(kernel, grid, LBM_BLOCK, gf.view, out.view, gs, E._float32(omega),
-             E._float32(fx), name="lbm_step")
+    try:
+        E.launch(kernel, grid, LBM_BLOCK, gf.view, out.view, gs, E._float32(omega),
+                 E._float32(fx), name="lbm_step")
+    except E.CheckFailure as exc:
+        edge = O.off_by_one_index(exc) if exc.cause == "out_of_bounds_read" else None
+        if edge is None:
+            raise
+        # index n on an axis of size n: a neighbour one step past the lattice's last
+        # row or column, which on a periodic lattice is the first one
+        E.fail(f"lbm_step read a neighbour outside the lattice (index {edge[0]} on an axis "
+               f"of size {edge[1]}): the lattice is periodic, so the upstream neighbour of "
+               "the last column is column 0 (and of the last row, row 0). Wrap the "
+               "neighbour's coordinates: xs = (x - CX[i]) % nx, ys = (y - CY[i]) % ny "
+               f"[{ctx}].", cause="periodic_wrap")
     out.check_guards("a write outside f_out: guard with `if x < nx and y < ny`")
     if not E._array_equal(gf.result(), f):
         E.fail("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
@@ -292,6 +340,33 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
                "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
                f"node [{ctx}].", cause="push_race")
     return out.result()
+
+
+def _lbm_reads_output(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: int,
+                      ctx: str) -> None:
+    """Simulator: the case again with f_in and f_out watched; a kernel that reads f_out
+    (pulls from the output, not yet written) is named. Returns on a GPU, or if it does not."""
+    from numba import cuda
+
+    with O.observing() as obs:
+        if not obs.live:
+            return
+        gf = E.to_device_guarded(f, "f_in")
+        out = E.Guarded.make(f.shape, E._float32, "f_out")
+        gs = cuda.to_device(solid.astype(_uint8))
+        bx, by = LBM_BLOCK
+        grid = (math.ceil(f.shape[2] / bx) + spare, math.ceil(f.shape[1] / by))
+        E.launch(kernel, grid, LBM_BLOCK, obs.watch(gf.view, "f_in"),
+                 obs.watch(out.view, "f_out"), gs, E._float32(omega), E._float32(fx),
+                 name="lbm_step")
+    log = obs.arrays["f_out"]
+    if log.total_reads:
+        who, n = log.busiest_reader()
+        E.fail(f"lbm_step reads f_out ({log.total_reads} reads; {O.thread_name(who)} made "
+               f"{n}), the array it is writing: f_out holds nothing yet (here NaN), so the "
+               "populations pulled from it are garbage. Pull from f_in: "
+               f"g_i = f_in[i, y - CY[i], x - CX[i]], and only write f_out [{ctx}].",
+               cause="pulled_from_output")
 
 
 def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]:
@@ -331,7 +406,8 @@ def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]
     }
 
 
-def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: str) -> None:
+def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: str,
+                  rerun: Any = None) -> None:
     want = _Stepper(solid, omega, (fx, 0.0)).step(f.astype(E._float64))
     tol = dict(rtol=2e-5, atol=2e-6)
     ok = E._isclose(got, want, **tol)
@@ -344,6 +420,8 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                f"from f_in to f_out unchanged (and do nothing else) [{ctx}].",
                cause="solid_not_copied")
     if E._isnan(got[:, fluid]).any():
+        if rerun is not None:
+            rerun()  # the simulator watches f_in and f_out: did it read the output?
         E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
                   formula="one pull-stream-collide step", context=ctx, **tol)
     for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
@@ -440,7 +518,8 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
         ctx = f"{ny}x{nx} lattice, omega {omega:.3f}, fx {fx:.4f}, blocks of {LBM_BLOCK}"
         runs = [_lbm_case(kernel, f, solid, omega, fx, spare, ctx) for _ in range(2)]
         for got in runs:
-            _diagnose_lbm(got, f, solid, omega, fx, ctx)
+            _diagnose_lbm(got, f, solid, omega, fx, ctx, rerun=lambda: _lbm_reads_output(
+                kernel, f, solid, omega, fx, spare, ctx))
         if not E._array_equal(runs[0], runs[1]):
             E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].",
                    cause="nondeterministic")
