@@ -98,11 +98,13 @@ class Probe(_ndarray):
     def _slots(self, idx: Any, write: bool) -> list[int] | None:
         """Slots ``self[idx]`` touches; None when the access goes outside (and is dropped)."""
         buf = self._cc_buf
-        it = idx if isinstance(idx, tuple) else (idx,)
-        if len(it) == self.ndim and all(isinstance(i, (int, _integer)) and
-                                        not isinstance(i, bool) for i in it):
+        it = idx if type(idx) is tuple else (idx,)
+        if len(it) == self.ndim:  # the hot path: one element by integer indices
             off = self._cc_off
-            for axis, (i, n, st) in enumerate(zip(it, self.shape, self.strides)):
+            axis = 0
+            for i, n, st in zip(it, self.shape, self.strides):
+                if type(i) is not int and not isinstance(i, _integer):
+                    break  # a slice, an array, a bool...: the general path below
                 i = int(i)
                 if not 0 <= i < n:
                     # Python would wrap a negative index around or raise past the end; a
@@ -111,6 +113,7 @@ class Probe(_ndarray):
                         return None
                     break
                 off += i * st
+                axis += 1
             else:
                 return [off // buf.itemsize]
         try:
