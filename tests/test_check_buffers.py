@@ -99,3 +99,14 @@ def test_host_code_is_not_observed_and_copies_are_plain():
     c = p.copy()
     assert seen == [] and base[0, 0] == 5.0
     assert B.buffer_of(c) is None and B.buffer_of(p.T) is B.buffer_of(p)
+
+
+def test_item_reads_the_element_it_names():
+    p, base, seen, _ = _observed((2, 3))
+
+    def kernel():
+        assert p.item(4) == 4.0  # flat index 4: base[1, 1]
+        assert p.T.item(2, 1) == 5.0  # base[1, 2], slot 5
+
+    _in_a_gpu_thread(kernel)
+    assert seen == [("r", (4,)), ("r", (5,))]

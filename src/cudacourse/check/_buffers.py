@@ -161,14 +161,16 @@ class Probe(_ndarray):
         return _Flat(self)
 
     def item(self, *args: Any) -> Any:
-        if getattr(self, "_cc_buf", None) is None or not args:
-            if getattr(self, "_cc_buf", None) is not None:
-                self._tell(self._all_slots(), False)
+        if getattr(self, "_cc_buf", None) is None:
             return super().item(*args)
+        if not args:  # the one element of a one-element array
+            self._tell(self._all_slots(), False)
+            return self.view(_ndarray).item()
         idx = args if len(args) > 1 else args[0]
         if isinstance(idx, (int, _integer)) and self.ndim != 1:
             idx = tuple(int(v) for v in _unravel(int(idx), self.shape))
-        return self[idx].item() if hasattr(self[idx], "item") else self[idx]
+        value = self[idx]
+        return value.item() if hasattr(value, "item") else value
 
     def fill(self, value: Any) -> None:
         if getattr(self, "_cc_buf", None) is not None:
