@@ -6,11 +6,14 @@ happen to give the right answer. ``observing()`` temporarily instruments Numba's
 simulator and records, per thread (block, thread):
 
 * element reads and writes of the arrays passed through ``watch`` (the array itself is
-  unchanged: the watched view shares its memory);
+  unchanged: the watched view shares its memory), observed by buffer (``_buffers``): an
+  access through any view the kernel makes (``out.T``, a slice, a row, ``.real``) is an
+  access to the array it aliases, as on a GPU;
 * every ``cuda.syncthreads()`` reached, by source line, so that a barrier that not every
   thread of the block reaches (inside ``if t < s``, or after an early ``return``) is found
   whatever the simulator's scheduling did;
-* every shared-memory access, between which barriers it happened: a slot written by one
+* every shared-memory access (through the array or any view of it), between which
+  barriers it happened: a slot written by one
   thread and read or written by another between the same two barriers is a race on a GPU
   (the CUDA memory model orders them only through the barrier), even when the simulator's
   interleaving gave the right numbers. Shared memory also starts poisoned in every block
