@@ -42,6 +42,11 @@ def test_an_endless_kernel_is_told_not_checked(monkeypatch):
     # the budget, not a grading timeout, ended it (generous: the machine is shared)
     assert time.monotonic() - start < 60
     assert not _budget.expired()  # the state is reset for the next check
+    # and no simulated thread of the stopped kernel is left spinning (it would eat the
+    # next check's budget)
+    import threading
+
+    assert not [t for t in threading.enumerate() if hasattr(t, "threadIdx") and t.is_alive()]
 
 
 def test_a_right_answer_is_untouched_by_the_budget():

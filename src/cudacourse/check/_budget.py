@@ -56,6 +56,16 @@ def _stop_simulated_threads() -> int:
     return told
 
 
+def _end_leftovers(wait_s: float = 5.0) -> None:
+    """Stop simulated threads still alive outside a launch: the simulator ends a launch at
+    its first failing thread and leaves the others of the block running (it only tells
+    them at a barrier), so a stopped endless loop would go on spinning and eat the next
+    check's budget."""
+    end = time.monotonic() + wait_s
+    while _stop_simulated_threads() and time.monotonic() < end:
+        time.sleep(_POLL_S)
+
+
 def _watch(deadline: float, done: threading.Event) -> None:
     while not done.wait(_POLL_S):
         if _clock() >= deadline and _stop_simulated_threads():
@@ -73,6 +83,7 @@ def budget(seconds: float | None = None) -> Iterator[None]:
     from . import _engine as E
 
     seconds = BUDGET_S if seconds is None else seconds
+    _end_leftovers()  # no launch runs between checks: any simulated thread is a leftover
     _STATE["deadline"] = _clock() + seconds
     _STATE["expired"] = False
     done = threading.Event()
@@ -95,5 +106,7 @@ def budget(seconds: float | None = None) -> Iterator[None]:
     finally:
         done.set()
         watcher.join()
+        if _STATE["expired"]:
+            _end_leftovers()
         _STATE["deadline"] = None
         _STATE["expired"] = False
