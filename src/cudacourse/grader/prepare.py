@@ -178,11 +178,29 @@ def _gpu_env(opts: dict[str, Any]) -> dict[str, str]:
 _PROBED: list[str] = []  # the grader's device probe, as JSON (once per grading process)
 
 
+def _device_module() -> Any:
+    """``cudacourse.device`` (the ctypes probe, which imports nothing of the package), also
+    when nbgrader loaded this package by path as ``cudacourse_grader``: there ``..`` does not
+    exist, so the file beside the package is loaded on its own."""
+    if __package__ and "." in __package__:
+        from .. import device
+
+        return device
+    import importlib.util
+
+    name = "cudacourse_grader_device"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE.parent / "device.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before exec: its dataclasses look themselves up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
     """The verdict server's environment: the grader's device probe handed down, so that the
     server never initialises CUDA itself and can fork one clean child per test cell."""
-    from .. import device
-
+    device = _device_module()
     env = {**GRADING_ENV, **_gpu_env(opts)}
     if not _PROBED:
         try:
