@@ -194,9 +194,16 @@ def test_gpu_cupy_in_cupy_out_and_memory_bound():
     cp = pytest.importorskip("cupy")
     bh, s, d = 16, 16384, 64
     q = cp.random.standard_normal((bh, s, d), dtype=cp.float32)
-    extra, out = A.measure_extra_memory(lambda: A.flash_attention(q, q, q))
-    assert isinstance(out, cp.ndarray) and out.shape == q.shape
-    assert extra <= 2**30 // 4
+    # The driver's free memory is the whole GPU's: another test process that creates its
+    # CUDA context meanwhile (pytest-xdist on one GPU) takes a few hundred MB of it. The
+    # fewest bytes of three calls is this call's own (the unfused scores would be 16 GiB).
+    seen = []
+    for _ in range(3):
+        extra, out = A.measure_extra_memory(lambda: A.flash_attention(q, q, q))
+        assert isinstance(out, cp.ndarray) and out.shape == q.shape
+        seen.append(extra)
+        del out
+    assert min(seen) <= 2**30 // 4, seen
 
 
 def test_fast_configs_are_the_fastest_of_the_committed_sweep():

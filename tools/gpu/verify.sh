@@ -50,6 +50,13 @@ export PYTHONUNBUFFERED=1 CUDACOURSE_QUIET=1
 # pytest and nbgrader run in other directories: PYTHONPATH entries must be absolute
 export PYTHONPATH=$(echo "${PYTHONPATH:-}" | tr ':' '\n' | while read -r p; do [ -n "$p" ] && readlink -f "$p"; done | paste -sd:)
 
+# Wheels installed with `pip --target` (.whl/on-device.sh) put their data files, nbconvert's
+# templates among them, under <target>/share/jupyter, which Jupyter does not search: without
+# it `nbgrader generate_feedback` fails ("No template sub-directory with name 'classic'").
+for site in $(echo "$PYTHONPATH" | tr ':' ' '); do
+  [ -d "$site/share/jupyter/nbconvert/templates" ] && export JUPYTER_PATH=$site/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}
+done
+
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 say() { echo "== $(date -u +%T) +$(( $(date +%s) - T0 ))s $*" | tee -a "$OUT/summary.txt"; }
 min() { [ "$1" -lt "$2" ] && echo "$1" || echo "$2"; }

@@ -678,6 +678,11 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
             def call(self, *args):
                 if not _outer():
                     return orig(self, *args)
+                # The same verdict as in the simulator: a GPU refuses a block of more than
+                # 1024 threads with a bare CUDA_ERROR_INVALID_VALUE, which names no cause.
+                from . import _engine as E
+
+                E.validate_launch(tuple(self.griddim), tuple(self.blockdim))
                 with _inner():
                     out = orig(self, *args)
                 launch_op(self.dispatcher, self.griddim, self.blockdim,
