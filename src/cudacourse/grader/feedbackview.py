@@ -218,9 +218,10 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
             used = [a for a in answers if a and re.search(rf"\b{re.escape(a)}\b",
                                                            cell.get("source", ""))]
             e.title = _heading_before(cells, i) or (used[0] if used else gid)
+            # (an answer cell that is gone is not starter code: intake names it missing)
             if not e.right and used and all(_unanswered(answers[a]) for a in used) and (
                     v.get("ename") in ("NameError", "NotImplementedError", "NotGradable")
-                    or "NotImplementedError" in message):
+                    or "NotImplementedError" in message) and "is missing" not in message:
                 e.status = "unanswered"
                 e.cause = "The answer cell still holds the starter code."
                 e.fix = f"Write {used[0]} in its answer cell."
