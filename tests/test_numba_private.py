@@ -121,3 +121,25 @@ def test_prepared_launch_goes_straight_to_the_driver_with_scalars_and_flags():
                            out2.__cuda_array_interface__["data"][0])
     cuda.synchronize()
     np.testing.assert_array_equal(out2.copy_to_host(), np.full((12, 40), -(1.5 * 2 + 7)))
+
+
+def test_driver_initialised_reads_numbas_flag_without_initialising(monkeypatch):
+    """driver_initialized() reads the Driver's own flag (never its __getattr__, which would
+    call cuInit), and says False where numba's driver module was never imported."""
+    import sys
+    import types
+
+    class FakeDriver:
+        def __init__(self, done):
+            self.is_initialized = done
+
+        def __getattr__(self, name):  # numba's Driver initialises CUDA here
+            raise AssertionError(f"driver_initialized() touched Driver.{name}")
+
+    for done in (False, True):
+        fake = types.ModuleType("numba.cuda.cudadrv.driver")
+        fake.driver = FakeDriver(done)
+        monkeypatch.setitem(sys.modules, "numba.cuda.cudadrv.driver", fake)
+        assert P.driver_initialized() is done
+    monkeypatch.delitem(sys.modules, "numba.cuda.cudadrv.driver")
+    assert P.driver_initialized() is False

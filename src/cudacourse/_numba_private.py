@@ -55,6 +55,17 @@ def reload_numba_config() -> None:
         config.reload_config()
 
 
+def driver_initialized() -> bool:
+    """Whether this process's CUDA driver was initialised (``cuInit``) through Numba
+    (``numba.cuda.cudadrv.driver.driver.is_initialized``): after that, a forked child cannot
+    use the GPU. False in the simulator and before numba.cuda's first call to the driver."""
+    mod = sys.modules.get("numba.cuda.cudadrv.driver")
+    if mod is None:
+        return False
+    # vars(), not getattr: the Driver's __getattr__ initialises the driver for a missing name
+    return bool(vars(getattr(mod, "driver", None) or object).get("is_initialized", True))
+
+
 # --- which objects are Numba's own device arrays -------------------------------------------------
 
 # Class names rather than classes: importing the classes would import numba.cuda, which must
@@ -344,6 +355,9 @@ def seams() -> dict[str, Callable[[], Any]]:
                                                              "_PendingDeallocs", "clear"),
             "devicearray.DeviceNDArray": sim("numba.cuda.cudadrv.devicearray", "DeviceNDArray"),
             "devicearray.MappedNDArray": sim("numba.cuda.cudadrv.devicearray", "MappedNDArray"),
+            # driver_initialized(): the grader's verdict server forks only before cuInit
+            "driver.driver.is_initialized": sim("numba.cuda.cudadrv.driver", "driver",
+                                                "is_initialized"),
         })
     return found
 

@@ -187,6 +187,9 @@ def grade(args: argparse.Namespace) -> int:
                                  "limits": {"memory_mb": args.memory_mb or None}}}
     if args.db:
         options["db_url"] = args.db
+    from .grader.distributed import default_workers
+
+    args.workers = args.workers or default_workers()
     executor = None
     how = f"{args.workers} {args.executor} worker(s)"
     if args.local_cluster or args.scheduler:  # Dask distributed: one machine or many
@@ -211,7 +214,7 @@ def grade(args: argparse.Namespace) -> int:
     try:
         run = runner.grade_class(args.course, args.assignment, students=args.student or None,
                                  executor=executor, workers=args.workers, options=options,
-                                 progress=not args.no_progress)
+                                 progress=not args.no_progress, executor_name=how)
     except (sandbox.SandboxRefused, FileNotFoundError) as exc:
         print(f"cudacourse grade: {exc}", file=sys.stderr)
         return 2
@@ -280,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("assignment")
     s.add_argument("--course", default=".", help="course root (nbgrader_config.py; default .)")
     s.add_argument("--student", action="append", help="only this student (repeatable)")
-    s.add_argument("--workers", type=int, default=2, help="submissions graded at once")
+    s.add_argument("--workers", type=int, default=None,
+                   help="submissions graded at once (default: one per CPU core; on a machine "
+                        "with several GPUs the jobs take them in turn)")
     s.add_argument("--timeout", type=int, default=90,
                    help="seconds per cell (default 90: the slowest lesson cell takes about 10 s in "
                         "the simulator on 2 cores; a hung cell costs this once)")

@@ -397,7 +397,7 @@ def _register_kernel(variant: str):
 
 MATMUL_VARIANTS = ("naive", "register", "register128", "register128x256",
                    "register128x256v4")
-# Fastest correct variant on an NVIDIA H200, 2026-11-30 (tools/gpu_matmul_final.sh, then
+# Fastest correct variant on an NVIDIA H200, 2026-11-30 (`cudacourse bench --only matmul`, then
 # `cudacourse bench`): 30.8 TFLOP/s, 0.598 of cuBLAS SGEMM measured in the same run; the
 # same tiles with 4-byte shared loads (register128x256) reached 0.56. Again 30.8 TFLOP/s,
 # 0.60 of cuBLAS and of torch.matmul (both 51.4), on 2026-12-01.

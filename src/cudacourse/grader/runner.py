@@ -282,12 +282,16 @@ def students_of(course_root: str, assignment: str, submitted_dir: str = "submitt
 
 
 def grade_class(course_root: str, assignment: str, *, students: list[str] | None = None,
-                executor: Executor | None = None, workers: int = 2,
+                executor: Executor | None = None, workers: int | None = None,
                 options: dict[str, Any] | None = None, progress: bool = True,
-                log: Any = None) -> dict[str, Any]:
-    """Grade every student (or ``students``); returns the run (see :mod:`runrecord`)."""
+                log: Any = None, executor_name: str | None = None) -> dict[str, Any]:
+    """Grade every student (or ``students``); returns the run (see :mod:`runrecord`).
+    ``workers``: default one per CPU core; jobs take the GPUs in turn where there are
+    several. ``executor_name`` describes ``executor`` in the run record."""
     from . import provenance, runrecord, sandbox
 
+    workers = workers or distributed.default_workers()
+    gpus = distributed.gpu_count()
     o = _opts(course_root, assignment, options)
     root = str(Path(course_root).resolve())
     students = students or students_of(root, assignment, o["submitted_dir"])
@@ -303,10 +307,16 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                            "privileges": sandbox.privilege_note(),
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "options": {k: v for k, v in o.items() if k != "sandbox"},
+                           "workers": workers, "gpus": gpus,
+                           "executor": executor_name or (
+                               f"{workers} thread(s) in this process" if executor is None
+                               else type(executor).__name__),
                            "results": []}
     say = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    say(f"cudacourse grade: {assignment}, {len(students)} submission(s), "
-        f"{run['isolation']}{'; ' + run['privileges'] if run['privileges'] else ''}")
+    on_gpus = f" and {gpus} GPUs" if gpus > 1 else ""
+    say(f"cudacourse grade: {assignment}, {len(students)} submission(s) on {run['executor']}"
+        f"{on_gpus}, {run['isolation']}"
+        f"{'; ' + run['privileges'] if run['privileges'] else ''}")
     start = time.monotonic()
     own = executor is None
     pool = executor or ThreadPoolExecutor(max_workers=max(1, workers))
@@ -324,7 +334,9 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
         shutil.rmtree(work / sub, ignore_errors=True)
     jo = {**o, "defer_nbgrader": o.get("batch_nbgrader", True)}
     try:
-        futures = {pool.submit(grade_submission, root, assignment, s, jo): s for s in students}
+        futures = {pool.submit(grade_submission, root, assignment, s,
+                               {**jo, "gpu_index": i % gpus} if gpus > 1 else jo): s
+                   for i, s in enumerate(students)}
         for fut in as_completed(futures):
             student = futures[fut]
             try:
