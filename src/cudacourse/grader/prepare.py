@@ -180,12 +180,14 @@ _PROBED: list[str] = []  # the grader's device probe, as JSON (once per grading 
 def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
     """The verdict server's environment: the grader's device probe handed down, so that the
     server never initialises CUDA itself and can fork one clean child per test cell."""
-    from .. import device
-
+    try:
+        from .. import device
+    except ImportError:  # loaded by path (plain nbgrader autograde): no package above
+        device = None
     env = {**GRADING_ENV, **_gpu_env(opts)}
     if not _PROBED:
         try:
-            _PROBED.append(device.probe_json())
+            _PROBED.append(device.probe_json() if device is not None else "")
         except Exception:  # noqa: BLE001 - the server then probes in a child of its own
             _PROBED.append("")
     if _PROBED[0] and "CUDA_VISIBLE_DEVICES" not in env:  # another GPU: let it probe
