@@ -39,8 +39,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/cudacourse
 SCORED_BY = ("check/*.py", "grader/*.py", "grading.py", "grading_audit.py", "quiz.py",
              "quizzes/*.toml")
 # In grader/, but they only schedule, report or record: a change there moves no score.
-NOT_SCORING = {"cudacourse/grader/classreport.py", "cudacourse/grader/distributed.py",
-               "cudacourse/grader/provenance.py", "cudacourse/grader/runrecord.py"}
+NOT_SCORING = {"cudacourse/grader/classreport.py", "cudacourse/grader/course.py",
+               "cudacourse/grader/distributed.py", "cudacourse/grader/provenance.py",
+               "cudacourse/grader/runrecord.py"}
 
 
 def _v(name: str) -> str:
