@@ -83,15 +83,29 @@ if _executor is not None:
 
     _grader = _sys.modules["cudacourse_grading"].load_grader()  # cudacourse_grader, by path
     _policy = _importlib.import_module(f"{_grader.__name__}.policy")
-    c.Autograde.autograde_preprocessors = [_policy.SyncDeadlines, _executor, IgnorePattern,
+    # SanitizeSubmission right after the verdicts: the autograded notebook (what formgrader
+    # shows the instructor and feedback is made from) holds sanitized markup only.
+    _sanitize = _sys.modules["cudacourse_grading"].SanitizeSubmission
+    c.Autograde.autograde_preprocessors = [_policy.SyncDeadlines, _executor, _sanitize,
+                                           IgnorePattern,
                                            ClearMetadataPreprocessor, LimitOutput,
                                            SaveAutoGrades, AssignLatePenalties,
                                            CheckCellMetadata]
     c.AssignLatePenalties.plugin_class = _policy.LatePenalty
+    # Feedback made from an autograded notebook of an older run is sanitized too.
+    from nbgrader.converters import GenerateFeedback as _GF
+
+    c.GenerateFeedback.preprocessors = [
+        _sanitize, *_GF.class_traits()["preprocessors"].make_dynamic_default()]
     # Per-cell limit while autograding (tests and tools pass --ResilientExecute.timeout=N).
     c.ResilientExecute.timeout = 240
     # A deleted test cell comes back from the master (and is scored like the others).
     c.OverwriteCells.add_missing_cells = True
+
+
+# Both pages (formgrader's view and the feedback HTML) render with nbconvert's own sanitizer
+# on outputs as well: a second line behind SanitizeSubmission.
+c.HTMLExporter.sanitize_html = True
 
 
 # --- deadlines and late work (cudacourse.grader.policy; docs/class-scale.md) ----------------

@@ -66,6 +66,29 @@ ESCAPES = {
                   "decorator other than @cuda.jit"),
     "decorator argument": ("@cuda.jit(debug=print('x'))\ndef f(a):\n    pass\n",
                            "decorator argument that is not a literal"),
+    # Numba evaluates a signature string with builtins: Python inside it would run in the
+    # verdict process on a GPU grader. The whole class: strings, tuples of strings, types.
+    "signature string": ("@cuda.jit(\"void(float32[:])\")\ndef f(a):\n    pass\n",
+                         "signature string"),
+    "signature string with code": (
+        "@cuda.jit(\"__import__('os').system('id') or void()\")\ndef f(a):\n    pass\n",
+        "signature string"),
+    "signature strings in a list": ("@cuda.jit([\"void(float32[:])\"])\ndef f(a):\n"
+                                    "    pass\n", "signature string"),
+    "signature object": ("@cuda.jit((float32[:],))\ndef f(a):\n    pass\n",
+                         "positional argument"),
+    "signature by keyword": ("@cuda.jit(func_or_sig=\"void()\")\ndef f(a):\n    pass\n",
+                             "decorator option 'func_or_sig='"),
+    "link a file": ("@cuda.jit(link=[\"/tmp/x.cu\"])\ndef f(a):\n    pass\n",
+                    "decorator option 'link='"),
+    "cache to disk": ("@cuda.jit(cache=True)\ndef f(a):\n    pass\n",
+                      "decorator option 'cache='"),
+    "string option": ("@cuda.jit(inline=\"always\")\ndef f(a):\n    pass\n",
+                      "must be bool"),
+    "string annotation": ("def f(a: \"__import__('os')\"):\n    pass\n",
+                          "string annotation"),
+    "string return annotation": ("def f(a) -> \"open('/x')\":\n    pass\n",
+                                 "string annotation"),
     "default argument": ("def f(a, b=open('/etc/hostname')):\n    pass\n", "name 'open'"),
     "annotation": ("def f(a: open('/etc/hostname')):\n    pass\n", "name 'open'"),
     "raise a non-builtin": ("def f(a):\n    raise a\n", "raise of something other"),
@@ -86,6 +109,15 @@ def test_each_escape_is_refused_with_its_construct_named(label):
     why = sel.reason_for(["f"])
     assert why is not None and phrase in why, (label, why, sel.accepted)
     assert "line" in why  # where it is, for the learner
+
+
+@pytest.mark.parametrize("decorator", ["@cuda.jit", "@cuda.jit()", "@cuda.jit(device=True)",
+                                       "@numba.cuda.jit(fastmath=True, max_registers=32)",
+                                       "@cuda.jit(device=True, inline=True, opt=False)"])
+def test_plain_jit_options_are_accepted(decorator):
+    sel = _select(f"{decorator}\ndef f(a):\n    a[0] = 1\n", "f",
+                  {**CONTEXT, "numba": __import__("numba")})
+    assert "f" in sel.accepted, sel.rejected
 
 
 def test_a_later_refused_definition_replaces_an_accepted_one():

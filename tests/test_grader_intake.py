@@ -109,3 +109,45 @@ def test_file_hashes_see_every_change(tmp_path):
     (tmp_path / "a").write_text("2")
     assert intake.file_hashes(tmp_path) != before
     assert json.dumps(before)
+
+
+def test_an_answer_cell_without_metadata_is_found_by_what_it_defines(course):
+    nb = _master(course)
+    kernel = _ids(nb).index("vector_add")
+    nb.cells[kernel].metadata.pop("nbgrader")  # right answer, its metadata removed
+    _submit(course, "lost", nbformat.writes(nb).encode())
+    staged = intake.stage(course, A, "lost", course / "staging")
+    out = nbformat.read(staged.notebooks[A], 4)
+    assert _ids(out)[kernel] == "vector_add" and _ids(out, "solution")[kernel] is True
+    assert out.cells[kernel].source == nb.cells[kernel].source
+    assert any("lost its nbgrader metadata" in p for p in staged.problems)
+
+
+def test_a_missing_answer_cell_is_named_in_every_verdict_that_needs_it(course):
+    from cudacourse.grader import allowlist
+
+    nb = _master(course)
+    del nb.cells[_ids(nb).index("vector_add")]  # gone altogether
+    _submit(course, "gone", nbformat.writes(nb).encode())
+    staged = intake.stage(course, A, "gone", course / "staging")
+    out = nbformat.read(staged.notebooks[A], 4)
+    assert _ids(out).index("vector_add") < _ids(out).index("test_vector_add")
+    assert "answer cell 'vector_add' is missing (its metadata was removed?)" in staged.problems
+    cell = out.cells[_ids(out).index("vector_add")]
+    sel = allowlist.select([("vector_add", cell.source)], {})
+    assert "answer cell 'vector_add' is missing (its metadata was removed?)" in \
+        sel.reason_for(["vector_add"])
+
+
+def test_a_demo_that_binds_the_answer_s_name_is_not_taken_for_it(course):
+    nb = _master(course)
+    kernel = _ids(nb).index("vector_add")
+    demo = next(c for c in nb.cells if c.cell_type == "code" and
+                not c.metadata.get("nbgrader", {}).get("solution"))
+    nb.cells[kernel].metadata.pop("nbgrader")
+    nb.cells[kernel].source = "x = 1\n"  # the answer is not there at all
+    _submit(course, "demo", nbformat.writes(nb).encode())
+    staged = intake.stage(course, A, "demo", course / "staging")
+    out = nbformat.read(staged.notebooks[A], 4)
+    assert out.cells[_ids(out).index("vector_add")].source.startswith(intake.MISSING_MARK)
+    assert demo.source in [c.source for c in out.cells]

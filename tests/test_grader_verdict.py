@@ -107,6 +107,52 @@ def test_verdict_processes_are_told_they_grade(tmp_path, monkeypatch):
     assert got["env"]["status"] == "pass" and got["env"]["output"] == "1\n"
 
 
+# --- reading verdicts back: total over anything a line can hold (issue 19, class 5) -------
+
+FORGED = {
+    "not a dict": ["pass"],
+    "status unknown": {"status": "PASS!", "message": "ok"},
+    "message a list": {"status": "fail", "message": ["a", 1], "ename": {"x": 1}},
+    "partial a string": {"status": "pass", "partial": "3"},
+    "partial nan": {"status": "pass", "partial": float("nan")},
+    "credit out of range": {"status": "fail", "credit": 7, "statements": "all"},
+    "notes a dict": {"status": "fail", "notes": {"a": 1}, "where": 3, "output": [1, 2]},
+}
+
+
+def test_every_forged_verdict_reads_as_a_verdict_that_earns_nothing():
+    from cudacourse.grader import partial, prepare
+
+    for label, line in FORGED.items():
+        v = verdict.normalise(line, "t")
+        assert v["status"] in verdict.STATUSES, label
+        assert isinstance(v["message"], str) and isinstance(v["output"], str), label
+        assert v["credit"] is None or 0 <= v["credit"] <= 1, label
+        # a malformed line never passes with points it did not prove
+        assert v["status"] != "pass" or v["partial"] is None, label
+        outs = partial.outputs(v, prepare.verdict_outputs(v, 1000), 3)
+        assert any(o["output_type"] == "error" for o in outs), label  # nbgrader: 0 points
+
+
+def test_a_right_verdict_survives_normalising():
+    v = verdict.normalise({"status": "pass", "partial": 2.0, "output": "ok",
+                           "notes": ["n"], "cause": None}, "t")
+    assert (v["status"], v["partial"], v["output"], v["notes"]) == ("pass", 2.0, "ok", ["n"])
+
+
+def test_forged_feedback_outputs_are_read_without_an_exception():
+    from cudacourse.grader import prepare
+
+    forged = [{"output_type": "stream", "name": "stdout", "text": [1, {"a": 2}, "x"]},
+              {"output_type": "error", "ename": ["E"], "evalue": 3, "traceback": [None, 4]},
+              {"output_type": "display_data", "data": {"text/plain": [5, "\udcff"],
+                                                       "text/html": "<script>x</script>"}},
+              "not an output", 7]
+    clean = prepare.sanitise(forged, 1000)
+    assert clean[0]["text"].endswith("x") and clean[1]["evalue"] == "3"
+    assert all("text/html" not in o.get("data", {}) for o in clean)
+
+
 def test_feedback_run_and_verdicts_of_a_submission_overlap(monkeypatch):
     """prepare() runs the feedback run while the verdicts run: each stand-in below waits for
     the other to have started, which only a concurrent run satisfies."""

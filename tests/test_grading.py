@@ -272,8 +272,9 @@ def test_hangs_and_crashes_are_reported_and_the_answers_still_graded(graded):
         assert f"cudacourse-grading: {name}/{A}: " in log
         sidecar = json.loads((graded["dir"] / "autograded" / name / A /
                               f"{A}.grading.json").read_text())
-        assert sidecar["incidents"] and "Grading note" in _autograded(
-            graded["dir"], name).cells[0].source
+        top = _autograded(graded["dir"], name).cells[:2]  # the summary, then the note
+        assert sidecar["incidents"] and top[0].metadata["cudacourse"]["summary"]
+        assert "Grading note" in top[1].source
 
 
 def test_feedback_and_export_work_for_the_graded(graded):

@@ -34,6 +34,7 @@ from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
@@ -123,12 +124,20 @@ class ResilientExecute(Execute):
         incidents = list(prepared.get("incidents", [])) + problems
         isolation = [i for i in prepared.get("isolation", []) if i != "bwrap"]
         incidents += [f"sandbox: {i}" for i in isolation]
+        clean = _sub("untrusted").line  # incidents quote the submission: one clean line each
         for line in incidents:
-            self.log.error("%s %s: %s", LOG_PREFIX, who, line)
+            self.log.error("%s %s: %s", LOG_PREFIX, clean(who), clean(line))
         self._note(nb, incidents)
+        late = self._lateness(info)
+        try:  # the summary on top, questions and messages readable; never a lost grade
+            _sub("feedbackview").annotate(nb, prepared.get("cells", {}), late=late)
+        except Exception as exc:  # noqa: BLE001 - scores do not depend on the view
+            self.log.error("%s %s: no summary: %s: %s", LOG_PREFIX, who, type(exc).__name__,
+                           exc)
         if isinstance(resources, dict):
             payload = {"student": student, "assignment": assignment, "notebook": notebook,
                        "isolation": prepared.get("isolation"), "incidents": incidents,
+                       "late": late,
                        "verdicts": {g: {k: v.get(k) for k in ("status", "ename", "message",
                                                                 "cause", "seconds")}
                                     for g, v in prepared.get("cells", {}).items()}}
@@ -139,13 +148,29 @@ class ResilientExecute(Execute):
                       prepared.get("seconds", 0.0))
         return nb, resources
 
+    def _lateness(self, info: dict[str, Any]) -> dict[str, Any] | None:
+        """Due date, time handed in, lateness and the rule, from the gradebook (nbgrader has
+        stored the submission's time by now); None without a due date."""
+        if not info.get("db_url"):
+            return None
+        policy = _sub("policy")
+        try:
+            return policy.lateness(info["db_url"], info.get("assignment", ""),
+                                   info.get("student", ""), policy.LatePenalty(config=self.config))
+        except Exception as exc:  # noqa: BLE001 - the summary goes on without the late line
+            self.log.warning("%s lateness unknown: %s", LOG_PREFIX, exc)
+            return None
+
     @staticmethod
     def _note(nb: NotebookNode, incidents: list[str]) -> None:
         if not incidents:
             return
+        # Incidents quote the submission (messages its kernel reported, names it chose):
+        # each is escaped, as text, never markup (SanitizeSubmission then cleans it again).
+        escaped = _sub("untrusted").markdown_text
         lines = ["**Grading note (cudacourse autograder).** Something in this notebook "
                  "needed the grader's attention:", ""]
-        lines += [f"- {i}" for i in incidents[:40]]
+        lines += [f"- {escaped(i)}" for i in incidents[:40]]
         note = nbformat.v4.new_markdown_cell("\n".join(lines))
         if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:
             note["id"] = NOTE_ID
@@ -154,4 +179,17 @@ class ResilientExecute(Execute):
         nb.cells.insert(0, note)
 
 
-__all__ = ["ResilientExecute", "load_grader", "LOG_PREFIX", "NOTE_ID"]
+class SanitizeSubmission(Preprocessor):
+    """Everything of the submission made safe to render, in the notebook nbgrader writes:
+    formgrader's view and the feedback HTML are rendered from that notebook, so both show
+    sanitized markup (cudacourse.grader.untrusted.clean_notebook)."""
+
+    # nbconvert runs a preprocessor only when enabled (its default is False)
+    enabled = Bool(True, help="Sanitize the notebook (never turn this off).").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: Any = None) -> tuple[NotebookNode, Any]:
+        _sub("untrusted").clean_notebook(nb)
+        return nb, resources
+
+
+__all__ = ["ResilientExecute", "SanitizeSubmission", "load_grader", "LOG_PREFIX", "NOTE_ID"]

@@ -44,6 +44,13 @@ Q = 9
 BYTES_PER_NODE = 2 * Q * 4  # 9 float32 read + 9 written per node per step
 
 
+# Flow past a circular cylinder (Williamson, Annu. Rev. Fluid Mech. 1996): the wake starts
+# shedding vortices above Re of about 47; the shedding frequency f then gives a Strouhal number
+# f D / u of about 0.2 over a wide range of Re.
+SHEDDING_REYNOLDS = 47
+CYLINDER_STROUHAL = 0.2
+
+
 def viscosity(tau: float) -> float:
     """Kinematic viscosity (lattice units) of BGK with relaxation time tau."""
     return (tau - 0.5) / 3.0

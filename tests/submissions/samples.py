@@ -170,6 +170,14 @@ def vector_add(a, b, out, _=open("/etc/hostname")):
     if i < out.shape[0]:
         out[i] = a[i] + b[i]
 ''', "name 'open'"),
+    # Numba's CUDA target evaluates a signature string with builtins: on a GPU grader the
+    # Python inside it would run in the verdict process (issue 19, class 2).
+    "escape_signature_string": ('''@cuda.jit("__import__('os').system('touch /tmp/__MARKER__-sig') or void(float32[:], float32[:], float32[:])")
+def vector_add(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+''', "signature string"),
     "escape_decorator": ('''def _passes(f):
     return f
 @_passes
@@ -367,7 +375,7 @@ def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sam
                           wrong=True))
     for name, (code, phrase) in ESCAPES.items():
         out.append(Sample(name, f"right arithmetic in a forbidden form ({phrase})",
-                          {KERNEL: code}, zero={KERNEL},
+                          {KERNEL: fill(code)}, zero={KERNEL},
                           phrase={f"test_{KERNEL}": phrase}))
     for name, code in SABOTAGE.items():
         attack_at = q1 if name in ("poison_startup",) else KERNEL
@@ -407,6 +415,13 @@ def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sam
                       nb_edit=_duplicate_kernel_cell))
     out.append(Sample("deleted_test_cell", "right answers, the kernel's test cell deleted: "
                       "nbgrader restores it from the master", nb_edit=_delete_kernel_test))
+    out.append(Sample("answer_metadata_removed", "right answers; the kernel cell's nbgrader "
+                      "metadata removed: found by what it defines, full marks",
+                      nb_edit=_drop_kernel_metadata))
+    out.append(Sample("answer_cell_deleted", "right quiz answers; the kernel's answer cell "
+                      "deleted: its test cell says the cell is missing, not a silent 0",
+                      zero={KERNEL}, nb_edit=_delete_kernel_answer,
+                      phrase={f"test_{KERNEL}": "is missing (its metadata was removed?)"}))
     out.append(Sample("test_to_solution", "a test cell turned into an answer cell",
                       nb_edit=_test_to_solution, not_graded="turned into an answer cell"))
     out.append(Sample("invalid_json", "the file cut in the middle",
@@ -438,6 +453,14 @@ def _duplicate_kernel_cell(nb: nbformat.NotebookNode) -> None:
 
 def _delete_kernel_test(nb: nbformat.NotebookNode) -> None:
     del nb.cells[_find(nb, f"test_{KERNEL}")]
+
+
+def _drop_kernel_metadata(nb: nbformat.NotebookNode) -> None:
+    nb.cells[_find(nb, KERNEL)].metadata.pop("nbgrader")
+
+
+def _delete_kernel_answer(nb: nbformat.NotebookNode) -> None:
+    del nb.cells[_find(nb, KERNEL)]
 
 
 def _test_to_solution(nb: nbformat.NotebookNode) -> None:

@@ -3,7 +3,8 @@
 A verdict process never runs a learner *statement*. From each answer cell it keeps only:
 
 * top-level function definitions (kernels, device functions, host functions) whose decorators
-  are ``cuda.jit`` with literal arguments, and whose whole body, defaults and annotations use
+  are ``cuda.jit`` bare or with the options in ``JIT_OPTIONS`` as bool/int literals (never a
+  signature: Numba evaluates signature strings), no string annotations, and whose whole body, defaults and annotations use
   only the constructs below;
 * ``name = <literal>`` (quiz answers, constants such as ``TILE = 16``), read with
   ``ast.literal_eval``: a value, never code;
@@ -88,6 +89,10 @@ if hasattr(ast, "Index"):  # Python < 3.9 spelling, harmless elsewhere
     _EXPR += (ast.Index,)  # pragma: no cover
 
 
+# The source intake gives an answer cell it could not find (intake.MISSING_MARK)
+MISSING_MARK = "# cudacourse: missing answer cell:"
+
+
 class NotGradable(Exception):
     """A learner construct outside the allow-list."""
 
@@ -135,6 +140,17 @@ def _locals_of(fn: ast.FunctionDef) -> set[str]:
     return names
 
 
+# ``@cuda.jit`` options an answer may pass, each a plain bool or int. Everything else is
+# refused, above all a signature: Numba parses a signature string by evaluating it
+# (``eval`` with builtins), so ``@cuda.jit("<string>")`` would run Python in the verdict
+# process on a GPU grader; ``link=`` and ``extensions=`` bring in code from files, and
+# ``cache=`` writes to disk. No positional argument is allowed at all.
+JIT_OPTIONS: dict[str, tuple[type, ...]] = {
+    "device": (bool,), "fastmath": (bool,), "inline": (bool,), "opt": (bool,),
+    "lineinfo": (bool,), "debug": (bool,), "max_registers": (int,),
+}
+
+
 def _check_decorator(dec: ast.expr, cell: str) -> None:
     def is_jit(e: ast.expr) -> bool:
         return (isinstance(e, ast.Attribute) and e.attr == "jit" and (
@@ -144,16 +160,46 @@ def _check_decorator(dec: ast.expr, cell: str) -> None:
     if is_jit(dec):
         return
     if isinstance(dec, ast.Call) and is_jit(dec.func):
-        for arg in [*dec.args, *(k.value for k in dec.keywords)]:
-            try:
-                ast.literal_eval(arg)
-            except ValueError:
-                raise NotGradable(f"decorator argument that is not a literal at "
-                                  f"{_where(arg, cell)}") from None
         if any(k.arg is None for k in dec.keywords):
             raise NotGradable(f"**kwargs in a decorator at {_where(dec, cell)}")
+        if dec.args:
+            what = ("a signature string (Numba evaluates it as Python)"
+                    if any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                           for a in dec.args for n in ast.walk(a))
+                    else "a positional argument (an explicit signature)")
+            raise NotGradable(f"{what} in @cuda.jit at {_where(dec.args[0], cell)}; "
+                              "write @cuda.jit or @cuda.jit(device=True)")
+        for k in dec.keywords:
+            if k.arg not in JIT_OPTIONS:
+                raise NotGradable(f"decorator option '{k.arg}=' (not one of "
+                                  f"{', '.join(sorted(JIT_OPTIONS))}) at {_where(k.value, cell)}")
+            if not isinstance(k.value, ast.Constant):
+                raise NotGradable(f"decorator argument that is not a literal at "
+                                  f"{_where(k.value, cell)}")
+            value, kinds = k.value.value, JIT_OPTIONS[k.arg]
+            # bool is an int: max_registers=True is refused, device=1 too
+            if type(value) not in kinds:
+                raise NotGradable(f"decorator option '{k.arg}=' must be "
+                                  f"{' or '.join(t.__name__ for t in kinds)}, not "
+                                  f"{type(value).__name__}, at {_where(k.value, cell)}")
         return
     raise NotGradable(f"decorator other than @cuda.jit at {_where(dec, cell)}")
+
+
+def _check_annotations(fn: ast.FunctionDef, cell: str) -> None:
+    """No string annotations: a tool that resolves them (typing.get_type_hints) evaluates
+    them, so they are code, not data."""
+    args = fn.args
+    annotated = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                        *(x for x in (args.vararg, args.kwarg) if x))
+                 if a.annotation is not None]
+    if fn.returns is not None:
+        annotated.append(fn.returns)
+    for ann in annotated:
+        for node in ast.walk(ann):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                raise NotGradable(f"a string annotation at {_where(node, cell)} (it would "
+                                  "be evaluated as Python)")
 
 
 def check_function(fn: ast.AST, cell: str, allowed: set[str]) -> set[str]:
@@ -211,6 +257,7 @@ def check_function(fn: ast.AST, cell: str, allowed: set[str]) -> set[str]:
             raise NotGradable(f"async comprehension at {_where(node, cell)}")
         elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):
             raise NotGradable(f"bytes literal at {_where(node, cell)}")
+    _check_annotations(fn, cell)
     return used
 
 
@@ -239,6 +286,11 @@ def select(cells: list[tuple[str, str]], context: dict[str, Any]) -> Selection:
             sel.accepted.pop(n, None)
 
     for grade_id, source in cells:
+        if source.startswith(MISSING_MARK):  # intake found no cell for this answer
+            names = source[len(MISSING_MARK):].partition(":")[2].split()
+            reject(names or [grade_id], f"answer cell '{grade_id}' is missing (its metadata "
+                                        "was removed?)")
+            continue
         try:
             tree = ast.parse(source, filename=f"<answer cell '{grade_id}'>")
         except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
@@ -371,4 +423,4 @@ def _is_constant(value: Any) -> bool:
 
 
 __all__ = ["Selection", "Definition", "NotGradable", "select", "available", "check_function",
-           "SAFE_BUILTINS", "ATTRIBUTES"]
+           "SAFE_BUILTINS", "ATTRIBUTES", "JIT_OPTIONS"]

@@ -140,7 +140,80 @@ def restore(nb: nbformat.NotebookNode, master: nbformat.NotebookNode,
                 cell.pop("execution_count", None)
         elif smeta.get("solution"):
             _merge_meta(cell, smeta)
+    _find_lost_answers(nb, master, seen, problems)
     return nb
+
+
+# Written into the source of an answer cell that could not be found, so that the verdict of
+# every test cell using its names says why (allowlist.MISSING_MARK reads it).
+MISSING_MARK = "# cudacourse: missing answer cell:"
+
+
+def _defined_names(source: str) -> set[str]:
+    """Top-level names a cell binds (functions, assignments, imports), by parsing only."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return set()
+    out: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return out
+
+
+def _find_lost_answers(nb: nbformat.NotebookNode, master: nbformat.NotebookNode,
+                       seen: set[str], problems: list[str]) -> None:
+    """An answer cell whose nbgrader metadata is gone is found by what it defines (the
+    names the master's answer cell binds) and graded as that cell; when no cell defines
+    them, a placeholder says, in every verdict that needs it, that the cell is missing."""
+    for src in master.cells:
+        meta = nb_meta(src)
+        gid = meta.get("grade_id")
+        if src.cell_type != "code" or not meta.get("solution") or not gid or gid in seen:
+            continue
+        wanted = _defined_names(src.source)
+        # the course's own cells (demos that happen to bind the same name) are not answers
+        given = {c.source for c in master.cells if not nb_meta(c).get("solution")}
+        found = None
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "code" and not nb_meta(cell).get("grade_id") and wanted and \
+                    cell.source not in given and wanted <= _defined_names(cell.source):
+                found = index
+                break
+        if found is not None:
+            _merge_meta(nb.cells[found], meta)
+            seen.add(gid)
+            problems.append(f"cell {found}: answer cell '{gid}' had lost its nbgrader "
+                            f"metadata; found by what it defines "
+                            f"({', '.join(sorted(wanted))}) and graded as '{gid}'")
+            continue
+        # before the first test cell that follows it in the master, as in a learner copy
+        where = _master_position(nb, master, src)
+        placeholder = nbformat.v4.new_code_cell(
+            f"{MISSING_MARK} {gid}: {' '.join(sorted(wanted))}\n")
+        _merge_meta(placeholder, meta)
+        if nb.get("nbformat_minor", 5) < 5:
+            placeholder.pop("id", None)
+        nb.cells.insert(where, placeholder)
+        seen.add(gid)
+        problems.append(f"answer cell '{gid}' is missing (its metadata was removed?)")
+
+
+def _master_position(nb: nbformat.NotebookNode, master: nbformat.NotebookNode,
+                     answer: Any) -> int:
+    after = master.cells[master.cells.index(answer) + 1:]
+    for later in after:
+        gid = nb_meta(later).get("grade_id")
+        for index, cell in enumerate(nb.cells):
+            if gid and nb_meta(cell).get("grade_id") == gid:
+                return index
+    return len(nb.cells)
 
 
 def _merge_meta(cell: Any, master_meta: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import nbformat
 
-from . import partial
+from . import partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
 
@@ -96,7 +96,8 @@ def context_for(master: nbformat.NotebookNode) -> dict[str, list[str]]:
 # --- sanitising what came back from the sandbox --------------------------------------------
 
 def _cap(text: Any, n: int) -> str:
-    text = text if isinstance(text, str) else "".join(text) if isinstance(text, list) else str(text)
+    text = text if isinstance(text, str) else "".join(
+        t if isinstance(t, str) else str(t) for t in text) if isinstance(text, list) else str(text)
     return text if len(text) <= n else text[:n] + f"\n[... {len(text) - n} characters cut by the grader]\n"
 
 
@@ -259,6 +260,7 @@ def run_verdicts(jobs: list[dict[str, Any]], opts: dict[str, Any], course_root: 
                 v = {"status": "error", "ename": "GraderError",
                      "message": f"the check's process ended without a verdict (exit status "
                                 f"{res.rc}){': ' + ' | '.join(err) if err else ''}"}
+        v = verdict.normalise(v, gid)  # total: a malformed line is a failing verdict
         v.update(grade_id=gid, isolation=res.isolation)
         out[gid] = v
     return out
@@ -309,12 +311,16 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         for mine, theirs in zip(sent.cells, cells):
             ok = isinstance(theirs, dict) and mine.cell_type == "code" and not is_test_cell(mine)
             outputs.append(sanitise(theirs.get("outputs"), opts["output_cap"]) if ok else None)
-        meta = ran.get("metadata", {}).get("cudacourse_feedback_run", {})
-        for i in (meta.get("incidents") or [])[:20]:
+        # Written in the sandbox, so forged at will: read only what has the expected shape
+        meta = ran.get("metadata") if isinstance(ran.get("metadata"), dict) else {}
+        meta = meta.get("cudacourse_feedback_run")
+        meta = meta if isinstance(meta, dict) else {}
+        found = meta.get("incidents") if isinstance(meta.get("incidents"), list) else []
+        for i in found[:20]:
             if isinstance(i, dict):
-                incidents.append(_cap(f"feedback run (reported from the learner's kernel): "
-                                      f"cell {i.get('cell')} {i.get('kind')}: {i.get('what')}",
-                                      500))
+                incidents.append(untrusted.line(_cap(
+                    f"feedback run (reported from the learner's kernel): cell {i.get('cell')} "
+                    f"{i.get('kind')}: {i.get('what')}", 500)))
         return outputs, incidents, res.isolation
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -213,7 +213,9 @@ def format_changes(items: list[Change]) -> str:
              f"{', '.join(who)}"]
     for c in items:
         lines.append(f"- {c.student} {c.cell}: {c.before} -> {c.after}: {c.why}")
-    return "\n".join(lines)
+    from . import untrusted
+
+    return "\n".join(untrusted.line(ln) for ln in lines)  # names come from submissions
 
 
 def _scores_only(snap: dict) -> dict:
@@ -247,7 +249,12 @@ def record(course_root: str | os.PathLike, assignment: str, db_url: str | None =
         path = folder / f"{name}-{n}.json"
         n += 1
     snap["changes_since_previous"] = [asdict(c) for c in found]
-    path.write_text(json.dumps(snap, indent=1))
+    from . import untrusted
+    from .runrecord import _private
+
+    # student names and diagnoses quote submissions; no gradebook password; owner only
+    safe = untrusted.deep(untrusted.redact(snap, untrusted.secrets_of(db_url)), untrusted.text)
+    _private(path, json.dumps(safe, indent=1))
     return path, found
 
 

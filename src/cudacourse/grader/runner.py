@@ -145,11 +145,17 @@ def mark_not_graded(course_root: str, assignment: str, student: str, reason: str
     fb.mkdir(parents=True, exist_ok=True)
     from html import escape
 
-    (fb / "NOT_GRADED.txt").write_text(f"{assignment}: not graded: {reason}\n")
+    from . import untrusted
+
+    # the reason may quote the submission (any Unicode) or an error naming the gradebook
+    reason = untrusted.line(untrusted.redact(reason, untrusted.secrets_of(db_url)))
+    (fb / "NOT_GRADED.txt").write_text(f"{assignment}: not graded: {reason}\n",
+                                       encoding="utf-8")
     (fb / "NOT_GRADED.html").write_text(
         f"<!doctype html><meta charset='utf-8'><title>{escape(assignment)}: not graded"
         f"</title><h1>{escape(assignment)}: not graded</h1><p>{escape(reason)}</p>"
-        "<p>Ask your instructor; nothing was scored, this is not a zero.</p>\n")
+        "<p>Ask your instructor; nothing was scored, this is not a zero.</p>\n",
+        encoding="utf-8")
     from nbgrader.api import Gradebook, MissingEntry
 
     with gradebook_lock(db_url), Gradebook(db_url) as gb:
@@ -209,13 +215,17 @@ def grade_submission(course_root: str, assignment: str, student: str,
     failed = autograde(root, assignment, [student], o).get(student)
     if failed:
         return not_graded(failed)
-    return finish(out, o, start)
+    return finish(out, o, start, root)
 
 
-def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None) -> dict[str, Any]:
-    """Scores from the gradebook; the staged copy and prepared results removed."""
+def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None,
+           root: str | None = None) -> dict[str, Any]:
+    """Scores from the gradebook (with lateness, and the first cell that lost points, when
+    ``root`` is given); the staged copy and prepared results removed."""
     out["status"] = "graded"
     out["scores"], out["max_scores"] = _scores(o["db_url"], out["assignment"], out["student"])
+    if root is not None:
+        out.update(_late_and_lost(root, out["assignment"], out["student"], o["db_url"]))
     work = Path(o["work_dir"])
     if not o["keep_work"]:
         shutil.rmtree(work / "staged" / out["student"], ignore_errors=True)
@@ -223,6 +233,17 @@ def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None) -
     if start is not None:
         out["seconds"] = round(time.monotonic() - start, 2)
     return out
+
+
+def _late_and_lost(root: str, assignment: str, student: str, db_url: str) -> dict[str, Any]:
+    from . import feedbackview, policy
+
+    try:
+        late = policy.lateness(db_url, assignment, student, policy.policy_of(root)[1])
+    except Exception as exc:  # noqa: BLE001 - a table without the late column, not a crash
+        late = {"error": f"{type(exc).__name__}: {exc}"}
+    return {"late": late, "lost": feedbackview.first_lost(
+        Path(root) / "autograded" / student / assignment)}
 
 
 def autograde(root: str, assignment: str, students: list[str],
@@ -270,7 +291,7 @@ def _finish_batch(root: str, assignment: str, prepared: list[dict[str, Any]],
             mark_not_graded(root, assignment, r["student"], reason, o["db_url"])
             say(f"cudacourse-grading: {r['student']}/{assignment}: not graded: {reason}")
         else:
-            finish(r, o)
+            finish(r, o, root=root)
         for inc in r.get("incidents", []):
             say(f"cudacourse-grading: {r['student']}/{assignment}: {inc}")
 
@@ -288,7 +309,7 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
     """Grade every student (or ``students``); returns the run (see :mod:`runrecord`).
     ``workers``: default one per CPU core; jobs take the GPUs in turn where there are
     several. ``executor_name`` describes ``executor`` in the run record."""
-    from . import provenance, runrecord, sandbox
+    from . import provenance, runrecord, sandbox, untrusted
 
     workers = workers or distributed.default_workers()
     gpus = distributed.gpu_count()
@@ -307,12 +328,19 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                            "privileges": sandbox.privilege_note(),
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "options": {k: v for k, v in o.items() if k != "sandbox"},
-                           "workers": workers, "gpus": gpus,
+                           "workers": getattr(executor, "_max_workers", None) or workers,
+                           "gpus": gpus,
                            "executor": executor_name or (
                                f"{workers} thread(s) in this process" if executor is None
-                               else type(executor).__name__),
+                               else getattr(executor, "description", None) or
+                               f"{type(executor).__module__}.{type(executor).__qualname__}"),
                            "results": []}
-    say = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    shown = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    secrets = untrusted.secrets_of(o.get("db_url"))
+
+    def say(line: str) -> None:  # lines quote submissions: one clean line, no password
+        shown(untrusted.line(untrusted.redact(line, secrets)))
+
     on_gpus = f" and {gpus} GPUs" if gpus > 1 else ""
     say(f"cudacourse grade: {assignment}, {len(students)} submission(s) on {run['executor']}"
         f"{on_gpus}, {run['isolation']}"

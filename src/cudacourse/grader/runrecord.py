@@ -9,14 +9,27 @@ Files, under ``<course>/grading/<assignment>/``:
   ``reason`` says why; ``score`` is empty (never 0) when not graded. Join it with
   ``nbgrader export`` on ``student_id``: the export alone shows a not-graded student as 0;
 * ``summary.txt``: the table printed at the end of the run.
+
+Every string of a run may quote a submission (reasons, incidents, student names), so each
+writer is safe for any Unicode (a lone surrogate is written as ``\\udcXX``), CSV cells and
+the table carry no control characters (:mod:`untrusted`), no database password appears
+anywhere (``redacted``), and the files are readable by their owner only (0600): a run
+record names every student with their scores.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):  # pragma: no cover - loaded by path
+    import untrusted  # type: ignore[no-redef]
+else:
+    from . import untrusted
 
 
 def total(res: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -27,14 +40,40 @@ def total(res: dict[str, Any]) -> tuple[float | None, float | None]:
     return score, most
 
 
+def redacted(run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` with every string safe to write and no database password in it."""
+    urls = [run.get("options", {}).get("db_url"), run.get("db_url")]
+    urls += [r.get("db_url") for r in run.get("results", []) if isinstance(r, dict)]
+    secrets = untrusted.secrets_of(*[u for u in urls if isinstance(u, str)])
+    return untrusted.deep(untrusted.redact(run, secrets), untrusted.text)
+
+
+def late_of(res: dict[str, Any]) -> dict[str, Any] | None:
+    """A graded submission's lateness (due, submitted, penalty, rule) when it was late."""
+    late = res.get("late")
+    if res.get("status") != "graded" or not isinstance(late, dict) or not late.get("late"):
+        return None
+    from .policy import duration
+
+    return {**late, "penalty": float(late.get("penalty") or 0.0),
+            "days": duration(float(late.get("seconds_late") or 0.0))}
+
+
 def table(run: dict[str, Any]) -> str:
+    """The summary table; every cell a single line with no control character."""
+    run = redacted(run)
     rows = [("student", "status", "score", "incidents", "reason / first incident")]
     for r in run["results"]:
         score, most = total(r)
         shown = f"{score:g} / {most:g}" if score is not None else "NOT GRADED"
-        first = r.get("reason") or (r.get("incidents") or [""])[0]
-        rows.append((r["student"], r["status"], shown, str(len(r.get("incidents", []))),
-                     first[:90]))
+        late = late_of(r)
+        if late:
+            shown += f" LATE -{late['penalty']:g}"
+        first = r.get("reason") or (r.get("incidents") or [""])[0] or r.get("lost") or ""
+        if late:
+            first = f"late {late['days']}, {late['rule']}" + (f"; {first}" if first else "")
+        rows.append((untrusted.line(r["student"]), untrusted.line(r["status"]), shown,
+                     str(len(r.get("incidents", []))), untrusted.line(first)[:90]))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4]
              for row in rows]
@@ -50,26 +89,44 @@ def table(run: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _private(path: Path, data: str) -> None:
+    """Write ``data`` (UTF-8) to ``path``, readable and writable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older record (0644) becomes private too
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        fh.write(data)
+
+
 def write(run: dict[str, Any], directory: Path) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    stamp = run["started"].replace(":", "").replace("-", "")
+    safe = redacted(run)
+    stamp = untrusted.line(safe["started"]).replace(":", "").replace("-", "")
     paths = {"json": directory / f"run-{stamp}.json", "latest": directory / "latest.json",
              "csv": directory / "status.csv", "summary": directory / "summary.txt"}
-    text = json.dumps(run, indent=1, default=str)
-    paths["json"].write_text(text)
-    paths["latest"].write_text(text)
-    with open(paths["csv"], "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["student_id", "assignment", "status", "reason", "score", "max_score",
-                    "incidents"])
-        for r in run["results"]:
-            score, most = total(r)
-            w.writerow([r["student"], r["assignment"], r["status"], r.get("reason") or "",
-                        "" if score is None else f"{score:g}",
-                        "" if most is None else f"{most:g}",
-                        " | ".join(r.get("incidents", []))[:2000]])
-    paths["summary"].write_text(table(run) + "\n")
+    text = json.dumps(safe, indent=1, default=lambda v: untrusted.text(v))
+    _private(paths["json"], text)
+    _private(paths["latest"], text)
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(["student_id", "assignment", "status", "reason", "score", "max_score",
+                "incidents", "late", "late_penalty", "due", "submitted", "late_rule",
+                "first_lost"])
+    for r in safe["results"]:
+        score, most = total(r)
+        late = late_of(r) or {}
+        w.writerow([untrusted.csv_cell(r["student"]), untrusted.csv_cell(r["assignment"]),
+                    r["status"], untrusted.csv_cell(r.get("reason") or ""),
+                    "" if score is None else f"{score:g}",
+                    "" if most is None else f"{most:g}",
+                    untrusted.csv_cell(" | ".join(r.get("incidents", [])))[:2000],
+                    # lateness is the grader's own words (parsed times, the configured
+                    # rule, which may start with '-'), not text from the submission
+                    late.get("days", ""), f"{late['penalty']:g}" if late else "",
+                    late.get("due", ""), late.get("submitted", ""), late.get("rule", ""),
+                    untrusted.csv_cell(r.get("lost") or "")[:300]])
+    _private(paths["csv"], buf.getvalue())
+    _private(paths["summary"], table(safe) + "\n")
     return paths
 
 
-__all__ = ["table", "write", "total"]
+__all__ = ["late_of", "table", "write", "total", "redacted"]

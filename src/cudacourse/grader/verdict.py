@@ -145,6 +145,58 @@ def judge(job: dict[str, Any], ns: dict[str, Any] | None = None, done: int = 0) 
         result["output"] = out.text()
 
 
+STATUSES = ("pass", "fail", "error", "not_gradable", "timeout")
+
+
+def normalise(v: Any, grade_id: str) -> dict[str, Any]:
+    """A verdict as read back from its process, with every field of the type the grader
+    uses: parsing is total, whatever the line held. Anything malformed is a failing
+    verdict that says so (no points), never an exception in the grader."""
+    if not isinstance(v, dict):
+        return {"grade_id": grade_id, "status": "error", "ename": "MalformedVerdict",
+                "message": f"the check's result was not a verdict ({type(v).__name__})",
+                "partial": None, "credit": None, "notes": [], "where": [],
+                "statements": [], "cause": None, "output": ""}
+
+    def text(x: Any, cap: int) -> str:
+        s = x if isinstance(x, str) else "" if x is None else json.dumps(x, default=str)
+        return s[:cap]
+
+    status = v.get("status") if v.get("status") in STATUSES else None
+    out: dict[str, Any] = {
+        "grade_id": grade_id, "status": status or "error",
+        "ename": text(v.get("ename"), 200) or None,
+        "message": text(v.get("message"), 4000),
+        "output": text(v.get("output"), 1 << 20),
+        "notes": [text(n, 500) for n in v.get("notes", [])[:20]]
+        if isinstance(v.get("notes"), list) else [],
+        "where": [text(w, 200) for w in v.get("where", [])[:3]]
+        if isinstance(v.get("where"), list) else [],
+        "cause": text(v.get("cause"), 100) or None,
+        "partial": None, "credit": None,
+        "statements": [d for d in v.get("statements", [])[:200] if isinstance(d, dict) and
+                       isinstance(d.get("kind"), str) and isinstance(d.get("passed"), bool)]
+        if isinstance(v.get("statements"), list) else [],
+    }
+    c = v.get("credit")
+    if isinstance(c, (int, float)) and not isinstance(c, bool) and 0.0 <= c <= 1.0:
+        out["credit"] = float(c)
+    for key in ("fork", "seconds", "isolation"):
+        if key in v:
+            out[key] = v[key]
+    p = v.get("partial")
+    if isinstance(p, (int, float)) and not isinstance(p, bool) and p == p and \
+            abs(p) != float("inf"):
+        out["partial"] = float(p)
+    elif p is not None and out["status"] == "pass":
+        out.update(status="error", ename="MalformedVerdict",
+                   message=f"the check's partial score is not a number ({type(p).__name__})")
+    if status is None:
+        out.update(ename="MalformedVerdict",
+                   message=f"the check's result had no valid status ({text(v.get('status'), 60)})")
+    return out
+
+
 def _shared_prefix(jobs: list[dict[str, Any]]) -> list[str]:
     first = jobs[0].get("context", [])
     n = len(first)
