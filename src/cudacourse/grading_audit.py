@@ -41,7 +41,8 @@ COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
                   "cudacourse.check.threads", "cudacourse.check.memory",
                   "cudacourse.check.tiling", "cudacourse.check.attention",
                   "cudacourse.check.science", "cudacourse.quiz", "cudacourse.device",
-                  "cudacourse.arrays", "cudacourse.check._names")
+                  "cudacourse.arrays", "cudacourse.check._names",
+                  "cudacourse.check._launches")
 OTHER_MODULES = ("numpy", "numpy.testing", "hashlib")
 # Notebook names a test cell uses, and the module each must be.
 USER_NAMES = {"cudacourse": "cudacourse", "quiz": "cudacourse.quiz", "np": "numpy",
