@@ -1,6 +1,6 @@
 """What the autograder records inside a learner's kernel to notice tampering.
 
-The grading executor (``cudacourse.grading.ResilientExecute``) sends the *text* of this
+The grading executor (``cudacourse.grader.autograde.ResilientExecute``) sends the *text* of this
 module into the kernel and runs it there, in its own namespace, before any learner code
 (the baseline) and again around every graded test cell. Each run describes, as plain
 strings, the identity of everything a test cell relies on:

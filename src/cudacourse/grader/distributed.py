@@ -102,7 +102,7 @@ def _text(data: bytes | str | None) -> str:
 
 
 def _incidents(course_root: Path, assignment: str, student: str) -> list[dict]:
-    """What cudacourse.grading recorded in <notebook>.grading.json files (hangs, crashes)."""
+    """What cudacourse.grader.autograde recorded in <notebook>.grading.json files (hangs, crashes)."""
     out: list[dict] = []
     for path in sorted((course_root / "autograded" / student / assignment).glob(
             "*.grading.json")):

@@ -36,13 +36,12 @@ from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/cudacourse
 # What decides a score, inside the package.
-SCORED_BY = ("check/*.py", "grader/*.py", "grading.py", "grading_audit.py", "quiz.py",
-             "quizzes/*.toml")
+SCORED_BY = ("check/*.py", "grader/*.py", "quiz.py", "quizzes/*.toml")
 # In grader/, but they only schedule, report or record: a change there moves no score.
 NOT_SCORING = {"cudacourse/grader/classdata.py",
                "cudacourse/grader/classreport.py", "cudacourse/grader/course.py",
                "cudacourse/grader/distributed.py", "cudacourse/grader/provenance.py",
-               "cudacourse/grader/runrecord.py"}
+               "cudacourse/grader/quiz_mode.py", "cudacourse/grader/runrecord.py"}
 
 
 def _v(name: str) -> str:
