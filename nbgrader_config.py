@@ -27,7 +27,7 @@ c.ExecutePreprocessor.timeout = 240
 c.Execute.timeout = 240
 
 
-# --- autograding: cudacourse.grading.ResilientExecute replaces nbgrader's Execute -----------
+# --- autograding: cudacourse.grader.autograde.ResilientExecute replaces nbgrader's Execute -----------
 # Learner code never runs in nbgrader's process: each test cell is scored by a clean,
 # sandboxed verdict process, and the whole notebook runs in a sandbox for feedback only.
 # `cudacourse grade ASSIGNMENT` is the documented way in (parallel, broken submissions
@@ -56,7 +56,7 @@ def _load_by_path(filename, name):
 
 
 def _load_grading_executor():
-    module = _load_by_path("grading.py", "cudacourse_grading")
+    module = _load_by_path("grader/autograde.py", "cudacourse_grading")
     if module is None:
         import sys
 
@@ -69,7 +69,7 @@ def _load_grading_executor():
 _executor = _load_grading_executor()
 if _executor is None and __import__("os").environ.get("CUDACOURSE_REQUIRE_GRADER") == "1":
     # `cudacourse grade` sets this: never fall back to stock Execute (learner code in-process)
-    raise SystemExit("nbgrader_config.py: cudacourse.grading cannot be loaded; refusing to "
+    raise SystemExit("nbgrader_config.py: cudacourse.grader.autograde cannot be loaded; refusing to "
                      "autograde with stock nbgrader")
 if _executor is not None:
     from nbconvert.preprocessors import ClearMetadataPreprocessor
@@ -118,7 +118,7 @@ c.LatePenalty.max_percent = 100  # never more than this
 c.LatePenalty.grace_minutes = 0  # up to this many minutes late counts as on time
 
 
-# --- questions: formative or graded, per assignment (cudacourse.quiz_mode) -----------------
+# --- questions: formative or graded, per assignment (cudacourse.grader.quiz_mode) -----------------
 # Formative (default): instant right/wrong in the widget, 0 points. Graded: the widget only
 # records a choice, the answer is checked at autograding and explained in the feedback.
 # List the graded assignments, then rebuild their learner copies (./course build NN).
@@ -127,7 +127,7 @@ c.QuizMode.points = 1  # points per graded question
 
 
 def _load_quiz_mode():
-    module = _load_by_path("quiz_mode.py", "cudacourse_quiz_mode")
+    module = _load_by_path("grader/quiz_mode.py", "cudacourse_quiz_mode")
     return None if module is None else module.QuizMode
 
 

@@ -380,7 +380,7 @@ def test_a_notebook_shows_the_diagnosis_and_not_the_checkers_insides(tmp_path):
 def test_a_check_changes_nothing_the_grading_audit_watches():
     """The engine keeps run-time state (caches, 'said once') where the tamper audit does not
     look, so a check that passes, fails or refuses a compile is not mistaken for tampering."""
-    from cudacourse import grading_audit
+    from cudacourse.grader import audit as grading_audit
 
     ns: dict = {}
     base = grading_audit.snapshot(ns, load=True)
@@ -410,7 +410,7 @@ def test_a_compile_that_starts_the_compiler_changes_nothing_the_audit_watches(tm
                                                                               monkeypatch):
     """The same with an empty cache, so the compiler child really runs (sim) and the
     child's module is loaded (it must not join the package's modules)."""
-    from cudacourse import grading_audit
+    from cudacourse.grader import audit as grading_audit
     from cudacourse.check import _compile
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -152,7 +152,7 @@ def test_the_nbgrader_step_sanitizes_as_nbconvert_calls_it():
     it is enabled: called here exactly so."""
     from nbconvert.exporters import NotebookExporter
 
-    from cudacourse.grading import SanitizeSubmission
+    from cudacourse.grader.autograde import SanitizeSubmission
 
     exporter = NotebookExporter()
     exporter.register_preprocessor(SanitizeSubmission)

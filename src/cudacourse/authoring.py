@@ -24,26 +24,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-_KINDS = {None, "markdown", "readonly", "solution", "tests"}
-_TITLE = re.compile(r"^\[(?P<kind>[\w-]+)\]$")
-# Keys jupytext adds to a cell's metadata for its own round trip, not lesson attributes.
-_JUPYTEXT_KEYS = {"title", "lines_to_next_cell", "incorrectly_encoded_metadata",
-                  "cell_marker", "region_name"}
-
-
-class LessonSyntaxError(ValueError):
-    pass
+from .lessonsource import (Cell, LessonSyntaxError, _attrs, _strip,  # noqa: F401 - as before
+                           parse)
 
 
 class CourseRootNotFound(FileNotFoundError):
@@ -71,67 +62,6 @@ def __getattr__(name: str) -> Any:
         except CourseRootNotFound:
             return Path.cwd()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@dataclass
-class Cell:
-    kind: str | None
-    attrs: dict[str, str]
-    source: str
-    lineno: int
-
-
-def _attrs(metadata: dict[str, Any]) -> dict[str, str]:
-    """``key=value`` words after the kind: jupytext parses the JSON-like ones (points=3)
-    itself and keeps the rest (id=setup) as one string."""
-    attrs = {k: str(v) for k, v in metadata.items() if k not in _JUPYTEXT_KEYS}
-    for word in metadata.get("incorrectly_encoded_metadata", "").split():
-        key, sep, value = word.partition("=")
-        if not sep:
-            raise LessonSyntaxError(f"cell attribute {word!r} is not key=value")
-        attrs[key] = value
-    return attrs
-
-
-def parse(text: str, name: str = "<lesson>") -> list[Cell]:
-    """The cells of a percent-format lesson source, read by jupytext."""
-    import jupytext
-
-    lines = text.splitlines()
-    marks = [k for k, line in enumerate(lines, 1) if line.startswith("# %%")]
-    first_text = next((k for k, line in enumerate(lines, 1) if line.strip()), None)
-    if first_text is not None and (not marks or first_text < marks[0]):
-        raise LessonSyntaxError(f"{name}:{first_text}: text before the first '# %%' marker")
-    nb = jupytext.reads(text, fmt="py:percent")
-    if len(nb.cells) != len(marks):
-        raise LessonSyntaxError(f"{name}: {len(marks)} '# %%' markers but jupytext read "
-                                f"{len(nb.cells)} cells")
-    cells = []
-    for lineno, c in zip(marks, nb.cells):
-        title = c.metadata.get("title", "")
-        m = _TITLE.match(title)
-        if c.cell_type == "markdown":
-            kind = "markdown"
-        elif m:
-            kind = m.group("kind")
-        elif title:
-            raise LessonSyntaxError(f"{name}:{lineno}: unknown cell marker text {title!r}")
-        else:
-            kind = None
-        if kind not in _KINDS:
-            raise LessonSyntaxError(f"{name}:{lineno}: unknown cell kind [{kind}]")
-        cells.append(Cell(kind, _attrs(c.metadata), _strip(c.source), lineno))
-    return cells
-
-
-def _strip(source: str) -> str:
-    """The source without its leading and trailing blank lines."""
-    lines = source.split("\n")
-    while lines and not lines[0].strip():
-        lines = lines[1:]
-    while lines and not lines[-1].strip():
-        lines = lines[:-1]
-    return "\n".join(lines)
 
 
 def to_notebook(text: str, name: str = "<lesson>",

@@ -373,7 +373,8 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
 
 # name -> (block tile rows, cols, k-slice, outputs per thread rows, cols, warp rows,
 #          max registers per thread[, double buffer]): kernels with 16-byte shared loads.
-# Tried on the H200, 2026-12-01 (docs/sweeps/probe_attention_h200_2026-12-01_run*.json), none
+# Tried on the H200, 2026-12-01 (`python3 tools/probe_attention.py`, which sweeps these tiles
+# too: docs/sweeps/probe_attention_h200_2026-12-01_run*.json), none
 # faster than register128x256v4 (30.5 TFLOP/s in that sweep): 256 x 128 tiles 30.4-31.0;
 # double-buffered shared tiles (one barrier per k-slice) 28.5; k-slices of 16, 22-26;
 # 168 registers at most, 11 (spills). Its 238 registers x 256 threads allow one block per SM

@@ -29,7 +29,7 @@ A bank entry::
 A ``number`` question has ``unit``, ``tol`` and ``wrong = [{ value = ..., why = "..." }]`` (the
 values that common mistakes give) instead of ``choices`` and ``why``.
 
-Modes (chosen per assignment by the instructor, see ``cudacourse.quiz_mode``): *formative*
+Modes (chosen per assignment by the instructor, see ``cudacourse.grader.quiz_mode``): *formative*
 questions give instant right/wrong feedback and carry no points; *graded* ones record the
 answer (``record``) and are graded only at autograding, with the explanation in the feedback.
 """

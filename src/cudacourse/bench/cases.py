@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from .core import (Case, Ctx, Prepared, Skipped, _need, _sample_rows, _torch,
+from .cases_launch import ENTRY as _launch_entry
+from .cases_science import ENTRIES as _science_entries
+from .core import (Case, Ctx, Entry, Prepared, Skipped, _need, _sample_rows, _torch,
                    assert_close)
+
 def _copy_cases(ctx: Ctx) -> list[Case]:
     def prepare(ctx: Ctx) -> Prepared:
         n = ctx.sizes["copy"]
@@ -684,15 +686,6 @@ def _attention_memory_cases(ctx: Ctx) -> list[Case]:
                  ratio=f"attention_unfused_extra_gib_s{s}", kind="value", needs="cupy")]
 
 
-@dataclass(frozen=True)
-class Entry:
-    name: str
-    help: str
-    family: str  # entries of one family share inputs; memory is freed between families
-    cases: Callable[[Ctx], list[Case]]
-    ceiling: str | None = None  # the entry whose measurement its ratios divide by
-
-
 ENTRIES: dict[str, Entry] = {e.name: e for e in [
     Entry("copy", "ceiling: device-to-device copy bandwidth (bytes read + written)", "copy",
           _copy_cases),
@@ -727,10 +720,8 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
     Entry("attention_memory", "extra device memory of fused and unfused attention, long "
           "sequence", "attention_memory", _attention_memory_cases),
 ]}
-from .cases_science import entries as _science_entries  # noqa: E402 - lesson 6, needs Entry
-ENTRIES.update((e.name, e) for e in _science_entries(Entry))
-from .cases_launch import ENTRY as _launch_entry  # noqa: E402 - lesson 3, needs Entry
-ENTRIES[_launch_entry.name] = _launch_entry
+ENTRIES.update((e.name, e) for e in _science_entries)  # lesson 6
+ENTRIES[_launch_entry.name] = _launch_entry  # lesson 3
 
 
 def select(only: str | None) -> list[str]:

@@ -29,8 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..timing import host_per_call
-from .cases import Entry
-from .core import Case, Ctx, Prepared, _torch, assert_close
+from .core import Case, Ctx, Entry, Prepared, _torch, assert_close
 
 GOAL_US = 20.0
 

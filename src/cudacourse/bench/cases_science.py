@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .core import Case, Ctx, Prepared, _need, assert_close, event_times
+from .core import Case, Ctx, Entry, Prepared, _need, assert_close, event_times
 
 # (ny, nx) per mode. "full": 1 GiB per stencil buffer; 604 MB per LBM buffer (16.8M nodes),
 # both far beyond the H200's L2 cache.
@@ -170,14 +170,11 @@ def _lbm_cupy_cases(ctx: Ctx) -> list[Case]:
                  ratio="lbm_vs_cupy", vs="lbm_cupy")]
 
 
-def entries(entry: Callable[..., Any]) -> list[Any]:
-    """Lesson 6's entries, built with the registry's ``Entry`` class (passed in to avoid a
-    circular import)."""
-    return [
-        entry("stencil", "heat step (9-point stencil), every variant and block shape",
-              "stencil", _stencil_cases, "copy"),
-        entry("lbm", "fused D2Q9 LBM step, several block shapes; also MLUPS", "lbm",
-              _lbm_cases, "copy"),
-        entry("lbm_cupy", "the LBM step in CuPy array operations vs the fused kernel", "lbm",
-              _lbm_cupy_cases),
-    ]
+ENTRIES = [
+    Entry("stencil", "heat step (9-point stencil), every variant and block shape",
+          "stencil", _stencil_cases, "copy"),
+    Entry("lbm", "fused D2Q9 LBM step, several block shapes; also MLUPS", "lbm",
+          _lbm_cases, "copy"),
+    Entry("lbm_cupy", "the LBM step in CuPy array operations vs the fused kernel", "lbm",
+          _lbm_cupy_cases),
+]

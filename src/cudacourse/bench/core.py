@@ -79,6 +79,17 @@ class Case:
     overhead: str | None = None  # "<kernel>": also measure <kernel>_call_overhead_us
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One benchmark of the registry (``bench.cases.ENTRIES``): a kernel family's cases."""
+
+    name: str
+    help: str
+    family: str  # entries of one family share inputs; memory is freed between families
+    cases: Callable[["Ctx"], list[Case]]
+    ceiling: str | None = None  # the entry whose measurement its ratios divide by
+
+
 @dataclass
 class Measurement:
     name: str

@@ -36,7 +36,8 @@ from typing import Any, Iterator
 
 import numpy as _np
 
-from . import _origin, _source
+from . import _launches, _origin, _source
+from ._failure import fail
 
 _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -246,6 +247,21 @@ def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
     return json.loads(out[i + len(mark):].splitlines()[0])
 
 
+COMPILE_HINT = "The simulator runs any Python; a GPU runs only what Numba compiles."
+
+
+def gate_or_fail(kernel: Any, args: Any, name: str) -> Resources | None:
+    """:func:`gate`, its refusal turned into the checker's verdict (``does_not_compile``)."""
+    __tracebackhide__ = True
+    try:
+        return gate(kernel, tuple(args), name)
+    except CompileRefused as exc:
+        where = f" ({exc.line})" if exc.line else ""
+        fail(f"{name} would not compile for a GPU{where}: {exc.reason}.",
+             cause="does_not_compile", hint=COMPILE_HINT)
+    return None
+
+
 def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
     """In the simulator, refuse (raise :class:`CompileRefused`) what sm_90 would refuse.
 
@@ -281,16 +297,11 @@ def _record_launch(kernel: Any, args: tuple, name: str) -> None:
     specs = [type_spec(a) for a in args]
     if any(s is None for s in specs):
         return
-    entry = [getattr(_origin.unwrap(kernel), "__name__", ""), name, specs]
-    seen = _STATE.setdefault("launched", [])
-    if entry[0] and entry not in seen:
-        seen.append(entry)
-        del seen[:-MAX_RECORDED]
+    _launches.record([getattr(_origin.unwrap(kernel), "__name__", ""), name, specs],
+                     MAX_RECORDED)
 
 
-def launched() -> list:
-    """The launches recorded in this process: ``[kernel name, launch name, type specs]``."""
-    return [list(e) for e in _STATE.get("launched", [])]
+launched = _launches.launched  # the record this process keeps (_launches)
 
 
 def is_compile_error(exc: BaseException) -> bool:
@@ -366,9 +377,7 @@ def gating() -> Iterator[None]:
         __tracebackhide__ = True
         if (not self._device and sim_kernel._kernel_context is None
                 and not _origin.package_origin(_origin.unwrap(self))):
-            from . import _engine
-
-            _engine.compile_gate(self, args, getattr(self, "__name__", "kernel"))
+            gate_or_fail(self, args, getattr(self, "__name__", "kernel"))
         return orig(self, *args)
 
     call._cudacourse_gate = True

@@ -305,7 +305,7 @@ def to_device_guarded(host: _np.ndarray, name: str) -> Guarded:
 
 # --- launching ------------------------------------------------------------------------------
 
-COMPILE_HINT = "The simulator runs any Python; a GPU runs only what Numba compiles."
+from ._compile import COMPILE_HINT  # noqa: E402,F401 - the engine's name for it, as before
 _OOB = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
 
 
@@ -317,12 +317,7 @@ def compile_gate(kernel: Any, args: Sequence[Any], name: str = "kernel") -> Any:
     __tracebackhide__ = True
     from . import _compile
 
-    try:
-        return _compile.gate(kernel, tuple(args), name)
-    except _compile.CompileRefused as exc:
-        where = f" ({exc.line})" if exc.line else ""
-        fail(f"{name} would not compile for a GPU{where}: {exc.reason}.",
-             cause="does_not_compile", hint=COMPILE_HINT)
+    return _compile.gate_or_fail(kernel, args, name)
 
 
 class _ThreadErrors:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as _np
 
+from . import _launches
+
 from .. import i18n as _i18n
 
 # Stable causes: what each id means. Checkers may add their own (lower_snake_case); list
@@ -105,9 +107,7 @@ class CheckFailure(AssertionError):
     def to_dict(self) -> dict:
         d = {"message": self.message, "cause": self.cause, "hint": self.hint,
              "context": {k: _jsonable(v) for k, v in self.context.items()}}
-        from . import _compile  # noqa: PLC0415 - _compile imports the engine, which imports this
-
-        launched = _compile.launched()
+        launched = _launches.launched()
         if launched:  # a replay child: the GPU process compiles these for real (_replay)
             d["launches"] = launched
         return d

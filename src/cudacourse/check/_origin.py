@@ -26,6 +26,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._names import loaded_names
+
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/cudacourse
 _STATE: dict = {"index": {}, "index_key": None}
 
@@ -250,10 +252,8 @@ def package_helpers(fn: Any, _seen: set | None = None) -> list[str]:
     tree = _function_ast(fn)
     if tree is None:
         return []
-    from ._source import _loaded_names  # noqa: PLC0415 - _source imports this module
-
     found: list[str] = []
-    names = _loaded_names(tree)
+    names = loaded_names(tree)
     values: list[Any] = []
     for name in names:
         value = _lookup(fn, name)

@@ -1,7 +1,7 @@
 """What a grader and a learner see first: the summary on top of an autograded notebook.
 
 nbgrader's feedback and formgrader both render the autograded notebook. This module, run by
-the execute step (``cudacourse.grading.ResilientExecute``) after the verdicts are in, makes
+the execute step (``cudacourse.grader.autograde.ResilientExecute``) after the verdicts are in, makes
 that notebook open on a summary and read plainly further down:
 
 * a **summary** cell at the top: each graded cell by name ("Question 2: Blocks for 1,000

@@ -9,7 +9,7 @@ needs to resist the learner; it needs to survive them. Per notebook it:
   goes on, so the rest of the notebook still produces feedback;
 * keeps at most ``output_cap`` characters of output per cell (long single lines included)
   and at most ``max_outputs`` outputs, dropping the rest as it arrives;
-* runs ``grading_audit`` inside the kernel before any learner code and around every graded
+* runs ``audit`` inside the kernel before any learner code and around every graded
   cell, as a second line: tampering it sees is reported as an incident. A learner controls
   this process, so the report is a hint, never a score.
 
@@ -35,14 +35,14 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
-AUDIT_PATH = Path(__file__).resolve().parents[1] / "grading_audit.py"
+AUDIT_PATH = Path(__file__).resolve().with_name("audit.py")
 AUDIT_SOURCE = AUDIT_PATH.read_text()
 NOTE_ID = "cudacourse-grading-note"
 LOG_PREFIX = "cudacourse-grading:"
 
 
 def _load_compare():
-    """``grading_audit.compare`` without importing the cudacourse package."""
+    """``audit.compare`` without importing the cudacourse package."""
     namespace: dict[str, Any] = {"__name__": "cudacourse_grading_audit"}
     exec(compile(AUDIT_SOURCE, str(AUDIT_PATH), "exec"), namespace)  # noqa: S102 - our file
     return namespace["compare"]

@@ -204,7 +204,7 @@ def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
     env = {**GRADING_ENV, **_gpu_env(opts)}
     if not _PROBED:
         try:
-            _PROBED.append(device.probe_json())
+            _PROBED.append(device.probe_json() if device is not None else "")
         except Exception:  # noqa: BLE001 - the server then probes in a child of its own
             _PROBED.append("")
     if _PROBED[0] and "CUDA_VISIBLE_DEVICES" not in env:  # another GPU: let it probe

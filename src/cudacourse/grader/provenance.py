@@ -36,11 +36,12 @@ from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/cudacourse
 # What decides a score, inside the package.
-SCORED_BY = ("check/*.py", "grader/*.py", "grading.py", "grading_audit.py", "quiz.py",
-             "quizzes/*.toml")
+SCORED_BY = ("check/*.py", "grader/*.py", "quiz.py", "quizzes/*.toml")
 # In grader/, but they only schedule, report or record: a change there moves no score.
-NOT_SCORING = {"cudacourse/grader/classreport.py", "cudacourse/grader/distributed.py",
-               "cudacourse/grader/provenance.py", "cudacourse/grader/runrecord.py"}
+NOT_SCORING = {"cudacourse/grader/classdata.py",
+               "cudacourse/grader/classreport.py", "cudacourse/grader/course.py",
+               "cudacourse/grader/distributed.py", "cudacourse/grader/provenance.py",
+               "cudacourse/grader/quiz_mode.py", "cudacourse/grader/runrecord.py"}
 
 
 def _v(name: str) -> str:
@@ -122,9 +123,9 @@ def stamp(course_root: str | os.PathLike | None = None,
 def snapshot(course_root: str | os.PathLike, assignment: str,
              db_url: str | None = None) -> dict[str, Any]:
     """The stamp plus every student's score and diagnosis per test cell."""
-    from . import classreport  # relative: also loaded by path as cudacourse_grader
+    from . import classdata  # relative: also loaded by path as cudacourse_grader
 
-    return snapshot_of(classreport.collect(course_root, assignment, db_url), course_root)
+    return snapshot_of(classdata.collect(course_root, assignment, db_url), course_root)
 
 
 def snapshot_of(data: Any, course_root: str | os.PathLike) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 import nbformat
 
-from . import distributed, intake, prepare
+from . import course, intake, prepare
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     **prepare.DEFAULTS,
@@ -53,7 +53,7 @@ def _opts(course_root: str, assignment: str, options: dict[str, Any] | None) -> 
     o = {**DEFAULT_OPTIONS, **(options or {})}
     root = Path(course_root).resolve()
     # --db, else the course's CourseDirectory.db_url (a PostgreSQL server), else gradebook.db
-    o["db_url"] = o["db_url"] or distributed.default_db(root)
+    o["db_url"] = o["db_url"] or course.default_db(root)
     o["work_dir"] = str(Path(o["work_dir"] or root / ".cudacourse-grading" / assignment))
     exchange = exchange_root(root)
     if exchange:  # other students' inbound copies: never visible in a sandbox
@@ -311,8 +311,8 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
     several. ``executor_name`` describes ``executor`` in the run record."""
     from . import provenance, runrecord, sandbox, untrusted
 
-    workers = workers or distributed.default_workers()
-    gpus = distributed.gpu_count()
+    workers = workers or course.default_workers()
+    gpus = course.gpu_count()
     o = _opts(course_root, assignment, options)
     root = str(Path(course_root).resolve())
     students = students or students_of(root, assignment, o["submitted_dir"])

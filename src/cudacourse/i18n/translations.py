@@ -53,7 +53,7 @@ class Unit:
 
 # --- the units of a lesson --------------------------------------------------------------------
 def cell_keys(cells: list) -> list[str | None]:
-    """A key per cell of ``authoring.parse``: ``md.<anchor>.<n>`` for markdown, else None."""
+    """A key per cell of ``lessonsource.parse``: ``md.<anchor>.<n>`` for markdown, else None."""
     keys: list[str | None] = []
     anchor, n = "start", 0
     for c in cells:
@@ -89,9 +89,9 @@ def question_units(bank_text: str) -> list[Unit]:
 
 
 def lesson_units(lesson_text: str, bank_text: str | None, name: str = "<lesson>") -> list[Unit]:
-    from .. import authoring
+    from .. import lessonsource
 
-    cells = authoring.parse(lesson_text, name)
+    cells = lessonsource.parse(lesson_text, name)
     units = [Unit(k, c.source) for k, c in zip(cell_keys(cells), cells) if k]
     if len({u.key for u in units}) != len(units):
         raise ValueError(f"{name}: two markdown cells share a translation key")
@@ -216,9 +216,9 @@ def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
     """
     import copy
 
-    from .. import authoring, prose
+    from .. import lessonsource, prose
 
-    cells = authoring.parse(lesson_text, name)
+    cells = lessonsource.parse(lesson_text, name)
     have = entries(catalog)
     out = copy.deepcopy(nb)
     for key, cell in zip(cell_keys(cells), out.cells):

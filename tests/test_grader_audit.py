@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cudacourse import grading_audit
+from cudacourse.grader import audit as grading_audit
 from cudacourse.grader import kernelrun
 
 

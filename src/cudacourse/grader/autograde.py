@@ -38,17 +38,15 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
-GRADER_DIR = Path(__file__).resolve().with_name("grader")
+GRADER_DIR = Path(__file__).resolve().parent  # this package, loaded by path
 NOTE_ID = "cudacourse-grading-note"
 LOG_PREFIX = "cudacourse-grading:"
 
 
 def load_grader() -> Any:
     """The ``grader`` package, without importing ``cudacourse`` (which picks a device)."""
-    if __package__ == "cudacourse":
-        from . import grader
-
-        return grader
+    if __package__ == "cudacourse.grader":  # imported as part of the package
+        return sys.modules[__package__]
     name = "cudacourse_grader"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cudacourse import authoring
-from cudacourse.quiz_mode import QuizMode, graded_source
+from cudacourse.grader.quiz_mode import QuizMode, graded_source
 
 LESSON = '''# %% [readonly] id=setup
 from cudacourse import quiz

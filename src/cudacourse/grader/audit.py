@@ -1,6 +1,6 @@
 """What the autograder records inside a learner's kernel to notice tampering.
 
-The grading executor (``cudacourse.grading.ResilientExecute``) sends the *text* of this
+The grading executor (``cudacourse.grader.autograde.ResilientExecute``) sends the *text* of this
 module into the kernel and runs it there, in its own namespace, before any learner code
 (the baseline) and again around every graded test cell. Each run describes, as plain
 strings, the identity of everything a test cell relies on:
@@ -41,7 +41,8 @@ COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
                   "cudacourse.check.threads", "cudacourse.check.memory",
                   "cudacourse.check.tiling", "cudacourse.check.attention",
                   "cudacourse.check.science", "cudacourse.quiz", "cudacourse.device",
-                  "cudacourse.arrays")
+                  "cudacourse.arrays", "cudacourse.check._names",
+                  "cudacourse.check._launches")
 OTHER_MODULES = ("numpy", "numpy.testing", "hashlib")
 # Notebook names a test cell uses, and the module each must be.
 USER_NAMES = {"cudacourse": "cudacourse", "quiz": "cudacourse.quiz", "np": "numpy",
