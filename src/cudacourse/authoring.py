@@ -35,6 +35,8 @@ from typing import Any
 
 import nbformat
 
+from . import quiz
+
 _KINDS = {None, "markdown", "readonly", "solution", "tests"}
 _TITLE = re.compile(r"^\[(?P<kind>[\w-]+)\]$")
 # Keys jupytext adds to a cell's metadata for its own round trip, not lesson attributes.
@@ -223,7 +225,8 @@ def build(root: str | Path | None = None, check_only: bool = False,
         if only and not any(lesson.stem.startswith(o) for o in only):
             continue
         master = master_path(lesson, root)
-        want_master = render(to_notebook(lesson.read_text(), str(lesson)))
+        # The master carries the questions' keys (instructor-side; issue 19, class 3).
+        want_master = render(quiz.embed_keys(to_notebook(lesson.read_text(), str(lesson)), root))
         if not master.exists() or master.read_text() != want_master:
             stale.append(str(master.relative_to(root)))
             if check_only:
