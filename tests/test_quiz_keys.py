@@ -171,3 +171,36 @@ def test_graded_mode_refuses_a_key_outside_hidden_tests():
         f'quiz.answer("{LESSON}.blocks", "c", key="{quiz.token(quiz.keyed(LESSON, ROOT)[f"{LESSON}.blocks"])}")'))
     with pytest.raises(ValueError, match="key token would reach the learner copy"):
         QuizMode(graded=[LESSON]).preprocess(nb, {"nbgrader": {"assignment": LESSON}})
+
+
+@pytest.mark.grading
+def test_a_graded_class_scores_right_answers_right_through_the_verdicts(tmp_path):
+    """A graded learner copy, filled in, graded as `cudacourse grade` does (the master's test
+    cells, which carry the keys, in the sandbox): right answers pass however they are written,
+    wrong ones fail."""
+    from cudacourse.grader import prepare
+
+    master = nbformat.read(master_path(Path(f"{LESSON}.py")), as_version=4)
+    # only the question cells and their context (the kernel exercise is tested elsewhere)
+    keep = [c for c in master.cells if c.cell_type == "code" and (
+        "import" in c.source or "answer_" in c.source or "quiz." in c.source)
+        and "vector_add" not in c.source]
+    master.cells = keep
+    learner = nbformat.reads(_learner_copy(graded=True), as_version=4)
+    answers = {"answer_throughput": '"(A)"', "answer_blocks": '"b"',
+               "answer_spare_threads": '"24"', "answer_global_index": "677.2",
+               "answer_transfers": '"a"', "answer_bytes_moved": "1.2"}
+    staged = nbformat.v4.new_notebook()
+    for c in learner.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            c.source = f"{gid} = {answers[gid]}\n"
+        if c in keep or any(c.get("id") == k.get("id") for k in keep):
+            staged.cells.append(c)
+    result = prepare.prepare(staged, master, course_root=str(tmp_path),
+                             options={"timeout": 300, "feedback_run": False})
+    status = {g: v["status"] for g, v in result["cells"].items() if g.startswith("test_answer")}
+    assert status == {
+        "test_answer_throughput": "pass", "test_answer_blocks": "fail",
+        "test_answer_spare_threads": "pass", "test_answer_global_index": "pass",
+        "test_answer_transfers": "fail", "test_answer_bytes_moved": "pass"}, status
