@@ -48,3 +48,9 @@ def test_a_case_of_the_wrong_length_names_the_checker():
         resolve(Cases(1, [(5, 64)]), VISIBLE, None, name="check_saxpy")
     with pytest.raises(TypeError, match="hidden must be a Cases"):
         resolve("big", VISIBLE, None)
+
+
+def test_cases_of_one_number_each():
+    assert resolve(Cases(4, [260, 1]), [300, 77], None) == ([260, 1], 4)
+    with pytest.raises(ValueError, match="check_block_sum: each hidden case is one number"):
+        resolve(Cases(4, [(260, 1)]), [300, 77], None, name="check_block_sum")

@@ -76,6 +76,12 @@ def resolve(hidden: Any, visible: list, seed: int | None, *, arity: int | None =
     if not isinstance(hidden, Cases):
         raise TypeError(f"{name}: hidden must be a Cases(seed=..., sizes=[...]), "
                         f"got {type(hidden).__name__}")
+    if visible and not isinstance(visible[0], (tuple, list)):  # one number per case
+        bad = [c for c in hidden.sizes if isinstance(c, tuple)]
+        if bad:
+            raise ValueError(f"{name}: each hidden case is one number, like {visible[0]!r}; "
+                             f"got {bad[0]!r}")
+        return list(hidden.sizes), hidden.seed
     arity = arity if arity is not None else (len(visible[0]) if visible else None)
     for case in hidden.sizes:
         if not isinstance(case, tuple) or (arity is not None and len(case) != arity):
