@@ -6,7 +6,8 @@
 # 1. see how a GPU differs from a CPU: thousands of simple cores against a few complex ones,
 #    throughput against latency;
 # 2. meet CUDA's programming model and the ways to reach it from Python;
-# 3. write your first kernel, a vector add, and have it checked;
+# 3. write your first *kernel* (a function that the GPU runs in many threads at once), a
+#    vector add, and have it checked;
 # 4. time NumPy, Numba on the CPU and your kernel across sizes, and see where the time goes.
 #
 # Run the cells from top to bottom. Cells marked *YOUR CODE HERE* are yours to fill in; the
@@ -15,7 +16,7 @@
 # %% [readonly] id=setup
 import cudacourse  # first: it chooses a real GPU or the CUDA simulator before numba.cuda loads
 import cudacourse.check
-from cudacourse import quiz, cpu_vs_gpu, device
+from cudacourse import quiz, cpu_vs_gpu, device, bench
 
 import inspect
 import numpy as np
@@ -26,8 +27,8 @@ from numba import cuda
 # The line printed above tells you where your kernels run. On a machine with an NVIDIA GPU
 # they run on it. Without one, they run in **Numba's CUDA simulator**: the same Python code,
 # executed by ordinary CPU threads, one simulated GPU thread at a time. The simulator is
-# thousands of times slower than a GPU (about 4,400 GPU threads per second on a 2-core
-# laptop), so this notebook uses smaller sizes there, and its timings say nothing about GPU
+# thousands of times slower than a GPU (about
+# {{const.hardware.SIMULATOR_THREADS_PER_SECOND:,}} GPU threads per second on a 2-core laptop), so this notebook uses smaller sizes there, and its timings say nothing about GPU
 # speed. A kernel that is correct on a GPU is correct in the simulator; the other way round
 # is not guaranteed: the simulator lets through some mistakes a GPU punishes (it runs one
 # thread at a time, so many races never show, and it does not compile the kernel for the
@@ -45,19 +46,21 @@ if choice.gpu:
 #
 # A CPU core is built to finish **one** stream of instructions as fast as possible: deep
 # pipelines, branch prediction, out-of-order execution and large caches all serve the
-# *latency* of a single thread. A desktop CPU has 16 to 24 such cores.
+# *latency* of a single thread. A desktop CPU has a handful to a few dozen such cores.
 #
 # A GPU spends its transistors differently: many small cores, little cache per core, and a
-# huge number of threads resident at once. An RTX 4090 has 16,384 CUDA cores grouped into
-# 128 *streaming multiprocessors* (SMs); a data-centre H200 has 132 SMs of 128 FP32 lanes
-# each. One GPU thread is slow. What makes the GPU fast is **throughput**: when a group of
+# huge number of threads resident at once. An RTX 4090 has
+# {{const.hardware.RTX_4090.cuda_cores:,}} CUDA cores (FP32 lanes) grouped into
+# {{const.hardware.RTX_4090.sms}} *streaming multiprocessors* (SMs, the GPU's cores: each
+# schedules and runs its own threads); a data-centre H200 has {{const.hardware.H200.sms}} SMs
+# of {{const.hardware.H200.fp32_lanes_per_sm}} FP32 lanes each. One GPU thread is slow. What makes the GPU fast is **throughput**: when a group of
 # threads waits hundreds of cycles for memory, the SM switches to another group that is
 # ready, so the waiting is hidden rather than avoided.
 #
 # | | CPU core | GPU SM |
 # |---|---|---|
 # | optimised for | latency of one thread | throughput of thousands |
-# | threads in flight | 1 to 2 per core | up to 2,048 per SM |
+# | threads in flight | 1 to 2 per core | up to {{const.occupancy.H200_SM.max_warps*32:,.0f}} per SM (H200) |
 # | cache per thread | large | tiny |
 # | good at | branchy, serial logic | the same operation on lots of data |
 #
@@ -99,7 +102,7 @@ quiz.grade("01_gpu_vs_cpu.throughput", answer_throughput)
 # (lesson 5 is built on that).
 
 # %%
-n_demo = device.pick(sim=1_000, gpu=10_000_000)
+n_demo = device.pick(sim=1_500, gpu=10_000_000)  # not question 2's 1,000: work that out yourself
 rng = np.random.default_rng(0)
 a = rng.standard_normal(n_demo, dtype=np.float32)
 b = rng.standard_normal(n_demo, dtype=np.float32)
@@ -321,25 +324,30 @@ quiz.grade("01_gpu_vs_cpu.bytes_moved", answer_bytes_moved)
 # %%
 if device.is_simulator():
     print("Bandwidth needs a real GPU: in the simulator every 'GPU thread' is a Python call, "
-          "so GB/s figures would be meaningless. Measured on an NVIDIA H200 by the course's "
-          "benchmark (docs/benchmarks.json, 2026-11-30, 2^28 float32, copy = 4,220 GB/s):")
-    for v, ratio in (("simple", 0.82), ("grid_stride", 0.87), ("ilp", 1.04), ("vec4", 1.03)):
-        print(f"  {v:<12} {ratio:.2f} of the copy")
-    print("Here the variants are tested for correctness:")
+          "so GB/s figures would be meaningless. Here the variants are tested for correctness:")
     for v in cudacourse.vector.VARIANTS:
         x = rng.standard_normal(777, dtype=np.float32)
         ok = np.allclose(cudacourse.vector.vector_add(x, x, variant=v), 2 * x)
         print(f"  {v:<12} correct: {ok}")
+    # the picture from the course's committed GPU run instead (docs/benchmarks.json)
+    report = bench.committed_report()
+    if report is None:
+        raise RuntimeError("docs/benchmarks.json not found: run `cudacourse bench` on a GPU")
+    bw = {"copy": bench.figure(report, "copy", "gb_s")}
+    bw.update({v: bench.figure(report, "vector_add" if v == "simple" else f"vector_add_{v}",
+                               "gb_s") for v in ("simple", "grid_stride", "ilp", "vec4")})
+    where = f"{report['environment']['gpu']}, docs/benchmarks.json of {report['date'][:10]}"
 else:
     bw = cpu_vs_gpu.variant_bandwidth()
-    for name, gbs in bw.items():
-        print(f"{name:<12} {gbs:8.0f} GB/s   {gbs / bw['copy']:.2f} of the copy")
-    plt.figure(figsize=(7, 3.5))
-    plt.barh(list(bw), [g / bw["copy"] for g in bw.values()])
-    plt.axvline(1.0, color="k", lw=1)
-    plt.xlabel("fraction of device-to-device copy bandwidth (measured in this run)")
-    plt.title("vector add variants")
-    plt.show()
+    where = "measured in this run"
+for name, gbs in bw.items():
+    print(f"{name:<12} {gbs:8.0f} GB/s   {gbs / bw['copy']:.2f} of the copy ({where})")
+plt.figure(figsize=(7, 3.5))
+plt.barh(list(bw), [g / bw["copy"] for g in bw.values()])
+plt.axvline(1.0, color="k", lw=1)
+plt.xlabel(f"fraction of device-to-device copy bandwidth ({bw['copy']:,.0f} GB/s)")
+plt.title(f"vector add variants ({where})")
+plt.show()
 
 # %% [markdown]
 # ## Summary

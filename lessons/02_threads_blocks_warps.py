@@ -148,8 +148,8 @@ cudacourse.check.check_mirror(mirror, hidden=True)
 # ```
 #
 # On every step neighbouring threads still handle neighbouring elements. The loop also
-# guards: a thread whose start is past the end runs zero iterations. Below, 300 elements
-# and only 2 blocks of 64 threads: `indexing.coverage` counts, per element, the threads
+# guards: a thread whose start is past the end runs zero iterations. Below, more elements
+# than threads (the cell prints both) and only 2 blocks of 64 threads: `indexing.coverage` counts, per element, the threads
 # that handled it (atomically, so simultaneous counts are not lost).
 
 # %%
@@ -246,8 +246,25 @@ answer_warp_rows = "c"
 quiz.grade("02_threads_blocks_warps.warp_rows", answer_warp_rows)
 
 # %% [markdown]
+# Before reading on, predict what a branch costs when the *lanes* of a warp (its 32 threads,
+# numbered from 0: `cuda.laneid`) disagree on it.
+
+# %%
+quiz.ask("02_threads_blocks_warps.divergence")
+
+# %% [solution] id=answer_divergence
+# Question 4: The cost of a divergent branch. Answer as: answer_divergence = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_divergence = "b"
+### END SOLUTION
+
+# %% [tests] id=test_answer_divergence points=1
+quiz.grade("02_threads_blocks_warps.divergence", answer_divergence)
+
+# %% [markdown]
 # ### Divergence
 #
+# The answer to question 4, and why.
 # When the lanes of a warp disagree on an `if`, the warp runs **both** sides, one after the
 # other, with the lanes of the other side switched off. `warps._branchy` runs one of two
 # loops per thread. If even and odd lanes disagree (`i % 2 == 0`), every warp runs both
@@ -284,18 +301,6 @@ else:
     plt.title(f"divergence measured on {device.current().gpu.name}")
     plt.show()
 
-# %%
-quiz.ask("02_threads_blocks_warps.divergence")
-
-# %% [solution] id=answer_divergence
-# Question 4: The cost of a divergent branch. Answer as: answer_divergence = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_divergence = "b"
-### END SOLUTION
-
-# %% [tests] id=test_answer_divergence points=1
-quiz.grade("02_threads_blocks_warps.divergence", answer_divergence)
-
 # %% [markdown]
 # ### SMs and where blocks go
 #
@@ -315,9 +320,15 @@ quiz.grade("02_threads_blocks_warps.divergence", answer_divergence)
 # threads of one block share; lesson 4 uses it, with `cuda.syncthreads()`, the barrier that
 # makes a block's threads wait for each other.
 #
-# An SM of compute capability 9.0 (H100, H200) has room for at most **64 warps** (2048
-# threads) and **32 blocks**, **65,536 registers** and **228 KB of shared memory**, shared by
-# all resident blocks (one block may use at most 227 KB of it). A block is placed only if
+# An SM of *compute capability* {{bench.compute_capability}} (H100, H200; the version number of a GPU generation's
+# features and limits, listed per version in the CUDA C++ Programming Guide) has room for at
+# most **{{const.occupancy.H200_SM.max_warps}} warps**
+# ({{const.occupancy.H200_SM.max_warps*32:.0f}} threads) and
+# **{{const.occupancy.H200_SM.max_blocks}} blocks**,
+# **{{const.occupancy.H200_SM.registers:,}} registers** and
+# **{{const.occupancy.H200_SM.shared_memory/1024:.0f}} KB of shared memory**, shared by all
+# resident blocks (one block may use at most
+# {{const.occupancy.H200_SM.max_shared_per_block/1024:.0f}} KB of it). A block is placed only if
 # all of its registers and shared memory fit, so a kernel that uses many registers per
 # thread, or much shared memory per block, leaves warp slots empty. **Occupancy** = resident warps / 64.
 #
@@ -339,7 +350,8 @@ print("source:", res.source)
 
 # %% [markdown]
 # `occupancy.occupancy(threads_per_block, registers, shared)` applies the allocation rules
-# of NVIDIA's occupancy calculator for compute capability 9.0: registers are handed out per
+# of NVIDIA's occupancy calculator for compute capability
+# {{bench.compute_capability}}: registers are handed out per
 # warp in units of 256 from four partitions of 16,384, shared memory in 128-byte units plus
 # 1 KB the runtime reserves per block. (On a GPU, `tests/test_occupancy.py` checks this model
 # against the driver's own answer.) The picture for a few register counts:
@@ -356,10 +368,11 @@ for tpb in (32, 128, 256, 1024):
 
 # %% [markdown]
 # Read the curves: at 32 threads per block the 32-blocks-per-SM cap allows only 32 warps
-# (50%). At 64 registers per thread a warp needs 2,048 registers and only 32 warps fit,
-# whatever the block size; at 128 registers a block of more than 512 threads cannot launch
-# at all. Occupancy is a means, not a goal: 50% is often plenty for a kernel with enough
-# independent work per thread, but very low occupancy starves a memory-bound kernel.
+# (half the slots). At 128 registers per thread a warp needs 4,096 registers and only 16
+# warps fit, whatever the block size, and a block of more than 512 threads cannot launch at
+# all. Occupancy is a means, not a goal: half is often plenty for a kernel
+# with enough independent work per thread, but very low occupancy starves a memory-bound
+# kernel.
 
 # %%
 quiz.ask("02_threads_blocks_warps.occupancy_regs")
@@ -491,7 +504,7 @@ cudacourse.check.check_warp_sum(warp_sum, hidden=True)
 # ## Further exercises (not graded)
 #
 # 1. Write a 2D grid-stride version of `mirror` and launch it with a single 4 x 4 block on
-#    the 40 x 60 image; check it against `img[:, ::-1]`.
+#    the image of section 1; check it against `img[:, ::-1]`.
 # 2. Rewrite `warp_sum` with `shfl_xor_sync`. Which lanes now hold the total?
 # 3. Count, for each element, the positive values before it in its warp: once with
 #    `warps.warp_prefix_sums` (a `shfl_up_sync` scan) on `x > 0`, once with a single

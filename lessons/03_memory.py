@@ -1,10 +1,12 @@
 # %% [markdown]
 # # Lesson 3: host and device memory
 #
-# A GPU computes on its own memory. On the NVIDIA H200 that memory moves 4.2 TB/s (a
-# device-to-device copy in this course's benchmark, `docs/benchmarks.json`, 2026-11-30); the
-# link to the host's memory moved 52.6 GB/s on the same machine that day (pinned copies of
-# 1 GiB), some 80 times less. So the question of this lesson is not how to compute but
+# A GPU computes on its own memory. On the {{bench.gpu}} that memory moves
+# {{bench.ceiling.copy_gb_s/1000:.1f}} TB/s (a device-to-device copy in this course's
+# benchmark, `docs/benchmarks.json`, {{bench.date}}); the link to the host's memory moved
+# {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s on the same machine (copies of 1 GiB from *pinned*, page-locked, host
+# memory, section 3; measured with CUDA events), some
+# {{bench.ceiling.copy_gb_s / const.transfer.H200_PINNED_H2D_GB_S:.0f}} times less. So the question of this lesson is not how to compute but
 # **when to move data, and how**:
 #
 # 1. the explicit lifecycle: allocate, copy in, launch, copy back, free;
@@ -160,8 +162,9 @@ cudacourse.check.check_gpu_scale(gpu_scale, hidden=True)
 # The sweep below times host-to-device copies of growing size with CUDA events on a GPU.
 # **In the simulator a "copy" is a NumPy copy timed by the host clock: its numbers say
 # nothing about a GPU**, and the sizes are tiny. On the NVIDIA H200 of this course's
-# benchmark run (2026-11-30), pinned copies of 1 GiB reached 52.6 GB/s against 6.8 GB/s
-# from pageable memory. In the simulator the plot below shows NumPy copies: the two lines
+# measurements (`cudacourse.transfer`), pinned copies of 1 GiB reached
+# {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s against {{const.transfer.H200_PAGEABLE_H2D_GB_S}}
+# GB/s from pageable memory. In the simulator the plot below shows NumPy copies: the two lines
 # can lie on top of each other, because there is no DMA engine to tell them apart.
 
 # %%
@@ -445,12 +448,15 @@ print(transfer.mapped_scale(np.arange(6, dtype=np.float32), 10.0))
 #
 # Each `kernel[grid, block](args)` types every argument, converts it into the kernel's
 # parameters (a pointer, the sizes, the shape and the strides of each array) and only then
-# asks the driver to launch. Measured on an NVIDIA H200 (2026-12-01, one-element arrays):
-# **35 microseconds per launch with Numba device arrays, 93 with CuPy arrays**, which Numba
-# wraps anew through `__cuda_array_interface__` on every call, against **8 for CuPy's own
-# `add` and 6 for PyTorch's**. Numba's launch path costs about 23.5 microseconds whichever
-# way it is called (the dispatcher, a configuration made once, the compiled kernel's own
-# `launch`): to get below it, do the argument work once.
+# asks the driver to launch. Measured on the {{bench.gpu}} ({{bench.date}}, one-element arrays,
+# `docs/benchmarks.json`): **{{bench.launch_overhead_bare_numba.value:.0f}} microseconds per
+# launch with Numba device arrays, {{bench.launch_overhead_bare_numba_cupy.value:.0f}} with
+# CuPy arrays**, which Numba wraps anew through `__cuda_array_interface__` on every call,
+# against **{{bench.launch_overhead_cupy_add.value:.0f}} for CuPy's own `add` and
+# {{bench.launch_overhead_torch_add.value:.0f}} for PyTorch's**. Most of Numba's cost is its
+# argument work, the same whichever way the kernel is called (the dispatcher, a
+# configuration made once, the compiled kernel's own `launch`): to get below it, do the
+# argument work once.
 # The cell measures every route here, now (in the simulator: numbers about the simulator
 # only), including the course's own launcher, `vector_add(a, b, out)`.
 
@@ -467,8 +473,9 @@ plt.show()
 # what it worked out (the compiled kernel, the launch configuration, the flattened
 # parameters) is kept under a key; every later launch only writes the new data pointers and
 # calls the driver. The course's launchers work that way on device arrays: `vector_add`
-# cost 201 microseconds per call on CuPy arrays before, and the goal is at most 20. (In the
-# simulator there is no driver: every launch goes through Numba.)
+# costs {{bench.launch_overhead.value:.0f}} microseconds per call on CuPy arrays
+# ({{bench.launch_overhead_numba_arrays.value:.0f}} on Numba arrays) in the same benchmark.
+# (In the simulator there is no driver: every launch goes through Numba.)
 
 # %%
 from cudacourse.launch import FastLaunch
@@ -529,14 +536,16 @@ else:
 # Moving data costs time whatever the GPU does with it. A small model: the GPU needs
 # `bytes / link bandwidth + flops / GPU throughput` (plus a launch), the CPU needs the
 # larger of `bytes / host memory bandwidth` and `flops / CPU throughput`. The ratio
-# flops per byte is the *arithmetic intensity*. The GPU figures are the NVIDIA H200's, from
-# this course's run of 2026-11-30: cuBLAS SGEMM 51.4 TFLOP/s (`docs/benchmarks.json`) and
-# pinned host-to-device copies of 52.6 GB/s (section 3). The CPU figures (200 GB/s,
-# 1 TFLOP/s) are round assumptions for one server socket.
+# flops per byte is the *arithmetic intensity*. The model's GPU figures
+# (`transfer.Machine.h200()`) are the NVIDIA H200's: cuBLAS SGEMM at
+# {{const.transfer.H200_SGEMM_TFLOP_S}} TFLOP/s (the course's benchmark of {{bench.date}}
+# measured {{bench.ceiling.cublas_sgemm_tflop_s:.1f}}: close enough for a model) and pinned
+# host-to-device copies of {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s (section 3). The CPU
+# figures ({{const.transfer.CPU_GB_S}} GB/s, {{const.transfer.CPU_TFLOP_S:.0f}} TFLOP/s) are
+# round assumptions for one server socket.
 
 # %%
-machine = transfer.Machine(link=52.6e9, gpu_flops=51.4e12, cpu_flops=1.0e12,
-                           cpu_bandwidth=200e9)  # H200, 2026-11-30; CPU: assumptions
+machine = transfer.Machine.h200()  # the figures, with their sources: cudacourse.transfer
 model = transfer.offload_times(np.logspace(-2, 4, 200), nbytes=1e9, machine=machine)
 break_even = transfer.break_even_intensity(1e9, machine)
 viz.plot_offload(model, title="1 GB of data on the host: CPU against GPU with copies",
@@ -545,7 +554,7 @@ plt.show()
 print(f"break-even: {break_even:.1f} FLOP per byte")
 
 # %% [markdown]
-# Element-wise work (a float32 add: 1 FLOP per 12 bytes, about 0.083) stays far below the
+# Element-wise work (a float32 add: 1 FLOP per 12 bytes) stays far below the
 # break-even point:
 # transfer-bound, it is faster on the CPU unless the data already lives on the GPU.
 # Matrix multiplication of large matrices does hundreds of FLOP per byte: compute-bound,
@@ -585,7 +594,7 @@ quiz.grade("03_memory.offload", answer_offload)
 # 2. Run `transfer.pipelined_scale` with 1, 2, 4 and 8 streams on a GPU and plot the total
 #    time. Where does adding streams stop helping, and why (how many copy engines)?
 # 3. Make `smooth_step` do two steps per launch with shared memory (lesson 4) and count
-#    how the launch count changes the time for 1000 steps.
+#    how the launch count changes the time for a thousand steps.
 # 4. Time `transfer.mapped_scale` against `gpu_scale` for sizes from 1 KiB to 1 GiB.
 #    Where does zero-copy win?
 # 5. Put your own CPU's figures into `transfer.Machine` and find the break-even intensity.

@@ -2,18 +2,22 @@
 # # Lesson 4: shared memory and tiling
 #
 # Global memory (HBM) is large and far away: hundreds of cycles per access. Every SM also
-# has a small **shared memory** on the chip (228 KB per SM on an H200, compute capability
-# 9.0, of which one block may use up to 227 KB). It is far faster than global memory, though
+# has a small **shared memory** on the chip
+# ({{const.occupancy.H200_SM.shared_memory/1024:.0f}} KB per SM on an H200, compute capability
+# {{bench.compute_capability}}, of which one block may use up to
+# {{const.occupancy.H200_SM.max_shared_per_block/1024:.0f}} KB). It is far faster than global memory, though
 # slower than a register, and a block's shared memory is visible to all threads of the
 # block and to no other block.
 #
 # In this lesson:
 #
-# 1. shared memory and `cuda.syncthreads()`: what a barrier protects, and a missing one;
+# 1. shared memory and `cuda.syncthreads()`: what a *barrier* (a point that every thread of
+#    the block reaches before any goes past it) protects, and a missing one;
 # 2. matrix multiply in three steps (one thread per output, shared-memory tiles, register
 #    blocking), each measured and placed on a roofline; **you write the tiled kernel**;
 # 3. reductions: a tree in shared memory (**you write it**), warp shuffles, a single pass;
-# 4. transpose: shared memory makes both reads and writes coalesced; bank conflicts and
+# 4. transpose: shared memory makes both reads and writes coalesced; *bank conflicts* (threads
+#    of a warp queueing for the same slice of shared memory, section 4) and
 #    the padding that removes them.
 #
 # Run the cells in order. In the simulator, sizes are tiny and **timings mean nothing**
@@ -146,8 +150,9 @@ quiz.grade("04_shared_memory.race_lines", answer_race_lines)
 # k the 32 lanes of a warp read one value of A (a broadcast) and 32 neighbouring values of a
 # row of B (one 128-byte transaction), and write 32 neighbouring values of C. With x along
 # the rows instead, every lane reads its own row of A, 32 cache lines per load, and the
-# stores scatter too: on an NVIDIA H200 that first version ran 4096^3 at 0.98 TFLOP/s
-# (2026-11-30), the one below at 1.37 (2026-12-01), with the same reuse, which is none.
+# stores scatter too: on an NVIDIA H200 that first version ran 4096^3 slower than the one
+# below ({{bench.matmul_naive.tflop_s:.2f}} TFLOP/s on {{bench.date}}), with the same reuse,
+# which is none.
 #
 # **Step 2, shared-memory tiles**: a block of TILE x TILE threads computes a TILE x TILE
 # tile of C. It walks along k one tile at a time: the block loads a TILE x TILE tile of A
@@ -167,7 +172,7 @@ fig = viz.plot_reads(n=4096, tiles=(16, 32, 64, 128))
 #
 # 1. declare two `(TILE, TILE)` float32 shared arrays;
 # 2. for each tile `t` of k (`math.ceil(k / TILE)` of them): each thread loads
-#    `a[row, t*TILE + tx]` and `b[t*TILE + ty, col]`, or **0.0 outside the matrices** (the
+#    `a[row, t*TILE + tx]` and `b[t*TILE + ty, col]`, or **`0.0` outside the matrices** (the
 #    shapes are not multiples of TILE); barrier; accumulate `TILE` products; barrier;
 # 3. write `c[row, col]` if it is inside c.
 #
@@ -255,11 +260,11 @@ quiz.grade("04_shared_memory.smem_blocks", answer_smem_blocks)
 # | variant | block tile | outputs per thread | threads per block |
 # | --- | --- | --- | --- |
 # | `naive` | 16 x 16 | 1 | 256 |
-# | `tiled` | 16 x 16, shared | 1 | 256 |
+# | your `tiled_matmul` | 16 x 16, shared | 1 | 256 |
 # | `register` | 64 x 64, shared | 4 x 4 | 256 |
 # | `register128` | 128 x 128, shared, A stored transposed | 8 x 8 | 256 |
 # | `register128x256` | 128 x 256, shared | 8 x 16 | 256 |
-# | `register128x256v4` | the same, 16-byte shared loads (`ld.shared.v4.f32`) | 8 x 16 | 256 |
+# | `register128x256v4` | the same, 16-byte shared loads (*`ld.shared.v4.f32`*, the PTX instruction that loads 4 float32 from shared memory at once) | 8 x 16 | 256 |
 #
 # Read `src/cudacourse/matmul.py` for the details (unsigned indices, a prefetch of the
 # next tile into registers during the math, a register cap so two blocks fit on an SM).
@@ -316,20 +321,20 @@ else:
 # The cell below reads the course's committed run (`docs/benchmarks.json`, `cudacourse
 # bench` on an NVIDIA H200, 4096^3 float32, cuBLAS and PyTorch measured in the same run).
 # Each step removes what limited the one before: the naive kernel rereads A and B from
-# global memory for every output; 16 x 16 shared tiles divide those reads by 16 (about 8x
-# faster), but then every multiply-add needs two shared-memory reads; 4 x 4 and then 8 x 8
+# global memory for every output; 16 x 16 shared tiles divide those reads by 16
+# ({{bench.matmul_tiled.tflop_s / bench.matmul_naive.tflop_s:.1f}}x faster), but then every multiply-add needs two shared-memory reads; 4 x 4 and then 8 x 8
 # outputs per thread (`register`, `register128`) feed 16 or 64 multiply-adds from 8 or 16
 # values held in registers, and bigger block tiles (128 x 256) cut global reads again; the
 # 16-byte shared loads (`register128x256v4`) issue a quarter of the load instructions.
-# There it stops, at about 0.6 of cuBLAS: the kernel needs 238 registers per thread, so one
-# block of 256 threads (8 warps) runs per SM, and it waits at each barrier while its next
-# tile is stored. Double-buffering the shared tiles (one barrier per step instead of two),
-# 256 x 128 tiles, deeper k-slices and a register cap were all tried on the H200
-# (2026-12-01): none was faster (28.5, 30.4, 22 to 26 and 11 TFLOP/s).
+# There it stops, at {{bench.ratio.matmul_best_vs_cublas:.2f}} of cuBLAS: the kernel needs so
+# many registers per thread that one block of 256 threads (8 warps) runs per SM, and it waits
+# at each barrier while its next tile is stored. Double-buffering the shared tiles (one
+# barrier per step instead of two), 256 x 128 tiles, deeper k-slices and a register cap were
+# all tried on the H200: none was faster (the comments of `cudacourse.matmul` record each).
 # %%
 from cudacourse import bench
 
-STEPS = ("naive", "tiled", "register", "register128", "register128x256", "register128x256v4")
+STEPS = ("naive", "register", "register128", "register128x256", "register128x256v4")
 report = bench.committed_report()
 names = {v: f"matmul_{v}" for v in STEPS}
 names.update(cublas_sgemm="cublas_sgemm", torch_matmul="torch_matmul")
@@ -362,7 +367,7 @@ else:
     dev = cuda.get_current_device()
     peak = dev.MULTIPROCESSOR_COUNT * 128 * 2 * dev.CLOCK_RATE * 1e3 / 1e12
     bw_tb = copy_bw / 1e12
-tiles = {"naive": None, "your tiled_matmul": (TILE, TILE), "tiled": (TILE, TILE),
+tiles = {"naive": None, "your tiled_matmul": (TILE, TILE),
          "register": (64, 64), "register128": (128, 128), "register128x256": (128, 256),
          "register128x256v4": (128, 256)}
 points = {k: (viz.matmul_intensity(tiles[k]), v) for k, v in tflops.items() if k in tiles}
@@ -382,7 +387,7 @@ fig = viz.plot_roofline(points, peak, bw_tb,
 # Write `block_sum(x, partial)`, launched with `ceil(n / TPB)` blocks of `TPB` threads:
 # block `b` stores the sum of `x[b*TPB : (b+1)*TPB]` in `partial[b]`.
 #
-# 1. each thread stores its element of x in a `TPB`-slot shared array (**0.0 past the
+# 1. each thread stores its element of x in a `TPB`-slot shared array (**`0.0` past the
 #    end of x**), then a barrier;
 # 2. `s = TPB // 2`; while `s > 0`: threads `t < s` add slot `t + s` into slot `t`;
 #    barrier; `s //= 2`;
@@ -473,7 +478,7 @@ quiz.grade("04_shared_memory.shuffle_barrier", answer_shuffle_barrier)
 # served in one pass only if its 32 threads hit 32 different banks (or the same word).
 # Writing out the transposed tile means reading a **column** of the tile: in a 32-wide
 # float32 array, the whole column sits in one bank, a 32-way conflict. One spare column
-# (33 wide) shifts each row by one bank:
+# (a row of 32 + 1 words) shifts each row by one bank:
 
 # %%
 fig = viz.plot_banks(pads=(0, 1))
@@ -525,18 +530,24 @@ quiz.grade("04_shared_memory.padding", answer_padding)
 # * Reductions: a tree in shared memory, then warp shuffles (registers, no barrier), then
 #   one pass with several accumulators per thread and one atomic per block: the last one
 #   runs at memory bandwidth.
-# * Banks: a warp's 32 accesses should hit 32 different banks; padding a 32-wide tile to 33
-#   columns removes the transpose's 32-way conflict.
+# * Banks: a warp's 32 accesses should hit 32 different banks; padding a 32-wide tile by one
+#   column removes the transpose's 32-way conflict.
 #
-# Measured by the course authors on an NVIDIA H200 (2026-11-30, `cudacourse bench`, the
+# Measured by the course authors on an {{bench.gpu}} ({{bench.date}}, `cudacourse bench`, the
 # table in `docs/benchmarks.md`; medians of event-timed runs, ceilings measured in the same
-# run): 4096^3 float32 matmul 0.98 / 7.9 / 17.2 / 25.3 / 28.7 / 30.8 TFLOP/s for naive /
-# tiled / register / register128 / register128x256 / register128x256v4, against cuBLAS at
-# 51.4, so the best Numba kernel reached 0.60 of cuBLAS (0.598; again 0.60 of cuBLAS and of
-# `torch.matmul` on 2026-12-01, when the naive kernel, its warps now along the columns of
-# C, ran at 1.37); the sum of 256M float32
-# read at 1.02 x the copy rate (4.22 TB/s that run); the transpose of 16384^2 ran at 0.12
-# (naive), 0.42 (tiled, bank conflicts), 0.83 (padded) and 0.94 (padded 64 x 64) of it.
+# run): 4096^3 float32 matmul {{bench.matmul_naive.tflop_s:.2f}} /
+# {{bench.matmul_tiled.tflop_s:.1f}} / {{bench.matmul_register.tflop_s:.1f}} /
+# {{bench.matmul_register128.tflop_s:.1f}} / {{bench.matmul_register128x256.tflop_s:.1f}} /
+# {{bench.matmul_register128x256v4.tflop_s:.1f}} TFLOP/s for naive / tiled / register /
+# register128 / register128x256 / register128x256v4, against cuBLAS at
+# {{bench.ceiling.cublas_sgemm_tflop_s:.1f}}, so the best Numba kernel reached
+# {{bench.ratio.matmul_best_vs_cublas:.2f}} of cuBLAS ({{bench.ratio.matmul_best_vs_torch:.2f}}
+# of `torch.matmul`); the sum of 256M float32 read at {{bench.ratio.reduce_sum_vs_copy:.2f}} x
+# the copy rate ({{bench.ceiling.copy_gb_s/1000:.2f}} TB/s that run); the transpose of 16384^2
+# ran at {{bench.ratio.transpose_naive_vs_copy:.2f}} (naive),
+# {{bench.ratio.transpose_tiled_vs_copy:.2f}} (tiled, bank conflicts),
+# {{bench.ratio.transpose_tiled_padded_vs_copy:.2f}} (padded) and
+# {{bench.ratio.transpose_tiled_padded64_vs_copy:.2f}} (padded 64 x 64) of it.
 #
 # ## Further exercises
 #

@@ -11,7 +11,8 @@
 # 3. the **online softmax**: a softmax that reads each row once (exercise 1);
 # 4. a fused attention kernel that never writes the scores (exercise 2);
 # 5. the fast version: several warps per query tile, K and V tiles in shared memory,
-#    register blocking, causal masking.
+#    register blocking, and *causal* masking (each position attends only to the ones before
+#    it).
 # %% [readonly] id=setup
 import cudacourse
 from cudacourse import quiz
@@ -56,11 +57,12 @@ else:
 #
 # With 16 heads, S = 16384 and float32, the scores alone are
 # 16 x 16384^2 x 4 bytes = **16 GiB**. The two matmuls do a number of flops per score that
-# grows with d (the second question below counts them: a few hundred for d = 64), but each
-# softmax step (scale, max, subtract, exp, sum, divide) does about one operation per 4-byte
-# score it reads and writes. An H200 needs about 12 flops per byte moved to keep its
-# arithmetic busy (51.4 TFLOP/s of SGEMM against 4.2 TB/s of copy bandwidth, both from this
-# course's benchmark, `docs/benchmarks.json`, 2026-11-30), so those steps wait on memory.
+# grows with d, but each softmax step (scale, max, subtract, exp, sum, divide) does about one
+# operation per 4-byte score it reads and writes. To keep its arithmetic busy an H200 needs
+# many flops per byte moved: {{bench.ceiling.cublas_sgemm_tflop_s:.1f}} TFLOP/s of SGEMM
+# against {{bench.ceiling.copy_gb_s/1000:.2f}} TB/s of copy bandwidth (both from this course's
+# benchmark, `docs/benchmarks.json`, {{bench.date}}; divide one by the other). Compare that
+# with the softmax steps' one operation per 4-byte score, then answer question 3.
 # The fused kernel keeps the scores in registers and shared memory; its only extra memory is
 # the output.
 # %%
@@ -101,27 +103,38 @@ quiz.grade("05_fused_attention.memory_bound", answer_memory_bound)
 # ## 3. Kernel fusion: a softmax in one kernel
 #
 # `softmax.fused_softmax(x, scale)` computes softmax(scale * x) along each row in **one**
-# launch: one block per row; each thread keeps a running (max, sum) pair over its share of
-# the row; a warp merges its 32 pairs with shuffles (`cuda.shfl_xor_sync`, registers to
-# registers); one pair per warp goes through shared memory to the first warp; a second pass
-# writes the probabilities. The row is read twice and written once, instead of the five or
-# so full passes of separate library calls.
+# launch, one block per row:
+#
+# - each thread reads its share of the row once and keeps a *running (max, sum) pair*: the
+#   largest score $m$ seen so far and $\ell = \sum e^{x_j - m}$ over the scores seen. When a
+#   new score raises the max to $m'$, the sum so far is multiplied by $e^{m - m'}$ (section 4
+#   derives this: it is the online softmax);
+# - two partial pairs, over two disjoint parts of the row, merge into the pair of the whole:
+#   $m = \max(m_a, m_b)$, $\ell = \ell_a e^{m_a - m} + \ell_b e^{m_b - m}$ (each sum is
+#   rescaled to the common maximum, then they add);
+# - a warp merges its 32 pairs that way with shuffles (`cuda.shfl_xor_sync`, registers to
+#   registers: lane i takes lane i XOR k's pair, for k = 16, 8, 4, 2, 1); one pair per warp
+#   goes through shared memory to the first warp, which merges those;
+# - a second pass writes the probabilities $e^{x_j - m} / \ell$.
+#
+# The row is read twice and written once, instead of the five or so full passes of separate
+# library calls.
 # %%
 x = rng.standard_normal((4, 300)).astype(np.float32) * 20
 p = softmax.fused_softmax(x, scale=0.5)
 print("max error vs NumPy:", np.abs(p - softmax.softmax_ref(x, 0.5)).max(),
       "| rows sum to", p.sum(axis=1).round(6))
 # %% [markdown]
-# Measured once on an NVIDIA H200 (2026-11-30, CUDA events, median of 7 runs): for a
-# 65536 x 4096 float32 matrix (1 GiB), `fused_softmax` took 0.99 ms (2 reads + 1 write =
-# 3.3 TB/s effective) against 5.70 ms for the CuPy composition
+# Count the passes of the CuPy composition
 # `s = x * c; s -= s.max(-1, keepdims=True); cp.exp(s, out=s); s /= s.sum(-1, keepdims=True)`:
-# 5.8x faster, because it moves about a quarter of the bytes.
+# every step reads the whole matrix and four of them write it back, against the fused
+# kernel's two reads and one write. A memory-bound step's time follows its bytes, so the fused
+# softmax wins by about the ratio of the two counts (further exercise 5 measures it).
 #
 # ## 4. The online softmax
 #
-# The softmax needs the row maximum *before* it can exponentiate (exp(1000) overflows
-# float32). So the textbook softmax reads the row twice: once for the max, once for the sum.
+# The softmax needs the row maximum *before* it can exponentiate (`exp(1000)` overflows
+# float32, whose largest value is about 3.4e38). So the textbook softmax reads the row twice: once for the max, once for the sum.
 # The **online softmax** reads it once, keeping a running max $m$ and a running sum
 # $\ell = \sum_{j \le t} e^{s_j - m}$. When a new score raises the max to $m'$, every term
 # already in $\ell$ was computed against the old $m$, and
@@ -183,7 +196,7 @@ quiz.grade("05_fused_attention.rescale", answer_rescale)
 #
 # Now the whole attention in one kernel, the simple way: **one thread per query row**,
 # 16 rows per block. The block walks over the keys in tiles of 16: every thread loads one key
-# row and one value row into shared memory (the tile is then read by all 16 rows), and each
+# row and one value row into shared memory, and each
 # thread folds the tile's 16 keys into its running `m`, `l` and its accumulator row
 # `acc[0:d]`. The S x S scores never exist in GPU memory.
 #
@@ -263,21 +276,27 @@ quiz.grade("05_fused_attention.shared_tiles", answer_shared_tiles)
 # d-long accumulator (in slow local memory when d is a loop bound), and a block has only 16
 # threads. In the same spirit as a good matmul, `attention.flash_attention` (the "tiled"
 # variant) gives a block 64 query rows and 64 or 128 threads, and every thread a small 2D
-# patch of work:
+# patch of work. Its tile shape is `attention.FlashConfig(bq, bk, tr, tc)`: `bq` query rows
+# per block, `bk` keys per tile, and per thread a *TR x TC patch*: TR query rows (`tr`) by TC
+# keys (`tc`) of the scores, 4 x 4 by default, so that the `bk // tc` threads covering one
+# group of TR rows split the tile's keys between them:
 #
 # - the Q tile is loaded once into shared memory, pre-multiplied by scale x log2(e) so that
 #   `math.exp2` replaces `exp`;
 # - per tile of 32 keys, K and V go to shared memory (K padded by one column so that the
 #   lanes of a warp hit different banks);
-# - each thread computes a TR x TC patch of the scores in registers (each Q and K value
-#   loaded once, used TC or TR times), masks it, and the 8 lanes sharing a row agree on its
-#   maximum with `shfl_xor_sync`;
+# - each thread computes its TR x TC patch of the scores in registers (each Q and K value
+#   loaded once, used TC or TR times) and masks it. A query row's maximum over the tile is
+#   then spread over the threads that hold that row: bk / tc = 32 / 4 = 8 adjacent *lanes
+#   sharing a row* (lanes: the 32 threads of a warp, numbered from 0); they agree on it with
+#   `shfl_xor_sync`, in three exchanges (XOR 4, 2, 1);
 # - it rescales its running sums and its TR x (d/8) patch of the output accumulator, writes
 #   its probabilities to shared memory, and accumulates P V;
 # - tile shapes are compile-time constants, so every inner loop is unrolled and the small
-#   per-thread arrays live in registers (ptxas reports no local memory and no spills);
-# - with causal masking the loop stops at the block's last row: tiles in the future of every
-#   row are never visited.
+#   per-thread arrays live in registers (*ptxas*, NVIDIA's assembler that turns the PTX
+#   Numba emits into the GPU's machine code, reports no local memory and no spills);
+# - with causal masking some key tiles need no work at all, and the loop never visits them
+#   (question 6 asks which).
 #
 # The "tiled" kernel is bound by shared-memory loads: per key dimension a thread issues one
 # 4-byte load for each of its TR query values and TC keys, TR + TC loads for TR x TC
@@ -285,7 +304,8 @@ quiz.grade("05_fused_attention.shared_tiles", answer_shared_tiles)
 # of multiply-adds. The **"fast"** variant (the default, `variant="best"`) changes that and a
 # few other things, each a habit from the matmul lesson:
 #
-# - every shared-memory read is 16 bytes (4 floats, `ld.shared.v4.f32`): Q, K and P are
+# - every shared-memory read is 16 bytes (4 floats in one instruction, which PTX writes
+#   *`ld.shared.v4.f32`*: load, shared memory, vector of 4, float32): Q, K and P are
 #   stored row by row, padded by 4 words, so a thread reads 4 dimensions of a query row or of
 #   a key in one load: a quarter of the load instructions;
 # - 128 query rows and 256 threads per block, a 4 x 4 patch of scores per thread, the next
@@ -294,8 +314,9 @@ quiz.grade("05_fused_attention.shared_tiles", answer_shared_tiles)
 #   tiles skip rescaling the accumulator (deferred rescaling, as FlashAttention-4 does);
 # - masks are computed only on the tiles that need them (the diagonal, the last tile), and
 #   causal blocks start with the longest query tiles;
-# - tiles above 48 KiB of shared memory (72 KiB at d = 64, 119 KiB at d = 128), once the
-#   kernel's limit is raised through the driver.
+# - tiles above the {{const.hardware.STATIC_SHARED_KIB}} KiB of shared memory a block gets
+#   without asking (dynamic shared memory, once the kernel's limit is raised through the
+#   driver, up to {{const.attention.MAX_SHARED_BYTES/1024:.0f}} KiB per block on the H200).
 #
 # The speed of each step is in the table of section 8.
 # %%
@@ -303,12 +324,13 @@ bh, S, d = device.pick(sim=(2, 37), gpu=(16, 1000)) + (32,)
 q, k, v = (rng.standard_normal((bh, S, d)).astype(np.float32) for _ in range(3))
 for causal in (False, True):
     want = attention.attention_ref(q, k, v, causal=causal)
-    for variant in ("fast", "tiled", "rows"):
+    for variant in ("fast", "tiled"):
         got = attention.flash_attention(q, k, v, causal=causal, variant=variant)
         print(f"causal={causal!s:5} {variant:5}: relative error "
               f"{attention.relative_error(got, want):.1e}")
 # %% [markdown]
-# Scores of large magnitude (inputs times 100) are no problem: every exponent is <= 0.
+# Scores of large magnitude (inputs a hundred times larger) are no problem: every exponent
+# is <= 0.
 # %%
 got = attention.flash_attention(q * 100, k * 100, v, causal=True)
 print("all finite:", np.isfinite(got).all(), "| relative error:",
@@ -403,36 +425,46 @@ for sfx, name in SHAPES:
 if report is not None:
     print("\nthe steps at 16 x 4096 x 64, TFLOP/s:", ", ".join(
         f"{n} {bench.figure(report, k):.2f}" for n, k in (
-            ("rows", "attention_rows"), ("tiled", "attention_tiled"),
+            ("tiled", "attention_tiled"),
             ("fast", "attention_fused"), ("CuPy unfused", "attention_unfused"))
         if bench.figure(report, k) is not None))
 # %% [markdown]
-# On the H200 run of 2026-12-01 (16 x 4096 x 64), the steps of section 6 went from 0.43
-# TFLOP/s (one thread per row, 159 ms) to 11.8 ("tiled", 5.8 ms) to 24.3 ("fast", 2.8 ms);
-# the CuPy unfused version ran at 9.0. What the fast kernel **beats**:
+# On the {{bench.gpu}} run of {{bench.date}} (16 x 4096 x 64), the steps of section 6 went
+# from {{bench.attention_rows.tflop_s:.2f}} TFLOP/s (one thread per row,
+# {{bench.attention_rows.median_ms:.0f}} ms) to {{bench.attention_tiled.tflop_s:.1f}} ("tiled",
+# {{bench.attention_tiled.median_ms:.1f}} ms) to {{bench.attention_fused.tflop_s:.1f}} ("fast",
+# {{bench.attention_fused.median_ms:.1f}} ms); the CuPy unfused version ran at
+# {{bench.attention_unfused.tflop_s:.1f}}. What the fast kernel **beats**:
 #
-# - eager PyTorch at d = 64 (1.09x at S = 4096, 1.03x at 16384), and every causal shape
-#   (1.4x to 2.5x): eager computes the whole square of scores and then masks half of it,
+# - eager PyTorch at d = 64 ({{bench.ratio.attention_fused_vs_torch_eager:.2f}}x at S = 4096,
+#   {{bench.ratio.attention_fused_vs_torch_eager_s16384:.2f}}x at 16384), and every causal
+#   shape (from {{bench.ratio.attention_fused_vs_torch_eager_d128_causal:.2f}}x at
+#   16 x 4096 x 128 to {{bench.ratio.attention_fused_vs_torch_eager_causal_s16384:.2f}}x at
+#   16 x 16384 x 64): eager computes the whole square of scores and then masks half of it,
 #   where the fused kernel never visits the future tiles;
-# - every unfused version on memory: no score matrix at all (3 GiB for eager at
-#   16 x 4096, 16 GiB at 16 x 16384 for CuPy).
+# - every unfused version on memory: no score matrix at all (CuPy's unfused attention
+#   allocated {{bench.ratio.attention_unfused_extra_gib_s16384:.0f}} GiB at 16 x 16384 x 64,
+#   the fused kernel {{bench.ratio.attention_fused_extra_gib_s16384:.0f}}).
 #
 # What it does **not** beat:
 #
-# - eager PyTorch at d = 128 without a mask (0.77): its matmuls are cuBLAS SGEMM at about
-#   51 TFLOP/s and, with more work per score, the memory-bound softmax is a smaller share;
-# - SDPA in float32: 0.71 of it at d = 64, about 0.5 at d = 128. SDPA's memory-efficient
+# - eager PyTorch at d = 128 without a mask ({{bench.ratio.attention_fused_vs_torch_eager_d128:.2f}}):
+#   its matmuls are cuBLAS SGEMM at about {{bench.ceiling.cublas_sgemm_tflop_s:.0f}} TFLOP/s
+#   and, with more work per score, the memory-bound softmax is a smaller share;
+# - SDPA in float32: {{bench.ratio.attention_fused_vs_sdpa_f32:.2f}} of it at d = 64,
+#   {{bench.ratio.attention_fused_vs_sdpa_f32_d128:.2f}} at d = 128. SDPA's memory-efficient
 #   kernel is CUTLASS C++ with tiles pipelined through shared memory by asynchronous copies;
 #   the Numba kernel loads K and V with ordinary loads and waits at a barrier, and the GPU's
-#   compiler gives it 211 to 254 registers per thread, so one block of 256 threads (8 warps)
-#   runs per SM: capping registers to fit two blocks made it spill and run slower;
+#   compiler gives it so many registers per thread that one block of 256 threads (8 warps)
+#   takes most of an SM's {{const.occupancy.H200_SM.registers:,}} registers, so one block runs
+#   per SM: capping registers to fit two blocks made it spill and run slower;
 # - anything in bfloat16 (section 10).
 #
 # ## 9. Where PyTorch has no fused kernel: soft-capped scores, sliding window
 #
 # Real models change the scores before the softmax in ways SDPA cannot express. Gemma 2
-# soft-caps every score, s -> cap * tanh(s / cap) (cap = 50), so that no score grows without
-# bound, and alternates layers with a causal **sliding window**: query i sees only the keys
+# soft-caps every score, s -> cap * tanh(s / cap) (`cap = 50.0`), so that no score grows without
+# bound, and alternates layers with a causal *sliding window*: query i sees only the keys
 # i - W + 1 .. i (W = 4096 there; 1024 below). In PyTorch that means eager attention, with
 # the whole score matrix in memory, or FlexAttention, which compiles the two functions into
 # a Triton kernel. In the fused kernel it is three lines: the tanh on each score in
@@ -451,23 +483,26 @@ if report is not None and bench.figure(report, "attention_softcap_fused", "media
           f"window 1024: eager {ms['torch_eager']:.2f} ms"
           + (f" ({gib:.1f} GiB extra)" if gib else "") +
           f", FlexAttention {ms['flex']:.2f} ms, fused {ms['fused']:.2f} ms")
-else:
-    print("NVIDIA H200, 2026-12-01, 16 x 4096 x 64, cap 50, window 1024: eager 5.69 ms "
-          "(3.0 GiB extra), FlexAttention 1.45 ms, fused 0.88 ms")
 # %% [markdown]
-# On that run the fused kernel was 6.5x faster than eager PyTorch and 1.66x faster than
-# FlexAttention (float32 too; FlexAttention's compile took about 8 s the first time), with
+# On that run the fused kernel was {{bench.ratio.attention_softcap_fused_vs_torch_eager:.1f}}x
+# faster than eager PyTorch and {{bench.ratio.attention_softcap_fused_vs_flex:.2f}}x faster than
+# FlexAttention (float32 too; FlexAttention's compile takes seconds the first time), with
 # no memory beyond its output. Here a hand-written kernel wins outright: the library has no
 # kernel for this function, and the generic compiled one pays for its generality.
 #
 # ## 10. Beyond float32: tensor cores
 #
-# SDPA in bfloat16 ran about 14x faster than in float32 on every shape above (466 against
-# 34 TFLOP/s at 16 x 4096 x 64). The difference is not a better algorithm but different
-# hardware: **tensor cores**, matrix units that multiply small tiles of 16-bit inputs with
-# float32 accumulation, about 990 TFLOP/s of dense bf16 on an H200 against 67 TFLOP/s for
-# the FP32 cores that every Numba kernel of this course uses (Hopper's `wgmma` instruction,
-# issued by four warps together). Numba's Python kernels cannot reach them directly. Routes
+# SDPA in bfloat16 ran {{bench.ratio.attention_sdpa_bf16_vs_sdpa_f32_d128_causal:.1f}}x to
+# {{bench.ratio.attention_sdpa_bf16_vs_sdpa_f32_d128:.1f}}x faster than in float32 on the shapes
+# above ({{bench.attention_sdpa_bf16.tflop_s:.0f}} against
+# {{bench.attention_sdpa_f32.tflop_s:.1f}} TFLOP/s at 16 x 4096 x 64). The difference is not a
+# better algorithm but different hardware: **tensor cores**, matrix units that multiply small
+# tiles of 16-bit inputs with float32 accumulation, about
+# {{const.hardware.H200_BF16_TENSOR_TFLOP_S:.0f}} TFLOP/s of dense bf16 on an H200 (datasheet)
+# against {{const.hardware.H200.fp32_tflop_s:.0f}} TFLOP/s for the FP32 cores that every Numba
+# kernel of this course uses (cuBLAS SGEMM reached {{bench.ceiling.cublas_sgemm_tflop_s:.1f}}
+# of those). On Hopper they are driven by the `wgmma` instruction, issued by a *warpgroup* of
+# four warps together. Numba's Python kernels cannot reach them directly. Routes
 # that do, from Python:
 #
 # - **Triton**: Python-like kernels over tiles; `tl.dot` on 16-bit tiles compiles to tensor
@@ -477,7 +512,7 @@ else:
 # - **CUDA C++** compiled and launched from Python through CUDA Python's `cuda.core`.
 #
 # Beyond this course's float32 Numba kernels, `cudacourse.bench.triton_flash` is a small
-# FlashAttention forward in Triton (about 60 lines: the same online softmax in exp2, both
+# FlashAttention forward in Triton (a page of Python: the same online softmax in exp2, both
 # products with `tl.dot` in bf16). Measured with the rest:
 # %%
 if report is not None and bench.figure(report, "attention_triton_bf16") is not None:
@@ -485,9 +520,6 @@ if report is not None and bench.figure(report, "attention_triton_bf16") is not N
         t, s16 = (bench.figure(report, f"attention_{m}{sfx}") for m in ("triton_bf16", "sdpa_bf16"))
         if t and s16:
             print(f"{name:18} Triton bf16 {t:6.1f} TFLOP/s, SDPA bf16 {s16:6.1f}: {t / s16:.2f}")
-else:
-    print("NVIDIA H200, 2026-12-01, 16 x 4096 x 64: Triton bf16 355 TFLOP/s, SDPA bf16 (cuDNN) "
-          "466: 0.76; causal 0.57; d = 128: 0.66")
 from cudacourse.bench import triton_flash  # imports Triton only when called
 
 ok, why = triton_flash.available() if not device.is_simulator() else (False, "simulator mode")
@@ -502,8 +534,11 @@ if ok:
 else:
     print("Triton kernel not run here:", why)
 # %% [markdown]
-# One run, one GPU: Triton's 60 lines reached about three quarters of cuDNN's bf16 kernel
-# without causal masking, and 25x the float32 Numba kernel, with no tuning beyond tile sizes.
+# One run, one GPU: Triton's page of Python reached
+# {{bench.ratio.attention_triton_bf16_vs_sdpa_bf16:.2f}} of cuDNN's bf16 kernel without causal
+# masking ({{bench.attention_triton_bf16.tflop_s:.0f}} TFLOP/s, against
+# {{bench.attention_fused.tflop_s:.1f}} for the float32 Numba kernel), with no tuning beyond
+# tile sizes.
 # The structure is the one you wrote: tiles of K and V streaming past a tile of Q, a
 # running maximum and sum, the scores never leaving the chip.
 #
@@ -530,3 +565,6 @@ else:
 #    difference with shared-memory loads per score.
 # 4. Write the backward pass of the online softmax: which saved numbers (m and l per row)
 #    let you recompute P without storing it?
+# 5. On a GPU, time `softmax.fused_softmax` against the CuPy composition of section 3 on a
+#    65536 x 4096 float32 matrix (CUDA events, median of several runs). Predict the ratio
+#    from the passes over memory first.

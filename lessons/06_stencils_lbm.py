@@ -11,10 +11,12 @@
 #    data kept on the device (**you write the time loop**), and why a stencil is
 #    memory-bound;
 # 2. the **lattice Boltzmann method** (LBM) for the flow of a fluid: 9 populations per grid
-#    node that stream to their neighbours and collide; walls and obstacles by bounce-back;
+#    node that stream to their neighbours and collide; walls and obstacles by *bounce-back*
+#    (what would flow into a solid node is sent back the way it came);
 #    the structure-of-arrays layout; one fused kernel per step (**you write it**), checked
 #    against a NumPy reference and against the exact solution of a channel flow;
-# 3. the pictures: the vortex street behind a cylinder, the flow around a NACA 0012 wing,
+# 3. the pictures: the vortex street behind a cylinder, the flow around a NACA 0012 wing (a
+#    standard symmetric wing section),
 #    and the lift that grows with the angle of attack.
 #
 # Run the cells in order. In the simulator, kernels run on tiny grids (seconds per check),
@@ -31,7 +33,7 @@ import time
 import numpy as np
 from numba import cuda, float32
 import matplotlib.pyplot as plt
-from cudacourse import bench, device, lbm, stencil
+from cudacourse import bench, device, lbm, prose, stencil
 from cudacourse.viz import flow as viz
 
 SIM = device.is_simulator()
@@ -76,14 +78,17 @@ def median_time(fn, reps=10, batches=5):
 #
 # A metal plate, hot along one edge. Its temperature $u$ obeys the heat equation
 # $\partial_t u = \kappa \nabla^2 u$. On a grid, one explicit time step replaces every
-# interior cell by itself plus $\alpha$ times a discrete Laplacian. We use the 9-point
-# one, which weighs the four edge neighbours 4 times as much as the four diagonal ones
+# interior cell by itself plus $\alpha$ times a *discrete Laplacian*: the grid's version of
+# $\nabla^2 u$, a weighted sum of the neighbours minus the cell itself, which is zero where
+# $u$ is flat or a straight ramp and positive where the cell is colder than its surroundings.
+# We use the 9-point one, which weighs the four edge neighbours 4 times as much as the four diagonal ones
 # (the diffusion is then the same in every direction, not faster along the axes):
 #
 # $$u'_{y,x} = u_{y,x} + \alpha \, \frac{4(u_N + u_S + u_E + u_W) + (u_{NE} + u_{NW} + u_{SE} + u_{SW}) - 20\,u_{y,x}}{6}$$
 #
 # The boundary rows and columns are walls held at a fixed temperature: they keep their
-# values (a Dirichlet boundary condition). The step is stable for $\alpha \le 0.375$.
+# values (a Dirichlet boundary condition). The step is stable for
+# $\alpha \le$ {{const.stencil.MAX_ALPHA}}.
 # `stencil.heat_step_ref` is the NumPy reference; `stencil.heat_step` runs a kernel.
 
 # %%
@@ -140,15 +145,18 @@ quiz.grade("06_stencils_lbm.halo_cells", answer_halo_cells)
 #    (the halo starts one cell before the tile);
 # 2. load all `HALO[0] * HALO[1]` cells: for `k` from the thread's rank in the block
 #    (`ty * TX + tx`) in steps of `TX * TY`, row `r = k // (TX + 2)`, column `s = k % (TX + 2)`;
-#    cells outside the grid get 0.0 (**guard every load**: the grid is not a tile multiple);
+#    cells outside the grid get `0.0` (**guard every load**: the grid is not a tile multiple);
 # 3. barrier;
 # 4. the thread's cell is `y = y0 + ty + 1`, `x = x0 + tx + 1`: if it is inside the grid,
 #    write `out[y, x]`: `u` itself on the boundary rows and columns, the formula above
 #    inside, computed from `tile`.
 #
 # Never write into `u`: other blocks may still be loading it as their halo. The checker
-# tries grids that are not tile multiples, runs each twice (a race gives two answers), and
-# tells you *where* your cells are wrong: on tile edges, at tile corners, on the walls.
+# tries grids that are not tile multiples and tells you *where* your cells are wrong: on tile
+# edges, at tile corners, on the walls. (A write into `u` is a race between blocks. The
+# simulator runs blocks one after another in a fixed order, so such a race gives the same
+# answer every time there; on a GPU, blocks run at once and it gives different answers from
+# run to run. Run the notebook on a GPU once.)
 
 # %% [solution] id=heat_step
 @cuda.jit
@@ -228,9 +236,12 @@ cudacourse.check.check_diffuse(diffuse, hidden=True)
 #
 # One update does about a dozen floating-point operations and must move at least 8 bytes
 # from and to global memory: one float32 read (its own value; the neighbours are re-used
-# from caches or shared memory) and one write. An H200 does about 60 TFLOP/s of float32
-# arithmetic but moves about 4 TB/s: a dozen flops per 8 bytes is 1.5 flop/byte, ten times
-# below the 15 flop/byte where the arithmetic would start to limit. The ceiling of a
+# from caches or shared memory) and one write. An H200 does up to
+# {{const.hardware.H200.fp32_tflop_s:.0f}} TFLOP/s of float32 arithmetic (datasheet) but moves
+# {{bench.ceiling.copy_gb_s/1000:.1f}} TB/s (the course's copy, {{bench.date}}): a dozen flops
+# per 8 bytes is far below the
+# {{const.hardware.H200.fp32_tflop_s / bench.ceiling.copy_gb_s * 1000:.0f}} flop/byte where the
+# arithmetic would start to limit. The ceiling of a
 # stencil is therefore a **device-to-device copy**: the same bytes read and written, with
 # no arithmetic at all. We measure against one, run now on this device:
 
@@ -285,17 +296,20 @@ if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is 
           + ("" if SIM else f"; the copy here: {copy_bw / 1e9:.0f} GB/s"))
 
 # %% [markdown]
-# Both grids here are several times the H200's 50 MB L2 cache, so the data comes from DRAM,
-# as in the bench (`cudacourse bench --only stencil`, a 16384 x 16384 grid, every variant
-# and block shape; its committed figure is printed above). On the H200 on 2026-12-01 the
-# naive and tiled kernels reached only 0.28 and 0.24 of copy: not the bandwidth but the
-# instructions and the latency limited them. Each of the naive kernel's 9 loads costs
-# 64-bit index arithmetic (Numba also checks every index for a negative value to wrap),
-# about 100 PTX instructions per cell in all, and each thread has a single 4-byte load in
-# flight. The `rows` kernel keeps a 3 x 3 window in registers while a thread walks down a
-# column: one load per cell instead of 9 (the left and right neighbours come from the
-# lanes beside it, by warp shuffles, lesson 2), all its loads issued before its first
-# store, and about 53 instructions per cell. The 9 reads per cell of the naive kernel do mostly hit
+# On a GPU both grids here are several times the H200's {{const.hardware.H200.l2_mb}} MB L2
+# cache, so the data comes from DRAM, as in the bench (`cudacourse bench --only stencil`, a
+# 16384 x 16384 grid, every variant and block shape; its committed figure is printed above).
+# On the {{bench.gpu}} ({{bench.date}}) the naive kernel reached only
+# {{bench.ratio.stencil_naive_32x8x1_vs_copy:.2f}} of copy and the tiled ones
+# {{bench.ratio.stencil_tiled_32x8x1_vs_copy:.2f}} (one row per thread) to
+# {{bench.ratio.stencil_tiled_128x2x8_vs_copy:.2f}} (eight rows per thread): not the bandwidth
+# but the instructions and the latency limited them. Each of the naive kernel's 9 loads costs
+# 64-bit index arithmetic (Numba also checks every index for a negative value to wrap), and
+# each thread has a single 4-byte load in flight. The `rows` kernel keeps a 3 x 3 window in
+# registers while a thread walks down a column: one load per cell instead of 9 (the left and
+# right neighbours come from the lanes beside it, by warp shuffles, lesson 2), all its loads
+# issued before its first store, and about half the instructions per cell
+# ({{bench.ratio.stencil_vs_copy:.2f}} of copy in the same run). The 9 reads per cell of the naive kernel do mostly hit
 # the L1 cache, which is what shared memory would have provided. Shared-memory
 # tiles pay off when a cell is re-used more often than the cache can hold: wider stencils,
 # 3D grids (where the planes above and below do not fit in L1), or **temporal blocking**:
@@ -319,11 +333,14 @@ if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is 
 # 2. **bounce-back**: if $x - c_i$ is solid (a wall, the obstacle), the population that
 #    left x towards it comes back reversed: $f_i(x) = f_{\bar\imath}(x)$ with
 #    $c_{\bar\imath} = -c_i$ (`OPP[i]`). This puts a no-slip wall half-way between the nodes;
-# 3. **collide** (BGK): relax towards the local equilibrium,
+# 3. **collide**: relax towards the local equilibrium with one relaxation time $\tau$, the
+#    *BGK* collision (after Bhatnagar, Gross and Krook, 1954, who proposed it),
 #    $f_i \leftarrow f_i + \omega\,(f_i^{eq}(\rho, \mathbf u) - f_i) + 3 w_i\, c_{i,x} F_x$,
 #    with $f_i^{eq} = w_i \rho\,(1 + 3\,c_i\!\cdot\!\mathbf u + 4.5\,(c_i\!\cdot\!\mathbf u)^2 - 1.5\,\mathbf u^2)$
 #    and $\omega = 1/\tau$. The last term is a body force driving the flow like a pressure
-#    gradient. The viscosity is $\nu = (\tau - 1/2)/3$ in lattice units.
+#    gradient. The viscosity is $\nu = (\tau - 1/2)/3$ in *lattice units*: lengths counted in
+#    node spacings, times in time steps, so a velocity of a tenth means a tenth of a node
+#    per step (speeds must stay well below the lattice's speed of sound, $1/\sqrt 3$).
 #
 # The stored populations are the post-collision ones. The directions, in order:
 
@@ -369,8 +386,10 @@ quiz.grade("06_stencils_lbm.soa_layout", answer_soa_layout)
 #
 # Read only `f_in`, write only your own node of `f_out`. The checker compares with
 # `lbm.lbm_step_ref` on small channels with walls and an obstacle, and uses physics to name
-# a mistake: mass must be conserved exactly, and errors that sit only next to solid nodes
-# point at bounce-back.
+# a mistake: the total mass must stay what it was (pull streaming and bounce-back move
+# populations without creating any, and collision keeps each node's density; in float32
+# the sum drifts only by rounding, a few parts in a million over many steps), and errors
+# that sit only next to solid nodes point at bounce-back.
 
 # %% [solution] id=lbm_step
 @cuda.jit
@@ -546,16 +565,18 @@ if not SIM:  # thousands of steps of the whole lattice, buffers swapped on the d
 # %% [markdown]
 # ## 3. Flow past a cylinder: the vortex street
 #
-# Now an open channel: fluid enters on the left at speed $u = 0.1$ (the populations coming
+# Now an open channel: fluid enters on the left at a speed of a tenth of a node per step (the populations coming
 # in from outside are the equilibrium at that velocity), leaves on the right, and meets a
-# cylinder. Its **Reynolds number** $Re = u D / \nu$ compares inertia with viscosity. Above
-# about 47 the wake stops being steady: vortices leave the cylinder alternately from the
+# cylinder. Its **Reynolds number** $Re = u D / \nu$ (D: the cylinder's diameter) compares
+# inertia with viscosity. Above about {{const.lbm.SHEDDING_REYNOLDS}} the wake stops being
+# steady: vortices leave the cylinder alternately from the
 # top and the bottom, the von Kármán vortex street. A small sideways push at the start
 # breaks the symmetry so that shedding starts sooner.
 #
 # In the simulator this runs with the NumPy reference (`lbm.simulate(..., use_gpu=False)`,
 # the same step as your kernel, vectorised), on a small lattice; on a GPU, with the fused
-# kernel on a lattice about 40 times larger.
+# kernel on a lattice with tens of times more nodes (the cell prints its size). Both run at the
+# same Reynolds number: tau is computed from it and from D (`lbm.tau_for`).
 
 # %%
 if SIM:
@@ -595,11 +616,17 @@ quiz.grade("06_stencils_lbm.reynolds_wake", answer_reynolds_wake)
 # %% [markdown]
 # ## 4. Air past a wing
 #
-# A NACA 0012 airfoil (symmetric, 12% as thick as it is long; `lbm.naca0012` builds its
-# mask) at an angle of attack of 8 degrees, nose up. Colour shows the speed: the flow is
-# faster over the top than under the bottom, the streamlines bend down behind the wing.
-# (At these low Reynolds numbers air behaves more like honey than like air around an
-# aircraft, but the picture already has the main features.)
+# A NACA 0012 airfoil (symmetric; its last two digits say it is 12 percent as thick as it is
+# long; `lbm.naca0012` builds its mask) at an angle of attack of 8 degrees, nose up. Colour
+# shows the speed: the flow is faster over the top than under the bottom, the streamlines
+# bend down behind the wing. (At these low Reynolds numbers air behaves more like honey than
+# like air around an aircraft, but the picture already has the main features.)
+#
+# Two things to know when reading it, printed under the picture: it is a snapshot of a short
+# run, taken before the flow has crossed the whole lattice once, so the start-up (the starting
+# vortex shed from the trailing edge) is still in it; and it is at a higher Reynolds number
+# than the lift sweep below, for sharper streamlines. The sweep measures the forces
+# properly: at one Reynolds number, averaged over a developed flow.
 
 # %%
 if SIM:
@@ -610,10 +637,15 @@ solid_w = lbm.naca0012(ny_w, nx_w, chord, 8.0, nx_w / 5, ny_w / 2)
 t = time.perf_counter()
 f_w, _ = lbm.simulate(solid_w, tau_w, steps_w, inflow=u_in)
 _, ux_w, uy_w = lbm.macroscopic(f_w)
-print(f"{steps_w} steps of {ny_w} x {nx_w} nodes in {time.perf_counter() - t:.1f} s, "
-      f"Re = {lbm.reynolds(u_in, chord, tau_w):.0f}")
-fig = viz.plot_speed_streamlines(ux_w, uy_w, solid_w, "NACA 0012 at 8 degrees: speed and "
-                                 "streamlines")
+re_w, through_w = lbm.reynolds(u_in, chord, tau_w), steps_w * u_in / nx_w
+print(f"{steps_w} steps of {ny_w} x {nx_w} nodes in {time.perf_counter() - t:.1f} s")
+fig = viz.plot_speed_streamlines(ux_w, uy_w, solid_w, f"NACA 0012 at 8 degrees, Re = {re_w:.0f}, "
+                                 f"after {through_w:.2f} flow-throughs: speed and streamlines")
+prose.show("Re = {{re:.0f}} (chord {{chord}} nodes, tau = {{tau:.2f}}); the snapshot is taken "
+           "after {{through:.2f}} flow-throughs (`nx / u` = {{t_through:.0f}} steps each), so the "
+           "start-up transient is still in it. The lift sweep below runs at its own, lower Re "
+           "(printed there), averaged over developed flow.",
+           re=re_w, chord=chord, tau=tau_w, through=through_w, t_through=nx_w / u_in)
 
 # %% [markdown]
 # ### Lift and drag
@@ -667,7 +699,8 @@ fig = viz.plot_forces(angles, lift, drag)
 # * The lattice Boltzmann method moves 9 populations per node: pull streaming (each thread
 #   gathers, writes only its own node: no races), bounce-back for walls (the opposite
 #   direction, both components reversed), BGK collision. Stored as a structure of arrays,
-#   every warp load is coalesced; fused into one kernel, a step moves 72 bytes per node.
+#   every warp load is coalesced; fused into one kernel, a step moves
+#   {{const.lbm.BYTES_PER_NODE}} bytes per node.
 # * Physics checks the code: the Poiseuille parabola, mass conserved to rounding, lift that
 #   grows with the angle of attack once averaged over a developed flow (a snapshot of the
 #   starting transient can have either sign).
@@ -683,12 +716,16 @@ fig = viz.plot_forces(angles, lift, drag)
 #    does k steps in shared memory before writing (the valid region shrinks by a cell per
 #    step). Check it against `stencil.diffuse_ref` and measure it against the copy for
 #    k = 1, 2, 4: when does it beat the one-step ceiling?
-# 2. Rerun the cylinder with tau = 0.8 (Re = 20, question 6) and then with Re = 200. How
-#    does the shedding period change? Measure it from `uy` at a point behind the cylinder
-#    and compute the Strouhal number $St = f D / u$ (about 0.2 for a cylinder).
+# 2. Rerun the cylinder well below the shedding threshold (`re_v = 20`: the cell computes tau
+#    from Re and D, and the same tau would give different Re on the simulator's and the GPU's
+#    cylinders, whose D differ) and then well above it (`re_v = 200`). How does the wake
+#    change, and the shedding period? Measure it from `uy` at a point behind the cylinder
+#    and compute the Strouhal number $St = f D / u$ (about {{const.lbm.CYLINDER_STROUHAL}}
+#    for a cylinder).
 # 3. Rewrite your `lbm_step` in the array-of-structures layout `f[ny, nx, 9]` and measure
-#    both on a GPU. How does the ratio compare with the 9x more memory segments per warp?
-# 4. Sweep the angle of attack to 20 degrees. Where does the lift stop growing (stall)?
+#    both on a GPU. How does the ratio compare with the nine times more memory segments per
+#    warp?
+# 4. Sweep the angle of attack to twice the largest angle above. Where does the lift stop growing (stall)?
 #    Does a finer lattice (double the chord) move it?
 # 5. The pull kernel needs two copies of f. Look up the "AA pattern" or "esoteric pull":
 #    how do they stream in place with a single array, and what does each thread then

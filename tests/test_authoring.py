@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cudacourse import authoring
@@ -90,3 +92,24 @@ def test_the_course_root_is_found_from_below_and_refused_elsewhere(tmp_path, mon
     other.mkdir()
     with pytest.raises(authoring.CourseRootNotFound, match="no course here"):
         authoring.find_root(other)
+
+
+def test_nbgrader_release_leaves_the_tracked_learner_copy_byte_for_byte(tmp_path):
+    """`nbgrader generate_assignment` (docs/instructors.md, step 1) rewrites notebooks/: it
+    must write what is committed, or the tree is dirty and provenance says so."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = authoring.find_root()
+    a = "01_gpu_vs_cpu"
+    shutil.copytree(root / "solutions" / a, tmp_path / "solutions" / a)
+    shutil.copy(root / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
+    tracked = (root / "notebooks" / a / f"{a}.ipynb").read_bytes()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", a, "--force",
+                           f"--db=sqlite:///{tmp_path}/gradebook.db"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "notebooks" / a / f"{a}.ipynb").read_bytes() == tracked

@@ -448,3 +448,23 @@ def test_wrong_kernel_is_failed_and_not_timed_on_gpu(inject, capsys):
     out = capsys.readouterr().out
     row = [line for line in out.splitlines() if line.startswith("broken_add kernel")]
     assert row and "FAILED" in row[0] and " ms" not in row[0]
+
+
+def test_call_overhead_values_reach_the_ratios():
+    """A measurement's extra values (``<kernel>_call_overhead_us``) are reported; a failed
+    measurement's are not."""
+    ok = bench.Measurement("m", "m", "compute", values={"matmul_call_overhead_us": 12.5})
+    bad = bench.Measurement("b", "b", "compute", status="FAILED",
+                            values={"softmax_call_overhead_us": 1.0})
+    values, _ = bench.ratios({"m": ok, "b": bad})
+    assert values == {"matmul_call_overhead_us": 12.5}
+
+
+def test_every_public_kernel_reports_its_call_overhead():
+    """The headline case of each public function measures the host cost of one call."""
+    ctx = bench.Ctx("small", seed=1)
+    names = {c.overhead for e in bench.ENTRIES.values() if e.name in
+             ("vector_add", "reduce_sum", "transpose", "softmax", "matmul", "attention",
+              "stencil", "lbm") for c in e.cases(ctx)} - {None}
+    assert names == {"vector_add", "reduce_sum", "transpose", "softmax", "matmul",
+                     "attention", "stencil", "lbm"}

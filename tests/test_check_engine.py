@@ -154,7 +154,8 @@ def test_compare_takes_the_case_as_a_dict_into_the_failure_context():
 
 def test_passes_is_one_line_shown_without_quotes():
     msg = E.passes("vector_add", "3 sizes", "2 block sizes", "a spare block")
-    assert msg == "vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next"
+    assert msg == ("vector_add passes: 3 sizes, 2 block sizes, a spare block; grading reruns "
+                   "it on hidden cases (other sizes and seeds)")
     assert repr(msg) == str(msg)
     assert E.passes("saxpy", hidden=True) == "saxpy passes"
 
@@ -425,3 +426,33 @@ def test_a_compile_that_starts_the_compiler_changes_nothing_the_audit_watches(tm
     base = grading_audit.snapshot(ns, load=True)
     check_vector_add(fresh_add)
     assert grading_audit.compare(base, grading_audit.snapshot(ns)) == []
+
+
+class _Res:  # what compile_gate reports: static shared memory per block, in bytes
+    shared = 40 * 1024
+
+
+def test_shared_memory_a_gpu_refuses_is_refused():
+    E.validate_shared(None, 48 * 1024)  # the most a block may use without an opt-in
+    E.validate_shared(_Res(), 8 * 1024)
+    with pytest.raises(CheckFailure) as info:
+        E.validate_shared(_Res(), 16 * 1024, "k")
+    assert info.value.cause == "bad_launch"
+    assert "49152" in str(info.value) and "40960 bytes static + 16384 dynamic" in str(info.value)
+
+
+@pytest.mark.sim_only(reason="a GPU refuses such a launch itself; the traced simulator must too")
+def test_traced_launch_with_too_much_dynamic_shared_memory_is_refused():
+    from cudacourse.check._trace import tracing
+
+    @cuda.jit
+    def touch(out):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = 1.0
+
+    d = cuda.device_array(4, np.float32)
+    with tracing():
+        with pytest.raises(CheckFailure) as info:
+            touch[1, 32, 0, 64 * 1024](d)
+    assert info.value.cause == "bad_launch" and "65536 bytes" in str(info.value)

@@ -508,6 +508,42 @@ def pipe_pageable(x, alpha, n_chunks, n_streams):
     return out
 
 
+def pipe_right_pinned_pair(x, alpha, n_chunks, n_streams):
+    """Right, with Numba's real signature: `cuda.pinned(x, out)` pins several arrays."""
+    streams = [cuda.stream() for _ in range(n_streams)]
+    out = np.empty_like(x)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    with cuda.pinned(x, out):
+        for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+            s = k % n_streams
+            d_in[s][:hi - lo].copy_to_device(x[lo:hi], stream=streams[s])
+            scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+            d_out[s][:hi - lo].copy_to_host(out[lo:hi], stream=streams[s])
+        cuda.synchronize()
+    return out
+
+
+def pipe_block_too_large(x, alpha, n_chunks, n_streams):
+    """2048 threads per block: a GPU refuses the launch, the simulator would run it."""
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:hi], stream=streams[s])
+        scale_kernel[1, 2048, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+    for s in streams:
+        s.synchronize()
+    return h_out
+
+
 def pipe_wrong_formula(x, alpha, n_chunks, n_streams):
     streams = [cuda.stream() for _ in range(n_streams)]
     h_in = cuda.pinned_array(x.shape, np.float32)
@@ -574,7 +610,7 @@ def pipe_right_event_sync(x, alpha, n_chunks, n_streams):
 
 
 @pytest.mark.parametrize("fn", [pipe_right, pipe_right_to_device, pipe_right_staging_with_sync,
-                                pipe_right_event_sync])
+                                pipe_right_event_sync, pipe_right_pinned_pair])
 def test_pipeline_accepts(fn):
     check.check_pipelined_scale(fn, seed=1)
     check.check_pipelined_scale(fn, hidden=True, seed=2)
@@ -592,6 +628,7 @@ def test_pipeline_accepts(fn):
     (pipe_pageable, "pageable host memory"),
     (pipe_wrong_formula, re.escape("holds alpha + x[i]")),
     (pipe_reads_before_sync, "before the stream copying them there was synchronized"),
+    (pipe_block_too_large, "at most 1024 per block"),
 ])
 def test_pipeline_rejects(fn, phrase):
     rejects(check.check_pipelined_scale, fn, phrase)
@@ -605,7 +642,7 @@ def test_each_check_returns_one_success_line():
              check.check_pipelined_scale(pipe_right, seed=1)]
     assert [ln.split(":")[0] for ln in lines] == ["gpu_scale passes", "smooth_on_device passes",
                                                  "pipelined_scale passes"], lines
-    assert all(ln.endswith("hidden cases next") for ln in lines), lines
+    assert all(ln.endswith("hidden cases (other sizes and seeds)") for ln in lines), lines
 
 
 def test_tracer_restores_numba():

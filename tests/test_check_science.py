@@ -58,6 +58,32 @@ def heat_right(u, out, alpha):
             out[y, x] = c + alpha * (4 * e + d - 20 * c) / 6
 
 
+@cuda.jit
+def heat_loads_once(u, out, alpha):
+    """Each thread loads one cell of the tile + halo, no loop: 128 threads for 180 cells,
+    so the last 52 cells (the bottom rows of the tile) are never loaded."""
+    tile = cuda.shared.array(HALO, float32)
+    ny, nx = u.shape
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    x0 = cuda.blockIdx.x * TX - 1
+    y0 = cuda.blockIdx.y * TY - 1
+    k = ty * TX + tx
+    r, s = k // (TX + 2), k % (TX + 2)
+    gy, gx = y0 + r, x0 + s
+    tile[r, s] = u[gy, gx] if 0 <= gy < ny and 0 <= gx < nx else 0.0
+    cuda.syncthreads()
+    y, x = y0 + ty + 1, x0 + tx + 1
+    if y < ny and x < nx:
+        r, s = ty + 1, tx + 1
+        c = tile[r, s]
+        if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+            out[y, x] = c
+        else:
+            e = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+            d = tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1] + tile[r + 1, s + 1]
+            out[y, x] = c + alpha * (4 * e + d - 20 * c) / 6
+
+
 def _make_heat_edges(halo: bool = True, corners: bool = True, barrier: bool = True,
                      boundary: bool = True, in_place: bool = False, guards: bool = True,
                      nine_point: bool = True):
@@ -140,6 +166,7 @@ def heat_plain_python(u, out, alpha):
 
 HEAT_WRONG = {
     "halo not loaded": (_make_heat_edges(halo=False), "edges of each tile", False, "halo_missing"),
+    "tile loaded once per thread": (heat_loads_once, "52 never were", True, "halo_missing"),
     "halo corners not loaded": (
         _make_heat_edges(corners=False), "corners of each tile", False, "halo_corners_missing"),
     "missing barrier": (_make_heat_edges(barrier=False), "syncthreads", True, "missing_barrier"),
@@ -217,7 +244,49 @@ def diffuse_allocates(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_round_trips(d_u, d_tmp, steps, alpha):
+    # right numbers, but the field goes to the host and back every step
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u.copy_to_device(d_tmp.copy_to_host())
+    return d_u
+
+
+def diffuse_launch_on_host_array(d_u, d_tmp, steps, alpha):
+    # right numbers, but every launch takes a NumPy array: implicit copies both ways
+    h = d_u.copy_to_host()
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u if h is None else d_u
+
+
+def diffuse_via_asarray(d_u, d_tmp, steps, alpha):
+    # right numbers; np.asarray copies the device array to the host, and the assignment
+    # copies it back, every step
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u[:] = np.asarray(d_tmp)
+    return d_u
+
+
+def diffuse_huge_block(d_u, d_tmp, steps, alpha):
+    # a block of 32 x 64 = 2048 threads: a GPU refuses the launch
+    ny, nx = d_u.shape
+    for _ in range(steps):
+        stencil._heat_naive[(1, 1), (32, 64)](d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 DIFFUSE_WRONG = {
+    "copies to the host and back every step": (diffuse_round_trips, "crossed the PCIe bus",
+                                               "copies_in_loop"),
+    "copies to the host once": (diffuse_launch_on_host_array, "crossed the PCIe bus",
+                                "copies_in_loop"),
+    "copies through np.asarray every step": (diffuse_via_asarray, "crossed the PCIe bus",
+                                             "copies_in_loop"),
+    "more than 1024 threads per block": (diffuse_huge_block, "at most 1024", "bad_launch"),
     "buffers not swapped": (diffuse_no_swap, "not swapped", "buffers_not_swapped"),
     "returns the older buffer": (diffuse_returns_older, "after the last swap", "wrong_buffer"),
     "copies to the host": (diffuse_to_host, "NumPy array", "not_device_array"),
@@ -351,6 +420,40 @@ def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
     return kernel
 
 
+@cuda.jit
+def lbm_pulls_from_out(f_in, f_out, solid, omega, fx):
+    """Pulls the neighbours' populations from f_out, the array being written."""
+    x, y = cuda.grid(2)
+    ny, nx = solid.shape
+    if x >= nx or y >= ny:
+        return
+    if solid[y, x]:
+        for i in range(9):
+            f_out[i, y, x] = f_in[i, y, x]
+        return
+    g = cuda.local.array(9, float32)
+    rho = float32(0.0)
+    jx = float32(0.0)
+    jy = float32(0.0)
+    for i in range(9):
+        xs = (x - CX[i]) % nx
+        ys = (y - CY[i]) % ny
+        if solid[ys, xs]:
+            g[i] = f_in[OPP[i], y, x]
+        else:
+            g[i] = f_out[i, ys, xs]
+        rho += g[i]
+        jx += CX[i] * g[i]
+        jy += CY[i] * g[i]
+    ux = jx / rho
+    uy = jy / rho
+    usq = 1.5 * (ux * ux + uy * uy)
+    for i in range(9):
+        cu = CX[i] * ux + CY[i] * uy
+        feq = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
+        f_out[i, y, x] = g[i] + omega * (feq - g[i]) + 3.0 * W[i] * CX[i] * fx
+
+
 def _make_push(in_place: bool):
     """Collide the node's own populations, then push them to the neighbours."""
 
@@ -403,7 +506,12 @@ LBM_WRONG = {
     "solid nodes not copied": (
         _make_lbm(copy_solid=False), "solid node", False, "solid_not_copied"),
     "force forgotten": (_make_lbm(force=False), "without the force term", False, "force_missing"),
-    "no periodic wrap": (_make_lbm(wrap=False), "outside an array", True, None),
+    "no periodic wrap": (_make_lbm(wrap=False), "the lattice is periodic", True,
+                         "periodic_wrap"),
+    "pulls from the output": (lbm_pulls_from_out, "reads f_out",
+                              "the reads of f_out are watched in the simulator; a GPU sees "
+                              "only NaN results (rejected as never written)",
+                              "pulled_from_output"),
 }
 
 
@@ -416,7 +524,8 @@ def test_right_lbm_kernels_pass(kernel):
 def test_wrong_lbm_kernels_are_diagnosed(name):
     kernel, phrase, sim_only, cause = LBM_WRONG[name]
     if sim_only and not cudacourse.device.is_simulator():
-        pytest.skip("an out-of-bounds read: the simulator refuses it, a GPU reads a "
+        pytest.skip(sim_only if isinstance(sim_only, str) else
+                    "an out-of-bounds read: the simulator refuses it, a GPU reads a "
                     "neighbouring row")
     with pytest.raises(cudacourse.check.CheckFailure) as exc:
         cudacourse.check.check_lbm_step(kernel, seed=5)

@@ -82,6 +82,19 @@ def mm_naive(a, b, c):
 
 
 @cuda.jit
+def mm_naive_through_transpose(a, b, c):
+    # no shared memory, reading through views (.T, a row): the reads are still reads of a, b
+    row, col = cuda.grid(2)[1], cuda.grid(2)[0]
+    bt = b.T
+    if row < c.shape[0] and col < c.shape[1]:
+        ar = a[row]
+        acc = float32(0.0)
+        for k in range(a.shape[1]):
+            acc += ar[k] * bt[col, k]
+        c[row, col] = acc
+
+
+@cuda.jit
 def mm_no_first_barrier(a, b, c):
     sa = cuda.shared.array((TILE, TILE), float32)
     sb = cuda.shared.array((TILE, TILE), float32)
@@ -262,6 +275,8 @@ def mm_right_statements(a, b, c):
 
 MM_WRONG = {
     "no shared memory": (mm_naive, "as often as a kernel without shared memory"),
+    "no shared memory, read through views": (mm_naive_through_transpose,
+                                             "as often as a kernel without shared memory"),
     "missing first barrier": (mm_no_first_barrier, "after loading the tiles"),
     "missing second barrier": (mm_no_second_barrier, "add the second cuda.syncthreads()"),
     "only tile multiples": (mm_multiples_only, "missing bounds guard"),

@@ -173,5 +173,9 @@ def test_instructor_lab_shows_formgrader():
         assert "@jupyter/nbgrader:create-assignment" not in body
         status, page = lab.get("/formgrader", timeout=30)
         assert status == 200 and "formgrader" in page.lower()
+        import urllib.request
+
+        with urllib.request.urlopen(lab.url + "/", timeout=30) as r:  # what a browser opens
+            assert "/formgrader" in r.geturl(), r.geturl()
     finally:
         lab.close()

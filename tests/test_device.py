@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -121,3 +122,21 @@ def test_gpu_is_described():
     info = device.current().gpu
     assert info is not None and info.sm_count > 0 and info.total_memory > 2**30
     assert "compute capability" in info.describe()
+
+
+def test_a_probe_handed_down_is_used_without_asking_the_driver(monkeypatch):
+    """The grader's verdict server must not initialise CUDA (it forks a child per cell): it
+    takes a parent's probe from CUDACOURSE_GPU_PROBED, and here, with no driver at all, that
+    probe is what comes back."""
+    info = {"name": "Handed-down GPU", "compute_capability": [9, 0], "sm_count": 132,
+            "total_memory": 1 << 30, "driver_version": [13, 0], "device_count": 1}
+    monkeypatch.setenv(device.PROBED_ENV, json.dumps({"info": info, "why": ""}))
+    got, why = device.probe_gpu()
+    assert why == "" and got is not None and got.name == "Handed-down GPU"
+    assert got.compute_capability == (9, 0) and got.driver_version == (13, 0)
+    monkeypatch.setenv(device.PROBED_ENV, json.dumps({"info": None, "why": "no GPU there"}))
+    assert device.probe_gpu() == (None, "no GPU there")
+    monkeypatch.setenv(device.PROBED_ENV, "not json")  # unreadable: this process probes
+    assert device._handed_down() is None
+    monkeypatch.delenv(device.PROBED_ENV)
+    assert json.loads(device.probe_json()).keys() == {"info", "why"}

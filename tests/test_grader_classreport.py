@@ -271,3 +271,71 @@ def test_a_regrade_after_a_checker_fix_lists_whose_scores_changed(reported):
     assert len(provenance.history(path, ASSIGNMENT)) == 2
     assert "Unchanged since the last record" in again.text
     assert "1 student(s) changed since the previous grading run: bob" in again.text
+
+
+def _class_of_four() -> classreport.ClassData:
+    """Hand-made: one exercise worth points, one formative question (0 points)."""
+    C = classreport.CellResult
+    students = {}
+    for sid, (kernel, q, answer) in {
+            "ada": ((3.0, None, True), (0.0, None, True), '"c"'),
+            "bob": ((0.0, "wrong_formula", False), (0.0, "AssertionError: wrong", False), '"b"'),
+            "cy": ((0.0, "unanswered", False), (0.0, "unanswered", False), None),
+            "eve": ((0.0, "wrong_formula", False), (0.0, "AssertionError: wrong", False),
+                    '"b"')}.items():
+        st = classreport.Student(sid, submitted=True, status="graded", raw_score=kernel[0])
+        st.cells = {"test_vector_add": C(kernel[0], 3.0, kernel[1], kernel[2]),
+                    "test_answer_blocks": C(q[0], 0.0, q[1], q[2], answer)}
+        students[sid] = st
+    students["eve"].seconds_late, students["eve"].late_penalty = 2 * 86400 + 3600, 0.0
+    return classreport.ClassData(
+        "01_gpu_vs_cpu", ["test_answer_blocks", "test_vector_add"],
+        {"test_answer_blocks": 0.0, "test_vector_add": 3.0}, students, {}, {},
+        {"test_answer_blocks": "Question 2: Blocks", "test_vector_add": "Exercise 1: <b>add</b>"},
+        {"test_answer_blocks"})
+
+
+def test_formative_questions_count_who_got_them_and_the_report_names_students(tmp_path):
+    data = _class_of_four()
+    sums = {s.exercise: s for s in classreport.summarise(data)}
+    q = sums["test_answer_blocks"]
+    assert q.formative and (q.right, q.checked) == (1, 4)  # not "zero 4" for everyone
+    assert q.wrong_answers == [('"b"', ["bob", "eve"])]
+    assert sums["test_vector_add"].who == {"wrong_formula": ["bob", "eve"], "unanswered": ["cy"]}
+    text = classreport.table(list(sums.values()), data)
+    assert "| test_answer_blocks | formative | 4 | 1 | - | - | - | - |" in text
+    assert "- **Question 2: Blocks** (formative question, test_answer_blocks): 1 of 4 got it." \
+        in text
+    assert '  - answered "b": 2 (bob, eve)' in text and "AssertionError" not in text
+    assert "  - wrong\\_formula: 2 (bob, eve)" in text and "  - unanswered: 1 (cy)" in text
+    assert "<b>" not in text  # submission-derived text is escaped
+    assert "Late: eve (2 days 1 hour late, penalty -0)." in text
+
+
+def test_the_plot_has_a_panel_only_where_there_is_data(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from unittest import mock
+
+    data = _class_of_four()
+    data.exercises.append("test_nobody")  # worth points, handed in by no one
+    data.max_scores["test_nobody"] = 1.0
+    sums = classreport.summarise(data)
+    import matplotlib.pyplot as plt
+
+    made = []
+    real = plt.subplots
+
+    def spy(*a, **k):
+        fig, axes = real(*a, **k)
+        made.append(axes)
+        return fig, axes
+
+    with mock.patch.object(plt, "subplots", spy):
+        classreport.plot(sums, data, tmp_path / "scores.png")
+    shown = [ax for row in made[0] for ax in row if ax.axison]
+    # the exercise with points, the formative questions' bar chart, the totals: no empty panel
+    assert [ax.get_title() for ax in shown] == ["test_vector_add (/3)",
+                                                "formative questions (no points)", "total (/4)"]
+    assert all(ax.patches for ax in shown)

@@ -323,3 +323,26 @@ def test_grading_hides_the_configured_exchange_and_honours_the_configured_db(tmp
     assert o["sandbox"]["hide"] == sorted(["/x", str(exchange.resolve())])
     assert runner._opts(str(tmp_path), ASSIGNMENT, {"db_url": "sqlite:///g.db"})[
         "db_url"] == "sqlite:///g.db"
+
+
+def test_workers_default_to_the_cores_and_gpus_are_counted():
+    assert distributed.default_workers() == len(os.sched_getaffinity(0))
+    want = device.current().gpu.device_count if device.current().mode == "gpu" else 0
+    assert distributed.gpu_count() == want
+
+
+def test_cli_grades_on_every_core_by_default(monkeypatch):
+    """No --workers: cudacourse grade passes default_workers() on (it used to be 2)."""
+    from cudacourse import cli
+    from cudacourse.grader import runner
+
+    seen = {}
+
+    def fake_grade_class(course, assignment, **kw):
+        seen.update(kw)
+        raise FileNotFoundError("stop here")
+
+    monkeypatch.setattr(runner, "grade_class", fake_grade_class)
+    assert cli.main(["grade", "01_gpu_vs_cpu", "--course", "/nonexistent"]) == 2
+    assert seen["workers"] == distributed.default_workers()
+    assert seen["executor_name"] == f"{seen['workers']} thread worker(s)"

@@ -70,6 +70,50 @@ print("cwd", sorted(os.listdir(".")))
 
 
 @needs_bwrap
+def test_the_lessons_course_files_are_readable_and_nothing_else_of_the_course(tmp_path):
+    """Lesson 4 draws from docs/benchmarks.json: its feedback run must find it (read-only),
+    while the rest of the course root stays hidden."""
+    course = tmp_path / "course"
+    (course / "docs" / "figures").mkdir(parents=True)
+    (course / "docs" / "benchmarks.json").write_text('{"cases": []}')
+    (course / "docs" / "figures" / "a.png").write_bytes(b"png")
+    (course / "docs" / "notes.md").write_text("instructor notes")
+    bench, fig, notes = (course / "docs" / n for n in ("benchmarks.json", "figures/a.png",
+                                                       "notes.md"))
+    code = f"""
+for p in [{str(bench)!r}, {str(fig)!r}, {str(notes)!r}]:
+    try:
+        print("READ", open(p, "rb").read())
+    except OSError as exc:
+        print("hidden", type(exc).__name__)
+try:
+    open({str(bench)!r}, "a").write("x")
+    print("WROTE")
+except OSError as exc:
+    print("read-only", type(exc).__name__)
+"""
+    res, _, _ = _run(code, tmp_path)
+    out = res.stdout.decode()
+    assert res.rc == 0, res.stderr.decode()
+    assert "READ b'{\"cases\": []}'" in out and "READ b'png'" in out, out
+    assert out.count("hidden FileNotFoundError") == 1 and "instructor" not in out, out
+    assert "WROTE" not in out and "read-only" in out, out
+    assert bench.read_text() == '{"cases": []}'
+
+
+def test_course_resources_never_leave_the_course(tmp_path):
+    course = tmp_path / "course"
+    (course / "docs").mkdir(parents=True)
+    (tmp_path / "secret.json").write_text("{}")
+    (course / "docs" / "benchmarks.json").symlink_to(tmp_path / "secret.json")
+    assert sbx.course_resources(str(course)) == []
+    (course / "docs" / "benchmarks.json").unlink()
+    (course / "docs" / "benchmarks.json").write_text("{}")
+    assert sbx.course_resources(str(course)) == [str((course / "docs" / "benchmarks.json")
+                                                     .resolve())]
+
+
+@needs_bwrap
 def test_only_the_private_copy_is_writable_and_writes_elsewhere_never_reach_the_host(tmp_path):
     pkg = Path(sbx.__file__)
     code = f"""

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from cudacourse.grader import verdict
 
 DOUBLE = ("f", "def f(x):\n    return x * 2\n")
@@ -149,3 +151,130 @@ def test_forged_feedback_outputs_are_read_without_an_exception():
     clean = prepare.sanitise(forged, 1000)
     assert clean[0]["text"].endswith("x") and clean[1]["evalue"] == "3"
     assert all("text/html" not in o.get("data", {}) for o in clean)
+
+
+def test_feedback_run_and_verdicts_of_a_submission_overlap(monkeypatch):
+    """prepare() runs the feedback run while the verdicts run: each stand-in below waits for
+    the other to have started, which only a concurrent run satisfies."""
+    import threading
+
+    import nbformat
+
+    from cudacourse.grader import prepare
+
+    started = {"feedback": threading.Event(), "verdicts": threading.Event()}
+    saw = {}
+
+    def fake_feedback(nb, opts, course_root, db_url, who):
+        started["feedback"].set()
+        saw["feedback"] = started["verdicts"].wait(30)
+        return [], ["from the feedback run"], "fake"
+
+    def fake_verdicts(jobs, opts, course_root, db_url):
+        started["verdicts"].set()
+        saw["verdicts"] = started["feedback"].wait(30)
+        return {j["grade_id"]: {"status": "pass", "isolation": "fake"} for j in jobs}
+
+    monkeypatch.setattr(prepare, "feedback_run", fake_feedback)
+    monkeypatch.setattr(prepare, "run_verdicts", fake_verdicts)
+    test = nbformat.v4.new_code_cell("assert True", metadata={"nbgrader": {
+        "grade": True, "solution": False, "grade_id": "t", "points": 1}})
+    nb = nbformat.v4.new_notebook(cells=[test])
+    got = prepare.prepare(nb, nb, course_root="/nonexistent")
+    assert saw == {"feedback": True, "verdicts": True}
+    assert got["cells"]["t"]["status"] == "pass"
+    assert got["incidents"] == ["from the feedback run"]
+
+
+def test_the_server_takes_the_device_probe_from_a_child_and_still_forks(tmp_path):
+    """Outside the simulator the server must not initialise CUDA itself: it asks a child for
+    the device probe (here: no driver), hands it to the setup, and forks a child per cell."""
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_ENABLE_CUDASIM", "CUDACOURSE_GPU_PROBED", "CUDACOURSE_DEVICE")}
+    jobs = [dict(_job("import os\nprint(os.getpid(), os.environ.get('CUDACOURSE_GPU_PROBED'))"),
+                 grade_id=f"t{i}") for i in range(2)]
+    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+        {"jobs": jobs, "timeout": 60}), capture_output=True, text=True, timeout=180, env=env)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r.get("grade_id") for r in results] == ["t0", "t1"], proc.stdout
+    pids = {r["output"].split()[0] for r in results}
+    probes = {r["output"].split(" ", 1)[1].strip() for r in results}
+    assert len(pids) == 2 and len(probes) == 1
+    probed = json.loads(probes.pop())
+    assert set(probed) == {"info", "why"}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_server_forks_and_each_child_makes_its_own_context():
+    """On a GPU: one server, one child per cell, each launching a kernel in a fresh CUDA
+    context (the server itself never initialised the driver)."""
+    import os
+
+    from cudacourse.grader import prepare
+
+    ctx = ("import cudacourse\nimport numpy as np\nfrom numba import cuda\n"
+           "@cuda.jit\ndef _twice(x):\n    i = cuda.grid(1)\n    if i < x.size:\n"
+           "        x[i] = 2 * x[i]\n")
+    test = ("d = cuda.to_device(np.arange(100, dtype=np.float32)); _twice[1, 128](d)\n"
+            "assert (d.copy_to_host() == 2 * np.arange(100)).all()\nimport os\n"
+            "print(os.getpid())")
+    jobs = [dict(_job(test, context=(ctx,)), grade_id=f"k{i}") for i in range(3)]
+    env = {**os.environ, **prepare._verdict_env({})}
+    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+        {"jobs": jobs, "timeout": 120}), capture_output=True, text=True, timeout=300, env=env)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert results and results[0].get("fork") is not False, \
+        "the verdict server refused to fork on the GPU (it would start a process per cell)"
+    assert [r["status"] for r in results] == ["pass"] * 3, results
+    assert len({r["output"] for r in results}) == 3  # a child each
+
+
+def test_a_probe_runs_in_a_child_and_only_its_answer_comes_back():
+    import os
+
+    assert verdict._probe_in_child("import os\nout = os.getpid()") != str(os.getpid())
+    assert verdict._probe_in_child("out = 'ok'") == "ok"
+    assert verdict._probe_in_child("raise RuntimeError('no GPU')") is None
+    assert verdict._probe_in_child("import time\ntime.sleep(30)\nout = 'late'", timeout=1) is None
+
+
+FAKE_GPU = """import os, sys, types
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"  # as on a GPU
+drv = types.ModuleType("numba.cuda.cudadrv.driver")
+drv.driver = types.SimpleNamespace(is_initialized={initialised})
+sys.modules["numba.cuda.cudadrv.driver"] = drv
+fake = types.ModuleType("numba.cuda")
+class _Dev:
+    def __init__(self, a):
+        self.a = a
+    def copy_to_host(self):
+        return self.a
+fake.to_device = {to_device}
+sys.modules["numba.cuda"] = fake
+sys.modules["numba"].cuda = fake
+"""
+
+
+@pytest.mark.parametrize("initialised, to_device, forks", [
+    (False, "_Dev", True),  # CUDA untouched in the server, a fresh context works: fork
+    (True, "_Dev", False),  # the setup initialised the driver: a child could not use it
+    (False, "None", False),  # a child cannot make a context: one process per cell instead
+])
+def test_on_a_gpu_the_server_forks_only_when_a_child_can_use_it(initialised, to_device, forks):
+    """The server's decision, with a stand-in for numba.cuda (this machine has no GPU)."""
+    import os
+
+    ctx = FAKE_GPU.format(initialised=initialised, to_device=to_device)
+    jobs = [dict(_job("import os\nprint(os.getpid())", context=("import numba", ctx)),
+                 grade_id=f"t{i}") for i in range(2)]
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+        {"jobs": jobs, "timeout": 60}), capture_output=True, text=True, timeout=180, env=env)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    if forks:
+        assert [r.get("status") for r in results] == ["pass", "pass"], results
+        assert len({r["output"] for r in results}) == 2
+    else:
+        assert results == [{"fork": False}]

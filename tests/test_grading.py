@@ -1,7 +1,7 @@
 """Grading a whole sample class of lesson 1 with ``cudacourse grade``, end to end.
 
 A scratch course with its own gradebook: release (generate_assignment), the samples of
-tests/submissions/samples.py in submitted/, ``cudacourse grade`` (sandboxed, 2 workers),
+tests/submissions/samples.py in submitted/, ``cudacourse grade`` (sandboxed, default workers),
 then nbgrader's own feedback and export, and ``cudacourse report``. Checked: the score of
 every test cell of every sample, the late sample's penalty (the course's deadline policy,
 through ``cudacourse grade``), the checker's cause of a wrong kernel in the autograded
@@ -115,7 +115,7 @@ def _grade_the_class(course: Path) -> dict:
     before = intake.file_hashes(course / "submitted")
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
-                           str(course), "--workers", "2", "--timeout", str(TIMEOUT),
+                           str(course), "--timeout", str(TIMEOUT),  # workers: the cores
                            "--no-progress"], cwd=course, env=_env(), capture_output=True,
                           text=True, timeout=3000)
     seconds = time.monotonic() - start
@@ -272,8 +272,9 @@ def test_hangs_and_crashes_are_reported_and_the_answers_still_graded(graded):
         assert f"cudacourse-grading: {name}/{A}: " in log
         sidecar = json.loads((graded["dir"] / "autograded" / name / A /
                               f"{A}.grading.json").read_text())
-        assert sidecar["incidents"] and "Grading note" in _autograded(
-            graded["dir"], name).cells[0].source
+        top = _autograded(graded["dir"], name).cells[:2]  # the summary, then the note
+        assert sidecar["incidents"] and top[0].metadata["cudacourse"]["summary"]
+        assert "Grading note" in top[1].source
 
 
 def test_feedback_and_export_work_for_the_graded(graded):

@@ -126,3 +126,92 @@ def test_device_plans_replay_on_new_pointers():
     cuda.synchronize()
     assert d2.copy_to_host()[0] == 2.0 and d1.copy_to_host()[0] == 1.0
     assert not plans.run("k", cuda.to_device(np.zeros(3, np.float32)))  # another shape
+
+
+# --- every public launcher on the prepared path ------------------------------------------------
+
+def _public_calls() -> dict:
+    """name -> (module, make(seed) -> (call(args), args, want(args))): each public launcher
+    with device inputs and ``out``, and its reference."""
+    from cudacourse import attention, lbm, matmul, softmax, stencil
+
+    g = np.random.default_rng
+
+    def qkv(seed, d=64):
+        r = g(seed)
+        return tuple(r.uniform(-1, 1, (2, 40, d)).astype(np.float32) for _ in range(3))
+
+    def attn(d, **kw):
+        def make(seed):
+            q, k, v = qkv(seed, d)
+            return ((lambda a: attention.flash_attention(*a[:3], out=a[3], **kw)),
+                    (q, k, v, np.zeros_like(q)),
+                    lambda a: attention.attention_ref(*a[:3], causal=kw.get("causal", False)))
+        return attention, make
+
+    def mm(seed):
+        r = g(seed)
+        a, b = r.uniform(-1, 1, (33, 20)).astype(np.float32), \
+            r.uniform(-1, 1, (20, 31)).astype(np.float32)
+        return (lambda x: matmul.matmul(x[0], x[1], out=x[2])), (a, b, np.zeros((33, 31),
+                                                                             np.float32)), \
+            lambda x: x[0] @ x[1]
+
+    def sm(seed):
+        x = g(seed).uniform(-3, 3, (5, 70)).astype(np.float32)
+        return (lambda a: softmax.fused_softmax(a[0], 0.5, out=a[1])), (x, np.zeros_like(x)), \
+            lambda a: softmax.softmax_ref(a[0], 0.5)
+
+    def st(seed):
+        u = g(seed).uniform(0, 1, (20, 37)).astype(np.float32)
+        return (lambda a: stencil.heat_step(a[0], a[1], 0.2)), (u, np.zeros_like(u)), \
+            lambda a: stencil.heat_step_ref(a[0], 0.2)
+
+    def lb(seed):
+        solid = lbm.channel(12, 16).astype(np.uint8)
+        f = lbm.init_f(solid.astype(bool), (0.05, 0.0))
+        f *= g(seed).uniform(0.9, 1.1, f.shape).astype(np.float32)
+        return (lambda a: lbm.lbm_step(a[0], a[1], a[2], 1.2)), \
+            (f, np.zeros_like(f), solid), lambda a: lbm.lbm_step_ref(a[0], a[2], 1.2)
+
+    return {"flash_attention fast d64": attn(64), "flash_attention fast d128 causal":
+            attn(128, causal=True), "flash_attention tiled": attn(64, variant="tiled"),
+            "matmul": (matmul, mm), "fused_softmax": (softmax, sm),
+            "heat_step": (stencil, st), "lbm_step": (lbm, lb)}
+
+
+def test_every_public_launcher_keeps_device_plans():
+    """One contract: each topic module's launcher remembers its device launches in a
+    ``launch.DevicePlans`` (the prepared path the vector launcher uses)."""
+    from cudacourse import attention, lbm, matmul, softmax, stencil
+
+    for mod in (attention, lbm, matmul, softmax, stencil, vector, transpose, reduce):
+        assert isinstance(getattr(mod, "_PLANS", None), launch.DevicePlans), mod.__name__
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(_public_calls()))
+def test_repeated_public_calls_replay_the_plan(name, monkeypatch):
+    """The second call with new device arrays of the same layout runs the remembered launch
+    (no checks: a check that would fail is never reached) and is right for the new data."""
+    mod, make = _public_calls()[name]
+    mod._PLANS.clear()
+    call, first, _ = make(0)
+    dfirst = tuple(cuda.to_device(a) for a in first)
+    call(dfirst)
+    assert len(mod._PLANS) == 1, "Numba's internals differ from _numba_private's"
+    _, second, want = make(1)
+    dsecond = tuple(cuda.to_device(a) for a in second)
+
+    def no_checks(*args, **kwargs):
+        raise AssertionError("the prepared path must not check again")
+
+    monkeypatch.setattr(mod, "check_array", no_checks)
+    call(dsecond)
+    cuda.synchronize()
+    monkeypatch.undo()
+    out = dsecond[1] if mod.__name__.endswith(("softmax", "stencil", "lbm")) else dsecond[-1]
+    ref = np.asarray(want(second), dtype=np.float64)
+    got = out.copy_to_host().astype(np.float64)
+    assert np.abs(got - ref).max() <= 2e-4 * max(1.0, np.abs(ref).max()), name
+    assert len(mod._PLANS) == 1

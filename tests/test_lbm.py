@@ -152,3 +152,22 @@ def test_gpu_poiseuille_with_the_fused_kernel():
     _, ux, _ = lbm.macroscopic(f, (force, 0.0))
     want = lbm.poiseuille_ref(ny, force, tau)
     assert np.abs(ux[1:-1].mean(axis=1) - want[1:-1]).max() / want.max() < 0.01
+
+
+def test_default_block_is_the_fastest_of_the_committed_sweep():
+    """DEFAULT_BLOCK is what the committed H200 sweep measured fastest."""
+    import json
+    import re
+    from pathlib import Path
+
+    from cudacourse import lbm
+
+    sweep = Path(__file__).resolve().parents[1] / "docs/sweeps/stencil_lbm_h200_2026-12-01.json"
+    report = json.loads(sweep.read_text())
+    timed = {}
+    for name, m in report["measurements"].items():
+        hit = re.search(r"LBM step.*block (\d+)x(\d+)$", m["label"])
+        if hit and m["status"] == "ok" and m["median_ms"] and m["kind"] != "value":
+            timed[(int(hit[1]), int(hit[2]))] = m["median_ms"]
+    assert set(timed) == {tuple(b) for b in lbm.BLOCKS}
+    assert min(timed, key=timed.get) == tuple(lbm.DEFAULT_BLOCK)

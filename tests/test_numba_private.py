@@ -95,3 +95,51 @@ def test_prepared_launch_steps_aside_for_a_patched_dispatcher(monkeypatch):
     assert not prepared.usable()
     prepared(d)
     assert len(seen) == 1 and float(d.copy_to_host()[0]) == 2.0
+
+
+@pytest.mark.gpu
+def test_prepared_launch_goes_straight_to_the_driver_with_scalars_and_flags():
+    """The driver path (one parameter buffer built once) is in use, and passes float32,
+    int32 and bool scalars and 2-D arrays exactly: the result matches a NumPy reference."""
+    @cuda.jit
+    def affine(a, n, flip, x, out):
+        i, j = cuda.grid(2)
+        if i < out.shape[0] and j < out.shape[1]:
+            v = a * x[i, j] + n
+            out[i, j] = -v if flip else v
+
+    x = cuda.to_device(np.arange(12 * 40, dtype=np.float32).reshape(12, 40))
+    out = cuda.device_array((12, 40), np.float32)
+    args = (np.float32(1.5), np.int32(7), True, x, out)
+    grid = (1, 3)  # x (16 threads) covers the 12 rows, y (3 x 16) the 40 columns
+    affine[grid, (16, 16)](*args)
+    prepared = P.prepared_launch(affine, grid, (16, 16), args)
+    assert prepared is not None and prepared._raw is not None, "the driver path is unused"
+    x2 = cuda.to_device(np.full((12, 40), 2.0, np.float32))
+    out2 = cuda.device_array((12, 40), np.float32)
+    prepared.with_pointers(x2.__cuda_array_interface__["data"][0],
+                           out2.__cuda_array_interface__["data"][0])
+    cuda.synchronize()
+    np.testing.assert_array_equal(out2.copy_to_host(), np.full((12, 40), -(1.5 * 2 + 7)))
+
+
+def test_driver_initialised_reads_numbas_flag_without_initialising(monkeypatch):
+    """driver_initialized() reads the Driver's own flag (never its __getattr__, which would
+    call cuInit), and says False where numba's driver module was never imported."""
+    import sys
+    import types
+
+    class FakeDriver:
+        def __init__(self, done):
+            self.is_initialized = done
+
+        def __getattr__(self, name):  # numba's Driver initialises CUDA here
+            raise AssertionError(f"driver_initialized() touched Driver.{name}")
+
+    for done in (False, True):
+        fake = types.ModuleType("numba.cuda.cudadrv.driver")
+        fake.driver = FakeDriver(done)
+        monkeypatch.setitem(sys.modules, "numba.cuda.cudadrv.driver", fake)
+        assert P.driver_initialized() is done
+    monkeypatch.delitem(sys.modules, "numba.cuda.cudadrv.driver")
+    assert P.driver_initialized() is False

@@ -68,6 +68,31 @@ def tree_barrier_in_if(x, out):
         out[0] = sh[0]
 
 
+@cuda.jit
+def tree_no_barrier_through_a_view(x, out):
+    # the same race, through a view of the shared array: the view is the same memory
+    sh = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    sh[t] = x[t]
+    cuda.syncthreads()
+    view = sh[0:]
+    s = 16
+    while s > 0:
+        if t < s:
+            view[t] += view[t + s]
+        s //= 2
+    if t == 0:
+        out[0] = sh[0]
+
+
+@cuda.jit
+def one_thread_writes_through_transpose(x, out):
+    o = out.T
+    if cuda.grid(1) == 0:
+        for j in range(o.shape[0]):
+            o[j] = x[j]
+
+
 def observe(kernel, x, out, threads=32):
     with O.observing() as obs:
         O.launch(obs, kernel, 1, threads, obs.watch(cuda.to_device(x), "x"),
@@ -90,6 +115,23 @@ def test_a_missing_barrier_is_a_race_whatever_the_numbers():
     obs = observe(tree_no_barrier, x, O.output(1, "out"))
     assert obs.races, "the tree's levels are not separated by barriers"
     assert "nothing orders the two" in obs.race_words()
+
+
+def test_a_race_through_a_view_of_shared_memory_is_seen():
+    x = np.arange(32, dtype=np.float32)
+    obs = observe(tree_no_barrier_through_a_view, x, O.output(1, "out"))
+    assert obs.races, "accesses through sh[0:] are accesses to sh"
+    assert "nothing orders the two" in obs.race_words()
+
+
+def test_writes_through_a_transposed_view_are_writes_to_the_array():
+    x = np.arange(32, dtype=np.float32)
+    out = O.output(32, "out")
+    obs = observe(one_thread_writes_through_transpose, x, out)
+    log = obs.log("out")
+    assert log.total_writes == 32 and log.busiest_writer() == (((0, 0, 0), (0, 0, 0)), 32)
+    assert log.element_writes.tolist() == [1] * 32
+    assert np.array_equal(out.result(), x)
 
 
 def test_a_barrier_inside_if_is_reported_with_its_condition():

@@ -46,11 +46,11 @@ def test_every_lesson_has_a_bank():
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_five_questions_three_of_them_predict_or_compute(lesson):
+def test_five_questions_four_of_them_predict_or_compute(lesson):
     qs = list(quiz.keyed(lesson, ROOT).values())
     assert len(qs) >= 5, f"{lesson}: {len(qs)} questions, want at least 5"
     predict = [q.qid for q in qs if q.predict]
-    assert len(predict) >= 3, f"{lesson}: only {predict} ask to predict or compute"
+    assert len(predict) >= 4, f"{lesson}: only {predict} ask to predict or compute"
     # enough multiple-choice questions for the position rule below to mean something
     assert len(_choice_questions(lesson)) >= 3, f"{lesson}: fewer than 3 multiple-choice"
 
@@ -118,7 +118,7 @@ def test_lesson_asks_the_bank_in_order_with_named_answers(lesson):
         src = _source(answer_cell)
         assert f"# {q.header}. Answer as: {q.answer_format()}" in src, q.var
         test_cell = ids.get(f"test_{q.var}")
-        assert test_cell is not None and f'quiz.grade("{q.qid}", {q.var})' in _source(test_cell)
+        assert test_cell is not None and f'quiz.grade("{q.qid}", {q.var}, key="' in _source(test_cell)
 
 
 def _bold_before(cells, qid: str) -> list[str]:

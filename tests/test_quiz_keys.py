@@ -132,12 +132,12 @@ def test_a_question_file_with_a_key_is_refused(monkeypatch, tmp_path):
     (tmp_path / "99_x.toml").write_text(
         '[[question]]\nid = "q"\nprompt = "?"\nchoices = { a = "1", b = "2" }\nanswer = "a"\n')
     monkeypatch.setattr(quiz.resources, "files", lambda _: tmp_path)
-    quiz.bank.cache_clear()
+    quiz._bank.cache_clear()
     try:
         with pytest.raises(ValueError, match="answer belong in lessons/quizkeys/99_x.toml"):
             quiz.bank("99_x")
     finally:
-        quiz.bank.cache_clear()
+        quiz._bank.cache_clear()
 
 
 def test_keys_must_match_the_questions(tmp_path):

@@ -287,3 +287,15 @@ def test_gpu_matches_the_same_models(delta):
     test_shfl_up_and_down(delta)
     test_votes()
     test_syncwarp_orders_shared_memory()
+
+
+def test_pinned_takes_several_arrays_as_numba_does():
+    # Numba's signature is cuda.pinned(*arrays); the stock simulator's takes one array
+    x = np.arange(8, dtype=np.float32)
+    out = np.empty_like(x)
+    with cuda.pinned(x, out):
+        d = cuda.to_device(x)
+        d.copy_to_host(out)
+    assert np.array_equal(out, x)
+    with cuda.pinned():
+        pass

@@ -92,3 +92,24 @@ def test_bad_input_is_refused_clearly():
     with pytest.raises(ValueError, match="at most 32"):
         stencil.rows_kernel(32, 1, 40)
     assert stencil.bytes_per_step(1024, 4096) == 8 * 1024 * 4096
+
+
+def test_best_is_the_fastest_of_the_committed_sweep():
+    """BEST is what the committed H200 sweep measured fastest, not a reasoned guess."""
+    import json
+    import re
+    from pathlib import Path
+
+    from cudacourse import stencil
+
+    sweep = Path(__file__).resolve().parents[1] / "docs/sweeps/stencil_lbm_h200_2026-12-01.json"
+    report = json.loads(sweep.read_text())
+    timed = {}
+    for name, m in report["measurements"].items():
+        hit = re.match(r"heat step \(9-point\), (\w+), (\d+)x(\d+) threads x (\d+) rows",
+                       m["label"])
+        if hit and m["status"] == "ok" and m["median_ms"]:
+            v, bx, by, rows = hit.groups()
+            timed[(v, (int(bx), int(by), int(rows)))] = m["median_ms"]
+    assert len(timed) >= 10, "the sweep lost its cases"
+    assert min(timed, key=timed.get) == stencil.BEST

@@ -52,3 +52,21 @@ def test_animation_has_one_frame_per_snapshot():
     ux, uy, solid = _field()
     html = flow.animate([(ux, uy)] * 3, solid, every=10, stride=2)
     assert html.data.count("frames[") >= 3
+
+
+def test_field_plots_have_a_labelled_colour_bar():
+    ux, uy, solid = _field()
+    for fig, unit in ((flow.plot_vorticity(ux, uy, solid), "1 / time step"),
+                      (flow.plot_speed_streamlines(ux, uy, solid), "lattice units")):
+        bar = fig.axes[-1]  # the colour bar is an axes of its own
+        assert len(fig.axes) == 2 and unit in bar.get_ylabel()
+
+
+def test_bandwidth_bars_stay_visible_when_the_simulator_makes_them_tiny():
+    # simulated kernels run at MB/s beside a copy at GB/s: linear bars would be invisible
+    fig = flow.plot_bandwidth({"naive": 0.0004, "tiled": 0.0009}, 3.2)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlim()[0] < 0.0004
+    assert "copy 3.2 GB/s" in ax.get_legend().get_texts()[0].get_text()
+    assert flow.plot_bandwidth({"k": 10.0}, 20.0).axes[0].get_xscale() == "linear"

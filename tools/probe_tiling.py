@@ -166,7 +166,7 @@ def run_matmul(kernel, grid_fn, reps=10):
 
 
 for name in MM.MATMUL_VARIANTS:
-    kern = {"naive": MM._matmul_naive, "tiled": MM._matmul_tiled}.get(name) or \
+    kern = {"naive": MM._matmul_naive}.get(name) or \
         MM._register_kernel(name)
     guarded("matmul", name, lambda kern=kern, name=name: run_matmul(
         kern, lambda mm, nn: MM.launch_config(mm, nn, name), reps=3 if name == "naive" else 10))

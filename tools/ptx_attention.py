@@ -4,7 +4,7 @@ Needs a CUDA toolkit with libnvvm and ptxas (here /usr/local/cuda-13.0). Prints 
 stack frame and spills per kernel: a kernel whose small local arrays were not kept in
 registers shows a stack frame. Run from the project root:
 
-    .venv/bin/python tools/ptx_attention.py [fast] [flash] [rows] [softmax] [checks]
+    .venv/bin/python tools/ptx_attention.py [fast] [flash] [softmax] [checks]
 
 Caution: on the H200 (2026-12-01) Numba's own compile of the same kernels sometimes used
 far more registers than ptxas reports here (the "fast" 64 x 32 x 4 x 4 tile: 243 there,
@@ -26,7 +26,7 @@ def ptxas(ptx, name):
         regs = re.findall(r"Used (\d+) registers", out); spill = re.findall(r"(\d+) bytes spill stores", out)
         stack = re.findall(r"(\d+) bytes stack frame", out); smem = re.findall(r"(\d+) bytes smem", out)
         print(f"{name}: regs {regs} stack {stack} spill-stores {spill} smem {smem}", "" if r.returncode == 0 else out[-500:])
-which = sys.argv[1:] or ["fast", "flash", "rows", "softmax", "checks"]
+which = sys.argv[1:] or ["fast", "flash", "softmax", "checks"]
 if "fast" in which:
     sig = (arr3, arr3, arr3, arr3, nt.float32, nt.boolean, nt.int32, nt.float32, nt.float32)
     for d, cfg in sorted(A.FAST_GPU_CONFIGS.items()):
@@ -45,11 +45,6 @@ if "flash" in which:
                 k = A._make_flash_kernel(d, A.FlashConfig(*c), sh)
                 ptx, _ = cuda.compile_ptx(k.py_func, (arr3, arr3, arr3, arr3, nt.float32, nt.boolean), fastmath=True, cc=(9, 0))
                 ptxas(ptx, f"flash d={d} {c} shfl={sh}")
-if "rows" in which:
-    for d in (16, 32, 64, 128):
-        k = A._rows_kernel(d)
-        ptx, _ = cuda.compile_ptx(k.py_func, (arr3, arr3, arr3, arr3, nt.float32, nt.boolean), fastmath=True, cc=(9, 0))
-        ptxas(ptx, f"rows d={d}")
 if "softmax" in which:
     for t in (128, 256):
         for sh in (True, False):

@@ -136,7 +136,12 @@ def _strip(source: str) -> str:
     return "\n".join(lines)
 
 
-def to_notebook(text: str, name: str = "<lesson>") -> nbformat.NotebookNode:
+def to_notebook(text: str, name: str = "<lesson>",
+                root: str | Path | None = None) -> nbformat.NotebookNode:
+    """The master notebook of a lesson source; markdown placeholders (``{{bench.copy.gb_s}}``)
+    are filled from the course's figures (``cudacourse.prose``, under ``root``)."""
+    from . import prose
+
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
@@ -146,7 +151,11 @@ def to_notebook(text: str, name: str = "<lesson>") -> nbformat.NotebookNode:
     ids: set[str] = set()
     for k, c in enumerate(parse(text, name)):
         if c.kind == "markdown":
-            cell = nbformat.v4.new_markdown_cell(c.source)
+            try:
+                filled = prose.fill(c.source, root=root)
+            except prose.MissingFigure as exc:
+                raise LessonSyntaxError(f"{name}:{c.lineno}: {exc}") from exc
+            cell = nbformat.v4.new_markdown_cell(filled)
         else:
             cell = nbformat.v4.new_code_cell(c.source)
         gid = c.attrs.get("id")
@@ -178,31 +187,70 @@ def lessons(root: str | Path | None = None) -> list[Path]:
     return sorted((find_root(root) / "lessons").glob("[0-9][0-9]_*.py"))
 
 
-def master_path(lesson: Path, root: str | Path | None = None) -> Path:
-    return find_root(root) / "solutions" / lesson.stem / f"{lesson.stem}.ipynb"
+def master_path(lesson: Path, root: str | Path | None = None, lang: str = "en") -> Path:
+    """The master; another language's edition sits in ``solutions/<lang>/``."""
+    edition = () if lang == "en" else (lang,)
+    return find_root(root).joinpath("solutions", *edition, lesson.stem, f"{lesson.stem}.ipynb")
 
 
-def release_path(lesson: Path, root: str | Path | None = None) -> Path:
-    return find_root(root) / "notebooks" / lesson.stem / f"{lesson.stem}.ipynb"
+def release_path(lesson: Path, root: str | Path | None = None, lang: str = "en") -> Path:
+    edition = () if lang == "en" else (lang,)
+    return find_root(root).joinpath("notebooks", *edition, lesson.stem, f"{lesson.stem}.ipynb")
+
+
+EDITIONS = ("ja",)  # languages besides English with a translation file per lesson
+
+
+def editions(lesson: Path, root: str | Path | None = None) -> list[str]:
+    """The languages ``lesson`` has a translation file for (cudacourse.i18n.translations)."""
+    from .i18n import translations
+
+    root = find_root(root)
+    return [lang for lang in EDITIONS
+            if translations.po_path(lesson.stem, lang, root).is_file()]
+
+
+def edition_notebook(lesson: Path, lang: str, root: str | Path | None = None
+                     ) -> nbformat.NotebookNode:
+    """The ``lang`` master of ``lesson``: the English master's cells, markdown translated."""
+    from .i18n import translations
+
+    root = find_root(root)
+    text = lesson.read_text()
+    nb = quiz.embed_keys(to_notebook(text, str(lesson), root), root)  # keys: as the master's
+    catalog = translations.read(translations.po_path(lesson.stem, lang, root))
+    return translations.translated_notebook(nb, text, catalog, lang, str(lesson), root)
 
 
 def render(nb: nbformat.NotebookNode) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def generate_release(assignment: str, root: str | Path | None = None) -> str:
+def render_release(nb: nbformat.NotebookNode) -> str:
+    """A learner copy exactly as ``nbgrader generate_assignment`` writes it (nbformat.write:
+    sources split into lines, one trailing newline), so releasing the course with nbgrader
+    leaves the tracked copies byte for byte as they are (a clean tree, clean provenance)."""
+    text = nbformat.writes(nb)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def generate_release(assignment: str, root: str | Path | None = None, lang: str = "en") -> str:
     """Run ``nbgrader generate_assignment`` in a scratch course; return the learner copy.
 
     A scratch copy keeps the real gradebook untouched and makes the result reproducible.
+    Another language's master is generated under the same assignment name (the same
+    grade ids, points and quiz mode: scores do not depend on the language).
     """
     root = find_root(root)
+    masters = root / "solutions" / (lang if lang != "en" else "") / assignment
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
-        shutil.copytree(root / "solutions" / assignment, course / "solutions" / assignment)
+        shutil.copytree(masters, course / "solutions" / assignment)
         shutil.copy(root / "nbgrader_config.py", course / "nbgrader_config.py")
         # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH.
         env = {**os.environ,
                "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+        env.pop("CUDACOURSE_LANG", None)  # the scratch course's folders are the plain ones
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", assignment, "--force",
                f"--db=sqlite:///{course}/gradebook.db", "--log-level=ERROR"]
         proc = subprocess.run(cmd, cwd=course, env=env, capture_output=True, text=True)
@@ -210,7 +258,7 @@ def generate_release(assignment: str, root: str | Path | None = None) -> str:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n"
                                f"{proc.stdout}\n{proc.stderr}")
         nb = nbformat.read(course / "notebooks" / assignment / f"{assignment}.ipynb", 4)
-        return render(nb)
+        return render_release(nb)
 
 
 def build(root: str | Path | None = None, check_only: bool = False,
@@ -226,7 +274,8 @@ def build(root: str | Path | None = None, check_only: bool = False,
             continue
         master = master_path(lesson, root)
         # The master carries the questions' keys (instructor-side; issue 19, class 3).
-        want_master = render(quiz.embed_keys(to_notebook(lesson.read_text(), str(lesson)), root))
+        want_master = render(quiz.embed_keys(to_notebook(lesson.read_text(), str(lesson), root),
+                                             root))
         if not master.exists() or master.read_text() != want_master:
             stale.append(str(master.relative_to(root)))
             if check_only:
@@ -240,4 +289,27 @@ def build(root: str | Path | None = None, check_only: bool = False,
             if not check_only:
                 release.parent.mkdir(parents=True, exist_ok=True)
                 release.write_text(text)
+        for lang in editions(lesson, root):
+            stale += _build_edition(lesson, lang, root, check_only)
+    return stale
+
+
+def _build_edition(lesson: Path, lang: str, root: Path, check_only: bool) -> list[str]:
+    """The ``lang`` master and learner copy of ``lesson`` (see :func:`build`)."""
+    stale = []
+    master = master_path(lesson, root, lang)
+    want = render(edition_notebook(lesson, lang, root))
+    if not master.exists() or master.read_text() != want:
+        stale.append(str(master.relative_to(root)))
+        if check_only:
+            return stale
+        master.parent.mkdir(parents=True, exist_ok=True)
+        master.write_text(want)
+    text = generate_release(lesson.stem, root, lang)
+    release = release_path(lesson, root, lang)
+    if not release.exists() or release.read_text() != text:
+        stale.append(str(release.relative_to(root)))
+        if not check_only:
+            release.parent.mkdir(parents=True, exist_ok=True)
+            release.write_text(text)
     return stale

@@ -11,6 +11,8 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from .i18n import LANGUAGES, _
+
 
 def _v(name: str) -> str:
     try:
@@ -46,7 +48,7 @@ def doctor(args: argparse.Namespace) -> int:
             if out.returncode == 0:
                 print(f"  driver version {out.stdout.strip().splitlines()[0]}")
     else:
-        print(f"gpu           none: {why}")
+        print(f"gpu           " + _("none: {why}").format(why=why))
     policy = os.environ.get("CUDACOURSE_DEVICE", "auto")
     try:
         choice = (device._choice or device.choose(policy)) if not bad_numpy else None
@@ -72,22 +74,36 @@ def doctor(args: argparse.Namespace) -> int:
                 d = cuda.to_device(np.zeros(1, np.int32))
                 _probe[1, 1](d)
                 assert d.copy_to_host()[0] == 42
-                print("  kernel compile and launch: ok")
+                print("  " + _("kernel compile and launch: ok"))
             ok, why_cp = device.cupy_usable()
-            print(f"cupy usable   {'yes' if ok else 'no: ' + why_cp}")
+            print("cupy usable   " + (_("yes") if ok else _("no: {why}").format(why=why_cp)))
             if choice.mode == "sim":
                 _doctor_sm90(problems)
         except Exception as exc:  # noqa: BLE001 - report whatever broke
-            problems.append(f"numba.cuda cannot compile or launch a kernel: "
-                            f"{type(exc).__name__}: {exc}")
+            problems.append(_("numba.cuda cannot compile or launch a kernel: {error}").format(
+                error=f"{type(exc).__name__}: {exc}"))
+    print(f"language      {_lang_line()}")
     if problems:
-        print("\nPROBLEMS:")
+        print("\n" + _("PROBLEMS:"))
         for p in problems:
             print(f"  - {p}")
-        print("Fix: run ./course test (it installs the pinned environment), or see README.md.")
+        print(_("Fix: run ./course test (it installs the pinned environment), or see "
+                "README.md."))
         return 1
-    print("\nall good")
+    print("\n" + _("all good"))
     return 0
+
+
+def _lang_line() -> str:
+    from . import i18n
+
+    raw = os.environ.get("CUDACOURSE_LANG", "")
+    try:
+        i18n.normalize(raw)
+    except ValueError as exc:
+        return _("{problem}; messages are shown in English").format(problem=exc)
+    return _("{lang} (CUDACOURSE_LANG={raw}; en or ja)").format(lang=i18n.language(),
+                                                               raw=raw or "unset")
 
 
 def _doctor_sm90(problems: list[str]) -> None:
@@ -127,17 +143,31 @@ def lab(args: argparse.Namespace) -> int:
     JupyterLab without nbgrader's instructor tools. Instructors get JupyterLab in the course
     root (where ``nbgrader_config.py`` applies), with every tool, opened on formgrader.
     """
+    from . import i18n
     from .authoring import ROOT
-    from .workspace import lab_environment, learner_config_dir, sync
+    from .workspace import default_workspace, lab_environment, learner_config_dir, sync
 
+    lang = i18n.normalize(args.lang or os.environ.get("CUDACOURSE_LANG"))
+    # Kernels inherit it: messages, checkers and questions in the chosen language.
+    os.environ["CUDACOURSE_LANG"] = lang
     if args.instructor:
         root, config_dir = ROOT, None
         # formgrader shows submissions: its pages carry a Content-Security-Policy
-        # (cudacourse.grader.pagepolicy), set up by this server configuration
+        # (cudacourse.grader.pagepolicy), set up by this server configuration.
+        # JupyterLab sets the server's default URL to its own (/lab) unless told otherwise:
+        # the page a browser opens on "/" is LabApp's default_url.
         policy = Path(__file__).resolve().parent / "grader" / "instructor_server_config.py"
-        start = ["--ServerApp.default_url=/formgrader", f"--config={policy}"]
-    else:
+        start = ["--LabApp.default_url=/formgrader", f"--config={policy}"]
+    elif lang == i18n.DEFAULT:
         root = sync(Path(args.workspace) if args.workspace else None)
+        config_dir, start = learner_config_dir(root), []
+    else:  # that edition's learner copies (notebooks/ja/), in a workspace of their own
+        edition = ROOT / "notebooks" / lang
+        if not any(edition.glob("*/*.ipynb")):
+            print(f"cudacourse: no {lang} edition in {edition}: run ./course build", flush=True)
+            return 1
+        ws = Path(args.workspace) if args.workspace else default_workspace() / lang
+        root = sync(ws, edition)
         config_dir, start = learner_config_dir(root), []
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={root}", *start]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -152,6 +182,36 @@ def lab(args: argparse.Namespace) -> int:
     # environment its kernels may inherit: without the variables this command set for itself.
     os.execve(sys.executable, cmd, lab_environment(dict(os.environ), config_dir))
     return 0  # not reached
+
+
+def i18n_command(args: argparse.Namespace) -> int:
+    """``update``: bring the translation files in line with the English (new entries empty,
+    changed ones fuzzy) and compile the message catalogue; ``status``: report, exit 1 when
+    anything is missing or stale."""
+    from .authoring import find_root, lessons
+    from .i18n import catalog, translations
+
+    root = find_root()
+    bad = 0
+    for lesson in lessons(root):
+        if not translations.po_path(lesson.stem, args.lang, root).exists():
+            print(f"{lesson.stem}: no {args.lang} translation file yet"
+                  + (" (update writes one)" if args.action == "status" else ""))
+            if args.action == "status":
+                bad += 1
+                continue
+        do = translations.update_file if args.action == "update" else translations.file_status
+        st = do(lesson.stem, args.lang, root)
+        print(st.describe(lesson.stem))
+        bad += not st.ok
+    if args.action == "update":
+        left = catalog.update(root, args.lang)
+    else:
+        path = catalog.po_path(root, args.lang)
+        left = catalog.untranslated(catalog.read(path)) if path.exists() else ["(no catalogue)"]
+    print(f"messages: {len(left)} without a translation" + (": " + "; ".join(left[:10])
+                                                            if left else ""))
+    return 1 if (bad or left) else 0
 
 
 def build(args: argparse.Namespace) -> int:
@@ -190,6 +250,9 @@ def grade(args: argparse.Namespace) -> int:
                                  "limits": {"memory_mb": args.memory_mb or None}}}
     if args.db:
         options["db_url"] = args.db
+    from .grader.distributed import default_workers
+
+    args.workers = args.workers or default_workers()
     executor = None
     how = f"{args.workers} {args.executor} worker(s)"
     if args.local_cluster or args.scheduler:  # Dask distributed: one machine or many
@@ -214,7 +277,7 @@ def grade(args: argparse.Namespace) -> int:
     try:
         run = runner.grade_class(args.course, args.assignment, students=args.student or None,
                                  executor=executor, workers=args.workers, options=options,
-                                 progress=not args.no_progress)
+                                 progress=not args.no_progress, executor_name=how)
     except (sandbox.SandboxRefused, FileNotFoundError) as exc:
         print(f"cudacourse grade: {exc}", file=sys.stderr)
         return 2
@@ -267,7 +330,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--workspace", help="where your notebooks live (default: ./workspace)")
     s.add_argument("--instructor", action="store_true",
                    help="open the course root with nbgrader's instructor tools, on formgrader")
+    s.add_argument("--lang", choices=LANGUAGES, default=None,
+                   help="the course's language: en (default) or ja (the Japanese edition, "
+                        "notebooks/ja/, with messages in Japanese; also CUDACOURSE_LANG=ja)")
     s.set_defaults(f=lab, rest=[])  # other arguments go to JupyterLab
+    s = sub.add_parser("i18n", help="translations: update the files from the English, or "
+                                    "report what is missing or stale")
+    s.add_argument("action", choices=("update", "status"))
+    s.add_argument("--lang", choices=[x for x in LANGUAGES if x != "en"], default="ja")
+    s.set_defaults(f=i18n_command)
     s = sub.add_parser("build", help="rebuild masters and learner notebooks from lessons/")
     s.add_argument("--check", action="store_true", help="only report stale files")
     s.add_argument("lessons", nargs="*", help="only these lessons (e.g. 02 or 02_threads)")
@@ -283,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("assignment")
     s.add_argument("--course", default=".", help="course root (nbgrader_config.py; default .)")
     s.add_argument("--student", action="append", help="only this student (repeatable)")
-    s.add_argument("--workers", type=int, default=2, help="submissions graded at once")
+    s.add_argument("--workers", type=int, default=None,
+                   help="submissions graded at once (default: one per CPU core; on a machine "
+                        "with several GPUs the jobs take them in turn)")
     s.add_argument("--timeout", type=int, default=90,
                    help="seconds per cell (default 90: the slowest lesson cell takes about 10 s in "
                         "the simulator on 2 cores; a hung cell costs this once)")

@@ -128,9 +128,16 @@ class ResilientExecute(Execute):
         for line in incidents:
             self.log.error("%s %s: %s", LOG_PREFIX, clean(who), clean(line))
         self._note(nb, incidents)
+        late = self._lateness(info)
+        try:  # the summary on top, questions and messages readable; never a lost grade
+            _sub("feedbackview").annotate(nb, prepared.get("cells", {}), late=late)
+        except Exception as exc:  # noqa: BLE001 - scores do not depend on the view
+            self.log.error("%s %s: no summary: %s: %s", LOG_PREFIX, who, type(exc).__name__,
+                           exc)
         if isinstance(resources, dict):
             payload = {"student": student, "assignment": assignment, "notebook": notebook,
                        "isolation": prepared.get("isolation"), "incidents": incidents,
+                       "late": late,
                        "verdicts": {g: {k: v.get(k) for k in ("status", "ename", "message",
                                                                 "cause", "seconds")}
                                     for g, v in prepared.get("cells", {}).items()}}
@@ -140,6 +147,19 @@ class ResilientExecute(Execute):
                       who, len(prepared.get("cells", {})), len(incidents),
                       prepared.get("seconds", 0.0))
         return nb, resources
+
+    def _lateness(self, info: dict[str, Any]) -> dict[str, Any] | None:
+        """Due date, time handed in, lateness and the rule, from the gradebook (nbgrader has
+        stored the submission's time by now); None without a due date."""
+        if not info.get("db_url"):
+            return None
+        policy = _sub("policy")
+        try:
+            return policy.lateness(info["db_url"], info.get("assignment", ""),
+                                   info.get("student", ""), policy.LatePenalty(config=self.config))
+        except Exception as exc:  # noqa: BLE001 - the summary goes on without the late line
+            self.log.warning("%s lateness unknown: %s", LOG_PREFIX, exc)
+            return None
 
     @staticmethod
     def _note(nb: NotebookNode, incidents: list[str]) -> None:

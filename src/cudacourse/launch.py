@@ -181,8 +181,11 @@ class DevicePlans:
     A launcher checks and plans its first call as usual, then ``remember``s the launches it
     made. Later calls with arrays of the same shapes, dtypes, strides and 16-byte alignment
     (read from ``__cuda_array_interface__``: a few dictionary look-ups) and the same ``key``
-    (variant, options) are ``run`` at once: no checks, no conversion, one driver call per
-    launch. Anything else (host arrays, new shapes, the simulator, the checkers' tracer
+    (variant, options, scalar arguments) are ``run`` at once: no checks, no conversion, one
+    driver call per launch. Every public launcher of the package follows this one contract:
+    ``if out is not None and _PLANS.run(key, *arrays): return out``, then the checked path,
+    then ``_PLANS.remember(key, arrays, launches)`` when every array was a device array.
+    Anything else (host arrays, new shapes, the simulator, the checkers' tracer
     installed) returns False from ``run`` and the launcher takes its normal path.
     """
 
@@ -225,17 +228,21 @@ class DevicePlans:
             prepared.with_pointers(*(ptrs if which is None else [ptrs[i] for i in which]))
         return True
 
-    def remember(self, key: Any, arrays: tuple,
-                 launches: list[tuple[Any, Any, Any, tuple, tuple[int, ...]]]) -> None:
-        """Keep ``launches``, each ``(kernel, grid, block, numba_args, which)``: the kernel
-        was just launched on ``numba_args``, whose arrays are ``arrays[i] for i in which``
-        (views of them), in that order, and nothing else (no scalars)."""
+    def remember(self, key: Any, arrays: tuple, launches: list[tuple]) -> None:
+        """Keep ``launches``, each ``(kernel, grid, block, numba_args, which)`` or
+        ``(kernel, grid, block, numba_args, which, shared_bytes)``: the kernel was just
+        launched on ``numba_args``, whose array arguments are ``arrays[i] for i in which``
+        (views of them), in that order. Scalar arguments are kept as they were: ``key`` must
+        hold everything they depend on (alpha, scale, flags...)."""
         found = self._describe(key, arrays)
-        if found is None or found[0] in self._plans:
+        try:
+            if found is None or found[0] in self._plans:
+                return
+        except TypeError:  # an unhashable option (a list for a tuple): not worth a plan
             return
         plan = []
-        for kernel, grid, block, args, which in launches:
-            prepared = prepare_launch(kernel, grid, block, args)
+        for kernel, grid, block, args, which, *shared in launches:
+            prepared = prepare_launch(kernel, grid, block, args, *shared)
             if prepared is None:
                 return
             which = tuple(which)
@@ -249,13 +256,13 @@ class DevicePlans:
         self._plans.clear()
 
 
-def prepare_launch(kernel: Any, grid: Any, block: Any, args: tuple) -> Any:
+def prepare_launch(kernel: Any, grid: Any, block: Any, args: tuple, shared: int = 0) -> Any:
     """``_numba_private.prepared_launch``, or None (with one warning naming the numba-cuda
     version) when Numba's internals changed: launches then take the dispatcher's path."""
     from . import _numba_private as private
 
     try:
-        return private.prepared_launch(kernel, grid, block, args)
+        return private.prepared_launch(kernel, grid, block, args, shared)
     except private.NumbaInternalsChanged as exc:  # slower from now on, never wrong
         import warnings
 

@@ -33,6 +33,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .arrays import check_array, is_device_array, to_device
+from .launch import DevicePlans
 
 # D2Q9: rest, +x, +y, -x, -y, then the diagonals (+x+y, -x+y, -x-y, +x-y).
 CX = np.array([0, 1, 0, -1, 0, 1, -1, -1, 1])
@@ -41,6 +42,13 @@ W = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)
 OPP = np.array([0, 3, 4, 1, 2, 7, 8, 5, 6])  # c[OPP[i]] = -c[i]
 Q = 9
 BYTES_PER_NODE = 2 * Q * 4  # 9 float32 read + 9 written per node per step
+
+
+# Flow past a circular cylinder (Williamson, Annu. Rev. Fluid Mech. 1996): the wake starts
+# shedding vortices above Re of about 47; the shedding frequency f then gives a Strouhal number
+# f D / u of about 0.2 over a wide range of Re.
+SHEDDING_REYNOLDS = 47
+CYLINDER_STROUHAL = 0.2
 
 
 def viscosity(tau: float) -> float:
@@ -401,12 +409,11 @@ def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
     f_out[8, y, x] = f8 + omega * (w2 * (one + t3 * cu + t45 * cu * cu - usq) - f8) + g2 - h2
 
 
-# Measured on the H200 on 2026-12-01 (docs/benchmarks.json, 2048 x 8192 nodes, the kernel
-# before its loads were made unconditional and its indices unsigned): 64 x 4 0.61 of copy,
-# 256 x 1 0.60, 128 x 2 0.59, 128 x 4 and 32 x 8 0.58 -- the shape matters little. The
-# present kernel (44 registers instead of 56, 351 PTX instructions per node instead of 473,
-# no f load waiting on a mask load) must be re-measured: tools/gpu/lesson6.sh.
-DEFAULT_BLOCK = (64, 4)
+# DEFAULT_BLOCK is what the committed sweep measured fastest (docs/sweeps/
+# stencil_lbm_h200_2026-12-01.json, `python3 -m cudacourse.bench --only stencil,lbm`, public
+# calls, 2048 x 8192 nodes): 128 x 2 0.383 ms, 256 x 1 0.385, 64 x 4 0.387, 32 x 8 0.408,
+# 128 x 4 0.434 -- the shape matters little. tests/test_lbm.py ties the two.
+DEFAULT_BLOCK = (128, 2)
 BLOCKS = ((128, 2), (256, 1), (64, 4), (128, 4), (32, 8))
 
 
@@ -432,6 +439,9 @@ def lbm_step(f_in: Any, f_out: Any, solid: Any, omega: float,
              block: tuple[int, int] | None = None) -> Any:
     """One fused step on the GPU: f_out = collide(stream(f_in)); device arrays in
     (f_in, f_out of shape (9, ny, nx) float32, solid (ny, nx) uint8), f_out returned."""
+    key = (omega, tuple(force), inflow, block)
+    if _PLANS.run(key, f_in, f_out, solid):  # device arrays seen before
+        return f_out
     check_array(f_in, "f_in", ndim=3)
     check_array(f_out, "f_out", ndim=3)
     if is_device_array(f_in) is False or is_device_array(f_out) is False:
@@ -446,10 +456,15 @@ def lbm_step(f_in: Any, f_out: Any, solid: Any, omega: float,
     if tuple(ds.shape) != tuple(f_in.shape[1:]):
         raise ValueError(f"solid has shape {tuple(ds.shape)}, f has {tuple(f_in.shape)}")
     grid, blk = launch_config(f_in.shape[1], f_in.shape[2], block)
-    _lbm_fused[grid, blk](to_device(f_in), to_device(f_out), ds, np.float32(omega),
-                          np.float32(force[0]), np.float32(force[1]),
-                          np.float32(inflow or 0.0), np.int32(inflow is not None))
+    args = (to_device(f_in), to_device(f_out), ds, np.float32(omega), np.float32(force[0]),
+            np.float32(force[1]), np.float32(inflow or 0.0), np.int32(inflow is not None))
+    _lbm_fused[grid, blk](*args)
+    if is_device_array(solid):  # a host mask is copied on every call: nothing to remember
+        _PLANS.remember(key, (f_in, f_out, solid), [(_lbm_fused, grid, blk, args, (0, 1, 2))])
     return f_out
+
+
+_PLANS = DevicePlans()  # launches worked out for device arrays, reused while they look alike
 
 
 def simulate(solid: np.ndarray, tau: float, steps: int, *, f0: np.ndarray | None = None,

@@ -4,8 +4,8 @@ Three steps, each faster for one reason:
 
 * ``naive``: one thread per output, every operand read from global memory (``k`` reads of
   A and of B for each output: the arithmetic waits on memory);
-* ``tiled``: a block stages TILE x TILE tiles of A and B in shared memory, so each global
-  element is read ``n / TILE`` times instead of ``n`` times;
+* (the step between, 16 x 16 tiles of A and B in shared memory, is lesson 4's exercise,
+  ``tiled_matmul``: the package has no copy of it);
 * ``register``/``register128``: each thread computes a small grid of outputs from values
   held in registers, so each shared-memory read feeds several multiply-adds;
 * ``register128x256v4``: the same 128 x 256 tiles, but each thread reads its A and B values
@@ -26,6 +26,7 @@ from numba.cuda.core import config as _numba_config
 
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      to_device)
+from .launch import DevicePlans
 
 
 def matmul_ref(a: Any, b: Any, xp: Any = np) -> Any:
@@ -51,38 +52,38 @@ def _matmul_naive(a, b, c):
 
 
 # --- step 2: shared-memory tiles --------------------------------------------------------
-
-TILE = 16
-
-
-@cuda.jit
-def _matmul_tiled(a, b, c):
-    """Each block computes a TILE x TILE tile of c from TILE x TILE tiles in shared memory."""
-    sa = cuda.shared.array((TILE, TILE), float32)
-    sb = cuda.shared.array((TILE, TILE), float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    row = cuda.blockIdx.y * TILE + ty
-    col = cuda.blockIdx.x * TILE + tx
-    m, k = a.shape
-    n = b.shape[1]
-    acc = float32(0.0)
-    for t in range(0, k, TILE):
-        # Every thread loads one element of each tile; outside the matrix it loads 0 so
-        # that the partial tiles at the edges add nothing.
-        sa[ty, tx] = a[row, t + tx] if row < m and t + tx < k else float32(0.0)
-        sb[ty, tx] = b[t + ty, col] if t + ty < k and col < n else float32(0.0)
-        # Wait until the whole tile is loaded: the loop below reads other threads' loads.
-        cuda.syncthreads()
-        for i in range(TILE):
-            acc += sa[ty, i] * sb[i, tx]
-        # Wait until everyone is done with this tile before the next loads overwrite it.
-        cuda.syncthreads()
-    if row < m and col < n:
-        c[row, col] = acc
-
+#
+# Lesson 4's graded exercise (``tiled_matmul``): 16 x 16 tiles of A and B staged in shared
+# memory, one output per thread. The package carries no copy of that answer; lesson 4 times
+# the learner's own kernel beside these.
 
 # --- step 3: register blocking ----------------------------------------------------------
+
+def _tile_loader(a_loads: int, b_loads: int, threads: int, bk: int, bn: int):
+    """The register kernels' global -> register load of one k-slice: the A tile (bm x bk)
+    and the B tile (bk x bn), ``a_loads`` and ``b_loads`` elements a thread. The sizes are
+    closure constants (the loops unroll); inlined into the kernel, so ``ra`` and ``rb`` stay
+    in registers."""
+
+    @cuda.jit(device=True, inline="always")
+    def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
+        """Consecutive threads read consecutive addresses (coalesced). Outside the matrices
+        it loads 0, so partial tiles add nothing."""
+        m, k = a.shape
+        n = b.shape[1]
+        for q in range(a_loads):
+            e = tid + q * threads
+            r = row0 + e // bk
+            kk = k0 + e % bk
+            ra[q] = a[r, kk] if r < m and kk < k else float32(0.0)
+        for q in range(b_loads):
+            e = tid + q * threads
+            kk = k0 + e // bn
+            cc = col0 + e % bn
+            rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
+
+    return load_tiles
+
 
 def _make_register_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, prefetch: bool = True,
                           max_registers: int | None = None):
@@ -102,22 +103,7 @@ def _make_register_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, prefetch:
     b_loads = bk * bn // threads
     assert a_loads * threads == bm * bk and b_loads * threads == bk * bn
 
-    @cuda.jit(device=True, inline="always")
-    def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
-        """Global -> registers: consecutive threads read consecutive addresses (coalesced).
-        Outside the matrices it loads 0, so partial tiles add nothing."""
-        m, k = a.shape
-        n = b.shape[1]
-        for q in range(a_loads):
-            e = tid + q * threads
-            r = row0 + e // bk
-            kk = k0 + e % bk
-            ra[q] = a[r, kk] if r < m and kk < k else float32(0.0)
-        for q in range(b_loads):
-            e = tid + q * threads
-            kk = k0 + e // bn
-            cc = col0 + e % bn
-            rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
+    load_tiles = _tile_loader(a_loads, b_loads, threads, bk, bn)
 
     # max_registers caps registers per thread so that more blocks fit on an SM (the
     # simulator does not take the option; it has no registers to cap).
@@ -305,21 +291,7 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
     ga_n = tm // 4  # row groups per thread
     gb_n = tn // 4  # column groups per thread
 
-    @cuda.jit(device=True, inline="always")
-    def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
-        """Global -> registers, coalesced; 0 outside the matrices."""
-        m, k = a.shape
-        n = b.shape[1]
-        for q in range(a_loads):
-            e = tid + q * threads
-            r = row0 + e // bk
-            kk = k0 + e % bk
-            ra[q] = a[r, kk] if r < m and kk < k else float32(0.0)
-        for q in range(b_loads):
-            e = tid + q * threads
-            kk = k0 + e // bn
-            cc = col0 + e % bn
-            rb[q] = b[kk, cc] if kk < k and cc < n else float32(0.0)
+    load_tiles = _tile_loader(a_loads, b_loads, threads, bk, bn)
 
     opts = {"max_registers": max_registers} if max_registers and not _SIM else {}
 
@@ -401,7 +373,7 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
 
 # name -> (block tile rows, cols, k-slice, outputs per thread rows, cols, warp rows,
 #          max registers per thread[, double buffer]): kernels with 16-byte shared loads.
-# Tried on the H200, 2026-12-01 (tools/probe_attention_h200_2026-12-01_run*.json), none
+# Tried on the H200, 2026-12-01 (docs/sweeps/probe_attention_h200_2026-12-01_run*.json), none
 # faster than register128x256v4 (30.5 TFLOP/s in that sweep): 256 x 128 tiles 30.4-31.0;
 # double-buffered shared tiles (one barrier per k-slice) 28.5; k-slices of 16, 22-26;
 # 168 registers at most, 11 (spills). Its 238 registers x 256 threads allow one block per SM
@@ -423,9 +395,9 @@ def _register_kernel(variant: str):
     return _register_kernels[variant]
 
 
-MATMUL_VARIANTS = ("naive", "tiled", "register", "register128", "register128x256",
+MATMUL_VARIANTS = ("naive", "register", "register128", "register128x256",
                    "register128x256v4")
-# Fastest correct variant on an NVIDIA H200, 2026-11-30 (tools/gpu_matmul_final.sh, then
+# Fastest correct variant on an NVIDIA H200, 2026-11-30 (`cudacourse bench --only matmul`, then
 # `cudacourse bench`): 30.8 TFLOP/s, 0.598 of cuBLAS SGEMM measured in the same run; the
 # same tiles with 4-byte shared loads (register128x256) reached 0.56. Again 30.8 TFLOP/s,
 # 0.60 of cuBLAS and of torch.matmul (both 51.4), on 2026-12-01.
@@ -441,9 +413,6 @@ def launch_config(m: int, n: int, variant: str) -> tuple[tuple, tuple]:
     """(grid, block) for an m x n output."""
     if variant == "naive":  # x along columns, as in the kernel
         return (math.ceil(n / 16), math.ceil(m / 16)), (16, 16)
-    if variant == "tiled":
-        # x runs along columns (coalesced), y along rows.
-        return (math.ceil(n / TILE), math.ceil(m / TILE)), (TILE, TILE)
     kern = _register_kernel(variant)
     bm, bn = kern.tile
     return (math.ceil(n / bn), math.ceil(m / bm)), kern.block
@@ -455,6 +424,9 @@ def matmul(a: Any, b: Any, out: Any = None, variant: str = "best") -> Any:
     Host inputs give a host result; device inputs (Numba, CuPy) give a device array.
     ``out`` may be a preallocated (m, n) device array, to keep allocation out of timings.
     """
+    if out is not None and _PLANS.run(variant, a, b, out):  # device arrays seen before
+        return out
+    variant_asked = variant
     if variant == "best":
         variant = BEST
     if variant not in MATMUL_VARIANTS:
@@ -474,8 +446,12 @@ def matmul(a: Any, b: Any, out: Any = None, variant: str = "best") -> Any:
             dout.copy_to_device(np.zeros((m, n), np.float32))  # an empty sum
         else:
             grid, block = launch_config(m, n, variant)
-            kernel = {"naive": _matmul_naive, "tiled": _matmul_tiled}.get(variant)
-            if kernel is None:
-                kernel = _register_kernel(variant)
+            kernel = _matmul_naive if variant == "naive" else _register_kernel(variant)
             kernel[grid, block](da, db, dout)
+            if not on_host and out is not None and is_device_array(out):
+                _PLANS.remember(variant_asked, (a, b, out),
+                                [(kernel, grid, block, (da, db, dout), (0, 1, 2))])
     return return_like_input(dout, out, on_host)
+
+
+_PLANS = DevicePlans()  # launches worked out for device arrays, reused while they look alike

@@ -67,6 +67,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from . import i18n
+from .i18n import _
+
 _SALT = "cudacourse-quiz-v1"
 KINDS = ("choice", "multi", "number")
 KEY_DIR = "lessons/quizkeys"  # the keys, relative to the course root: instructor-side only
@@ -108,18 +111,22 @@ class Question:
 
     @property
     def header(self) -> str:
-        return f"Question {self.number}: {self.title}" if self.title else f"Question {self.number}"
+        if self.title:
+            return _("Question {number}: {title}").format(number=self.number, title=self.title)
+        return _("Question {number}").format(number=self.number)
 
     def answer_format(self) -> str:
         """How to write the answer, e.g. ``answer_blocks = "<letter>"``, one of a, b, c, d."""
         letters = ", ".join(self.choices)
         if self.kind == "choice":
-            return f'{self.var} = "<letter>", one of {letters}'
+            return _('{var} = "<letter>", one of {letters}').format(var=self.var, letters=letters)
         if self.kind == "multi":
-            return (f'{self.var} = "<letters>", every one of {letters} that applies, '
-                    'separated by commas')
-        unit = f" of {self.unit}" if self.unit else ""
-        return f"{self.var} = <a number{unit}>, within {self.tol:g}"
+            return _('{var} = "<letters>", every one of {letters} that applies, '
+                     'separated by commas').format(var=self.var, letters=letters)
+        if self.unit:
+            return _("{var} = <a number of {unit}>, within {tol}").format(
+                var=self.var, unit=self.unit, tol=f"{self.tol:g}")
+        return _("{var} = <a number>, within {tol}").format(var=self.var, tol=f"{self.tol:g}")
 
     @property
     def has_key(self) -> bool:
@@ -156,24 +163,26 @@ class Question:
         """Why ``answer`` is not even a well-formed answer, or None."""
         if self.kind == "number":
             if isinstance(answer, bool) or _as_number(answer) is None:
-                return f"{self.var} must be a number, e.g. {self.var} = 12.5; got {answer!r}"
+                return _("{var} must be a number, e.g. {var} = 12.5; got {answer}").format(
+                    var=self.var, answer=repr(answer))
             return None
         if not isinstance(answer, str):
-            return (f"{self.var} must be a letter in quotes: {self.answer_format()}; "
-                    f"got {answer!r}")
+            return _("{var} must be a letter in quotes: {format}; got {answer}").format(
+                var=self.var, format=self.answer_format(), answer=repr(answer))
         picked = _letters(answer)
         bad = [p for p in picked if p not in self.choices]
         if bad or not picked:
-            return (f"{answer!r} is not one of the choices {', '.join(self.choices)}: "
-                    f"{self.answer_format()}")
+            return _("{answer} is not one of the choices {letters}: {format}").format(
+                answer=repr(answer), letters=", ".join(self.choices),
+                format=self.answer_format())
         if self.kind == "choice" and len(picked) > 1:
-            return f"pick one letter only: {self.answer_format()}"
+            return _("pick one letter only: {format}").format(format=self.answer_format())
         return None
 
     def text(self) -> str:
         lines = [self.header, "", self.prompt, ""]
         lines += [f"  ({k}) {v}" for k, v in self.choices.items()]
-        lines += ["", "Answer in the cell below: " + self.answer_format()]
+        lines += ["", _("Answer in the cell below: {format}").format(format=self.answer_format())]
         return "\n".join(lines)
 
 
@@ -196,9 +205,16 @@ def _as_number(answer: object) -> float | None:
 
 
 # --- the bank ----------------------------------------------------------------------------
-@lru_cache(maxsize=None)
 def bank(lesson: str) -> dict[str, Question]:
-    """All questions of one lesson, by full id, in the order the lesson asks them: no keys."""
+    """All questions of one lesson's bank, by full id, in the order the lesson asks them,
+    their texts in the course's language (``cudacourse.i18n``; English where untranslated).
+    No keys: those are instructor-side (``keyed``). Ids and kinds never depend on the language."""
+    return _bank(lesson, i18n.language())
+
+
+@lru_cache(maxsize=None)
+def _bank(lesson: str, lang: str) -> dict[str, Question]:
+    tr = _texts(lesson, lang)
     try:
         raw = resources.files("cudacourse.quizzes").joinpath(f"{lesson}.toml").read_text()
     except FileNotFoundError:
@@ -218,12 +234,24 @@ def bank(lesson: str) -> dict[str, Question]:
             raise ValueError(f"{qid}: kind must be one of {KINDS}, got {kind!r}")
         if kind == "number" and not q.get("tol", 0) > 0:
             raise ValueError(f"{qid}: a number question needs tol > 0")
+        key = f"q.{q['id']}"
         out[qid] = Question(
-            qid, q["prompt"].strip(), dict(q.get("choices", {})), "", "", "",
-            title=q.get("title", "").strip(), kind=kind, number=n,
+            qid, tr(f"{key}.prompt", q["prompt"].strip()),
+            {k: tr(f"{key}.choice.{k}", v) for k, v in q.get("choices", {}).items()}, "", "", "",
+            title=tr(f"{key}.title", q.get("title", "").strip()), kind=kind, number=n,
             predict=bool(q.get("predict", False)), unit=q.get("unit", ""),
             tol=float(q.get("tol", 0.0)))
     return out
+
+
+def _texts(lesson: str, lang: str):
+    """``(key, english) -> text`` for one lesson's question texts in ``lang``."""
+    if lang == i18n.DEFAULT:
+        return lambda key, english: english
+    from .i18n import translations
+
+    texts = translations.question_texts(lesson, lang)
+    return lambda key, english: translations.pick(texts, key, english) if english else english
 
 
 def key_file(lesson: str, root: str | Path) -> Path:
@@ -291,10 +319,15 @@ def with_token(qid: str, key: str) -> Question:
         h = p["h"]
         if not (isinstance(h, str) and re.fullmatch(r"[0-9a-f]{64}", h)):
             raise ValueError("no answer hash")
-        why = {str(c): str(v) for c, v in dict(p.get("y", {})).items()}
-        wrong = tuple((float(v), str(w)) for v, w in p.get("w", []))
-        return dataclasses.replace(q, answer_hash=h, explain=str(p.get("x", "")),
-                                   hint=str(p.get("n", "")), why=why, wrong=wrong)
+        # The token's texts are English; shown in the course's language where translated.
+        lesson, tk = qid.split(".", 1)[0], f"q.{qid.split('.', 1)[1]}"
+        tr = _texts(lesson, i18n.language())
+        why = {str(c): tr(f"{tk}.why.{c}", str(v)) for c, v in dict(p.get("y", {})).items()}
+        wrong = tuple((float(v), tr(f"{tk}.wrong.{i}", str(w)))
+                      for i, (v, w) in enumerate(p.get("w", [])))
+        return dataclasses.replace(q, answer_hash=h, explain=tr(f"{tk}.explain", str(p.get("x", ""))),
+                                   hint=tr(f"{tk}.hint", str(p.get("n", ""))), why=why,
+                                   wrong=wrong)
     except (ValueError, TypeError, KeyError, zlib.error) as exc:
         raise ValueError(f"{qid}: the answer key in this cell is not valid ({exc}); "
                          "rebuild the notebook with `cudacourse build`") from None
@@ -378,16 +411,17 @@ def _wrong_why(q: Question, answer: object) -> str:
         for value, why in q.wrong:
             if x is not None and abs(x - value) <= q.tol:
                 return why
-        return q.hint or "Work it out again, step by step."
+        return q.hint or _("Work it out again, step by step.")
     picked = _letters(str(answer))
     if q.kind == "choice":
-        return q.why.get(picked[0]) or q.hint or "Think about it again."
+        return q.why.get(picked[0]) or q.hint or _("Think about it again.")
     right = set(q.right_choices())
     notes = [f"({k}) {q.why[k]}" for k in picked if k not in right and k in q.why]
     missing = len(right - set(picked))
     if missing:
-        notes.append(f"{missing} more {'choice applies' if missing == 1 else 'choices apply'}."
-                     + (f" Hint: {q.hint}" if q.hint else ""))
+        notes.append(i18n.ngettext("{n} more choice applies.", "{n} more choices apply.",
+                                   missing).format(n=missing)
+                     + (_(" Hint: {hint}").format(hint=q.hint) if q.hint else ""))
     return " ".join(notes) or q.hint
 
 
@@ -405,8 +439,8 @@ def feedback(qid: str, answer: object, key: str | None = None) -> tuple[bool, st
     if problem:
         return False, problem
     if q.is_right(answer):
-        return True, "Right. " + _right_why(q)
-    return False, "Not quite. " + _wrong_why(q, answer)
+        return True, _("Right. ") + _right_why(q)
+    return False, _("Not quite. ") + _wrong_why(q, answer)
 
 
 def answer(qid: str, choice: object, key: str | None = None) -> bool:
@@ -432,15 +466,17 @@ def grade(qid: str, choice: object, reveal: bool = False, key: str | None = None
     reveal = reveal or after_submission()
     problem = q.format_problem(choice)
     # One paragraph per line, no blank line: graders may show only an error's first paragraph.
-    extra = f"\nThe explanation: {' '.join(q.explain.split())}" if reveal and q.explain else ""
+    extra = ("\n" + _("The explanation: {explain}").format(explain=" ".join(q.explain.split()))
+             if reveal and q.explain else "")
     if problem:
         message = problem
     elif q.is_right(choice):
-        print(f"{q.header}: right. {_right_why(q)}" + (extra if q.kind != "number" else ""))
+        print(_("{header}: right. {why}").format(header=q.header, why=_right_why(q))
+              + (extra if q.kind != "number" else ""))
         return
     else:
-        message = (f"{q.var} = {_show(choice)} is not the right answer to {q.header}. "
-                   f"{_wrong_why(q, choice)}{extra}")
+        message = _("{var} = {answer} is not the right answer to {header}. ").format(
+            var=q.var, answer=_show(choice), header=q.header) + f"{_wrong_why(q, choice)}{extra}"
     _fail(message)
 
 
@@ -481,8 +517,9 @@ def record(qid: str, choice: object) -> None:
     problem = q.format_problem(choice)
     if problem:
         _fail(problem)
-    print(f"Recorded {q.var} = {_show(choice)}. {q.header} is graded after you submit; "
-          "the explanation comes with your feedback.")
+    print(_("Recorded {var} = {answer}. {header} is graded after you submit; "
+            "the explanation comes with your feedback.").format(
+        var=q.var, answer=_show(choice), header=q.header))
 
 
 def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
@@ -496,13 +533,14 @@ def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
 
     md = f"**{q.header}.** {q.prompt}\n\n" + "\n".join(
         f"- **({k})** {v}" for k, v in q.choices.items())
-    how = f"\n\nAnswer in the cell below: `{q.answer_format()}`."
+    how = "\n\n" + _("Answer in the cell below: `{format}`.").format(format=q.answer_format())
     if graded:
-        how += " This question is graded after you submit: no right or wrong before then."
+        how += _(" This question is graded after you submit: no right or wrong before then.")
     try:
         import ipywidgets as w
     except ImportError:
-        tail = "" if graded else f" Check an answer with `quiz.answer({qid!r}, ..., key=...)`."
+        tail = "" if graded else _(" Check an answer with `{call}`.").format(
+            call=f"quiz.answer({qid!r}, ..., key=...)")
         display(Markdown(md + how + tail))
         return
     display(Markdown(md + how))
@@ -510,7 +548,7 @@ def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
     # render); the widgets only carry the letters.
     if q.kind == "choice":
         pick = w.RadioButtons(options=[(f"({k})", k) for k in q.choices], value=None,
-                              description="Your choice:", style={"description_width": "initial"})
+                              description=_("Your choice:"), style={"description_width": "initial"})
         boxes: list = [pick]
 
         def value() -> object:
@@ -522,20 +560,21 @@ def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
             chosen = [k for k, b in zip(q.choices, boxes) if b.value]
             return ", ".join(chosen) if chosen else None
     else:
-        num = w.Text(description=f"Your answer{f' ({q.unit})' if q.unit else ''}:",
+        num = w.Text(description=(_("Your answer ({unit}):").format(unit=q.unit) if q.unit
+                                  else _("Your answer:")),
                      style={"description_width": "initial"})
         boxes = [num]
 
         def value() -> object:
             return num.value.strip() or None
-    button = w.Button(description="Record" if graded else "Check", button_style="primary")
+    button = w.Button(description=_("Record") if graded else _("Check"), button_style="primary")
     out = w.HTML()
 
-    def on_click(_: object) -> None:
+    def on_click(_button: object) -> None:
         v = value()
         if v is None:
-            out.value = "<i>Pick a choice first.</i>" if q.kind != "number" else \
-                "<i>Type a number first.</i>"
+            out.value = "<i>" + (_("Pick a choice first.") if q.kind != "number" else
+                                 _("Type a number first.")) + "</i>"
             return
         shown = v if q.kind != "number" else _as_number(v)
         problem = q.format_problem(shown if shown is not None else v)
@@ -544,11 +583,12 @@ def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
             return
         line = f"<code>{q.var} = {_html(_show(shown))}</code>"
         if graded:
-            out.value = f"Now write {line} in the cell below; it is graded after you submit."
+            out.value = _("Now write {line} in the cell below; it is graded after you "
+                          "submit.").format(line=line)
             return
         ok, text = feedback(qid, shown, key)
         colour = "#1a7f37" if ok else "#b35900"
-        more = f" Write {line} in the cell below." if ok else ""
+        more = _(" Write {line} in the cell below.").format(line=line) if ok else ""
         out.value = f"<span style='color:{colour}'>{_html(text)}</span>{more}"
 
     button.on_click(on_click)

@@ -8,6 +8,8 @@ to the simulator's fake ``cuda`` module (and to ``numba.cuda`` itself, so ``hasa
     ballot_sync, all_sync, any_sync, eq_sync, match_any_sync, match_all_sync,
     syncwarp, activemask, lanemask_lt            (laneid and warpsize exist already)
 
+It also gives ``cuda.pinned`` Numba's real signature, ``cuda.pinned(*arrays)``.
+
 The model, taken from the CUDA programming guide and the PTX ``shfl.sync`` / ``vote.sync``
 pseudocode:
 
@@ -35,6 +37,7 @@ reports only the lanes of its branch).
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -75,6 +78,7 @@ class _Warp:
         self.meetings: dict[int, _Meeting] = {}  # open meetings by mask
         self.waiting: dict[int, _Meeting] = {}  # lane -> the meeting it waits in
         self.deadlock = ""  # set once, so every stuck lane reports the same diagnosis
+        self.suspect = ("", 0.0, 0)  # (diagnosis, first seen, polls seen) before it is set
         self.active: _Meeting | None = None  # lanes waiting in activemask()
 
     def existing(self) -> int:
@@ -219,6 +223,26 @@ def _deadlock(warp: _Warp) -> str:
             "(on a GPU this hangs or is undefined)." % (warp.index, "; ".join(parts)))
 
 
+_CONFIRM_POLLS = 4  # a deadlock must be seen this many polls in a row...
+_CONFIRM_S = 0.5  # ...and for this long: the simulator releases a barrier's threads one by
+# one, so for a moment some lanes are past cuda.syncthreads() (in a warp call) while others
+# still look blocked at it; on a busy machine that moment can last several polls
+
+
+def _confirmed(warp: _Warp, seen: str) -> str:
+    """``seen`` (a deadlock's diagnosis, or "") once it has persisted; else "" (lock held)."""
+    if not seen:
+        warp.suspect = ("", 0.0, 0)
+        return ""
+    what, since, polls = warp.suspect
+    now = time.monotonic()
+    if what != seen:
+        warp.suspect = (seen, now, 1)
+        return ""
+    warp.suspect = (what, since, polls + 1)
+    return seen if polls + 1 >= _CONFIRM_POLLS and now - since >= _CONFIRM_S else ""
+
+
 def _warp_call(op: str, mask: int, value: Any = None, arg: Any = None) -> Any:
     thread = threading.current_thread()
     state = getattr(getattr(thread, "_manager", None), "_simwarp", None)
@@ -248,7 +272,7 @@ def _warp_call(op: str, mask: int, value: Any = None, arg: Any = None) -> Any:
         with state.lock:
             _complete_ready(warp)
             if not meeting.done:
-                warp.deadlock = warp.deadlock or _deadlock(warp)
+                warp.deadlock = warp.deadlock or _confirmed(warp, _deadlock(warp))
                 if warp.deadlock:
                     raise WarpError(warp.deadlock)
     if meeting.error:
@@ -369,7 +393,24 @@ def install() -> None:
         setattr(kernelapi.FakeCUDAModule, name, staticmethod(fn))
         if not hasattr(cuda_module, name):
             setattr(cuda_module, name, fn)
+    cuda_module.pinned = _pinned_many(cuda_module.pinned)
     _installed = True
+
+
+def _pinned_many(one: Any) -> Any:
+    """``cuda.pinned(*arrays)`` with Numba's real signature (the simulator's takes one
+    array): ``with cuda.pinned(x, out):`` is right code on a GPU, so it runs here too."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def pinned(*arrays):
+        with contextlib.ExitStack() as stack:
+            for a in arrays:
+                stack.enter_context(one(a))
+            yield
+
+    pinned.__doc__ = "A context manager pinning host arrays (any number) while inside it."
+    return pinned
 
 
 def installed() -> bool:

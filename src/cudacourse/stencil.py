@@ -33,6 +33,7 @@ from numba import cuda, float32
 
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      to_device)
+from .launch import DevicePlans
 
 MAX_ALPHA = 0.375  # stability limit of the explicit step with the 9-point Laplacian
 
@@ -235,9 +236,11 @@ DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8)}
 # "rows" (128 x 1 threads x 8 rows) needs ~53 PTX instructions per cell on interior strips,
 # one coalesced load per cell (plus 10% for the strip's halo rows; the side neighbours come
 # by warp shuffles), 10 loads in flight per thread, 56 registers (36 warps per SM).
-# Chosen by that reasoning (PTX from tools/ptx_lesson6.py), not measured yet:
-# tools/gpu/lesson6.sh sweeps the shapes; set BEST to the fastest.
-BEST = ("rows", (128, 1, 8))
+# BEST is what the committed sweep measured fastest (docs/sweeps/stencil_lbm_h200_2026-12-01.json,
+# `python3 -m cudacourse.bench --only stencil,lbm`, public calls timed one call between
+# events, 16384 x 16384): rows 128 x 1 x 16, 0.671 ms; 128 x 1 x 8 0.700, 256 x 1 x 8 0.715,
+# the best tiled 1.51, naive 1.73. tests/test_stencil.py ties BEST to that file.
+BEST = ("rows", (128, 1, 16))
 _tiled: dict[tuple, Any] = {}
 
 
@@ -300,14 +303,23 @@ def heat_step(u: Any, out: Any = None, alpha: float = 0.2, variant: str = "best"
               block: tuple | None = None) -> Any:
     """One heat-diffusion step of a float32 grid on the GPU (host in, host out; device in,
     device out). ``block`` = (bx, by, rows per thread)."""
+    key = (alpha, variant, block)
+    if out is not None and _PLANS.run(key, u, out):  # device arrays seen before
+        return out
     v, b = _check(u, alpha, variant)
     ny, nx = u.shape
     on_host = not is_device_array(u)
     du = to_device(u)
     dout = output_array(out, (ny, nx))
     kernel, grid, blk = launch_config(ny, nx, v, block or b)
-    kernel[grid, blk](du, dout, np.float32(alpha))
+    args = (du, dout, np.float32(alpha))
+    kernel[grid, blk](*args)
+    if not on_host and out is not None and is_device_array(out):
+        _PLANS.remember(key, (u, out), [(kernel, grid, blk, args, (0, 1))])
     return return_like_input(dout, out, on_host)
+
+
+_PLANS = DevicePlans()  # launches worked out for device arrays, reused while they look alike
 
 
 def diffuse(u: Any, steps: int, alpha: float = 0.2, variant: str = "best",

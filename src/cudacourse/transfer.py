@@ -304,6 +304,15 @@ def bandwidth_sweep(sizes: Sequence[int], direction: str = "H2D",
 
 # --- when offloading pays -----------------------------------------------------------------------
 
+# Host-to-device copies of 1 GiB measured on the course's NVIDIA H200 on 2026-11-30 (CUDA
+# events; /work/shared/gpu/README.md), and the SGEMM rate of that day's run: the offload
+# model's GPU figures. Lesson 3 quotes them from here.
+H200_PINNED_H2D_GB_S = 52.6
+H200_PAGEABLE_H2D_GB_S = 6.8
+H200_SGEMM_TFLOP_S = 48.8
+CPU_GB_S, CPU_TFLOP_S = 200, 1.0  # round assumptions for one multi-core server socket
+
+
 @dataclass(frozen=True)
 class Machine:
     """The few numbers the offload model needs (bytes/s and FLOP/s)."""
@@ -318,7 +327,8 @@ class Machine:
     def h200(cls) -> "Machine":
         """H2D pinned 52.6 GB/s, SGEMM 48.8 TFLOP/s, measured 2026-11-30 on the NVIDIA H200;
         the CPU figures are round assumptions for one multi-core socket."""
-        return cls(link=52.6e9, gpu_flops=48.8e12, cpu_flops=1.0e12, cpu_bandwidth=200e9)
+        return cls(link=H200_PINNED_H2D_GB_S * 1e9, gpu_flops=H200_SGEMM_TFLOP_S * 1e12,
+                   cpu_flops=CPU_TFLOP_S * 1e12, cpu_bandwidth=CPU_GB_S * 1e9)
 
 
 def offload_times(intensity: Any, nbytes: float, machine: Machine) -> dict[str, Any]:

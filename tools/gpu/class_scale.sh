@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Class-scale grading throughput on the GPU machine (issue #14): grade N copies of lesson 1's
-# sample submissions (right, wrong kernel, blank, hostile, in turn) with every CPU core as a
+# Class-scale grading throughput (issue #14, #21): grade N submissions of an assignment (A,
+# default lesson 1: right, wrong kernel, blank, hostile, in turn; any other lesson: the
+# master's answers and blank ones, in turn, or KINDS="correct") with every CPU core as a
 # worker, through `cudacourse grade` on a Dask LocalCluster, and print submissions per minute
 # so that 200 submissions can be extrapolated. From the repository root:
 #
 #     bash .whl/on-device.sh bash tools/gpu/class_scale.sh          # N=40, WORKERS=nproc
+#     A=04_shared_memory N=40 bash .whl/on-device.sh bash tools/gpu/class_scale.sh
+#     A=04_shared_memory N=2 WORKERS=2 LOCAL=0 bash tools/gpu/class_scale.sh   # simulator
 #
 # Writes $OUT/class_scale.json (throughput, per-submission seconds, slowest, scores by
 # kind), $OUT/grade.log and $OUT/summary.txt. Needs dask and distributed in the wheelhouse;
@@ -20,7 +23,7 @@ N=${N:-40}
 WORKERS=${WORKERS:-$(nproc)}
 TIMEOUT=${GRADING_TIMEOUT:-30}
 LIMIT=${GRADE_LIMIT:-150}
-A=01_gpu_vs_cpu
+A=${A:-01_gpu_vs_cpu}
 PY=${PYTHON:-python3}
 COURSE=$(mktemp -d /tmp/classscale.XXXXXX)
 export CUDACOURSE_QUIET=1
@@ -33,13 +36,12 @@ cp "$ROOT/nbgrader_config.py" "$COURSE/"
    --db="sqlite:///$COURSE/gradebook.db" >"$OUT/generate.log" 2>&1) \
   || { echo "generate_assignment failed:"; tail -20 "$OUT/generate.log"; exit 1; }
 
-# N submissions: the four kinds in turn (as tests/test_grader_distributed.py builds them).
-$PY - "$COURSE" "$N" <<'PY'
+# N submissions: the kinds in turn (lesson 1's as tests/test_grader_distributed.py builds them).
+$PY - "$COURSE" "$N" "$A" "${KINDS:-}" <<'PY'
 import copy, sys
 from pathlib import Path
 import nbformat
-course, n = Path(sys.argv[1]), int(sys.argv[2])
-A = "01_gpu_vs_cpu"
+course, n, A = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 learner = nbformat.read(course / "notebooks" / A / f"{A}.ipynb", 4)
 master = nbformat.read(course / "solutions" / A / f"{A}.ipynb", 4)
 answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in master.cells
@@ -47,7 +49,8 @@ answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in master.cells
 WRONG = ("@cuda.jit\ndef vector_add(a, b, out):\n    i = cuda.grid(1)\n"
          "    if i < out.shape[0]:\n        out[i] = a[i] - b[i]\n")
 ATTACK = "\nimport numpy as np\nnp.allclose = lambda *a, **k: True\n"
-kinds = ["correct", "wrong_kernel", "blank", "hostile"]
+kinds = sys.argv[4].split() or (["correct", "wrong_kernel", "blank", "hostile"]
+                                 if A == "01_gpu_vs_cpu" else ["correct", "blank"])
 for i in range(n):
     kind = kinds[i % len(kinds)]
     nb = copy.deepcopy(learner)
@@ -68,7 +71,7 @@ for i in range(n):
 print(f"wrote {n} submissions")
 PY
 
-if $PY -c "import distributed" 2>/dev/null; then
+if [ "${LOCAL:-1}" != 0 ] && $PY -c "import distributed" 2>/dev/null; then
   EXEC=(--local-cluster "$WORKERS")
   HOW="Dask LocalCluster of $WORKERS worker processes"
 else
@@ -82,11 +85,11 @@ timeout "$LIMIT" $PY -m cudacourse.cli grade "$A" --course "$COURSE" --workers "
 rc=$?
 end=$(date +%s.%N)
 echo "== cudacourse grade exit status $rc (124: stopped at GRADE_LIMIT=$LIMIT s)"
-$PY - "$COURSE" "$start" "$end" "$rc" "$HOW" "$OUT" <<'PY'
+$PY - "$COURSE" "$start" "$end" "$rc" "$HOW" "$OUT" "$A" <<'PY'
 import json, statistics, sys
 from pathlib import Path
 course, start, end, rc, how, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5], Path(sys.argv[6])
-A = "01_gpu_vs_cpu"
+A = sys.argv[7]
 wall = end - start
 latest = Path(course) / "grading" / A / "latest.json"
 run = json.loads(latest.read_text()) if latest.exists() else {"results": []}

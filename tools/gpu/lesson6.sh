@@ -55,7 +55,7 @@ grep -E "notebook |executed in|MLUPS|of copy|steps of|parabola|mass|angle|commit
   | tee -a "$OUT/lesson6.log"
 (cd /tmp/nb6 && tar czf "$OUT/lesson6_nb.tar.gz" .)
 
-if [ -z "${SKIP_BENCH:-}" ]; then  # session_bench.sh runs the whole bench itself
+if [ -z "${SKIP_BENCH:-}" ]; then  # SKIP_BENCH=1: the caller runs the whole bench itself
 log "bench (merged into a copy of docs/benchmarks.json)"
 cp docs/benchmarks.json "$OUT/benchmarks.json"
 t0=$(date +%s)

@@ -8,8 +8,11 @@ PyTorch, when installed) equivalent. For every measurement:
 1. fresh inputs (random, never zeros), sized to fill the GPU and to exceed its L2 cache;
 2. one run, then a correctness check against a reference (the CuPy result, or a float64
    reference on a sample of rows). A wrong kernel is reported as FAILED and never timed;
-3. warm-up, then the median of CUDA-event-timed repeats queued back to back (so Python's
-   launch overhead overlaps the previous kernel instead of being counted).
+3. warm-up, then the median of repeats each timed alone, the way a user times one call
+   (an event, the call, an event, a synchronisation): the host's work before the launch
+   counts, and the course's public functions are called exactly as users call them (CuPy
+   arrays in, ``out`` given). Each public function's headline case also reports
+   ``<kernel>_call_overhead_us``, the host microseconds of one call with the GPU idle.
 
 In the simulator, timings mean nothing: the command runs a tiny correctness smoke pass and
 reports no times and no ratios.

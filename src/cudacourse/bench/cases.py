@@ -12,18 +12,20 @@ from .core import (Case, Ctx, Prepared, Skipped, _need, _sample_rows, _torch,
                    assert_close)
 def _copy_cases(ctx: Ctx) -> list[Case]:
     def prepare(ctx: Ctx) -> Prepared:
-        from numba import cuda
-
         n = ctx.sizes["copy"]
-        src = ctx.dev(ctx.uniform(n))
-        dst = ctx.output(n)
-        stream = cuda.default_stream()
+        src, dst = ctx.dev(ctx.uniform(n)), ctx.output(n)
 
         def check() -> None:
             assert_close(ctx, ctx.read(dst), ctx.read(src), "the copy", rtol=0.0)
 
-        return Prepared(lambda: dst.copy_to_device(src, stream=stream), check,
-                        bytes=8.0 * n, shape=f"{n:,} float32 ({4 * n / 2**30:.2f} GiB)")
+        if ctx.sim:
+            run = (lambda: dst.copy_to_device(src))
+        else:
+            # cudaMemcpyAsync through CuPy: a ceiling with a few microseconds of host work,
+            # since every call is timed alone (Numba's copy_to_device spends ~0.1 ms first)
+            run = (lambda: dst.data.copy_from_device_async(src.data, 4 * n))
+        return Prepared(run, check, bytes=8.0 * n,
+                        shape=f"{n:,} float32 ({4 * n / 2**30:.2f} GiB)")
 
     return [Case("copy", "device-to-device copy (cudaMemcpy)", prepare)]
 
@@ -81,7 +83,7 @@ def _matmul_cases(ctx: Ctx) -> list[Case]:
         more = (("matmul_best_vs_torch", "torch_matmul"),) if variant == "best" else ()
         return Case(f"matmul_{variant}", label, prepare,
                     ratio=f"matmul_{variant}_vs_cublas", vs="cublas_sgemm", kind="compute",
-                    more=more)
+                    more=more, overhead="matmul" if variant == "best" else None)
 
     return [case(v) for v in (*mod.MATMUL_VARIANTS, "best")]
 
@@ -119,7 +121,8 @@ def _vector_add_cases(ctx: Ctx) -> list[Case]:
                                         else variant)
         if variant == "best" and hasattr(mod, "BEST"):
             label += f" ({getattr(mod.BEST, 'name', mod.BEST)})"
-        return Case(name, label, prepare, ratio=f"{name}_vs_copy", vs="copy")
+        return Case(name, label, prepare, ratio=f"{name}_vs_copy", vs="copy",
+                    overhead="vector_add" if variant == "best" else None)
 
     return [case(v) for v in (*mod.VARIANTS, "best")]
 
@@ -176,7 +179,7 @@ def _reduce_cases(ctx: Ctx) -> list[Case]:
                         **_sum_work(ctx))
 
     return [Case("reduce_sum", "Numba sum (reduce_sum_into)", prepare,
-                 ratio="reduce_sum_vs_copy", vs="copy")]
+                 ratio="reduce_sum_vs_copy", vs="copy", overhead="reduce_sum")]
 
 
 def _library_sum_cases(lib: str) -> Callable[[Ctx], list[Case]]:
@@ -236,7 +239,7 @@ def _transpose_cases(ctx: Ctx) -> list[Case]:
         if variant == "best" and hasattr(mod, "BEST"):
             label += f" ({mod.BEST})"
         return Case(name, label, prepare, ratio=f"{name}_vs_copy",
-                    vs="copy")
+                    vs="copy", overhead="transpose" if variant == "best" else None)
 
     return [case(v) for v in variants]
 
@@ -252,6 +255,24 @@ def _cupy_transpose_cases(ctx: Ctx) -> list[Case]:
 
     return [Case("cupy_transpose", "CuPy transpose (copy of x.T)", prepare,
                  ratio="cupy_transpose_vs_copy", vs="copy", needs="cupy")]
+
+
+def _softmax_cases(ctx: Ctx) -> list[Case]:
+    mod = _need("cudacourse.softmax", "fused_softmax", "softmax_ref")
+    rows, n = ctx.sizes["softmax"]
+    scale = 0.125
+
+    def prepare(ctx: Ctx) -> Prepared:
+        x = ctx.memo("softmax", lambda: ctx.uniform((rows, n), -4.0, 4.0))
+        dx, out = ctx.dev(x), ctx.output((rows, n))
+        want = ctx.memo("softmax_ref", lambda: mod.softmax_ref(x, scale, ctx.xp))
+        return Prepared(lambda: mod.fused_softmax(dx, scale, out=out),
+                        lambda: assert_close(ctx, ctx.read(out), want, "fused_softmax",
+                                             rtol=1e-4, atol=1e-7),
+                        bytes=8.0 * rows * n, shape=f"{rows} rows x {n} float32")
+
+    return [Case("softmax", "Numba fused softmax (one block per row)", prepare,
+                 ratio="softmax_vs_copy", vs="copy", overhead="softmax")]
 
 
 def _attention_inputs(ctx: Ctx, shape: tuple[int, int, int]) -> tuple[Any, Any, Any]:
@@ -351,7 +372,8 @@ def _attention_cases(ctx: Ctx) -> list[Case]:
             Case("attention_fused", f"attention, fused (Numba flash_attention, {best})", fused,
                  ratio="attention_fused_vs_unfused", vs="attention_unfused", kind="compute",
                  more=(("attention_fused_vs_torch_eager", "attention_torch_eager"),
-                       ("attention_fused_vs_sdpa_f32", "attention_sdpa_f32")))]
+                       ("attention_fused_vs_sdpa_f32", "attention_sdpa_f32")),
+                 overhead="attention")]
 
 
 def _torch_qkv(ctx: Ctx, shape: tuple[int, int, int], dtype: str = "float32") -> tuple:
@@ -485,7 +507,8 @@ def _torch_attention_cases(ctx: Ctx) -> list[Case]:
                               more=((f"attention_fused_vs_sdpa_f32{sfx}",
                                      f"attention_sdpa_f32{sfx}"),
                                     (f"attention_fused_vs_unfused{sfx}",
-                                     f"attention_unfused{sfx}"))))
+                                     f"attention_unfused{sfx}")),
+                              overhead=f"attention{sfx}"))
     return cases
 
 
@@ -688,6 +711,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
           _transpose_cases, "copy"),
     Entry("cupy_transpose", "CuPy transpose (a copy of x.T)", "transpose", _cupy_transpose_cases,
           "copy"),
+    Entry("softmax", "Numba fused softmax along rows", "softmax", _softmax_cases, "copy"),
     Entry("cublas", "ceiling: cuBLAS SGEMM through CuPy", "matmul", _cublas_cases),
     Entry("matmul", "Numba matmul, every variant and the best one", "matmul", _matmul_cases,
           "cublas"),

@@ -52,7 +52,8 @@ def _arrays(ctx: Ctx, kind: str) -> tuple[Any, Any, Any]:
         return (cp.full(1, 1.5, cp.float32), cp.full(1, 2.25, cp.float32),
                 cp.full(1, np.nan, cp.float32))
     return (cuda.to_device(np.full(1, 1.5, np.float32)),
-            cuda.to_device(np.full(1, 2.25, np.float32)), ctx.output(1))
+            cuda.to_device(np.full(1, 2.25, np.float32)),
+            cuda.to_device(np.full(1, np.nan, np.float32)))
 
 
 def _read(out: Any) -> np.ndarray:

@@ -21,6 +21,7 @@ GPU_MARKER = "<!-- cudacourse-bench mode=gpu -->"
 # Problem sizes per mode. "full" fills an H200 and exceeds its 50-60 MB L2 many times over.
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"copy": 2**28, "vector": 2**28, "sum": 2**28, "transpose": (16384, 16384),
+             "softmax": (16384, 4096),
              "matmul": (4096, 4096, 4096), "attention": (16, 4096, 64),
              "attention_memory": (16, 16384, 64),
              # (heads, seq, head_dim) x causal: the PyTorch comparison of issue 15
@@ -29,11 +30,13 @@ SIZES: dict[str, dict[str, Any]] = {
              # (heads, seq, head_dim, cap, window): soft-capped scores, causal window
              "attention_softcap": (16, 4096, 64, 50.0, 1024)},
     "small": {"copy": 2**22, "vector": 2**20 + 3, "sum": 2**20 + 3, "transpose": (1000, 1027),
+              "softmax": (300, 1000),
               "matmul": (300, 257, 263), "attention": (2, 300, 64),
               "attention_memory": (2, 1024, 64),
               "attention_peers": [(2, 300, 64, True), (2, 300, 128, False)],
               "attention_softcap": (2, 300, 64, 5.0, 100)},
     "sim": {"copy": 4096, "vector": 1003, "sum": 2051, "transpose": (40, 33),
+            "softmax": (4, 70),
             "matmul": (33, 20, 31), "attention": (1, 24, 64), "attention_memory": None,
             "attention_peers": [(1, 24, 128, True)], "attention_softcap": (1, 40, 64, 5.0, 7)},
 }
@@ -73,6 +76,7 @@ class Case:
     kind: str = "memory"  # "memory": rate in bytes/s, "compute": rate in flop/s
     needs: str = "course"  # "course", "cupy" or "torch"
     more: tuple = ()  # further (ratio name, measurement it is divided by) pairs
+    overhead: str | None = None  # "<kernel>": also measure <kernel>_call_overhead_us
 
 
 @dataclass
@@ -90,6 +94,7 @@ class Measurement:
     times_ms: list[float] = field(default_factory=list)
     value: float | None = None
     more: tuple = ()  # further (ratio name, vs) pairs, as Case.more
+    values: dict = field(default_factory=dict)  # further measured values, by ratio name
 
     @property
     def median_ms(self) -> float | None:
@@ -135,7 +140,7 @@ class Ctx:
             from numba import cuda
 
             return cuda.to_device(np.full(shape, np.nan, np.float32))
-        return self.dev(self.xp.full(shape, np.nan, np.float32))
+        return self.xp.full(shape, np.nan, np.float32)
 
     def poison(self, dev_array: Any) -> None:
         if self.sim:
@@ -144,10 +149,12 @@ class Ctx:
             self.xp.asarray(dev_array).fill(np.nan)
 
     def dev(self, x: Any) -> Any:
-        """A Numba device array for ``x`` (no copy on a GPU: it shares CuPy's memory)."""
+        """``x`` as a user of the course holds it on the device: the CuPy array itself on a
+        GPU (the public calls are timed on what users pass them), a Numba device array in
+        the simulator."""
         from numba import cuda
 
-        return cuda.to_device(x) if self.sim else cuda.as_cuda_array(x)
+        return cuda.to_device(x) if self.sim else x
 
     def read(self, dev_array: Any) -> Any:
         """A device result as an ``xp`` array (host copy in the simulator, a view on a GPU)."""
@@ -234,31 +241,55 @@ def _torch() -> Any:
     return torch
 
 
+TIMING = ("one call between two CUDA events, then a synchronisation, as a user times a call: "
+          "the host's work before the launch counts; median after 2 warm-up calls; "
+          "correctness checked before timing")
+
+
 def event_times(fn: Callable[[], Any], repeats: int = 20, warmup: int = 2,
                 budget_s: float = 2.0) -> list[float]:
-    """Milliseconds of each of up to ``repeats`` runs of ``fn``, from CUDA events. GPU only.
+    """Milliseconds of each of up to ``repeats`` calls of ``fn``, from CUDA events. GPU only.
 
-    All runs are queued back to back and synchronised once, so that while Python launches
-    run i+1, the GPU is still busy with run i: the events time the GPU's work, not Python.
+    Each call is timed alone, the way a user times one: record an event, call, record an
+    event, synchronise. The GPU is idle when the first event is recorded, so whatever the
+    host does before the launch (argument checks, conversions) is in the time, as it is in
+    a user's program; a launcher whose host work is slower than its kernel shows it.
     """
     from numba import cuda
 
     for _ in range(warmup):
         fn()
+    cuda.synchronize()
     start, stop = cuda.event(timing=True), cuda.event(timing=True)
-    start.record()
-    fn()
-    stop.record()
-    stop.synchronize()
-    first = cuda.event_elapsed_time(start, stop)
-    repeats = max(3, min(repeats, int(budget_s * 1e3 / max(first, 1e-3))))
-    events = [(cuda.event(timing=True), cuda.event(timing=True)) for _ in range(repeats)]
-    for s, e in events:
-        s.record()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < 3 or (len(times) < repeats and spent < budget_s * 1e3):
+        start.record()
         fn()
-        e.record()
-    events[-1][1].synchronize()
-    return [cuda.event_elapsed_time(s, e) for s, e in events]
+        stop.record()
+        stop.synchronize()
+        times.append(cuda.event_elapsed_time(start, stop))
+        spent += times[-1]
+    return times
+
+
+def call_overhead_us(fn: Callable[[], Any], calls: int = 30, warmup: int = 3) -> float:
+    """Median microseconds the host spends in one call of ``fn`` with the GPU idle: what a
+    launcher costs before its kernel starts (checks, conversions, the launch). GPU only."""
+    import time
+
+    from numba import cuda
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(calls):
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    cuda.synchronize()
+    return statistics.median(times) * 1e6
 
 
 def run_case(case: Case, ctx: Ctx, timer: Callable[[Callable[[], Any]], list[float]] | None
@@ -281,6 +312,8 @@ def run_case(case: Case, ctx: Ctx, timer: Callable[[Callable[[], Any]], list[flo
                 m.value = float(prep.value())
         elif timer is not None:  # the simulator passes none: its timings mean nothing
             m.times_ms = [float(t) for t in timer(prep.run)]
+            if case.overhead:
+                m.values[f"{case.overhead}_call_overhead_us"] = call_overhead_us(prep.run)
     except Missing as exc:
         m.status, m.detail = "missing", str(exc)
     except Skipped as exc:

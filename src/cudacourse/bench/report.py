@@ -12,7 +12,7 @@ from typing import Any
 
 
 from .. import device
-from .core import GPU_MARKER, SCHEMA, SIM_NOTE, Measurement
+from .core import GPU_MARKER, SCHEMA, SIM_NOTE, TIMING, Measurement
 # --- the report: ratios, environment, JSON, markdown, table ----------------------------------
 
 def ratios(measurements: dict[str, Measurement]) -> tuple[dict[str, float], dict[str, str]]:
@@ -21,6 +21,8 @@ def ratios(measurements: dict[str, Measurement]) -> tuple[dict[str, float], dict
     problems: dict[str, str] = {}
     for m in measurements.values():
         pairs = ([(m.ratio, m.vs)] if m.ratio else []) + [tuple(p) for p in m.more]
+        if m.status == "ok":
+            values.update(m.values)
         for ratio, vs in pairs:
             if m.status != "ok":
                 problems[ratio] = f"{m.status}: {m.detail}"
@@ -111,8 +113,7 @@ def build_report(measurements: dict[str, Measurement], *, command: str, size: st
             d["tflop_s"] = m.rate("compute") / 1e12 if m.flops else None
         meas[m.name] = d
     return {**base, "size": size, "seed": seed, "repeats": repeats,
-            "timing": ("CUDA events around each run, runs queued back to back, median after "
-                       "2 warm-up runs; correctness checked before timing"),
+            "timing": TIMING,
             "ceilings": ceilings, "ratios": vals, "problems": problems, "measurements": meas}
 
 
@@ -349,6 +350,8 @@ def merge_reports(old: dict[str, Any], new: dict[str, Any], only: list[str],
     for k, v in fresh.items():
         meas.setdefault(k, {**v, "remeasured": stamp})
     new_ratio_names = {v.get("ratio") for v in fresh.values()} - {None}
+    for v in fresh.values():  # the further ratios and values each measurement feeds
+        new_ratio_names |= {p[0] for p in v.get("more") or ()} | set(v.get("values") or {})
     dead_ratios |= new_ratio_names
     ratios_ = {k: v for k, v in old.get("ratios", {}).items() if k not in dead_ratios}
     ratios_.update({k: v for k, v in new.get("ratios", {}).items() if k in new_ratio_names})

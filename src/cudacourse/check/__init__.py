@@ -26,7 +26,8 @@ import types
 
 # Imported eagerly, in this order, so that no module appears later (the grading audit
 # compares the loaded modules before and after the learner's cells).
-from . import _engine, _origin, _source, _compile, _replay, _numba_hooks  # noqa: F401
+from . import _engine, _origin, _source, _compile, _replay, _numba_hooks, _budget  # noqa: F401
+from . import _observe, _instrument  # noqa: F401
 from ._engine import CheckFailure
 
 # One module per lesson topic; each defines check_* functions.
@@ -60,7 +61,8 @@ def _public(fn):
     def check(*args, **kwargs):
         __tracebackhide__ = True  # pytest hides this frame
         try:
-            with _compile.gating():  # every kernel it launches must compile for sm_90
+            # every kernel it launches must compile for sm_90; no check runs past its budget
+            with _compile.gating(), _budget.budget():
                 return fn(*args, **kwargs)
         except CheckFailure as failure:
             # Your code did not pass this check: the reason is printed below.

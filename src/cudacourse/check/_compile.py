@@ -256,6 +256,8 @@ def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
 
     if not device.is_simulator():
         return None
+    if getattr(kernel, "__cc_instrumented__", False):
+        return None  # an instrumented build (_instrument): its source kernel was gated
     _record_launch(kernel, args, name)
     ok, why = status()
     if not ok:

@@ -22,7 +22,8 @@ Contract for checker authors (check/<topic>.py), kept stable:
   ``"does_not_compile"`` and the compiler's reason in plain words. Crashes become one
   diagnosis (never one traceback per simulated thread).
 * ``passes(name, *facts, hidden=False)`` is the one-line success message a checker returns
-  (``"vector_add passes: 3 sizes, a spare block; hidden cases next"``).
+  (``"vector_add passes: 3 sizes, a spare block; grading reruns it on hidden cases (other
+  sizes and seeds)"``).
 * Checks that only the simulator can make (read counts, poisoned shared memory, warp-level
   undefined behaviour, the stream trace) go in a function decorated with
   ``_replay.sim_part``: in the simulator it runs in-process; on a GPU it re-runs, from the
@@ -46,7 +47,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as _np
 
 from .. import device as _device
-from . import _origin
+from . import _buffers, _origin
 
 # --- trusted references, captured before any learner cell runs --------------------------
 _asarray = _np.asarray
@@ -218,6 +219,25 @@ def validate_launch(grid: int | tuple, block: int | tuple) -> tuple[tuple, tuple
     return g, b
 
 
+MAX_SHARED_PER_BLOCK = 48 * 1024  # bytes a launch may use without an opt-in (sm_90 too)
+
+
+def validate_shared(resources: Any, dynamic: int = 0, name: str = "kernel") -> None:
+    """Refuse a launch whose static plus dynamic shared memory exceeds what a block may use
+    (48 KiB: more needs cudaFuncSetAttribute, which Numba does not do); ``resources`` is
+    ``compile_gate``'s answer (None: static size unknown, only ``dynamic`` is checked)."""
+    __tracebackhide__ = True
+    static = int(getattr(resources, "shared", 0) or 0)
+    total = static + int(dynamic or 0)
+    if total > MAX_SHARED_PER_BLOCK:
+        parts = (f" ({static} bytes static + {int(dynamic)} dynamic)" if static and dynamic
+                 else "")
+        fail(f"{name} asks for {total} bytes of shared memory per block{parts}; a GPU "
+             f"launches a block with at most {MAX_SHARED_PER_BLOCK} bytes (48 KiB), and "
+             "refuses this launch (the simulator would not tell you). Use smaller tiles, "
+             "or fewer shared arrays.", cause="bad_launch")
+
+
 # --- guarded, poisoned outputs ------------------------------------------------------------
 
 @dataclass
@@ -344,7 +364,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
     from numba import cuda
 
     validate_launch(grid, block)
-    compile_gate(kernel, args, name)
+    validate_shared(compile_gate(kernel, args, name), shared, name)
     ctx = {"grid": grid, "block": block}
     with _ThreadErrors() as stray:
         try:
@@ -491,20 +511,22 @@ def counting_array(host: _np.ndarray) -> tuple[Any, _Counter]:
     """A simulator device array that counts element reads made by kernels.
 
     Used to check a technique, not only a result: a shared-memory kernel reads each global
-    element a few times, a naive one many times. Simulator only.
+    element a few times, a naive one many times. Reads are counted by buffer
+    (:mod:`._buffers`): through the array and through every view a kernel makes of it
+    (``a.T``, a slice, a row). Simulator only.
     """
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     counter = _Counter()
 
-    class Counting(FakeCUDAArray):
-        def __getitem__(self, idx):  # noqa: D401 - counts one read per element fetched
-            out = super().__getitem__(idx)
+    def report(buf: Any, slots: list, write: bool) -> None:
+        if not write:
             with counter.lock:
-                counter.n += getattr(out, "size", 1)
-            return out
+                counter.n += len(slots)
 
-    return Counting(_array(host)), counter
+    base = _array(host)
+    return FakeCUDAArray(_buffers.probe(base, _buffers.Buffer(base, "counted", report))), \
+        counter
 
 
 def simulator() -> bool:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as _np
 
+from .. import i18n as _i18n
+
 # Stable causes: what each id means. Checkers may add their own (lower_snake_case); list
 # them here when two modules need the same one.
 CAUSES = {
@@ -65,12 +67,25 @@ class CheckFailure(AssertionError):
         super().__init__(self.text())
 
     def text(self) -> str:
-        parts = [self.message]
-        if self.hint and self.hint not in self.message:
-            parts.append(self.hint)
+        message, hint = self.shown()
+        parts = [message]
+        if hint and hint not in message:
+            parts.append(hint)
         if self.context:
             parts.append("[" + ", ".join(f"{k}={fmt(v)}" for k, v in self.context.items()) + "]")
         return " ".join(p for p in parts if p)
+
+    def shown(self) -> tuple[str, str]:
+        """(diagnosis, hint) in the course's language (``cudacourse.i18n``): the catalogue's
+        translation of each, else the English, headed by the translated cause so that every
+        failure says in the learner's language what kind of mistake it is."""
+        message, hint = _i18n.gettext(self.message), _i18n.gettext(self.hint)
+        if _i18n.language() != _i18n.DEFAULT and message == self.message and \
+                self.cause in CAUSES:
+            cause = _i18n.gettext(CAUSES[self.cause])
+            if cause != CAUSES[self.cause]:
+                message = f"[{cause}] {message}"
+        return message, hint
 
     def wrapped(self, width: int = WIDTH) -> str:
         """The text wrapped for a notebook: the diagnosis alone on the first lines (the
@@ -78,11 +93,12 @@ class CheckFailure(AssertionError):
         import textwrap
 
         head = " " * len("CheckFailure: ")  # the first line follows the exception's name
-        lines = [textwrap.fill(self.message, width, initial_indent=head)[len(head):]]
-        if self.hint and self.hint not in self.message:
-            lines.append(textwrap.fill("Fix: " + self.hint, width))
+        message, hint = self.shown()
+        lines = [textwrap.fill(message, width, initial_indent=head)[len(head):]]
+        if hint and hint not in message:
+            lines.append(textwrap.fill(_i18n.gettext("Fix: ") + hint, width))
         if self.context:
-            lines.append(textwrap.fill("Case: " + ", ".join(
+            lines.append(textwrap.fill(_i18n.gettext("Case: ") + ", ".join(
                 f"{k}={fmt(v)}" for k, v in self.context.items()), width))
         return "\n".join(lines)
 
@@ -127,10 +143,13 @@ class Passed(str):
 
 def passes(name: str, *facts: str, hidden: bool = False) -> Passed:
     """The one-line success message a checker returns: what was checked, and what grading
-    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; hidden cases next``)."""
-    what = f": {', '.join(facts)}" if facts else ""
-    tail = "" if hidden else "; hidden cases next"
-    return Passed(f"{name} passes{what}{tail}")
+    adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; grading reruns it on
+    hidden cases (other sizes and seeds)``): the hidden tests, which the learner's copy does
+    not contain, call the same checker with ``hidden=True``."""
+    _ = _i18n.gettext  # the facts are the checkers' own phrases: each translated if listed
+    what = f": {', '.join(_(f) for f in facts)}" if facts else ""
+    tail = "" if hidden else _("; grading reruns it on hidden cases (other sizes and seeds)")
+    return Passed(_("{name} passes").format(name=name) + what + tail)
 
 
 # --- values in the learner's words ----------------------------------------------------------

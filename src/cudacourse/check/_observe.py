@@ -6,11 +6,14 @@ happen to give the right answer. ``observing()`` temporarily instruments Numba's
 simulator and records, per thread (block, thread):
 
 * element reads and writes of the arrays passed through ``watch`` (the array itself is
-  unchanged: the watched view shares its memory);
+  unchanged: the watched view shares its memory), observed by buffer (``_buffers``): an
+  access through any view the kernel makes (``out.T``, a slice, a row, ``.real``) is an
+  access to the array it aliases, as on a GPU;
 * every ``cuda.syncthreads()`` reached, by source line, so that a barrier that not every
   thread of the block reaches (inside ``if t < s``, or after an early ``return``) is found
   whatever the simulator's scheduling did;
-* every shared-memory access, between which barriers it happened: a slot written by one
+* every shared-memory access (through the array or any view of it), between which
+  barriers it happened: a slot written by one
   thread and read or written by another between the same two barriers is a race on a GPU
   (the CUDA memory model orders them only through the barrier), even when the simulator's
   interleaving gave the right numbers. Shared memory also starts poisoned in every block
@@ -24,6 +27,7 @@ False) and the checkers have the same kernel re-checked in a simulator subproces
 from __future__ import annotations
 
 import ast
+import bisect
 import contextlib
 import linecache
 import os
@@ -33,6 +37,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterator, NoReturn
 
+from . import _buffers as _B
 from . import _engine as E
 
 _np = E._np
@@ -48,6 +53,7 @@ _dtype = _np.dtype
 POISON = 1.0e30  # what unwritten shared memory holds during a check
 POISON_INT = -999999
 _HERE = os.path.abspath(__file__)
+_BUFFERS = os.path.abspath(_B.__file__)
 
 # A NaN with a payload: what outputs hold before the kernel runs. A kernel that computes NaN
 # (0/0, inf - inf) writes the canonical NaN instead, so the two can be told apart.
@@ -220,14 +226,22 @@ def _sim_dir() -> str:
 
 def _kernel_site() -> tuple[str, int]:
     """(file, line) of the innermost frame that is the learner's code, not the simulator's."""
+    if not _SIM[0]:
+        _SIM[0] = _sim_dir()
     f = sys._getframe(2)
-    sim = _SIM[0]
     while f is not None:
         fn = f.f_code.co_filename
-        if not (fn.startswith(sim) or os.path.abspath(fn) == _HERE or "simwarp" in fn):
+        ours = _OURS.get(fn)
+        if ours is None:  # decided once per file: this runs on every observed access
+            ours = _OURS[fn] = bool(fn.startswith(_SIM[0]) or "simwarp" in fn or
+                                    os.path.abspath(fn) in (_HERE, _BUFFERS))
+        if not ours:
             return fn, f.f_lineno
         f = f.f_back
     return "?", 0
+
+
+_OURS: dict[str, bool] = {}
 
 
 _SIM = [""]
@@ -288,6 +302,22 @@ class Race:
     first: tuple  # (thread, "wrote" | "read", line)
     second: tuple
     between: str  # "before the first cuda.syncthreads()" or "between barriers 2 and 3"
+
+
+@dataclass
+class Fill:
+    """A block's shared array that threads read in slots no thread of the block stored."""
+
+    array: str
+    block: tuple
+    stored: int  # slots stored at least once
+    total: int  # slots of the allocation
+    read_unstored: int  # distinct slots read that were never stored
+
+    def words(self) -> str:
+        return (f"in block {_dims(self.block)}, {self.stored} of the {self.total} cells of "
+                f"{self.array} were stored and {self.total - self.stored} never were; "
+                f"{self.read_unstored} of those were read")
 
 
 @dataclass
@@ -368,37 +398,6 @@ def _enclosing_if(filename: str, line: int) -> str:
     return best
 
 
-class _SharedProbe(_np.ndarray):
-    """A shared array that reports every access to its Observation."""
-
-    def __getitem__(self, idx):
-        obs = self.__dict__.get("_obs") if hasattr(self, "__dict__") else None
-        if obs is not None:
-            obs._shared_access(self, idx, False)
-        return super().__getitem__(idx)
-
-    def __setitem__(self, idx, value):
-        obs = self.__dict__.get("_obs") if hasattr(self, "__dict__") else None
-        if obs is not None:
-            obs._shared_access(self, idx, True)
-        super().__setitem__(idx, value)
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        # np.sum(sh), sh.sum(), sh * 2...: every element of a probed input is read at once
-        t = threading.current_thread()
-        plain = []
-        for x in inputs:
-            obs = x.__dict__.get("_obs") if isinstance(x, _SharedProbe) else None
-            if obs is not None and hasattr(t, "threadIdx"):
-                with obs.lock:
-                    obs.shared_reads[_key(t)] += int(x.size)
-            plain.append(x.view(_np.ndarray) if isinstance(x, _SharedProbe) else x)
-        if "out" in kwargs:
-            kwargs["out"] = tuple(o.view(_np.ndarray) if isinstance(o, _SharedProbe) else o
-                                  for o in kwargs["out"])
-        return getattr(ufunc, method)(*plain, **kwargs)
-
-
 class Observation:
     """Everything recorded during one ``observing()`` block (simulator only)."""
 
@@ -418,113 +417,96 @@ class Observation:
         self.divergences: list[Divergence] = []
         self.unfilled: list[tuple] = []  # (array, slot, reader, line): read, never stored
         self.stale: list[tuple] = []  # (array, slot, reader, line): left over from a reload
+        self.fill: list[Fill] = []  # per block and shared array read where never stored
         self.blocks: list[tuple] = []
         self.oob: list[OutOfBounds] = []
         self._shared_state: dict[int, dict] = {}
         self._shared_meta: dict[int, dict] = {}
+        self._shared_by_block: dict[tuple, list] = defaultdict(list)  # block -> ids
         self._shared_keep: list = []
 
     # --- global arrays ---------------------------------------------------------------
     def watch(self, view: Any, name: str) -> Any:
-        """The view to pass to the kernel instead of ``view`` (same memory); on a GPU,
-        ``view`` itself."""
+        """The array to pass to the kernel instead of ``view`` (same memory); on a GPU,
+        ``view`` itself. Accesses are observed by buffer (``_buffers``): through ``view``
+        and through every view of it the kernel makes (``.T``, a slice, a reshape, a row,
+        ``.real``), all counted as accesses to ``name``."""
         if not self.live:
             return view
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
         ary = view._ary if isinstance(view, FakeCUDAArray) else view
+        if isinstance(ary, FakeCUDAArray):
+            ary = ary._ary
+        ary = _np.asarray(ary).view(_np.ndarray)
         log = ArrayLog(name, int(ary.size))
         log.element_writes = _zeros(ary.size, dtype=_np.int64)
         self.arrays[name] = log
         obs = self
-        shape = tuple(ary.shape)
-        outside = (ary.dtype.type(E.INPUT_SENTINEL) if ary.dtype.kind == "f" else
-                   ary.dtype.type(0))
 
-        class Watched(FakeCUDAArray):
-            def __getitem__(self, idx):
-                # Outside the array, a GPU reads whatever lies there (here: the sentinel of
-                # an input's guard zone) and carries on; so does this view, recording it.
-                if obs._out_of_bounds(name, shape, idx):
-                    return outside
-                out = super().__getitem__(idx)
-                t = threading.current_thread()
-                if hasattr(t, "threadIdx"):
-                    with obs.lock:
-                        log.reads[_key(t)] += int(getattr(out, "size", 1))
-                return out
-
-            def __setitem__(self, idx, value):
-                if obs._out_of_bounds(name, shape, idx, write=True):
-                    return  # the Guarded buffer's guard zone takes it on a GPU: dropped here
-                super().__setitem__(idx, value)
-                t = threading.current_thread()
-                if hasattr(t, "threadIdx"):
-                    try:
-                        slots = _flat_slots(shape, idx)
-                    except (IndexError, TypeError, ValueError):
-                        slots = []
-                    with obs.lock:
-                        log.writes[_key(t)] += len(slots)
-                        for s in slots:
+        def report(buf: Any, slots: list, write: bool) -> None:
+            k = _key(threading.current_thread())
+            with obs.lock:
+                if write:
+                    log.writes[k] += len(slots)
+                    for s in slots:
+                        if 0 <= s < log.size:
                             log.element_writes[s] += 1
+                else:
+                    log.reads[k] += len(slots)
 
-        return Watched(ary)
+        def outside(v: Any, axis: int, index: int, size: int, write: bool) -> bool:
+            # Outside the array, a GPU reads whatever lies there (here: the sentinel of an
+            # input's guard zone) and carries on; so does the probe, recording it.
+            if not _B.in_kernel():
+                return False
+            with obs.lock:
+                if len(obs.oob) < 4096:
+                    obs.oob.append(OutOfBounds(_key(threading.current_thread()), name, axis,
+                                               index, size, _kernel_site()[1], write))
+            return True
+
+        sentinel = (ary.dtype.type(E.INPUT_SENTINEL) if ary.dtype.kind == "f" else
+                    ary.dtype.type(0))
+        buf = _B.Buffer(ary, name, report, outside, sentinel)
+        return FakeCUDAArray(_B.probe(ary, buf))
 
     def log(self, name: str) -> ArrayLog:
         return self.arrays[name]
 
-    def _out_of_bounds(self, name: str, shape: tuple, idx: Any, write: bool = False) -> bool:
-        """Record (and report True for) an integer index outside ``shape``, negative ones
-        included: Python would wrap those around, a GPU reads before the array's start."""
-        i = idx if isinstance(idx, tuple) else (idx,)
-        if len(i) != len(shape):
-            return False
-        for axis, (v, size) in enumerate(zip(i, shape)):
-            if isinstance(v, (int, _integer)) and not 0 <= int(v) < size:
-                t = threading.current_thread()
-                if not hasattr(t, "threadIdx"):
-                    return False
-                with self.lock:
-                    if len(self.oob) < 4096:
-                        self.oob.append(OutOfBounds(_key(t), name, axis, int(v), int(size),
-                                                    _kernel_site()[1], write))
-                return True
-        return False
-
     # --- shared memory ---------------------------------------------------------------
     def _new_shared(self, shape: Any, dtype: Any, site: tuple) -> Any:
         fill = POISON if _dtype(dtype).kind == "f" else POISON_INT
-        arr = E._full(shape, fill, dtype=dtype).view(_SharedProbe)
-        arr.__dict__["_obs"] = self
-        self._shared_meta[id(arr)] = {"site": site, "shape": tuple(arr.shape)}
-        self._shared_state[id(arr)] = {}
-        self._shared_keep.append(arr)
-        return arr
+        base = E._full(shape, fill, dtype=dtype)
+        obs = self
+        aid = len(self._shared_meta)
 
-    def _shared_access(self, arr: Any, idx: Any, write: bool) -> None:
+        def report(buf: Any, slots: list, write: bool) -> None:
+            obs._shared_access(aid, slots, write)
+
+        arr = _B.probe(base, _B.Buffer(base, f"shared@{site[1]}", report))
+        self._shared_meta[aid] = {"site": site, "shape": tuple(base.shape)}
+        self._shared_state[aid] = {}
+        self._shared_keep.append(arr)
+        return arr, aid
+
+    def _shared_access(self, aid: int, slots: list, write: bool) -> None:
+        """Record an access to shared array ``aid`` (through the array or any view of it:
+        ``slots`` are the elements of the allocation it touched)."""
         t = threading.current_thread()
         if not hasattr(t, "threadIdx"):
             return
-        meta = self._shared_meta.get(id(arr))
-        if meta is None:  # a view of a probed array: find its base
-            base = arr.base
-            while base is not None and id(base) not in self._shared_meta:
-                base = getattr(base, "base", None)
-            if base is None:
-                return
-            return  # views (slices of shared arrays) are not followed
+        meta = self._shared_meta[aid]
         k = _key(t)
         if k in self._in_atomic:  # an atomic read-modify-write is ordered by the hardware
             return
-        try:
-            slots = _flat_slots(meta["shape"], idx)
-        except (IndexError, TypeError, ValueError):
-            return
-        line = sys._getframe(2).f_lineno  # the kernel's line (frame 1 is the probe's method)
+        # the kernel's line: 4 frames up on the usual path (kernel -> probe's __getitem__
+        # -> _tell -> report -> here), else found by walking out of the course's frames
+        f = sys._getframe(4)
+        line = f.f_lineno if _OURS.get(f.f_code.co_filename) is False else _kernel_site()[1]
         with self.lock:
             epoch = len(self.barriers[k])
-            state = self._shared_state[id(arr)]
+            state = self._shared_state[aid]
             if write:
                 self.shared_writes[k] += len(slots)
             else:
@@ -548,16 +530,27 @@ class Observation:
                                     break
                     st["writer"] = (k, "wrote", line)
                     st["last_write"] = epoch
-                    meta.setdefault("write_epochs", set()).add(epoch)
+                    eps = meta.setdefault("write_list", [])
+                    if not eps or eps[-1] != epoch:
+                        bisect.insort(eps, epoch)
                 else:
                     if not self.races and st["writer"] is not None and st["writer"][0] != k:
                         self._race(meta, s, st["writer"], (k, "read", line), epoch)
                     if st["last_write"] < 0:
-                        meta.setdefault("unwritten_reads", []).append((s, k, line, epoch))
-                    else:
-                        older = [e for e in meta.get("write_epochs", ()) if
-                                 st["last_write"] < e < epoch]
-                        if older and len(self.stale) < 8:
+                        # the first read of a slot never stored is enough to name it: a
+                        # list per read would grow with the kernel's loops
+                        seen = meta.setdefault("unwritten_seen", set())
+                        if s not in seen:
+                            seen.add(s)
+                            meta.setdefault("unwritten_reads", []).append((s, k, line, epoch))
+                    elif len(self.stale) < 8:
+                        # a write to this array in an epoch after the slot's last store and
+                        # before this read: the slot was left over from an earlier reload.
+                        # Epochs are appended in order, so a bisection finds it (a scan of
+                        # every epoch per read grew with the number of tiles squared)
+                        eps = meta.get("write_list", ())
+                        j = bisect.bisect_right(eps, st["last_write"])
+                        if j < len(eps) and eps[j] < epoch:
                             self.stale.append((self._shared_name(meta), s, k, line))
                     st["readers"].setdefault(k, line)
 
@@ -593,10 +586,15 @@ class Observation:
                     self.divergences.append(Divergence(
                         tuple(block), line, at[line], others, other_line, conds[line]))
                     break
-        for aid, meta in self._shared_meta.items():
-            if meta.get("block") != tuple(block):
-                continue
+        for aid in self._shared_by_block.pop(tuple(block), ()):
+            meta = self._shared_meta[aid]
             state = self._shared_state[aid]
+            never = {s for s, k, line, epoch in meta.get("unwritten_reads", [])
+                     if state.get(s, {}).get("last_write", -1) < 0}
+            if never and len(self.fill) < 64:
+                stored = sum(1 for st in state.values() if st["last_write"] >= 0)
+                self.fill.append(Fill(self._shared_name(meta), tuple(block), stored,
+                                      int(E._prod(meta["shape"])), len(never)))
             for s, k, line, epoch in meta.get("unwritten_reads", []):
                 if state.get(s, {}).get("last_write", -1) < 0 and len(self.unfilled) < 8:
                     idx = tuple(int(i) for i in _unravel(s, meta["shape"]))
@@ -626,7 +624,18 @@ class Observation:
 
 @contextlib.contextmanager
 def observing() -> Iterator[Observation]:
-    """Instrument the simulator for the duration of the block (no-op on a GPU)."""
+    """Instrument the simulator for the duration of the block (no-op on a GPU, except
+    during a native-evidence session: then an instrumented build observes, see
+    ``_instrument``)."""
+    from . import _instrument
+
+    native = _instrument.observation()
+    if native is not None:
+        try:
+            yield native
+        finally:
+            _instrument.release(native)
+        return
     if not E.simulator():
         yield Observation(False)
         return
@@ -669,8 +678,9 @@ def observing() -> Iterator[Observation]:
             per_block = self.__dict__.setdefault("_cc_alloc", {})
             res = per_block.get((block, site))
             if res is None:
-                res = obs._new_shared(shape, dtype, site)
-                obs._shared_meta[id(res)]["block"] = block
+                res, aid = obs._new_shared(shape, dtype, site)
+                obs._shared_meta[aid]["block"] = block
+                obs._shared_by_block[block].append(aid)
                 per_block[(block, site)] = res
         return res
 
@@ -767,8 +777,11 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
     only threads past the end is a missing guard; a thread inside the array reaching outside
     is index arithmetic. ``oob(records, block)`` may return a better (cause, message)."""
     __tracebackhide__ = True
+    from . import _instrument
+
+    run = _instrument.runner(obs)  # an instrumented build during a native session
     try:
-        E.launch(kernel, grid, block, *args, name=name)
+        run(kernel, grid, block, *args, name=name)
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None):
             raise
@@ -854,8 +867,37 @@ def kernel_cases(part: Any, kernel: Any, name: str, nparams: int, *, hidden: boo
     here on this device. Returns its cases, for the checker's summary."""
     __tracebackhide__ = True
     E.require_kernel(kernel, name, nparams)
-    replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
-    return part(kernel, hidden=hidden, seed=seed)
+    from . import _instrument
+
+    with _instrument.session(kernel) as native:  # GPU: an instrumented build observes
+        if not native.active:
+            replay(part, kernel, hidden=hidden, seed=seed)  # GPU: the sim verdict first
+        try:
+            cases = part(kernel, hidden=hidden, seed=seed)
+        except E.CheckFailure:
+            if native.active and native.warp and not native.gave_up:
+                # Warp-level undefined behaviour (lanes that left before a shuffle) is the
+                # cause of what the GPU saw: the simulator's diagnosis of it comes first.
+                _remaining(part, kernel, hidden, seed)
+            raise
+    if native.active and native.gave_up:  # a launch the instrumented build could not follow
+        if E.simulator():  # native evidence asked for in the simulator: its own observation
+            part(kernel, hidden=hidden, seed=seed)
+        else:
+            replay(part, kernel, hidden=hidden, seed=seed)
+    elif native.active and native.warp:
+        _remaining(part, kernel, hidden, seed)
+    return cases
+
+
+def _remaining(part: Any, kernel: Any, hidden: bool, seed: int | None) -> None:
+    """What only the simulator sees (warp-level undefined behaviour), within its budget."""
+    __tracebackhide__ = True
+    from . import _replay
+
+    _replay.run_remaining_sim_checks(
+        "warp-level undefined behaviour (a shuffle or vote that some lanes do not reach)",
+        part, kernel, hidden=hidden, seed=seed)
 
 
 def replay(part: Any, *subjects: Any, **kwargs: Any) -> None:

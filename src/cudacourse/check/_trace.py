@@ -469,6 +469,31 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
             return out
         return setitem
 
+    def host_read(arr: Any, what: str) -> None:
+        """The host read device memory itself (an element, or np.asarray of the array):
+        a copy to the host, on the default stream, that the host waits for."""
+        rng = memory_range(arr)
+        trace._keepalive.append(arr)
+        trace.issue(Op(0, "D2H", DEFAULT, f"{what} ({_describe(arr)}) read by the host",
+                       reads=[rng] if rng else []), synchronous=True)
+
+    def make_getitem_read(orig):
+        def getitem(self, idx):
+            out = orig(self, idx)
+            if _outer() and not hasattr(threading.current_thread(), "threadIdx") and \
+                    memory_range(out) is None:  # a value, not a device view
+                host_read(self, "an element of a device array")
+            return out
+        return getitem
+
+    def make_as_host(orig):
+        def as_host(self, *args, **kwargs):
+            out = orig(self, *args, **kwargs)
+            if _outer():
+                host_read(self, "np.asarray of a device array")
+            return out
+        return as_host
+
     def launch_op(kernel: Any, grid: Any, block: Any, stream: Any, args: tuple) -> None:
         key = trace.stream_key(stream)
         trace._keepalive.append(args)
@@ -524,9 +549,13 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
     patch(cuda, "synchronize", make_sync_all)
 
     def make_pinned(orig):
+        # Numba's real signature: cuda.pinned(*arrays), any number of host arrays (the
+        # simulator's stand-in takes one: each array is pinned in turn, the same thing)
         @contextlib.contextmanager
         def pinned(*arrays):
-            with orig(*arrays):
+            with contextlib.ExitStack() as stack:
+                for a in arrays:
+                    stack.enter_context(orig(a))
                 added = [r for r in (memory_range(a) for a in arrays) if r]
                 trace.pinned.extend(added)
                 try:
@@ -573,6 +602,19 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         patch(FakeCUDAArray, "copy_to_host", make_copy_to_host)
         patch(FakeCUDAArray, "copy_to_device", make_copy_to_device)
         patch(FakeCUDAArray, "__setitem__", make_setitem)
+        patch(FakeCUDAArray, "__getitem__", make_getitem_read)
+        # np.asarray(d) in the simulator reads the wrapped array's memory in place (through
+        # __array_interface__); on a GPU it copies it to the host (DeviceNDArray.__array__)
+        def make_getattr(orig):
+            def getattr_(self, name):
+                out = orig(self, name)
+                host = not hasattr(threading.current_thread(), "threadIdx")
+                if name in _AS_HOST and _outer() and host:
+                    host_read(self, "np.asarray of a device array")
+                return out
+            return getattr_
+
+        patch(FakeCUDAArray, "__getattr__", make_getattr)
         patch(sim_api.stream, "synchronize", make_stream_sync)
 
         def make_auto(orig):
@@ -590,6 +632,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
             def getitem(self, config):
                 out = orig(self, config)
                 self._cudacourse_stream = config[2] if len(config) > 2 else 0
+                self._cudacourse_shared = config[3] if len(config) > 3 else 0
                 return out
             return getitem
 
@@ -598,6 +641,11 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 if self._device or sim_kernel._kernel_context is not None or not _outer():
                     return orig(self, *args)
                 stream = self.__dict__.pop("_cudacourse_stream", 0)
+                shared = self.__dict__.pop("_cudacourse_shared", 0)
+                # What a GPU refuses at the launch, refused here before the simulator runs
+                # it: more than 1024 threads per block, too much shared memory, a kernel
+                # that does not compile for sm_90 (the simulator would run them all).
+                _limits(self, self.grid_dim, self.block_dim, shared, args)
                 with _inner():
                     out = orig(self, *args)
                 launch_op(self, self.grid_dim, self.block_dim, stream, args)
@@ -613,6 +661,8 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         patch(devicearray.DeviceNDArrayBase, "copy_to_host", make_copy_to_host)
         patch(devicearray.DeviceNDArrayBase, "copy_to_device", make_copy_to_device)
         patch(devicearray.DeviceNDArray, "__setitem__", make_setitem)
+        patch(devicearray.DeviceNDArray, "__getitem__", make_getitem_read)
+        patch(devicearray.DeviceNDArray, "__array__", make_as_host)
         patch(driver.Stream, "synchronize", make_stream_sync)
         for m in ("record", "wait", "synchronize"):
             patch(driver.Event, m, make_event(m))
@@ -638,6 +688,26 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         patch(dispatcher.CUDADispatcher, "configure", make_configure)
         patch(dispatcher._LaunchConfiguration, "__call__", make_launch)
     return saved
+
+
+# what NumPy asks of an object it turns into an array (np.asarray, np.array, np.copyto...)
+_AS_HOST = frozenset({"__array_struct__", "__array_interface__", "__array__"})
+
+
+def _limits(kernel: Any, grid: Any, block: Any, shared: int, args: tuple) -> None:
+    """Raise the checkers' ``bad_launch`` / ``does_not_compile`` failure for a launch a GPU
+    would refuse (simulator only: a GPU refuses it itself, and the host function raises)."""
+    __tracebackhide__ = True
+    from . import _engine as E
+
+    g = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    b = tuple(block) if isinstance(block, (tuple, list)) else (block,)
+    name = getattr(getattr(kernel, "fn", None), "__name__", None) or \
+        getattr(getattr(kernel, "py_func", None), "__name__", "kernel")
+    E.validate_launch(g, b)
+    with _inner():
+        res = E.compile_gate(kernel, args, name)
+    E.validate_shared(res, int(shared or 0), name)
 
 
 @contextlib.contextmanager

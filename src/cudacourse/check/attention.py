@@ -142,7 +142,10 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                       "l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
                       "overflows for large scores": l * alpha + _exp(s),
                       "l + exp(s): no maximum at all, which overflows for large scores":
-                          l + _exp(s)})
+                          l + _exp(s),
+                      "l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
+                      "old maximum m (infinite when a row starts, m = -inf); subtract the "
+                      "new one, exp(s - m_new)": l * alpha + _exp(s - m)})
         E.compare(got["acc"], acc_new, name="acc_new",
                   formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
                   alternatives={
@@ -152,6 +155,8 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                       "exp(s - m_new)": acc * alpha + v,
                       "acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted":
                           acc * alpha + _exp(s) * v,
+                      "acc * exp(m - m_new) + exp(s - m) * v: the new value is weighted with "
+                      "the old maximum m; use exp(s - m_new)": acc * alpha + _exp(s - m) * v,
                       "the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
                       "un-normalised here and divide by l once, at the end":
                           (acc * alpha * l + p * v) / l_new})

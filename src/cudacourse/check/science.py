@@ -18,7 +18,9 @@ import math
 from typing import Any
 
 from . import _engine as E
+from . import _observe as O
 from ._replay import sim_part
+from ._trace import tracing
 from .tiling import poisoned_shared
 from .. import lbm as _lbm
 from .. import stencil as _stencil
@@ -63,7 +65,7 @@ def _tile_masks(ny: int, nx: int) -> tuple[Any, Any, Any]:
     return boundary, (ex | ey) & ~boundary, ex & ey & ~boundary
 
 
-def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
+def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None) -> None:
     scale = float(E._abs(u).max())
     ok = E._isclose(got, want, rtol=1e-5, atol=1e-5 * scale)
     if ok.all():
@@ -93,9 +95,13 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str) -> None:
             E.fail(f"{why} [{ctx}].", cause=cause)
     finite = got[~E._isnan(got)]
     if finite.size and E._abs(finite).max() > _BIG:
+        if rerun is not None:
+            rerun()  # the simulator watches the tile: which of the two it is, in words
         E.fail("heat_step used shared memory that no thread had written yet, in the middle "
-               "of tiles too: a missing cuda.syncthreads() between loading the tile and "
-               f"computing from it [{ctx}].", cause="missing_barrier")
+               "of tiles too: either cells of the (TY + 2) x (TX + 2) tile are never loaded "
+               "(does the load cover all of them, halo included?), or a cuda.syncthreads() "
+               f"is missing between loading the tile and computing from it [{ctx}].",
+               cause="missing_barrier")
     E.compare(got, want, name="out", formula="u + alpha * (4 (N + S + E + W) + (NE + NW + "
               "SE + SW) - 20 u) / 6 inside, u on the boundary", rtol=1e-5,
               atol=1e-5 * scale, context=ctx)
@@ -124,11 +130,42 @@ def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
     want = _heat_ref(u.astype(E._float64), alpha)
     runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
     for got in runs:
-        _diagnose_heat(got, want, u, ctx)
+        _diagnose_heat(got, want, u, ctx,
+                       rerun=lambda: _unloaded_or_race(kernel, u, alpha, spare, ctx))
     if not E._array_equal(runs[0], runs[1]):
         E.fail("heat_step gave different results for the same input: a race. Is there a "
                "cuda.syncthreads() between loading the tile and computing from it? "
                f"[{ctx}]", cause="missing_barrier")
+
+
+def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> None:
+    """Simulator: the case again with shared memory observed, to tell a tile never fully
+    loaded (slots read that no thread of the block ever stored) from a missing barrier
+    (slots read before the barrier that orders their store). Returns on a GPU."""
+    with O.observing() as obs:
+        if not obs.live:
+            return
+        ny, nx = u.shape
+        gu = E.to_device_guarded(u, "u")
+        out = E.Guarded.make((ny, nx), E._float32, "out")
+        grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
+        E.launch(kernel, grid, (TX, TY), gu.view, out.view, E._float32(alpha),
+                 name="heat_step")
+    if obs.races:
+        E.fail(f"heat_step races on its shared tile: {obs.race_words()}. Put a "
+               "cuda.syncthreads() between loading the tile and computing from it "
+               f"[{ctx}].", cause="missing_barrier")
+    if obs.fill:
+        f = max(obs.fill, key=lambda f: f.total - f.stored)
+        arr, idx, who, line = obs.unfilled[0] if obs.unfilled else ("", (), None, 0)
+        first = (f" (the first: {O.thread_name(who)} read slot [{', '.join(map(str, idx))}]"
+                 f", line {line})" if who is not None else "")
+        E.fail(f"heat_step reads cells of its shared tile that no thread ever loaded: "
+               f"{f.words()}{first}. The tile with its halo has (TY + 2) x (TX + 2) = "
+               f"{(TY + 2) * (TX + 2)} cells for {TX * TY} threads, so some threads must "
+               "load more than one: loop over the tile's cells strided by the block's "
+               f"threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].",
+               cause="halo_missing")
 
 
 @sim_part
@@ -169,7 +206,14 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
         ctx = f"u {ny}x{nx}, {steps} steps, alpha {alpha:.3f}"
         du = cuda.to_device(u)
         dt = cuda.to_device(E._full((ny, nx), E._np.nan, E._float32))
-        res = diffuse(du, dt, steps, alpha)
+        with tracing() as trace:  # every host step diffuse takes, at one seam
+            try:
+                res = diffuse(du, dt, steps, alpha)
+            except E.CheckFailure:
+                raise
+            except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
+                E.fail(f"diffuse raised {type(exc).__name__}: {exc} [{ctx}].",
+                       cause="host_function_raised")
         if res is None:
             E.fail(f"diffuse returned None: return the device array that holds the last "
                    f"step's result [{ctx}].", cause="not_device_array")
@@ -181,6 +225,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
             E.fail("diffuse returned a new array: swap the two buffers it was given (d_u, "
                    "d_tmp) after each step instead of allocating or copying, so the data "
                    f"stays where it is [{ctx}].", cause="buffers_reallocated")
+        _diffuse_steps(trace, steps, ctx)
         got = res.copy_to_host()
         refs = [u.astype(E._float64)]
         for _ in range(steps + 1):
@@ -207,6 +252,32 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                   rtol=1e-5, atol=tol, context=ctx)
     return E.passes("diffuse", "buffers swapped on the device", "the right buffer returned",
                     hidden=hidden)
+
+
+def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
+    """What diffuse asked of the GPU: launches only, one per step, on the two buffers."""
+    moved = [op for op in trace.ops if op.kind in ("H2D", "D2H") or
+             (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
+    implicit = [op for op in trace.of("launch") if op.host_args]
+    if moved or implicit:
+        op = (moved or implicit)[0]
+        what = (f"{len(moved)} copies between the host and the device" if moved else
+                f"{len(implicit)} launches with a NumPy array, which Numba copies to the "
+                "device and back each time")
+        E.fail(f"diffuse made {what} for {steps} steps (the first: operation #{op.index + 1}, "
+               f"{op.what}): the field crossed the PCIe bus instead of staying on the "
+               "device. Launch heat_step on the two device arrays and swap them; no "
+               f"copy_to_host, no cuda.to_device inside diffuse [{ctx}].",
+               cause="copies_in_loop")
+    allocs = [a for a in trace.allocs if a.space == "dev"]
+    if allocs:
+        E.fail(f"diffuse allocated {len(allocs)} device array(s) ({allocs[0].kind}) for "
+               f"{steps} steps: the two buffers it was given are all it needs; swap them "
+               f"after each step instead of allocating [{ctx}].", cause="buffers_reallocated")
+    launches = trace.of("launch")
+    if len(launches) != steps:
+        E.fail(f"diffuse launched {len(launches)} kernel(s) for steps={steps}: one launch "
+               f"of heat_step per step [{ctx}].", cause="launch_count")
 
 
 # --- the fused LBM step -------------------------------------------------------------------
@@ -248,8 +319,20 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
     gs = cuda.to_device(solid.astype(_uint8))
     bx, by = LBM_BLOCK
     grid = (math.ceil(nx / bx) + spare, math.ceil(ny / by))
-    E.launch(kernel, grid, LBM_BLOCK, gf.view, out.view, gs, E._float32(omega),
-             E._float32(fx), name="lbm_step")
+    try:
+        E.launch(kernel, grid, LBM_BLOCK, gf.view, out.view, gs, E._float32(omega),
+                 E._float32(fx), name="lbm_step")
+    except E.CheckFailure as exc:
+        edge = O.off_by_one_index(exc) if exc.cause == "out_of_bounds_read" else None
+        if edge is None:
+            raise
+        # index n on an axis of size n: a neighbour one step past the lattice's last
+        # row or column, which on a periodic lattice is the first one
+        E.fail(f"lbm_step read a neighbour outside the lattice (index {edge[0]} on an axis "
+               f"of size {edge[1]}): the lattice is periodic, so the upstream neighbour of "
+               "the last column is column 0 (and of the last row, row 0). Wrap the "
+               "neighbour's coordinates: xs = (x - CX[i]) % nx, ys = (y - CY[i]) % ny "
+               f"[{ctx}].", cause="periodic_wrap")
     out.check_guards("a write outside f_out: guard with `if x < nx and y < ny`")
     if not E._array_equal(gf.result(), f):
         E.fail("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
@@ -257,6 +340,33 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
                "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
                f"node [{ctx}].", cause="push_race")
     return out.result()
+
+
+def _lbm_reads_output(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: int,
+                      ctx: str) -> None:
+    """Simulator: the case again with f_in and f_out watched; a kernel that reads f_out
+    (pulls from the output, not yet written) is named. Returns on a GPU, or if it does not."""
+    from numba import cuda
+
+    with O.observing() as obs:
+        if not obs.live:
+            return
+        gf = E.to_device_guarded(f, "f_in")
+        out = E.Guarded.make(f.shape, E._float32, "f_out")
+        gs = cuda.to_device(solid.astype(_uint8))
+        bx, by = LBM_BLOCK
+        grid = (math.ceil(f.shape[2] / bx) + spare, math.ceil(f.shape[1] / by))
+        E.launch(kernel, grid, LBM_BLOCK, obs.watch(gf.view, "f_in"),
+                 obs.watch(out.view, "f_out"), gs, E._float32(omega), E._float32(fx),
+                 name="lbm_step")
+    log = obs.arrays["f_out"]
+    if log.total_reads:
+        who, n = log.busiest_reader()
+        E.fail(f"lbm_step reads f_out ({log.total_reads} reads; {O.thread_name(who)} made "
+               f"{n}), the array it is writing: f_out holds nothing yet (here NaN), so the "
+               "populations pulled from it are garbage. Pull from f_in: "
+               f"g_i = f_in[i, y - CY[i], x - CX[i]], and only write f_out [{ctx}].",
+               cause="pulled_from_output")
 
 
 def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]:
@@ -296,7 +406,8 @@ def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]
     }
 
 
-def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: str) -> None:
+def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: str,
+                  rerun: Any = None) -> None:
     want = _Stepper(solid, omega, (fx, 0.0)).step(f.astype(E._float64))
     tol = dict(rtol=2e-5, atol=2e-6)
     ok = E._isclose(got, want, **tol)
@@ -309,6 +420,8 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                f"from f_in to f_out unchanged (and do nothing else) [{ctx}].",
                cause="solid_not_copied")
     if E._isnan(got[:, fluid]).any():
+        if rerun is not None:
+            rerun()  # the simulator watches f_in and f_out: did it read the output?
         E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
                   formula="one pull-stream-collide step", context=ctx, **tol)
     for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
@@ -405,7 +518,8 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
         ctx = f"{ny}x{nx} lattice, omega {omega:.3f}, fx {fx:.4f}, blocks of {LBM_BLOCK}"
         runs = [_lbm_case(kernel, f, solid, omega, fx, spare, ctx) for _ in range(2)]
         for got in runs:
-            _diagnose_lbm(got, f, solid, omega, fx, ctx)
+            _diagnose_lbm(got, f, solid, omega, fx, ctx, rerun=lambda: _lbm_reads_output(
+                kernel, f, solid, omega, fx, spare, ctx))
         if not E._array_equal(runs[0], runs[1]):
             E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].",
                    cause="nondeterministic")

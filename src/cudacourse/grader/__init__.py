@@ -13,6 +13,9 @@ The pieces, in the order a submission meets them (docs/instructors.md tells the 
                 definitions, the master test cell; reports pass/fail on its own channel;
 * ``nbrun``     executes the whole submission in the sandbox for the feedback outputs only;
 * ``prepare``   per notebook: the feedback run plus one verdict per test cell;
+* ``feedbackview`` what a grader and a learner see first: the summary on top of the
+                autograded notebook (cells by name, points, cause and fix, the late rule),
+                readable test-cell messages, questions shown as questions;
 * ``runner``    ``grade_submission`` (one picklable job per student) and ``grade_class``
                 over any ``concurrent.futures.Executor``; ``runrecord`` the
                 record of a run (summary, status CSV, JSON); ``classreport`` what a

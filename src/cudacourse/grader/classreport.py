@@ -38,6 +38,8 @@ from typing import Any
 
 import nbformat
 
+from . import feedbackview
+
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 CASE = re.compile(r"\s*\[[^\[\]]*=[^\[\]]*\]\s*$")  # the trailing "[n=1000, blocks=9]"
@@ -56,6 +58,8 @@ class CellResult:
     score: float | None
     max_score: float
     diagnosis: str | None = None  # None: passed (or not graded)
+    right: bool | None = None  # the verdict passed (formative questions too: 0 points)
+    answer: str | None = None  # a question's answer as written (untrusted text)
 
 
 @dataclass
@@ -83,6 +87,8 @@ class ClassData:
     students: dict[str, Student]
     reference: dict[str, str]  # the master's answer per code answer cell
     stubs: dict[str, str]  # the learner copy's answer cell before any work
+    titles: dict[str, str] = field(default_factory=dict)  # "Question 2: ...", "Exercise 1: ..."
+    questions: set[str] = field(default_factory=set)  # exercises that are quiz questions
 
 
 # --- diagnoses -----------------------------------------------------------------------------
@@ -269,6 +275,15 @@ def alembic_on_path() -> None:
                               os.environ.get("PATH", ""))
 
 
+def _verdicts(path: Path) -> dict[str, dict]:
+    try:
+        verdicts = json.loads(path.read_text()).get("verdicts") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {g: v for g, v in verdicts.items() if isinstance(v, dict)} \
+        if isinstance(verdicts, dict) else {}
+
+
 def _verdict_causes(path: Path) -> dict[str, str]:
     """Structured causes the grader recorded beside the notebook (``verdicts[gid].cause``)."""
     try:
@@ -318,6 +333,13 @@ def collect(course_root: str | Path, assignment: str, db_url: str | None = None
         if release.exists():
             stubs.update({key(path.stem, g): s for g, s in
                           _answers(nbformat.read(release, as_version=4)).items()})
+    titles: dict[str, str] = {}
+    questions: set[str] = set()
+    for path in masters:
+        for e in feedbackview.entries(nbformat.read(path, as_version=4), {}):
+            titles[key(path.stem, e.grade_id)] = e.title
+            if e.question:
+                questions.add(key(path.stem, e.grade_id))
     status = _status_csv(root, assignment)
     students: dict[str, Student] = {}
     with Gradebook(db_url) as gb:
@@ -362,7 +384,16 @@ def collect(course_root: str | Path, assignment: str, db_url: str | None = None
             except (OSError, ValueError) as exc:
                 st.reason = f"autograded notebook unreadable: {exc}"
                 continue
-            causes = _verdict_causes(graded.with_name(f"{path.stem}.grading.json"))
+            record = graded.with_name(f"{path.stem}.grading.json")
+            causes = _verdict_causes(record)
+            verdicts = _verdicts(record)
+            for e in feedbackview.entries(nb, verdicts):
+                k = key(path.stem, e.grade_id)
+                if k in st.cells and e.grade_id in verdicts:
+                    st.cells[k].right = e.right
+                    st.cells[k].answer = e.answer
+                    if e.status == "unanswered":
+                        st.cells[k].diagnosis = "unanswered"
             for cell in nb.cells:
                 meta = cell.get("metadata", {}).get("nbgrader", {})
                 gid = meta.get("grade_id")
@@ -370,12 +401,15 @@ def collect(course_root: str | Path, assignment: str, db_url: str | None = None
                     continue
                 k = key(path.stem, gid)
                 if meta.get("grade") and cell.cell_type == "code" and k in st.cells:
+                    if st.cells[k].diagnosis == "unanswered":
+                        continue
                     st.cells[k].diagnosis = diagnose(cell)
                     if st.cells[k].diagnosis and causes.get(gid):
                         st.cells[k].diagnosis = causes[gid]
                 elif meta.get("solution") and cell.cell_type == "code" and k in reference:
                     st.kernels[k] = cell.source
-    return ClassData(assignment, exercises, max_scores, students, reference, stubs)
+    return ClassData(assignment, exercises, max_scores, students, reference, stubs,
+                     titles, questions)
 
 
 # --- summaries -----------------------------------------------------------------------------
@@ -391,19 +425,50 @@ class ExerciseSummary:
     mean: float
     distribution: dict[float, int]
     diagnoses: list[tuple[str, int]]
+    title: str = ""
+    question: bool = False
+    right: int = 0  # students whose verdict passed ("got it"), formative questions included
+    checked: int = 0  # students with a verdict for this cell
+    wrong_answers: list[tuple[str, list[str]]] = field(default_factory=list)
+    who: dict[str, list[str]] = field(default_factory=dict)  # diagnosis -> students
+
+    @property
+    def formative(self) -> bool:
+        return self.max_score <= 0
+
+
+def _got_it(cell: CellResult) -> bool:
+    if cell.right is not None:
+        return cell.right
+    return cell.score is not None and cell.max_score > 0 and cell.score >= cell.max_score
 
 
 def summarise(data: ClassData, top: int = 3) -> list[ExerciseSummary]:
+    """Per exercise: the score distribution, who got it, the wrong answers and the causes,
+    each with the students behind it (most common first)."""
     out = []
     for ex in data.exercises:
         scores, diags = [], Counter()
-        for st in data.students.values():
+        who: dict[str, list[str]] = {}
+        answers: dict[str, list[str]] = {}
+        right = checked = 0
+        for sid, st in sorted(data.students.items()):
             cell = st.cells.get(ex)
             if cell is None or cell.score is None:
                 continue
             scores.append(cell.score)
-            if cell.diagnosis and cell.score < cell.max_score:
-                diags[cell.diagnosis] += 1
+            checked += 1
+            if _got_it(cell):
+                right += 1
+                continue
+            diagnosis = cell.diagnosis
+            if ex in data.questions and cell.answer is not None:  # the answer says it all
+                shown = " ".join(cell.answer.split())[:60]
+                answers.setdefault(shown, []).append(sid)
+                diagnosis = f"answered {shown}"
+            if diagnosis:
+                diags[diagnosis] += 1
+                who.setdefault(diagnosis, []).append(sid)
         most = data.max_scores.get(ex, 0.0)
         out.append(ExerciseSummary(
             ex, most, len(scores),
@@ -411,29 +476,60 @@ def summarise(data: ClassData, top: int = 3) -> list[ExerciseSummary]:
             sum(1 for s in scores if 0 < s < most),
             sum(1 for s in scores if s <= 0),
             sum(scores) / len(scores) if scores else 0.0,
-            dict(sorted(Counter(scores).items())), diags.most_common(top)))
+            dict(sorted(Counter(scores).items())), diags.most_common(top),
+            title=data.titles.get(ex, ex), question=ex in data.questions, right=right,
+            checked=checked,
+            wrong_answers=sorted(answers.items(), key=lambda kv: (-len(kv[1]), kv[0])),
+            who=who))
     return out
+
+
+def reteach(summaries: list[ExerciseSummary]) -> str:
+    """Markdown for teaching: per question and exercise, who got it, the common wrong answers
+    and causes, and the students behind each. Submission text is escaped."""
+    esc = feedbackview.md_escape
+    lines = ["## What to re-teach", ""]
+    for s in sorted(summaries, key=lambda s: (s.right / s.checked if s.checked else 1.0)):
+        if not s.checked:
+            continue
+        kind = "formative question" if s.question and s.formative else \
+            "question" if s.question else "exercise"
+        lines.append(f"- **{esc(s.title)}** ({kind}, {s.exercise}): {s.right} of {s.checked} "
+                     "got it.")
+        for diag, n in s.diagnoses:
+            lines.append(f"  - {esc(diag)}: {n} ({esc(', '.join(s.who.get(diag, [])))})")
+    return "\n".join(lines) + "\n"
 
 
 def table(summaries: list[ExerciseSummary], data: ClassData) -> str:
     """The report as Markdown: per exercise, then the class."""
     lines = [f"# {data.assignment}: class report", "",
-             "| exercise | points | graded | full | partial | zero | mean | most common "
-             "diagnoses |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| exercise | points | graded | got it | full | partial | zero | mean | most common "
+             "diagnoses |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for s in summaries:
-        diags = "; ".join(f"{d} ({n})" for d, n in s.diagnoses) or "-"
-        lines.append(f"| {s.exercise} | {s.max_score:g} | {s.graded} | {s.full} | "
-                     f"{s.partial} | {s.zero} | {s.mean:.2f} | {diags.replace('|', '/')} |")
+        diags = "; ".join(f"{feedbackview.md_escape(d)} ({n})" for d, n in s.diagnoses) or "-"
+        if s.formative:  # no points: the score columns say nothing, "got it" does
+            cols = f"formative | {s.graded} | {s.right} | - | - | - | -"
+        else:
+            cols = (f"{s.max_score:g} | {s.graded} | {s.right} | {s.full} | {s.partial} | "
+                    f"{s.zero} | {s.mean:.2f}")
+        lines.append(f"| {s.exercise} | {cols} | {diags} |")
     totals = [st.raw_score for st in data.students.values() if st.raw_score is not None]
     most = sum(data.max_scores.values())
     kinds = Counter(st.status for st in data.students.values())
-    late = sum(1 for st in data.students.values() if st.seconds_late > 0)
+    late = sorted((sid, st) for sid, st in data.students.items() if st.seconds_late > 0)
     lines += ["", f"Students: {len(data.students)} ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}); "
-              f"late: {late}."]
+              f"late: {len(late)}."]
+    if late:
+        from .policy import duration
+
+        lines.append("Late: " + "; ".join(
+            f"{feedbackview.md_escape(sid)} ({duration(st.seconds_late)} late, penalty "
+            f"-{st.late_penalty:g})" for sid, st in late) + ".")
     if totals:
         lines.append(f"Total (raw, out of {most:g}): mean {sum(totals) / len(totals):.2f}, "
                      f"min {min(totals):g}, max {max(totals):g}.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + reteach(summaries)
 
 
 def plot(summaries: list[ExerciseSummary], data: ClassData, path: Path) -> Path:
@@ -443,23 +539,41 @@ def plot(summaries: list[ExerciseSummary], data: ClassData, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = len(summaries) + 1
+    # Panels only where there is data: a histogram per exercise worth points that someone
+    # handed in, one bar chart of "got it" for the formative questions, and the totals.
+    scored = [s for s in summaries if not s.formative and s.graded]
+    formative = [s for s in summaries if s.formative and s.checked]
+    totals = [st.raw_score for st in data.students.values() if st.raw_score is not None]
+    n = len(scored) + bool(formative) + bool(totals)
+    if n == 0:
+        raise ValueError(f"{data.assignment}: no graded submission to plot")
     cols = min(4, n)
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
     flat = [ax for row in axes for ax in row]
-    for ax, s in zip(flat, summaries):
+    for ax, s in zip(flat, scored):
         xs = list(s.distribution)
         ax.bar([f"{x:g}" for x in xs], [s.distribution[x] for x in xs], color="#4c72b0")
         ax.set_title(f"{s.exercise} (/{s.max_score:g})", fontsize=9)
         ax.set_xlabel("points", fontsize=8)
         ax.set_ylabel("students", fontsize=8)
-    totals = [st.raw_score for st in data.students.values() if st.raw_score is not None]
-    ax = flat[len(summaries)]
+    k = len(scored)
+    if formative:
+        ax = flat[k]
+        ax.barh([s.exercise for s in formative], [s.right for s in formative],
+                color="#55a868", label="got it")
+        ax.barh([s.exercise for s in formative], [s.checked - s.right for s in formative],
+                left=[s.right for s in formative], color="#c44e52", label="not yet")
+        ax.set_title("formative questions (no points)", fontsize=9)
+        ax.set_xlabel("students", fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.legend(fontsize=7)
+        k += 1
     if totals:
+        ax = flat[k]
         ax.hist(totals, bins=min(20, max(1, len(set(totals)))), color="#dd8452")
-    ax.set_title(f"total (/{sum(data.max_scores.values()):g})", fontsize=9)
-    ax.set_xlabel("points", fontsize=8)
+        ax.set_title(f"total (/{sum(data.max_scores.values()):g})", fontsize=9)
+        ax.set_xlabel("points", fontsize=8)
     for ax in flat[n:]:
         ax.axis("off")
     fig.suptitle(f"{data.assignment}: scores of {len(totals)} graded submission(s)")
@@ -548,12 +662,14 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
     with open(files["exercises"], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["exercise", "max_score", "graded", "full", "partial", "zero", "mean",
-                    "distribution", "diagnoses"])
+                    "distribution", "diagnoses", "title", "got_it", "wrong_answers",
+                    "students_by_diagnosis"])
         for s in summaries:
             w.writerow([s.exercise, s.max_score, s.graded, s.full, s.partial, s.zero,
                         round(s.mean, 4), json.dumps({f"{k:g}": v for k, v in
                                                       s.distribution.items()}),
-                        json.dumps(s.diagnoses)])
+                        json.dumps(s.diagnoses), s.title, s.right,
+                        json.dumps(s.wrong_answers), json.dumps(s.who)])
     with open(files["similar"], "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["exercise", "student_a", "student_b", "similarity"])
@@ -570,4 +686,5 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
 
 
 __all__ = ["ClassData", "Report", "collect", "diagnose", "lms_rows", "normalise_code",
-           "normalise_message", "plot", "similar_kernels", "summarise", "table", "write"]
+           "normalise_message", "plot", "reteach", "similar_kernels", "summarise", "table",
+           "write"]

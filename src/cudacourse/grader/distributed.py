@@ -52,6 +52,25 @@ class GradingSetupError(RuntimeError):
     """The course, the gradebook or the executor is not ready for grading."""
 
 
+def default_workers() -> int:
+    """Submissions graded at once by default: one per CPU core this process may use (a job
+    is a handful of processes, the feedback run beside the verdicts, much of it waiting)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        n = os.cpu_count() or 1
+    return max(1, n)
+
+
+def gpu_count() -> int:
+    """GPUs the grading jobs can spread over (0 in the simulator). Each job's processes are
+    given one of them (CUDA_VISIBLE_DEVICES) in turn when there are several."""
+    from .. import device
+
+    choice = device.current()
+    return choice.gpu.device_count if choice.mode == "gpu" and choice.gpu else 0
+
+
 # --- the jobs ------------------------------------------------------------------------------
 
 def nbgrader_env() -> dict[str, str]:

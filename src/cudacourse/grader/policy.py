@@ -157,14 +157,60 @@ def describe(course_root: str | os.PathLike) -> list[str]:
     policy, late = policy_of(course_root)
     lines = [f"{name}: due {when:%Y-%m-%d %H:%M} UTC"
              for name, when in sorted(policy.deadlines().items())]
+    return lines + [f"late: {rule_text(late)}"]
+
+
+def rule_text(late: LatePenalty) -> str:
+    """The late rule in words, e.g. '-10% per started day late, at most -100%'."""
     if late.penalty_method == "percent_per_day":
-        rule = (f"late: -{late.percent_per_day:g}% per started day, at most "
-                f"-{late.max_percent:g}%")
+        rule = f"-{late.percent_per_day:g}% per started day late, at most -{late.max_percent:g}%"
+    elif late.penalty_method == "zero":
+        rule = "a late notebook scores 0"
     else:
-        rule = f"late: {late.penalty_method}"
-    if late.grace_minutes:
-        rule += f", {late.grace_minutes:g} min grace"
-    return lines + [rule]
+        rule = "no penalty for late work"
+    return rule + (f", {late.grace_minutes:g} min grace" if late.grace_minutes else "")
+
+
+def duration(seconds: float) -> str:
+    """'2 days 1 hour', '3 hours 5 min', '40 min' (rounded down to the minute)."""
+    minutes = int(max(0.0, seconds) // 60)
+    days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    parts = [(days, "day"), (hours, "hour")] if days else [(hours, "hour"), (mins, "min")]
+    words = [f"{n} {unit}{'s' if n != 1 and unit != 'min' else ''}" for n, unit in parts if n]
+    return " ".join(words) or "under a minute"
+
+
+def lateness(db_url: str, assignment: str, student: str, late: LatePenalty
+             ) -> dict[str, Any] | None:
+    """The gradebook's view of one submission's lateness, and the rule applied to it: None
+    when the assignment has no due date or the submission has no time."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return None
+        due, when = sub.duedate, sub.timestamp
+        seconds = float(sub.total_seconds_late or 0.0)
+        penalty = float(sub.late_submission_penalty or 0.0)
+    if due is None or when is None:
+        return None
+    return {"due": f"{due:%Y-%m-%d %H:%M} UTC", "submitted": f"{when:%Y-%m-%d %H:%M} UTC",
+            "seconds_late": seconds, "late": seconds > 0, "percent": late.percent(seconds),
+            "penalty": penalty, "rule": rule_text(late)}
+
+
+def late_line(info: dict[str, Any] | None) -> str | None:
+    """The sentence a learner and a grader read: due date, lateness, rule, what it cost."""
+    if not info or not info.get("late"):
+        return None
+    cost = (f"-{info['percent']:g}% of the score" + (f" (-{info['penalty']:g} points)"
+                                                     if info.get("penalty") else "")
+            if info.get("percent") else "no penalty")
+    return (f"Handed in {info['submitted']}, due {info['due']}: "
+            f"{duration(info['seconds_late'])} late. Rule: {info['rule']}; applied: {cost}.")
 
 
 def utc_timestamp(when: datetime | None = None) -> str:
@@ -176,4 +222,5 @@ def utc_timestamp(when: datetime | None = None) -> str:
 
 
 __all__ = ["CoursePolicy", "LatePenalty", "PolicyError", "SyncDeadlines", "describe",
-           "load_config", "parse_due", "policy_of", "sync_deadlines", "utc_timestamp"]
+           "duration", "late_line", "lateness", "load_config", "parse_due", "policy_of",
+           "rule_text", "sync_deadlines", "utc_timestamp"]

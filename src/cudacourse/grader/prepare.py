@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,35 @@ def verdict_outputs(v: dict[str, Any], cap: int) -> list[dict[str, Any]]:
 GRADING_ENV = {"CUDACOURSE_GRADING": "1"}
 
 
+def _gpu_env(opts: dict[str, Any]) -> dict[str, str]:
+    """The GPU a job's processes use, where the machine has several (``gpu_index``, set per
+    job by grade_class): one entry of CUDA_VISIBLE_DEVICES, or that device number."""
+    index = opts.get("gpu_index")
+    if index is None:
+        return {}
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return {"CUDA_VISIBLE_DEVICES": visible[index % len(visible)] if visible else str(index)}
+
+
+_PROBED: list[str] = []  # the grader's device probe, as JSON (once per grading process)
+
+
+def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
+    """The verdict server's environment: the grader's device probe handed down, so that the
+    server never initialises CUDA itself and can fork one clean child per test cell."""
+    from .. import device
+
+    env = {**GRADING_ENV, **_gpu_env(opts)}
+    if not _PROBED:
+        try:
+            _PROBED.append(device.probe_json())
+        except Exception:  # noqa: BLE001 - the server then probes in a child of its own
+            _PROBED.append("")
+    if _PROBED[0] and "CUDA_VISIBLE_DEVICES" not in env:  # another GPU: let it probe
+        env[device.PROBED_ENV] = _PROBED[0]
+    return env
+
+
 def _workdir(prefix: str) -> str:
     return tempfile.mkdtemp(prefix=f"cudacourse-{prefix}-")
 
@@ -175,7 +205,7 @@ def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
     try:
         res = sbx.run([sys.executable, str(HERE / "verdict.py")], workdir=work, sb=sb,
                       course_root=course_root, timeout=opts["timeout"] * n + 60,
-                      stdin=json.dumps(request).encode(), db_url=db_url, env=GRADING_ENV,
+                      stdin=json.dumps(request).encode(), db_url=db_url, env=_verdict_env(opts),
                       cap=n * 4 * opts["output_cap"] + 65536)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -195,8 +225,10 @@ _FORKS: dict[str, bool] = {}  # per course root: may verdicts fork from one proc
 
 def run_verdicts(jobs: list[dict[str, Any]], opts: dict[str, Any], course_root: str,
                  db_url: str | None) -> dict[str, dict[str, Any]]:
-    """One verdict per job (test cell), each in a clean process: forked per cell from one
-    sandboxed process in the simulator, one sandbox per cell on a GPU."""
+    """One verdict per job (test cell), each in a clean process forked per cell from one
+    sandboxed server (one process start per submission; on a GPU the server never
+    initialises CUDA, so each child makes its own context). Where the server cannot fork
+    safely it says so, and each cell gets a sandboxed process of its own."""
     if not jobs:
         return {}
     found: list[dict] = [{"fork": False}]
@@ -250,7 +282,8 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         run_opts.update(who)
         res = sbx.run([sys.executable, str(HERE / "nbrun.py"), "in.ipynb", "out.ipynb",
                        json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
-                      timeout=opts["notebook_timeout"], db_url=db_url, env=GRADING_ENV,
+                      timeout=opts["notebook_timeout"], db_url=db_url,
+                      env={**GRADING_ENV, **_gpu_env(opts)},
                       cap=1 << 20)
         incidents = []
         if res.timed_out:
@@ -305,10 +338,13 @@ def prepare(staged: nbformat.NotebookNode, master: nbformat.NotebookNode, *,
     result: dict[str, Any] = {"cells": {}, "outputs": None, "incidents": [],
                               "sources": [c.source for c in staged.cells]}
     isolation = set()
+    # The feedback run and the verdicts are independent sandboxes: run them at once (a
+    # thread waits on the feedback run's process while this one runs the verdicts).
+    feedback = None
     if opts["feedback_run"]:
-        outs, incidents, iso = feedback_run(staged, opts, course_root, db_url, who)
-        result["outputs"], result["incidents"] = outs, incidents
-        isolation.add(iso)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="feedback-run")
+        feedback = pool.submit(feedback_run, staged, opts, course_root, db_url, who)
+        pool.shutdown(wait=False)
     jobs = []
     for gid, test_source in tests.items():
         pos = next((i for i, c in enumerate(staged.cells) if nb_meta(c).get("grade_id") == gid),
@@ -318,7 +354,14 @@ def prepare(staged: nbformat.NotebookNode, master: nbformat.NotebookNode, *,
                    and nb_meta(c).get("grade_id") in solution_ids]
         jobs.append({"grade_id": gid, "context": contexts.get(gid, []), "answers": answers,
                      "test": test_source, "cap": opts["output_cap"]})
-    for gid, v in run_verdicts(jobs, opts, course_root, db_url).items():
+    try:
+        verdicts = run_verdicts(jobs, opts, course_root, db_url)
+    finally:
+        if feedback is not None:  # its outputs and incidents first, as before
+            outs, incidents, iso = feedback.result()
+            result["outputs"], result["incidents"] = outs, incidents
+            isolation.add(iso)
+    for gid, v in verdicts.items():
         isolation.add(v.pop("isolation", "?"))
         result["cells"][gid] = v
         if v["status"] in ("not_gradable", "timeout", "error"):

@@ -215,13 +215,17 @@ def grade_submission(course_root: str, assignment: str, student: str,
     failed = autograde(root, assignment, [student], o).get(student)
     if failed:
         return not_graded(failed)
-    return finish(out, o, start)
+    return finish(out, o, start, root)
 
 
-def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None) -> dict[str, Any]:
-    """Scores from the gradebook; the staged copy and prepared results removed."""
+def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None,
+           root: str | None = None) -> dict[str, Any]:
+    """Scores from the gradebook (with lateness, and the first cell that lost points, when
+    ``root`` is given); the staged copy and prepared results removed."""
     out["status"] = "graded"
     out["scores"], out["max_scores"] = _scores(o["db_url"], out["assignment"], out["student"])
+    if root is not None:
+        out.update(_late_and_lost(root, out["assignment"], out["student"], o["db_url"]))
     work = Path(o["work_dir"])
     if not o["keep_work"]:
         shutil.rmtree(work / "staged" / out["student"], ignore_errors=True)
@@ -229,6 +233,17 @@ def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None) -
     if start is not None:
         out["seconds"] = round(time.monotonic() - start, 2)
     return out
+
+
+def _late_and_lost(root: str, assignment: str, student: str, db_url: str) -> dict[str, Any]:
+    from . import feedbackview, policy
+
+    try:
+        late = policy.lateness(db_url, assignment, student, policy.policy_of(root)[1])
+    except Exception as exc:  # noqa: BLE001 - a table without the late column, not a crash
+        late = {"error": f"{type(exc).__name__}: {exc}"}
+    return {"late": late, "lost": feedbackview.first_lost(
+        Path(root) / "autograded" / student / assignment)}
 
 
 def autograde(root: str, assignment: str, students: list[str],
@@ -276,7 +291,7 @@ def _finish_batch(root: str, assignment: str, prepared: list[dict[str, Any]],
             mark_not_graded(root, assignment, r["student"], reason, o["db_url"])
             say(f"cudacourse-grading: {r['student']}/{assignment}: not graded: {reason}")
         else:
-            finish(r, o)
+            finish(r, o, root=root)
         for inc in r.get("incidents", []):
             say(f"cudacourse-grading: {r['student']}/{assignment}: {inc}")
 
@@ -288,12 +303,16 @@ def students_of(course_root: str, assignment: str, submitted_dir: str = "submitt
 
 
 def grade_class(course_root: str, assignment: str, *, students: list[str] | None = None,
-                executor: Executor | None = None, workers: int = 2,
+                executor: Executor | None = None, workers: int | None = None,
                 options: dict[str, Any] | None = None, progress: bool = True,
-                log: Any = None) -> dict[str, Any]:
-    """Grade every student (or ``students``); returns the run (see :mod:`runrecord`)."""
+                log: Any = None, executor_name: str | None = None) -> dict[str, Any]:
+    """Grade every student (or ``students``); returns the run (see :mod:`runrecord`).
+    ``workers``: default one per CPU core; jobs take the GPUs in turn where there are
+    several. ``executor_name`` describes ``executor`` in the run record."""
     from . import provenance, runrecord, sandbox, untrusted
 
+    workers = workers or distributed.default_workers()
+    gpus = distributed.gpu_count()
     o = _opts(course_root, assignment, options)
     root = str(Path(course_root).resolve())
     students = students or students_of(root, assignment, o["submitted_dir"])
@@ -309,6 +328,12 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                            "privileges": sandbox.privilege_note(),
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "options": {k: v for k, v in o.items() if k != "sandbox"},
+                           "workers": getattr(executor, "_max_workers", None) or workers,
+                           "gpus": gpus,
+                           "executor": executor_name or (
+                               f"{workers} thread(s) in this process" if executor is None
+                               else getattr(executor, "description", None) or
+                               f"{type(executor).__module__}.{type(executor).__qualname__}"),
                            "results": []}
     shown = log or (lambda line: print(line, file=sys.stderr, flush=True))
     secrets = untrusted.secrets_of(o.get("db_url"))
@@ -316,8 +341,10 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
     def say(line: str) -> None:  # lines quote submissions: one clean line, no password
         shown(untrusted.line(untrusted.redact(line, secrets)))
 
-    say(f"cudacourse grade: {assignment}, {len(students)} submission(s), "
-        f"{run['isolation']}{'; ' + run['privileges'] if run['privileges'] else ''}")
+    on_gpus = f" and {gpus} GPUs" if gpus > 1 else ""
+    say(f"cudacourse grade: {assignment}, {len(students)} submission(s) on {run['executor']}"
+        f"{on_gpus}, {run['isolation']}"
+        f"{'; ' + run['privileges'] if run['privileges'] else ''}")
     start = time.monotonic()
     own = executor is None
     pool = executor or ThreadPoolExecutor(max_workers=max(1, workers))
@@ -335,7 +362,9 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
         shutil.rmtree(work / sub, ignore_errors=True)
     jo = {**o, "defer_nbgrader": o.get("batch_nbgrader", True)}
     try:
-        futures = {pool.submit(grade_submission, root, assignment, s, jo): s for s in students}
+        futures = {pool.submit(grade_submission, root, assignment, s,
+                               {**jo, "gpu_index": i % gpus} if gpus > 1 else jo): s
+                   for i, s in enumerate(students)}
         for fut in as_completed(futures):
             student = futures[fut]
             try:

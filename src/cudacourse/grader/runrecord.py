@@ -48,6 +48,17 @@ def redacted(run: dict[str, Any]) -> dict[str, Any]:
     return untrusted.deep(untrusted.redact(run, secrets), untrusted.text)
 
 
+def late_of(res: dict[str, Any]) -> dict[str, Any] | None:
+    """A graded submission's lateness (due, submitted, penalty, rule) when it was late."""
+    late = res.get("late")
+    if res.get("status") != "graded" or not isinstance(late, dict) or not late.get("late"):
+        return None
+    from .policy import duration
+
+    return {**late, "penalty": float(late.get("penalty") or 0.0),
+            "days": duration(float(late.get("seconds_late") or 0.0))}
+
+
 def table(run: dict[str, Any]) -> str:
     """The summary table; every cell a single line with no control character."""
     run = redacted(run)
@@ -55,7 +66,12 @@ def table(run: dict[str, Any]) -> str:
     for r in run["results"]:
         score, most = total(r)
         shown = f"{score:g} / {most:g}" if score is not None else "NOT GRADED"
-        first = r.get("reason") or (r.get("incidents") or [""])[0]
+        late = late_of(r)
+        if late:
+            shown += f" LATE -{late['penalty']:g}"
+        first = r.get("reason") or (r.get("incidents") or [""])[0] or r.get("lost") or ""
+        if late:
+            first = f"late {late['days']}, {late['rule']}" + (f"; {first}" if first else "")
         rows.append((untrusted.line(r["student"]), untrusted.line(r["status"]), shown,
                      str(len(r.get("incidents", []))), untrusted.line(first)[:90]))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
@@ -93,17 +109,24 @@ def write(run: dict[str, Any], directory: Path) -> dict[str, Path]:
     buf = io.StringIO(newline="")
     w = csv.writer(buf)
     w.writerow(["student_id", "assignment", "status", "reason", "score", "max_score",
-                "incidents"])
+                "incidents", "late", "late_penalty", "due", "submitted", "late_rule",
+                "first_lost"])
     for r in safe["results"]:
         score, most = total(r)
+        late = late_of(r) or {}
         w.writerow([untrusted.csv_cell(r["student"]), untrusted.csv_cell(r["assignment"]),
                     r["status"], untrusted.csv_cell(r.get("reason") or ""),
                     "" if score is None else f"{score:g}",
                     "" if most is None else f"{most:g}",
-                    untrusted.csv_cell(" | ".join(r.get("incidents", [])))[:2000]])
+                    untrusted.csv_cell(" | ".join(r.get("incidents", [])))[:2000],
+                    # lateness is the grader's own words (parsed times, the configured
+                    # rule, which may start with '-'), not text from the submission
+                    late.get("days", ""), f"{late['penalty']:g}" if late else "",
+                    late.get("due", ""), late.get("submitted", ""), late.get("rule", ""),
+                    untrusted.csv_cell(r.get("lost") or "")[:300]])
     _private(paths["csv"], buf.getvalue())
     _private(paths["summary"], table(safe) + "\n")
     return paths
 
 
-__all__ = ["table", "write", "total", "redacted"]
+__all__ = ["late_of", "table", "write", "total", "redacted"]

@@ -217,6 +217,22 @@ def _exposed(sb: Sandbox) -> list[str]:
     return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)})
 
 
+# Course files a lesson reads while it runs (lesson 4's figures come from the committed
+# benchmark): bound back read-only into the hidden course root; nothing else of it is.
+COURSE_RESOURCES = ("docs/benchmarks.json", "docs/figures")
+
+
+def course_resources(course_root: str) -> list[str]:
+    """The :data:`COURSE_RESOURCES` that exist in ``course_root`` (real paths inside it)."""
+    root = os.path.realpath(course_root)
+    out = []
+    for rel in COURSE_RESOURCES:
+        p = os.path.realpath(os.path.join(root, rel))
+        if p.startswith(root + "/") and os.path.exists(p):  # no symlink out of the course
+            out.append(p)
+    return out
+
+
 def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri/*"))
 
@@ -319,6 +335,8 @@ def run(argv: list[str], *, workdir: str, sb: Sandbox, course_root: str, timeout
                 continue  # never bind back a hidden directory or one that holds it
             if any(p.startswith(m + "/") for m in masked):
                 cmd += ["--ro-bind", p, p]
+        for p in course_resources(course_root):  # what lessons read, nothing else
+            cmd += ["--ro-bind", p, p]
         cmd += ["--dir", home, "--bind", workdir, inner, "--chdir", inner]
         isolation_txt = "bwrap"
     else:

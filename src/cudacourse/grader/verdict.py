@@ -256,6 +256,68 @@ def _fork_one(job: dict[str, Any], ns: dict[str, Any], done: int, timeout: float
                            f"{status})"}
 
 
+def _probe_in_child(code: str, timeout: float = 60.0) -> str | None:
+    """Run ``code`` (which sets ``out``) in a forked child; its ``out`` (a string), or None
+    if the child failed or overran. Used so that this process never initialises CUDA."""
+    import select
+    import time
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            ns: dict[str, Any] = {}
+            exec(code, ns)  # noqa: S102 - the grader's own probe
+            data = str(ns.get("out", "")).encode()
+        except BaseException:  # noqa: BLE001
+            data = b""
+        with os.fdopen(w, "wb") as fh:
+            fh.write(data)
+        os._exit(0)
+    os.close(w)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([r], [], [], 1.0)
+        if ready:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    else:  # overran: whatever it wrote is not an answer
+        import signal
+
+        os.kill(pid, signal.SIGKILL)
+        chunks = []
+    os.close(r)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode() or None
+
+
+# In a child: import the course's device choice (which asks the driver: cuInit, there only).
+_PROBE = "from cudacourse import device\nout = device.probe_json()"
+# In a child of a server that never initialised CUDA: can it create a context and run?
+_GPU_WORKS = ("from numba import cuda\nimport numpy as np\n"
+              "d = cuda.to_device(np.arange(4, dtype=np.float32))\n"
+              "out = 'ok' if float(d.copy_to_host().sum()) == 6.0 else 'wrong'")
+
+
+def _gpu_wanted() -> bool:
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") != "1" and \
+        os.environ.get("CUDACOURSE_DEVICE", "auto") != "sim"
+
+
+def _cuda_initialised() -> bool:
+    """Whether this process initialised the CUDA driver (then a forked child cannot use it)."""
+    if "numba.cuda" not in sys.modules:
+        return False
+    try:
+        from cudacourse._numba_private import driver_initialized
+    except Exception:  # noqa: BLE001 - cannot tell: assume it was
+        return True
+    return driver_initialized()
+
+
 def main() -> None:
     # The verdict's own channel: a duplicate of stdout, taken before anything else runs.
     # Then fd 1 and 2 point at /dev/null, so output written below Python (a GPU kernel's
@@ -271,19 +333,31 @@ def main() -> None:
         if len(jobs) == 1:
             results.append(judge(jobs[0]))
         else:
-            # One process per test cell: forked from this one, which ran only the master's
-            # shared setup. A CUDA context does not survive fork, so on a GPU the caller
-            # starts one process per cell instead.
+            # One process per test cell, forked from this one, which ran only the master's
+            # shared setup: one process start for the whole submission. On a GPU this process
+            # must never initialise CUDA (a driver initialised before fork is unusable in the
+            # child): it takes the device probe from a short-lived child, runs the setup
+            # (imports; CUDA stays uninitialised), and checks in one more child that a fresh
+            # context works there. If any of that fails, it says {"fork": false} and the
+            # caller starts one sandboxed process per cell instead.
+            gpu = _gpu_wanted() and hasattr(os, "fork")
+            if gpu and "CUDACOURSE_GPU_PROBED" not in os.environ:
+                probed = _probe_in_child(_PROBE)
+                if probed:
+                    os.environ["CUDACOURSE_GPU_PROBED"] = probed
             shared = _shared_prefix(jobs)
             ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
             sink = CappedText(0)
             sys.stdout = sys.stderr = sink
+            partial._failure_type()  # imports the checkers' failure type once, not per child
             for i, src in enumerate(shared):
                 exec(compile(src, f"<master context {i}>", "exec"), ns)  # noqa: S102
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
             on_gpu = getattr(sys.modules.get("cudacourse"), "MODE", None) == "gpu" or (
                 "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1")
-            if on_gpu or not hasattr(os, "fork"):
+            forkable = hasattr(os, "fork") and (
+                not on_gpu or (not _cuda_initialised() and _probe_in_child(_GPU_WORKS) == "ok"))
+            if not forkable:
                 channel.write(json.dumps({"fork": False}) + "\n")
                 channel.flush()
                 os._exit(0)

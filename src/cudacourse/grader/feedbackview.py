@@ -1,0 +1,365 @@
+"""What a grader and a learner see first: the summary on top of an autograded notebook.
+
+nbgrader's feedback and formgrader both render the autograded notebook. This module, run by
+the execute step (``cudacourse.grading.ResilientExecute``) after the verdicts are in, makes
+that notebook open on a summary and read plainly further down:
+
+* a **summary** cell at the top: each graded cell by name ("Question 2: Blocks for 1,000
+  elements", "Exercise 1: write `vector_add`"), its points, what went wrong in one plain
+  sentence and the fix, and a link to the cell; formative questions (0 points) say right or
+  not, without points; the late rule applied, when the submission was late;
+* **test cells' messages** wrapped to :data:`WIDTH` columns, without the exception-class prefix
+  ("CheckFailure:", "AssertionError:"); a blank answer says it is unanswered rather than
+  ``NameError``;
+* **questions shown as questions**: the output of each ``quiz.ask("...")`` cell is the
+  question's text from the course's bank (a widget cannot be rendered in static HTML).
+
+Everything that comes from a submission (messages, answers, headings) is escaped
+(:func:`md_escape`) before it enters markdown. The question text comes from the course's own
+bank, read as data (this module imports nothing from ``cudacourse``: nbgrader's process loads
+it by path and must not choose a device).
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import json
+import re
+import textwrap
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+WIDTH = 88
+SUMMARY_ID = "cudacourse-summary"
+QUIZ_BANK = Path(__file__).resolve().parents[1] / "quizzes"
+ASK = re.compile(r"""^\s*quiz\.ask\(\s*["']([\w.]+)["']\s*(?:,[^()]*)?\)\s*$""")
+GRADE = re.compile(r"""quiz\.(?:grade|record)\(\s*["']([\w.]+)["']\s*,\s*(\w+)""")
+PREFIX = re.compile(r"^\s*(?:[A-Z]\w*(?:Error|Failure|Failed|Exception)|NotGradable|"
+                    r"CheckerTampered|GraderError)\s*:\s*")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
+STUB = re.compile(r"raise\s+NotImplementedError")
+
+
+def md_escape(text: Any) -> str:
+    """Untrusted text as inert markdown on one line: HTML escaped, markdown punctuation
+    backslash-escaped, whitespace collapsed (so nothing starts a list, a heading or a link)."""
+    flat = " ".join(ANSI.sub("", str(text)).split())
+    return html.escape(_MD_SPECIAL.sub(r"\\\1", flat), quote=False)
+
+
+def plain_message(text: Any) -> str:
+    """A checker's message without the exception class's name in front and without ANSI."""
+    lines = [PREFIX.sub("", ANSI.sub("", ln)) for ln in str(text or "").splitlines()]
+    return "\n".join(lines).strip()
+
+
+def wrap(text: str, width: int = WIDTH) -> str:
+    """Each paragraph of ``text`` wrapped (a traceback is preformatted: nothing else wraps it)."""
+    return "\n".join(textwrap.fill(p, width, break_on_hyphens=False, break_long_words=True)
+                     if p.strip() else "" for p in text.split("\n"))
+
+
+def split_cause(message: str) -> tuple[str, str]:
+    """(the cause: the first sentence, the fix: the rest). Checker messages say what is wrong
+    first, then what to do; a case in brackets ``[n=1000, ...]`` stays with its sentence."""
+    text = " ".join(message.split())
+    for m in re.finditer(r"[.;:](?= )|\.$", text):
+        i = m.start()
+        head = text[:i + 1]
+        nested = sum(head.count(o) - head.count(c) for o, c in ("()", "[]", "{}")) > 0
+        if i < 20 or nested or head.lower().endswith(("e.g.", "i.e.", "vs.")):
+            continue
+        cause, rest = head.strip(), text[i + 1:].strip()
+        return (cause[:-1] + "." if cause[-1] in ":;" else cause), rest
+    return text, ""
+
+
+# --- the course's question bank, as data ---------------------------------------------------
+
+@dataclass(frozen=True)
+class QuestionText:
+    qid: str
+    header: str
+    prompt: str
+    choices: dict[str, str]
+    kind: str
+    unit: str
+
+    def text(self, width: int = WIDTH) -> str:
+        lines = [self.header, "", wrap(" ".join(self.prompt.split()), width), ""]
+        lines += [textwrap.fill(f"({k}) {v}", width, initial_indent="  ",
+                                subsequent_indent="      ") for k, v in self.choices.items()]
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def question(qid: str, bank_dir: Path = QUIZ_BANK) -> QuestionText | None:
+    """The question ``<lesson>.<id>`` from ``quizzes/<lesson>.toml``; None if unknown."""
+    lesson, _, short = qid.partition(".")
+    if not re.fullmatch(r"[\w]+", lesson or "-") or not short:
+        return None
+    path = bank_dir / f"{lesson}.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    for n, q in enumerate(data.get("question", []), 1):
+        if q.get("id") == short:
+            title = str(q.get("title", "")).strip()
+            return QuestionText(qid, f"Question {n}: {title}" if title else f"Question {n}",
+                                str(q.get("prompt", "")).strip(),
+                                {str(k): str(v) for k, v in (q.get("choices") or {}).items()},
+                                str(q.get("kind", "choice")), str(q.get("unit", "")))
+    return None
+
+
+# --- one graded cell -----------------------------------------------------------------------
+
+@dataclass
+class Entry:
+    """What the summary says about one graded test cell."""
+
+    grade_id: str
+    title: str
+    points: float
+    earned: float
+    status: str  # pass, fail, not_gradable, timeout, error, unanswered
+    cause: str = ""
+    fix: str = ""
+    answer: str | None = None  # a question's answer as the learner wrote it
+    explanation: str = ""
+    question: bool = False
+
+    @property
+    def right(self) -> bool:
+        return self.status == "pass"
+
+
+def _meta(cell: Any) -> dict:
+    return (cell.get("metadata") or {}).get("nbgrader") or {}
+
+
+def _answer_value(source: str, var: str) -> str | None:
+    """The literal the learner assigned to ``var`` (as written), or None."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var
+                                                for t in node.targets):
+            return ast.get_source_segment(source, node.value)
+    return None
+
+
+def _unanswered(source: str) -> bool:
+    body = [ln for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return not body or bool(STUB.search(source))
+
+
+def earned_points(v: dict[str, Any], points: float) -> float:
+    """The points nbgrader gives the cell for verdict ``v`` (see grader/partial.py)."""
+    if v.get("status") == "pass":
+        if isinstance(v.get("partial"), (int, float)) and not isinstance(v["partial"], bool):
+            return float(v["partial"])
+        return points
+    frac = v.get("credit")
+    if v.get("status") == "fail" and isinstance(frac, (int, float)) and 0 < frac < 1:
+        return round(float(frac) * points, 2)
+    return 0.0
+
+
+def _heading_before(cells: list, index: int) -> str:
+    for cell in reversed(cells[:index]):
+        if cell.get("cell_type") == "markdown":
+            m = re.search(r"^#{1,4}\s+(.+)$", cell.get("source", ""), re.M)
+            if m:  # "## Exercise 1: write `vector_add`" -> "Exercise 1: write vector_add"
+                return re.sub(r"`([^`]*)`", r"\1", m.group(1)).strip()
+    return ""
+
+
+def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
+            bank_dir: Path = QUIZ_BANK) -> list[Entry]:
+    """One :class:`Entry` per graded test cell of ``nb``, in notebook order."""
+    cells = nb.cells
+    answers = {_meta(c).get("grade_id"): c.get("source", "") for c in cells
+               if c.get("cell_type") == "code" and _meta(c).get("solution")}
+    out = []
+    for i, cell in enumerate(cells):
+        m = _meta(cell)
+        if cell.get("cell_type") != "code" or not m.get("grade") or m.get("solution"):
+            continue
+        gid = str(m.get("grade_id"))
+        v = verdicts.get(gid) or {"status": "error", "message": "no verdict for this cell"}
+        points = float(m.get("points") or 0.0)
+        message = plain_message(v.get("message", ""))
+        quiz = GRADE.search(cell.get("source", ""))
+        e = Entry(gid, "", points, earned_points(v, points), str(v.get("status")))
+        if quiz:
+            q = question(quiz.group(1), bank_dir)
+            var = quiz.group(2)
+            e.question, e.title = True, q.header if q else var
+            src = answers.get(var, "")
+            e.answer = _answer_value(src, var)
+            said = plain_message(v.get("output", "")) if e.right else message
+            if q is not None:  # "Question 2: ...: right." repeats what the summary says
+                said = re.sub(rf"^\s*{re.escape(q.header)}\s*:\s*right\.\s*", "", said)
+            e.explanation = " ".join(said.split())
+            if not e.right and (e.answer is None and _unanswered(src)
+                                or v.get("ename") == "NameError" and var in message):
+                e.status, e.cause = "unanswered", "The answer cell was left blank."
+                e.fix = f"Write {var} = ... in the answer cell above the test."
+        else:
+            used = [a for a in answers if a and re.search(rf"\b{re.escape(a)}\b",
+                                                           cell.get("source", ""))]
+            e.title = _heading_before(cells, i) or (used[0] if used else gid)
+            if not e.right and used and all(_unanswered(answers[a]) for a in used) and (
+                    v.get("ename") in ("NameError", "NotImplementedError", "NotGradable")
+                    or "NotImplementedError" in message):
+                e.status = "unanswered"
+                e.cause = "The answer cell still holds the starter code."
+                e.fix = f"Write {used[0]} in its answer cell."
+        if not e.right and not e.cause:
+            e.cause, e.fix = split_cause(message) if message else (
+                f"{v.get('status')}: no message.", "")
+        out.append(e)
+    return out
+
+
+# --- what goes into the notebook -----------------------------------------------------------
+
+def _points(e: Entry) -> str:
+    return f"{e.earned:g} / {e.points:g}" if e.points > 0 else "formative, no points"
+
+
+def summary_markdown(items: list[Entry], late_line: str | None = None) -> str:
+    """The summary cell's markdown: the total, the late rule, then one line per graded cell,
+    wrong ones first."""
+    graded = [e for e in items if e.points > 0]
+    total = sum(e.earned for e in graded)
+    most = sum(e.points for e in graded)
+    wrong = [e for e in items if not e.right]
+    lines = [f"## Summary: {total:g} / {most:g} points"
+             + (f", {len(wrong)} of {len(items)} graded cells to look at" if wrong else
+                ", every graded cell right"), ""]
+    if late_line:
+        lines += [f"**Late.** {md_escape(late_line)}", ""]
+    for e in sorted(items, key=lambda e: e.right):  # stable: notebook order within each
+        link = f"[{md_escape(e.title)}](#{e.grade_id})"
+        if e.right:
+            verdict = "right"
+        elif e.status == "unanswered":
+            verdict = "unanswered"
+        else:
+            verdict = "partly right" if e.earned > 0 else "not right"
+        line = f"- **{verdict}** ({_points(e)}): {link}"
+        if e.question and e.answer is not None:
+            line += f". Your answer: {md_escape(e.answer)}"
+        if not e.right:
+            line += f". **Cause:** {md_escape(e.cause)}"
+            if e.fix:
+                line += f" **Fix:** {md_escape(e.fix)}"
+        elif e.explanation:
+            line += f". {md_escape(e.explanation)}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _reword_outputs(cell: Any, e: Entry) -> None:
+    """A test cell's error shown as a wrapped message without the class name; a blank
+    answer as 'unanswered'. The output stays an error: nbgrader scores by that."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            text = (f"{e.cause} {e.fix}".strip() if e.status == "unanswered"
+                    else plain_message(out.get("evalue", "")))
+            out["traceback"] = [wrap(f"Unanswered. {text}" if e.status == "unanswered"
+                                     else text)]
+            if e.status == "unanswered":
+                out["ename"], out["evalue"] = "Unanswered", text
+        elif out.get("output_type") == "stream":
+            out["text"] = wrap(plain_message(out.get("text", ""))) + "\n"
+
+
+def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
+             late: dict[str, Any] | None = None, bank_dir: Path = QUIZ_BANK) -> list[Entry]:
+    """Put the summary on top of ``nb``, reword its test cells' messages and show each
+    question's text under its ``quiz.ask`` cell. ``late`` is :func:`policy.lateness`'s
+    record (its penalty in points is worked out here: nbgrader applies it after this step).
+    Returns the entries."""
+    from .policy import late_line
+
+    items = entries(nb, verdicts, bank_dir)
+    if late and late.get("late") and late.get("percent"):
+        total = sum(e.earned for e in items if e.points > 0)
+        late = {**late, "penalty": round(total * float(late["percent"]) / 100.0, 6)}
+    by_id = {e.grade_id: e for e in items}
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        gid = _meta(cell).get("grade_id")
+        if gid in by_id and _meta(cell).get("grade"):
+            _reword_outputs(cell, by_id[gid])
+            continue
+        m = ASK.match(cell.get("source", ""))
+        q = question(m.group(1), bank_dir) if m else None
+        if q is not None:
+            cell["outputs"] = [nbformat.from_dict({
+                "output_type": "display_data", "metadata": {},
+                "data": {"text/plain": q.text()}})]
+    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late)))
+    cell.metadata["cudacourse"] = {"summary": True}
+    if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:
+        cell["id"] = SUMMARY_ID
+    else:
+        cell.pop("id", None)
+    nb.cells.insert(0, cell)
+    return items
+
+
+def first_cause(verdicts: dict[str, dict[str, Any]],
+                points: dict[str, float] | None = None) -> str:
+    """One line for a grade table's 'reason' column: the first cell that lost points (with
+    ``points``, cells worth points before formative ones)."""
+    order = sorted(verdicts, key=lambda g: not (points or {}).get(g, 1.0) > 0)
+    for gid in order:
+        v = verdicts[gid]
+        if isinstance(v, dict) and v.get("status") != "pass":
+            message = plain_message(v.get("message", ""))
+            blank = re.fullmatch(r"name '(\w+)' is not defined", message)
+            if blank:
+                return f"{gid}: unanswered ({blank.group(1)} not written)"
+            cause, _ = split_cause(message)
+            return f"{gid}: {cause}" if cause else f"{gid}: {v.get('status')}"
+    return ""
+
+
+def first_lost(autograded: Path) -> str:
+    """The first cell that lost points in the ``*.grading.json`` records of one autograded
+    submission (for the grade table's reason column); '' when none did."""
+    for path in sorted(Path(autograded).glob("*.grading.json")):
+        try:
+            verdicts = json.loads(path.read_text()).get("verdicts") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        points: dict[str, float] = {}
+        graded = path.with_name(path.name[:-len(".grading.json")] + ".ipynb")
+        try:
+            for cell in nbformat.read(graded, as_version=4).cells:
+                if _meta(cell).get("grade"):
+                    points[str(_meta(cell).get("grade_id"))] = float(
+                        _meta(cell).get("points") or 0.0)
+        except (OSError, ValueError, TypeError):
+            points = {}
+        found = first_cause(verdicts, points) if isinstance(verdicts, dict) else ""
+        if found:
+            return found
+    return ""
+
+
+__all__ = ["Entry", "QuestionText", "annotate", "earned_points", "entries", "first_cause", "first_lost",
+           "md_escape", "plain_message", "question", "split_cause", "summary_markdown", "wrap"]

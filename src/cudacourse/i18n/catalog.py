@@ -1,0 +1,101 @@
+"""The message catalogue: extracted from the package with Babel, compiled for gettext.
+
+``cudacourse i18n update`` runs :func:`update`: it extracts every ``_("...")``,
+``N_("...")`` and ``ngettext(...)`` of ``src/cudacourse`` (plus the checkers' cause table,
+``check._failure.CAUSES``, whose entries head a translated diagnosis) into a template,
+merges it into ``locale/<lang>/LC_MESSAGES/cudacourse.po`` (changed English becomes
+``fuzzy``; a fuzzy entry is not used, so the English shows), and compiles the ``.mo`` that
+:mod:`gettext` reads. ``tests/test_i18n_catalog.py`` fails when the ``.mo`` is stale or a
+message is untranslated.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.extract import extract_from_dir
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po, write_po
+
+from . import DOMAIN
+
+KEYWORDS = {"_": None, "N_": None, "gettext": None, "ngettext": (1, 2)}
+
+
+def package_dir(root: Path) -> Path:
+    return root / "src" / "cudacourse"
+
+
+def po_path(root: Path, lang: str) -> Path:
+    return package_dir(root) / "locale" / lang / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def causes(root: Path) -> dict[str, str]:
+    """``check._failure.CAUSES`` read from the source (no import: it is data)."""
+    tree = ast.parse((package_dir(root) / "check" / "_failure.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CAUSES":
+            return ast.literal_eval(node.value)
+    return {}
+
+
+def template(root: Path) -> Catalog:
+    """Every message of the package, as Babel extracts it."""
+    pot = Catalog(project="cudacourse", fuzzy=False)
+    src = package_dir(root)
+    for filename, lineno, message, comments, context in extract_from_dir(
+            str(src), method_map=[("**.py", "python")], keywords=KEYWORDS,
+            comment_tags=("TRANSLATORS:",), strip_comment_tags=True):
+        pot.add(message, None, [(f"src/cudacourse/{filename}", lineno)],
+                auto_comments=comments, context=context)
+    for cause, text in causes(root).items():
+        pot.add(text, None, [("src/cudacourse/check/_failure.py", 0)],
+                auto_comments=[f"cause: {cause}"])
+    return pot
+
+
+def read(path: Path) -> Catalog:
+    with open(path, "rb") as f:
+        return read_po(f)
+
+
+def render_po(catalog: Catalog) -> bytes:
+    buf = io.BytesIO()
+    write_po(buf, catalog, width=0, include_lineno=False, include_previous=True,
+             sort_output=True)
+    return buf.getvalue()
+
+
+def render_mo(catalog: Catalog) -> bytes:
+    buf = io.BytesIO()
+    write_mo(buf, catalog, use_fuzzy=False)
+    return buf.getvalue()
+
+
+def update(root: Path, lang: str) -> list[str]:
+    """Merge the template into ``lang``'s catalogue and compile it; return the msgids
+    still without a (non-fuzzy) translation."""
+    path = po_path(root, lang)
+    catalog = read(path) if path.exists() else Catalog(locale=lang, project="cudacourse")
+    pot = template(root)
+    pot.creation_date = catalog.creation_date  # the header changes only with the messages
+    catalog.update(pot, no_fuzzy_matching=True)
+    catalog.obsolete.clear()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(render_po(catalog))
+    path.with_suffix(".mo").write_bytes(render_mo(read(path)))
+    return untranslated(catalog)
+
+
+def untranslated(catalog: Catalog) -> list[str]:
+    out = []
+    for m in catalog:
+        if not m.id:
+            continue
+        strings = m.string if isinstance(m.string, (tuple, list)) else (m.string,)
+        if m.fuzzy or not all(strings):
+            out.append(m.id if isinstance(m.id, str) else m.id[0])
+    return out

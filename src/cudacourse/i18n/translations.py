@@ -1,0 +1,260 @@
+"""One source, two languages: a lesson's translation file and the Japanese notebooks.
+
+The English lesson (``lessons/NN_topic.py``) and its question bank
+(``cudacourse/quizzes/NN_topic.toml``) stay the only source of code cells and answers. Each
+lesson has one gettext file, ``cudacourse/locale/<lang>/lessons/NN_topic.po``, with one entry
+per text unit (a markdown cell, a question's title, prompt, choice, why, explanation, hint)::
+
+    #. en-sha256: 3f1c0a9b5e2d7c44
+    msgctxt "md.setup.1"
+    msgid "The line printed above tells you ..."      <- the English, as it was translated
+    msgstr "上に表示された行は ..."
+
+``msgctxt`` is the unit's stable key: ``md.<anchor>.<n>`` for the n-th markdown cell after
+the cell whose marker carries ``id=<anchor>`` (``start`` before the first one), so a cell
+added elsewhere in the lesson moves no key; ``q.<question id>.<field>`` for question texts.
+The comment carries the hash of the English that ``msgstr`` translates. A unit is **stale**
+when the English changed since (its hash differs) or the entry is marked ``fuzzy``;
+**missing** when it has no entry or an empty ``msgstr``.
+
+Workflow (``cudacourse i18n update``): new units get empty entries, changed ones keep their
+old translation, get the new English as ``msgid`` (the old one as ``#| msgid``) and the
+``fuzzy`` flag; after re-translating, remove ``fuzzy`` and run update again, which records
+the new hash. The file is kept in the course's source tree, beside the package data, so the
+questions can be asked in Japanese wherever the package is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from babel.messages.catalog import Catalog, Message
+from babel.messages.pofile import read_po, write_po
+
+HASH_PREFIX = "en-sha256: "
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_SETUP_LINE = "import cudacourse"
+_USE_COMMENT = {"ja": "この版の言語: チェッカーのメッセージと問題も日本語で"}
+
+
+def english_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: str      # msgctxt: stable across edits elsewhere in the lesson
+    english: str
+
+
+# --- the units of a lesson --------------------------------------------------------------------
+def cell_keys(cells: list) -> list[str | None]:
+    """A key per cell of ``authoring.parse``: ``md.<anchor>.<n>`` for markdown, else None."""
+    keys: list[str | None] = []
+    anchor, n = "start", 0
+    for c in cells:
+        if c.kind == "markdown" and not c.attrs.get("id"):
+            n += 1
+            keys.append(f"md.{anchor}.{n}")
+            continue
+        keys.append(f"md.{c.attrs['id']}" if c.kind == "markdown" else None)
+        if c.attrs.get("id"):  # any cell with an id anchors the markdown cells after it
+            anchor, n = c.attrs["id"], 0
+    return keys
+
+
+def question_units(bank_text: str) -> list[Unit]:
+    """The texts of a question bank (TOML), keyed ``q.<id>.<field>``, stripped as
+    :func:`cudacourse.quiz.bank` strips them."""
+    units = []
+    data = tomllib.loads(bank_text)
+    keys = {k.get("id"): k for k in data.get("key", [])}  # the instructor-side half, if given
+    for q in data.get("question", []):
+        q = {**q, **keys.get(q["id"], {})}
+        base = f"q.{q['id']}"
+        for fld in ("title", "prompt"):
+            if q.get(fld, "").strip():
+                units.append(Unit(f"{base}.{fld}", q[fld].strip()))
+        for k, v in q.get("choices", {}).items():
+            units.append(Unit(f"{base}.choice.{k}", v))
+        for k, v in q.get("why", {}).items():
+            units.append(Unit(f"{base}.why.{k}", v.strip()))
+        for i, w in enumerate(q.get("wrong", [])):
+            units.append(Unit(f"{base}.wrong.{i}", w["why"].strip()))
+        for fld in ("explain", "hint"):
+            if q.get(fld, "").strip():
+                units.append(Unit(f"{base}.{fld}", q[fld].strip()))
+    return units
+
+
+def lesson_units(lesson_text: str, bank_text: str | None, name: str = "<lesson>") -> list[Unit]:
+    from .. import authoring
+
+    cells = authoring.parse(lesson_text, name)
+    units = [Unit(k, c.source) for k, c in zip(cell_keys(cells), cells) if k]
+    if len({u.key for u in units}) != len(units):
+        raise ValueError(f"{name}: two markdown cells share a translation key")
+    return units + (question_units(bank_text) if bank_text else [])
+
+
+def po_path(stem: str, lang: str, root: Path | None = None) -> Path:
+    base = (root / "src" / "cudacourse") if root is not None else PACKAGE_DIR
+    return base / "locale" / lang / "lessons" / f"{stem}.po"
+
+
+def sources(stem: str, root: Path) -> tuple[str, str | None]:
+    lesson = (root / "lessons" / f"{stem}.py").read_text()
+    bank = root / "src" / "cudacourse" / "quizzes" / f"{stem}.toml"
+    keys = root / "lessons" / "quizkeys" / f"{stem}.toml"  # cudacourse.quiz.KEY_DIR
+    if not bank.is_file():
+        return lesson, None
+    # The questions and their keys (why, explanations, hints) are translated alike.
+    return lesson, bank.read_text() + ("\n" + keys.read_text() if keys.is_file() else "")
+
+
+# --- the translation file -----------------------------------------------------------------------
+def read(path: Path) -> Catalog:
+    with open(path, "rb") as f:
+        return read_po(f)
+
+
+def _hash_of(msg: Message) -> str | None:
+    for c in msg.auto_comments:
+        if c.startswith(HASH_PREFIX):
+            return c[len(HASH_PREFIX):].strip()
+    return None
+
+
+def entries(catalog: Catalog) -> dict[str, Message]:
+    return {m.context: m for m in catalog if m.id and m.context}
+
+
+@dataclass
+class Status:
+    missing: list[str]
+    stale: list[str]
+    unknown: list[str]   # entries whose unit no longer exists (obsolete)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.stale)
+
+    def describe(self, name: str) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"{len(self.missing)} without a translation: {', '.join(self.missing)}")
+        if self.stale:
+            parts.append(f"{len(self.stale)} stale (the English changed since, or marked fuzzy):"
+                         f" {', '.join(self.stale)}")
+        if self.unknown:
+            parts.append(f"{len(self.unknown)} for text the lesson no longer has: "
+                         f"{', '.join(self.unknown)}")
+        return f"{name}: " + ("; ".join(parts) if parts else "complete")
+
+
+def status(units: list[Unit], catalog: Catalog) -> Status:
+    have = entries(catalog)
+    missing, stale = [], []
+    for u in units:
+        m = have.get(u.key)
+        if m is None or not m.string:
+            missing.append(u.key)
+        elif m.fuzzy or _hash_of(m) != english_hash(u.english):
+            stale.append(u.key)
+    keys = {u.key for u in units}
+    return Status(missing, stale, [k for k in have if k not in keys])
+
+
+def update(units: list[Unit], catalog: Catalog | None, lang: str) -> Catalog:
+    """The translation file brought in line with the English (see the module docstring)."""
+    old = entries(catalog) if catalog is not None else {}
+    out = Catalog(locale=lang, project="cudacourse", fuzzy=False,
+                  creation_date=catalog.creation_date if catalog is not None else None,
+                  revision_date=catalog.revision_date if catalog is not None else None)
+    for u in units:
+        m = old.get(u.key)
+        flags, previous, string, h = set(), (), "", english_hash(u.english)
+        if m is not None and m.string:
+            string = m.string
+            if m.fuzzy or m.id != u.english:
+                flags = {"fuzzy"}
+                previous = m.previous_id or (m.id if m.id != u.english else ())
+                h = _hash_of(m) or ""   # still the English the translation was made from
+        out.add(u.english, string, flags=flags, auto_comments=[HASH_PREFIX + h],
+                previous_id=previous, context=u.key)
+    return out
+
+
+def write(path: Path, catalog: Catalog) -> None:
+    buf = io.BytesIO()
+    write_po(buf, catalog, width=0, no_location=True, omit_header=False, include_previous=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(buf.getvalue())
+
+
+def update_file(stem: str, lang: str, root: Path) -> Status:
+    lesson, bank = sources(stem, root)
+    units = lesson_units(lesson, bank, stem)
+    path = po_path(stem, lang, root)
+    catalog = update(units, read(path) if path.exists() else None, lang)
+    write(path, catalog)
+    return status(units, catalog)
+
+
+def file_status(stem: str, lang: str, root: Path) -> Status:
+    lesson, bank = sources(stem, root)
+    units = lesson_units(lesson, bank, stem)
+    path = po_path(stem, lang, root)
+    return status(units, read(path) if path.exists() else Catalog())
+
+
+# --- the translated notebook and questions ----------------------------------------------------
+def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
+                        name: str = "<lesson>", root: Path | None = None):
+    """The master ``nb`` (from ``authoring.to_notebook``) with its markdown in ``lang``, and
+    its setup cell choosing ``lang`` for messages and questions; code cells unchanged.
+
+    A unit without a translation stays in English (the completeness test reports it).
+    Figures are filled into the translation as into the English (``cudacourse.prose``).
+    """
+    import copy
+
+    from .. import authoring, prose
+
+    cells = authoring.parse(lesson_text, name)
+    have = entries(catalog)
+    out = copy.deepcopy(nb)
+    for key, cell in zip(cell_keys(cells), out.cells):
+        if key and key in have and have[key].string:
+            # the translation carries the English's placeholders ({{bench.*}}): same figures
+            cell.source = prose.fill(have[key].string, root=root)
+        elif cell.metadata.get("nbgrader", {}).get("grade_id") == "setup":
+            lines = cell.source.split("\n")
+            if not lines or not lines[0].startswith(_SETUP_LINE):
+                raise ValueError(f"{name}: the setup cell must start with {_SETUP_LINE!r}")
+            lines[1:1] = ["import cudacourse.i18n",
+                          f'cudacourse.i18n.use("{lang}")  # {_USE_COMMENT.get(lang, "")}']
+            cell.source = "\n".join(lines)
+    out.metadata.setdefault("cudacourse", {})["lang"] = lang
+    return out
+
+
+def question_texts(lesson: str, lang: str) -> dict[str, tuple[str, str]]:
+    """``{key: (hash of the English it translates, translation)}`` for a lesson's question
+    texts; use one through :func:`pick`, which keeps the English when it changed since."""
+    path = po_path(lesson, lang)
+    if not path.is_file():
+        return {}
+    return {key: (_hash_of(m) or "", m.string) for key, m in entries(read(path)).items()
+            if key.startswith("q.") and m.string and not m.fuzzy}
+
+
+def pick(texts: dict[str, tuple[str, str]], key: str, english: str) -> str:
+    """The translation of ``english`` under ``key``, or ``english`` itself when there is none
+    or it translates older English (a stale translation never hides a correction)."""
+    h, string = texts.get(key, ("", ""))
+    return string if string and h == english_hash(english) else english

@@ -1,0 +1,198 @@
+"""Every figure a lesson's prose states comes from its source, rendered, never retyped.
+
+A placeholder ``{{source.path:format}}`` names where the figure lives:
+
+    {{bench.copy.gb_s:,.0f}}          docs/benchmarks.json: a measurement's field
+    {{bench.ratio.stencil_vs_copy:.2f}}  its ratios
+    {{bench.ceiling.copy_gb_s:,.0f}}  its ceilings (copy_gb_s, cublas_sgemm_tflop_s)
+    {{bench.date}} {{bench.gpu}}      the run's date (YYYY-MM-DD) and GPU; {{bench.sm_count}}
+    {{gpu_run.some.key}}              docs/gpu_run.json (the verified GPU run), a dotted path
+    {{const.hardware.H200.sms}}       a constant of the package: cudacourse.<module>.<attr>...
+    {{name:.1f}}                      (``show`` only) a value of the run, passed as name=value
+
+A path may end in ``/N`` or ``*N`` to change units (``{{const.occupancy.H200_SM.shared_memory
+/1024:.0f}}`` KiB), or in ``/other.key`` for the ratio of two figures
+(``{{bench.ceiling.cublas_sgemm_tflop_s / const.hardware.H200.fp32_tflop_s:.2f}}``), applied
+left to right; the format is Python's format spec.
+
+Two ways in, one resolver:
+
+- **markdown cells** of ``lessons/NN_topic.py`` hold placeholders; ``./course build`` fills
+  them from the files (``fill``), so the master and the learner copy show the numbers, and a
+  new benchmark file makes the masters stale until rebuilt;
+- **code cells** that state a figure of the run call ``show(template, name=value, ...)``,
+  which displays the filled text as Markdown.
+
+A placeholder whose source lacks the figure raises ``MissingFigure`` naming it and the
+command that produces it: a lesson never prints a stale or invented number.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+PLACEHOLDER = re.compile(
+    r"\{\{\s*(?P<key>[A-Za-z_][\w.\-]*)\s*(?P<scale>(?:\s*[/*]\s*[\w.+\-]+)*)\s*(?::(?P<spec>[^}]*))?\}\}")
+
+
+class MissingFigure(KeyError):
+    """A placeholder names a figure its source does not have."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+def _find(name: str, root: Path | None) -> Path | None:
+    here = Path(__file__).resolve()
+    bases = [root] if root else [Path.cwd(), *Path.cwd().parents, *here.parents]
+    for base in bases:
+        place = base / "docs" / name
+        if place.is_file():
+            return place
+    return None
+
+
+def _load(name: str, root: Path | None) -> dict[str, Any]:
+    place = _find(name, root)
+    if place is None:
+        raise MissingFigure(f"docs/{name} not found (looked above {Path.cwd()}): "
+                            + ("run `cudacourse bench` on a GPU" if name == "benchmarks.json"
+                               else "run tools/gpu/verify.sh on a GPU"))
+    return json.loads(place.read_text())
+
+
+def _walk(data: Any, parts: list[str], what: str) -> Any:
+    for p in parts:
+        if isinstance(data, dict) and p in data:
+            data = data[p]
+        elif isinstance(data, list) and p.isdigit() and int(p) < len(data):
+            data = data[int(p)]
+        else:
+            raise MissingFigure(f"{what} has no {'.'.join(parts)!r} (stopped at {p!r})")
+    return data
+
+
+def _bench(parts: list[str], root: Path | None) -> Any:
+    report = _load("benchmarks.json", root)
+    if report.get("mode") != "gpu":
+        raise MissingFigure("docs/benchmarks.json is not a GPU run: run `cudacourse bench` on a GPU")
+    head, rest = parts[0], parts[1:]
+    if head == "date" and not rest:
+        return str(report["date"])[:10]
+    if head in ("ratio", "ratios") and len(rest) == 1:
+        value = report.get("ratios", {}).get(rest[0])
+    elif head in ("ceiling", "ceilings") and len(rest) == 1:
+        value = report.get("ceilings", {}).get(rest[0])
+    elif head in report.get("environment", {}) and not rest:
+        value = report["environment"][head]
+    elif head in report and head not in ("measurements", "ratios", "ceilings"):
+        value = _walk(report[head], rest, "docs/benchmarks.json")
+    else:
+        value = _walk(report.get("measurements", {}), parts, "docs/benchmarks.json measurements")
+    if value is None:
+        raise MissingFigure(f"docs/benchmarks.json has no figure for bench.{'.'.join(parts)}: "
+                            "run `cudacourse bench` on a GPU")
+    return value
+
+
+def _const(parts: list[str]) -> Any:
+    if len(parts) < 2:
+        raise MissingFigure(f"const.{'.'.join(parts)}: name a module and a constant")
+    try:
+        obj: Any = importlib.import_module(f"cudacourse.{parts[0]}")
+    except ImportError as exc:
+        raise MissingFigure(f"const.{'.'.join(parts)}: no module cudacourse.{parts[0]}") from exc
+    for p in parts[1:]:
+        if not hasattr(obj, p):
+            raise MissingFigure(f"const.{'.'.join(parts)}: cudacourse.{parts[0]} has no {p!r}")
+        obj = getattr(obj, p)
+    return obj
+
+
+def value(key: str, values: dict[str, Any] | None = None, root: Path | None = None) -> Any:
+    """The figure a placeholder key names (``bench.copy.gb_s``, ``const.hardware.H200.sms``)."""
+    source, _, path = key.partition(".")
+    parts = path.split(".") if path else []
+    if values and key in values:
+        return values[key]
+    if source == "bench" and parts:
+        return _bench(parts, root)
+    if source == "gpu_run" and parts:
+        return _walk(_load("gpu_run.json", root), parts, "docs/gpu_run.json")
+    if source == "const":
+        return _const(parts)
+    raise MissingFigure(f"{{{{{key}}}}}: not a figure of the run (pass {source}=...) and not "
+                        "bench.*, gpu_run.* or const.*")
+
+
+def _render(match: re.Match, values: dict[str, Any] | None, root: Path | None) -> str:
+    v = value(match["key"], values, root)
+    for op, operand in re.findall(r"([/*])\s*([\w.+\-]+)", match["scale"] or ""):
+        try:
+            factor = float(operand)
+        except ValueError:  # another figure: a ratio of two sources
+            factor = value(operand, values, root)
+        v = v / factor if op == "/" else v * factor
+    return format(v, match["spec"] or "")
+
+
+def fill(text: str, values: dict[str, Any] | None = None, root: str | Path | None = None) -> str:
+    """``text`` with every ``{{...}}`` placeholder replaced by its figure."""
+    base = Path(root) if root is not None else None
+    return PLACEHOLDER.sub(lambda m: _render(m, values, base), text)
+
+
+def show(template: str, **values: Any) -> None:
+    """Display ``template`` filled (figures of the run passed by name) as Markdown."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(fill(template, values)))
+
+
+# --- the check that prose holds no typed figure ---------------------------------------------
+
+# A number in markdown is a typed figure unless it is one of these: counts up to 16 (four
+# bytes, nine lattice velocities), sizes that are powers of two up to 65,536 (a warp's 32
+# lanes, 1,024 threads per block, a 4096-long sequence), 100%, the stability limit 0.5 of
+# the lattice Boltzmann relaxation time, years up to 2025 (papers), and the coefficients of
+# formulas ($...$). Everything else, and any benchmark date, comes through a placeholder.
+ALLOWED_DECIMALS = frozenset({"0.5"})
+_NUMBER = re.compile(r"(?<![\w.^/\-])(\d[\d,]*(?:\.\d+)?)(x|×|%)?(?!\w)")
+_NOT_FIGURES = [
+    PLACEHOLDER,  # first: a format spec such as :.2f is not a figure either
+    re.compile(r"```.*?```", re.S),  # code blocks and spans: code, not claims
+    re.compile(r"`[^`]*`"),
+    re.compile(r"\$\$.*?\$\$", re.S),  # formulas: their coefficients are the equation's
+    re.compile(r"\$[^$]*\$"),
+    re.compile(r"https?://\S+"),
+    re.compile(r"\]\([^)]*\)"),  # link targets
+    re.compile(r"\b(RTX|GTX) \d+"),  # product names
+    re.compile(r"(?m)^\s*#+\s*\d+\."),  # section numbers
+    re.compile(r"(?m)^\s*\d+\.\s"),  # numbered lists
+    re.compile(r"(?i)\b(lessons?|exercises?|questions?|sections?|§|Q|part|steps?|cells?)"
+               r"\s*\d+((,|,? and| or| to)\s*\d+)*"),  # cross-references
+]
+
+
+def _allowed(token: str, unit: str | None) -> bool:
+    plain = token.replace(",", "")
+    if unit == "%":
+        return plain == "100"
+    if "." in plain:
+        return plain in ALLOWED_DECIMALS
+    v = int(plain)
+    if unit:  # "3x": a ratio, always measured
+        return False
+    return v <= 16 or (v & (v - 1) == 0 and v <= 65536) or 1900 <= v <= 2025
+
+
+def typed_figures(markdown: str) -> list[str]:
+    """The numbers in ``markdown`` that were typed rather than filled from a source."""
+    text = markdown
+    for pattern in _NOT_FIGURES:
+        text = pattern.sub(" ", text)
+    return [m.group(0) for m in _NUMBER.finditer(text) if not _allowed(m.group(1), m.group(2))]

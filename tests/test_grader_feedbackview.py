@@ -1,0 +1,182 @@
+"""The summary on top of an autograded notebook, and the cells it rewords (grader/feedbackview).
+
+Built on lesson 1's real master with verdicts as the verdict processes report them (the
+end-to-end run through nbgrader is in test_grading.py and test_browser.py)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from cudacourse.grader import feedbackview as fv
+from cudacourse.grader import policy
+
+ROOT = Path(__file__).resolve().parents[1]
+MASTER = ROOT / "solutions" / "01_gpu_vs_cpu" / "01_gpu_vs_cpu.ipynb"
+RELEASE = ROOT / "notebooks" / "01_gpu_vs_cpu" / "01_gpu_vs_cpu.ipynb"
+WRONG = ("out holds a[i] - b[i], but it should hold a[i] + b[i] [n=1000, blocks=4]. "
+         "Add the inputs: out[i] = a[i] + b[i], and keep the bounds guard.")
+
+
+def _error(ename: str, evalue: str) -> dict:
+    return {"output_type": "error", "ename": ename, "evalue": evalue,
+            "traceback": [f"\x1b[0;31m{ename}\x1b[0m: {evalue}"]}
+
+
+def _graded(nb, verdicts):
+    """What prepare.apply leaves: every test cell's outputs from its verdict."""
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("grade") and gid in verdicts:
+            v = verdicts[gid]
+            cell.outputs = [] if v["status"] == "pass" else [
+                nbformat.from_dict(_error(v.get("ename") or "CheckFailure", v["message"]))]
+    return nb
+
+
+def _verdicts(nb, **special):
+    out = {c.metadata["nbgrader"]["grade_id"]: {"status": "pass", "message": "",
+                                                 "output": "Question: right. Because."}
+           for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    out.update(special)
+    return out
+
+
+@pytest.fixture
+def master():
+    return nbformat.read(MASTER, as_version=4)
+
+
+def test_the_summary_opens_the_notebook_with_the_failing_cell_first(master):
+    v = _verdicts(master, test_vector_add={"status": "fail", "ename": "CheckFailure",
+                                           "message": WRONG, "cause": "wrong_values"})
+    nb = _graded(copy.deepcopy(master), v)
+    items = fv.annotate(nb, v)
+    top = nb.cells[0]
+    assert top.cell_type == "markdown" and top.metadata["cudacourse"]["summary"]
+    text = top.source
+    lines = [ln for ln in text.splitlines() if ln.startswith("- ")]
+    # the wrong cell first, by its exercise's name, with points, cause, fix and a link
+    assert lines[0].startswith("- **not right** (0 / 3): [Exercise 1: write vector\\_add]"
+                               "(#test_vector_add)"), lines[0]
+    assert "**Cause:** out holds a\\[i\\] - b\\[i\\], but it should hold a\\[i\\] + b\\[i\\] " \
+        "\\[n=1000, blocks=4\\]." in lines[0] and "**Fix:** Add the inputs" in lines[0]
+    assert "CheckFailure" not in text
+    # questions by their header, right, with the learner's answer
+    assert any("[Question 2: Blocks for 1,000 elements](#test_answer_blocks)" in ln and
+               ln.startswith("- **right** (1 / 1)") for ln in lines), lines
+    assert len(lines) == len(items) == 7
+    total = sum(e.points for e in items) - 3
+    assert text.startswith(f"## Summary: {total:g} / {total + 3:g} points, 1 of 7")
+
+
+def test_test_cell_messages_are_wrapped_and_lose_the_class_prefix(master):
+    long = "x" * 30 + " " + ("word " * 200)
+    v = _verdicts(master, test_answer_blocks={"status": "fail", "ename": "AssertionError",
+                                              "message": f"AssertionError: {long}"})
+    nb = _graded(copy.deepcopy(master), v)
+    fv.annotate(nb, v)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                == "test_answer_blocks")
+    (err,) = cell.outputs
+    assert err.output_type == "error"  # nbgrader still scores it 0
+    shown = "".join(err.traceback)
+    assert "AssertionError" not in shown and max(map(len, shown.splitlines())) <= fv.WIDTH
+
+
+def test_a_blank_answer_is_unanswered_not_a_name_error():
+    nb = nbformat.read(RELEASE, as_version=4)  # the learner copy: every answer a stub
+    v = _verdicts(nb, test_answer_throughput={
+        "status": "fail", "ename": "NameError",
+        "message": "name 'answer_throughput' is not defined"}, test_vector_add={
+        "status": "not_gradable", "ename": "NotGradable",
+        "message": "not gradable: raise at line 3 of answer cell 'vector_add'"})
+    nb = _graded(nb, v)
+    items = {e.grade_id: e for e in fv.annotate(nb, v)}
+    assert items["test_answer_throughput"].status == "unanswered"
+    assert items["test_vector_add"].status == "unanswered"
+    summary = nb.cells[0].source
+    assert "NameError" not in summary and "NotGradable" not in summary
+    assert "- **unanswered** (formative, no points): [Question 1: What a GPU is built for]" \
+        in summary and "- **unanswered** (0 / 3): [Exercise 1" in summary
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")
+                == "test_answer_throughput")
+    assert cell.outputs[0].ename == "Unanswered" and "NameError" not in cell.outputs[0].traceback[0]
+
+
+def test_questions_render_as_questions_and_formative_ones_have_no_points(master):
+    nb = copy.deepcopy(master)
+    for c in nb.cells:  # formative: nbgrader's points are 0 (quiz_mode)
+        if c.metadata.get("nbgrader", {}).get("grade") and "quiz" in c.source:
+            c.metadata["nbgrader"]["points"] = 0.0
+    v = _verdicts(nb, test_answer_blocks={"status": "fail", "ename": "AssertionError",
+                                          "message": 'answer_blocks = "c" is not the right '
+                                          "answer to Question 2. Round up, not down."})
+    nb = _graded(nb, v)
+    fv.annotate(nb, v)
+    ask = next(c for c in nb.cells if c.source.startswith('quiz.ask("01_gpu_vs_cpu.blocks")'))
+    (out,) = ask.outputs
+    assert out.data["text/plain"].startswith("Question 2: Blocks for 1,000 elements")
+    assert "(c) 4" in out.data["text/plain"] and "IPython" not in out.data["text/plain"]
+    line = next(ln for ln in nb.cells[0].source.splitlines() if "test_answer_blocks" in ln)
+    assert line.startswith("- **not right** (formative, no points)"), line
+    assert 'Your answer: "' in line and "**Fix:** Round up, not down." in line
+
+
+def test_submission_text_cannot_make_markup(master):
+    evil = '<img src=x onerror=alert(1)> [click](javascript:alert(1)) # heading'
+    v = _verdicts(master, test_vector_add={"status": "fail", "ename": "CheckFailure",
+                                           "message": evil + ". more"})
+    nb = _graded(copy.deepcopy(master), v)
+    fv.annotate(nb, v)
+    text = nb.cells[0].source
+    assert "<img" not in text and "](javascript" not in text and "\n#" not in text
+    html = nbformat.v4  # rendered by nbconvert's markdown renderer as formgrader does
+    from nbconvert.filters.markdown import markdown2html
+
+    rendered = markdown2html(text)
+    assert "<img" not in rendered and 'href="javascript' not in rendered
+    assert html is not None
+
+
+@pytest.mark.parametrize("message,cause", [
+    ("out[1000:] was never written [n=1000]. Guard with if i < n.",
+     "out[1000:] was never written [n=1000]."),
+    ("not gradable: open at line 2 of answer cell 'vector_add': files are not allowed",
+     "not gradable: open at line 2 of answer cell 'vector_add'."),
+    ("the kernel did all the work in one thread (e.g. a loop over i); spread it: one "
+     "element per thread", "the kernel did all the work in one thread (e.g. a loop over i)."),
+])
+def test_split_cause_takes_the_first_sentence(message, cause):
+    assert fv.split_cause(message)[0] == cause
+
+
+def test_the_late_line_says_due_date_lateness_rule_and_cost():
+    late = policy.LatePenalty(penalty_method="percent_per_day", percent_per_day=10)
+    secs = 2 * 86400 + 3600
+    info = {"due": "2026-01-10 23:59 UTC", "submitted": "2026-01-13 00:59 UTC",
+            "seconds_late": secs, "late": True, "percent": late.percent(secs),
+            "penalty": 2.1, "rule": policy.rule_text(late)}
+    assert policy.late_line(info) == (
+        "Handed in 2026-01-13 00:59 UTC, due 2026-01-10 23:59 UTC: 2 days 1 hour late. "
+        "Rule: -10% per started day late, at most -100%; applied: -30% of the score "
+        "(-2.1 points).")
+    assert policy.late_line({**info, "late": False}) is None
+    assert policy.duration(59) == "under a minute" and policy.duration(3660) == "1 hour 1 min"
+
+
+def test_first_cause_names_the_cell_and_calls_a_blank_unanswered():
+    v = {"test_a": {"status": "pass"},
+         "test_b": {"status": "fail", "message": "name 'answer_b' is not defined"},
+         "test_c": {"status": "fail", "message": f"CheckFailure: {WRONG}"}}
+    assert fv.first_cause(v) == "test_b: unanswered (answer_b not written)"
+    del v["test_b"]
+    assert fv.first_cause(v) == ("test_c: out holds a[i] - b[i], but it should hold a[i] + b[i] "
+                                 "[n=1000, blocks=4].")
+    assert fv.first_cause({"test_a": {"status": "pass"}}) == ""
+    v["test_b"] = {"status": "fail", "message": "name 'answer_b' is not defined"}
+    # a cell worth points before a formative one, whatever the order
+    assert fv.first_cause(v, {"test_b": 0.0, "test_c": 3.0}).startswith("test_c: out holds")
