@@ -104,7 +104,7 @@ def test_hidden_true_is_refused_with_the_reason():
 
 def test_a_kernel_right_only_on_the_visible_sizes_fails_the_masters_hidden_cases():
     """The hidden cases are really run: a kernel that hard-codes the visible sizes' limit
-    passes the visible check and fails with lesson 1's hidden cases (n up to 1409)."""
+    passes the visible check and fails with lesson 1's hidden cases (n up to 1601)."""
     (name, cases), = [(n, c) for l, n, c in CALLS if n == "check_vector_add"]
 
     @cuda.jit
