@@ -182,7 +182,8 @@ def vector_add(a, b, out):
 # %% [tests] id=test_vector_add points=3
 cudacourse.check.check_vector_add(vector_add)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_vector_add(vector_add, hidden=True)
+cudacourse.check.check_vector_add(vector_add, hidden=cudacourse.check.Cases(
+    seed=731904265, sizes=[(1601, 64), (113, 96), (650, 512)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]

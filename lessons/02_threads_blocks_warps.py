@@ -132,7 +132,8 @@ def mirror(img, out):
 # %% [tests] id=test_mirror points=3
 cudacourse.check.check_mirror(mirror)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_mirror(mirror, hidden=True)
+cudacourse.check.check_mirror(mirror, hidden=cudacourse.check.Cases(
+    seed=402817593, sizes=[((20, 48), (16, 4), 0), ((29, 37), (8, 8), 1), ((35, 9), (4, 32), 1)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -200,7 +201,8 @@ def saxpy(a, x, y, out):
 # %% [tests] id=test_saxpy points=3
 cudacourse.check.check_saxpy(saxpy)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_saxpy(saxpy, hidden=True)
+cudacourse.check.check_saxpy(saxpy, hidden=cudacourse.check.Cases(
+    seed=918273645, sizes=[(1427, 3, 64), (89, 4, 32), (704, 1, 128)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -481,7 +483,8 @@ def warp_sum(x, out):
 # %% [tests] id=test_warp_sum points=3
 cudacourse.check.check_warp_sum(warp_sum)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_warp_sum(warp_sum, hidden=True)
+cudacourse.check.check_warp_sum(warp_sum, hidden=cudacourse.check.Cases(
+    seed=556120837, sizes=[(517, 128), (91, 32), (262, 64)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]

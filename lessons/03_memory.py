@@ -145,7 +145,8 @@ def gpu_scale(x, alpha):
 # %% [tests] id=test_gpu_scale points=3
 cudacourse.check.check_gpu_scale(gpu_scale)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_gpu_scale(gpu_scale, hidden=True)
+cudacourse.check.check_gpu_scale(gpu_scale, hidden=cudacourse.check.Cases(
+    seed=640291783, sizes=[(1409, 1.25), (103, -1.5), (650, 0.625)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -252,7 +253,8 @@ def smooth_on_device(x, steps):
 # %% [tests] id=test_smooth_on_device points=3
 cudacourse.check.check_smooth_on_device(smooth_on_device)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_smooth_on_device(smooth_on_device, hidden=True)
+cudacourse.check.check_smooth_on_device(smooth_on_device, hidden=cudacourse.check.Cases(
+    seed=287364519, sizes=[(523, 5), (70, 1), (190, 6)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -396,7 +398,8 @@ def pipelined_scale(x, alpha, n_chunks, n_streams):
 # %% [tests] id=test_pipelined_scale points=3
 cudacourse.check.check_pipelined_scale(pipelined_scale)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_pipelined_scale(pipelined_scale, hidden=True)
+cudacourse.check.check_pipelined_scale(pipelined_scale, hidden=cudacourse.check.Cases(
+    seed=813572964, sizes=[(781, 2.5, 5, 2), (1003, -0.25, 8, 4), (11, 3.5, 3, 2)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -208,7 +208,8 @@ def tiled_matmul(a, b, c):
 # %% [tests] id=test_tiled_matmul points=4
 cudacourse.check.check_tiled_matmul(tiled_matmul)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_tiled_matmul(tiled_matmul, hidden=True)
+cudacourse.check.check_tiled_matmul(tiled_matmul, hidden=cudacourse.check.Cases(
+    seed=375019286, sizes=[(23, 41, 7, 1), (15, 22, 18, 0), (6, 49, 9, 0)]))
 ### END HIDDEN TESTS
 
 # %%
@@ -415,7 +416,8 @@ def block_sum(x, partial):
 # %% [tests] id=test_block_sum points=3
 cudacourse.check.check_block_sum(block_sum)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_block_sum(block_sum, hidden=True)
+cudacourse.check.check_block_sum(block_sum, hidden=cudacourse.check.Cases(
+    seed=129846573, sizes=[262, 1, 190]))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -180,7 +180,8 @@ def online_update(m, l, acc, s, v):
 # %% [tests] id=test_online_update points=3
 cudacourse.check.check_online_update(online_update)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_online_update(online_update, hidden=True)
+cudacourse.check.check_online_update(online_update, hidden=cudacourse.check.Cases(
+    seed=964028371, sizes=[(431, 6, 35)]))
 ### END HIDDEN TESTS
 # %%
 quiz.ask("05_fused_attention.rescale")
@@ -258,7 +259,8 @@ def flash_rows(q, k, v, out, scale, causal):
 # %% [tests] id=test_flash_rows points=4
 cudacourse.check.check_flash_rows(flash_rows)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_flash_rows(flash_rows, hidden=True)
+cudacourse.check.check_flash_rows(flash_rows, hidden=cudacourse.check.Cases(
+    seed=702938416, sizes=[(2, 29, 32, False), (1, 43, 32, True), (1, 1, 16, True), (1, 21, 16, False)]))
 ### END HIDDEN TESTS
 # %%
 quiz.ask("05_fused_attention.shared_tiles")

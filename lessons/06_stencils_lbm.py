@@ -195,7 +195,8 @@ def heat_step(u, out, alpha):
 # %% [tests] id=test_heat_step points=4
 cudacourse.check.check_heat_step(heat_step)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_heat_step(heat_step, hidden=True)
+cudacourse.check.check_heat_step(heat_step, hidden=cudacourse.check.Cases(
+    seed=481726305, sizes=[(11, 21, 1), (23, 18, 1), (17, 35, 0)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -228,7 +229,8 @@ def diffuse(d_u, d_tmp, steps, alpha):
 # %% [tests] id=test_diffuse points=2
 cudacourse.check.check_diffuse(diffuse)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_diffuse(diffuse, hidden=True)
+cudacourse.check.check_diffuse(diffuse, hidden=cudacourse.check.Cases(
+    seed=830517294, sizes=[(13, 18, 3), (13, 18, 4)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -429,7 +431,8 @@ def lbm_step(f_in, f_out, solid, omega, fx):
 # %% [tests] id=test_lbm_step points=5
 cudacourse.check.check_lbm_step(lbm_step)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_lbm_step(lbm_step, hidden=True)
+cudacourse.check.check_lbm_step(lbm_step, hidden=cudacourse.check.Cases(
+    seed=259384716, sizes=[(11, 20, 0), (10, 11, 1)]))
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -113,7 +113,7 @@ def update_host(m, l, acc, s, v):
 def test_online_update_accepts_right_ones():
     cudacourse.check.check_online_update(update_right, seed=1)
     cudacourse.check.check_online_update(update_right_branchy, seed=2)
-    cudacourse.check.check_online_update(update_right, hidden=True, seed=3)
+    cudacourse.check.check_online_update(update_right, hidden=cudacourse.check.Cases(3, [(419, 7, 33)]))
 
 
 @pytest.mark.parametrize("update, phrase", [
@@ -269,7 +269,7 @@ def rows_right_while(q, k, v, out, scale, causal):
 def test_flash_rows_accepts_a_while_loop_within_its_budget():
     # the hidden check of this answer once ran past 6 minutes; now it must pass, in budget
     cudacourse.check.check_flash_rows(rows_right_while, seed=21)
-    cudacourse.check.check_flash_rows(rows_right_while, hidden=True, seed=22)
+    cudacourse.check.check_flash_rows(rows_right_while, hidden=cudacourse.check.Cases(22, [(2, 29, 32, False), (1, 45, 32, True), (1, 1, 16, True), (1, 23, 16, False)]))
 
 
 def test_flash_rows_accepts_right_ones():
@@ -295,7 +295,7 @@ def test_each_check_returns_one_success_line():
 
 
 def test_flash_rows_hidden_cases_pass():
-    cudacourse.check.check_flash_rows(make_rows_kernel(), hidden=True, seed=7)
+    cudacourse.check.check_flash_rows(make_rows_kernel(), hidden=cudacourse.check.Cases(7, [(2, 29, 32, False), (1, 45, 32, True), (1, 1, 16, True), (1, 23, 16, False)]))
 
 
 @pytest.mark.parametrize("bug, phrase", [

@@ -164,7 +164,7 @@ def scale_stub(x, alpha):
 @pytest.mark.parametrize("fn", [scale_right, scale_right_stride, scale_right_stream])
 def test_gpu_scale_accepts(fn):
     check.check_gpu_scale(fn, seed=1)
-    check.check_gpu_scale(fn, hidden=True, seed=2)
+    check.check_gpu_scale(fn, hidden=check.Cases(2, [(1531, 1.75), (97, -2.0), (700, 0.375)]))
 
 
 @pytest.mark.parametrize("fn, phrase", [
@@ -281,7 +281,7 @@ def smooth_first_block_only(x, steps):
 @pytest.mark.parametrize("fn", [smooth_right, smooth_right_three_buffers])
 def test_smooth_accepts(fn):
     check.check_smooth_on_device(fn, seed=1)
-    check.check_smooth_on_device(fn, hidden=True, seed=2)
+    check.check_smooth_on_device(fn, hidden=check.Cases(2, [(517, 5), (64, 1), (200, 6)]))
 
 
 @pytest.mark.parametrize("fn, phrase", [
@@ -613,7 +613,7 @@ def pipe_right_event_sync(x, alpha, n_chunks, n_streams):
                                 pipe_right_event_sync, pipe_right_pinned_pair])
 def test_pipeline_accepts(fn):
     check.check_pipelined_scale(fn, seed=1)
-    check.check_pipelined_scale(fn, hidden=True, seed=2)
+    check.check_pipelined_scale(fn, hidden=check.Cases(2, [(777, 2.25, 5, 2), (999, -0.75, 8, 4), (10, 3.0, 3, 2)]))
 
 
 @pytest.mark.parametrize("fn, phrase", [

@@ -15,6 +15,7 @@ from numba import cuda, float32
 
 import cudacourse.check
 from cudacourse import lbm, stencil
+from cudacourse.check import Cases
 from cudacourse.check import science as S
 
 pytestmark = pytest.mark.lesson6
@@ -26,9 +27,15 @@ W = lbm.W.astype(np.float32)
 BAD_OPP = np.array([0, 3, 4, 1, 2, 8, 7, 6, 5])  # diagonals mirrored, not reversed
 
 
+# Other cases for each checker, as a master's hidden test cell passes them (the package holds
+# none): (ny, nx, spare) for the steps, (ny, nx, steps) for diffuse.
+OTHER = {"heat_step": [(11, 19, 1), (24, 17, 1), (19, 35, 0)],
+         "diffuse": [(14, 17, 3), (14, 17, 4)], "lbm_step": [(11, 21, 0), (10, 9, 1)]}
+
+
 def _check(fn, kernel):
     fn(kernel, seed=7)
-    fn(kernel, hidden=True, seed=8)
+    fn(kernel, hidden=Cases(8, OTHER[fn.__name__.removeprefix("check_")]))
 
 
 # --- the heat step: right answers ----------------------------------------------------------

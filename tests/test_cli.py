@@ -42,7 +42,10 @@ def test_quiz_hash_matches_the_bank(capsys):
     assert out == answer_hash("01_gpu_vs_cpu.global_index", "677")
     from cudacourse import quiz
 
-    assert out == quiz.get("01_gpu_vs_cpu.global_index").answer_hash  # a number question
+    from cudacourse.authoring import ROOT
+
+    key = quiz.keyed("01_gpu_vs_cpu", ROOT)["01_gpu_vs_cpu.global_index"]
+    assert out == key.answer_hash  # a number question
 
 
 def test_build_check_reports_fresh_masters(capsys):

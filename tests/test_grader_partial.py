@@ -16,7 +16,8 @@ from cudacourse.grader.partial import Outcome
 
 TEST_CELL = ("cudacourse.check.check_vector_add(vector_add)\n"
              "### BEGIN HIDDEN TESTS\n"
-             "cudacourse.check.check_vector_add(vector_add, hidden=True)\n"
+             "cudacourse.check.check_vector_add(vector_add, hidden=cudacourse.check.Cases(\n"
+             "    seed=5, sizes=[(1601, 64), (113, 96), (650, 512)]))\n"
              "### END HIDDEN TESTS\n")
 CONTEXT = ["import cudacourse\nimport cudacourse.check\nfrom numba import cuda\n"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import authoring
+from cudacourse import authoring, quiz
 from cudacourse.grader.quiz_mode import QuizMode, graded_source
 
 LESSON = '''# %% [readonly] id=setup
@@ -30,22 +30,31 @@ quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)
 '''
 
 
+def _master():
+    """The lesson above as ``cudacourse build`` writes its master: with the key tokens."""
+    return quiz.embed_keys(authoring.to_notebook(LESSON), authoring.ROOT)
+
+
+TOKEN = quiz.token(quiz.keyed("01_gpu_vs_cpu", authoring.ROOT)["01_gpu_vs_cpu.blocks"])
+
+
 def _cells(nb):
     return {c.get("id"): c for c in nb["cells"]}
 
 
 def test_graded_source_hides_the_check_and_keeps_a_form_check():
-    src = graded_source('quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)')
+    src = graded_source(f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{TOKEN}")')
     visible, hidden = src.split("### BEGIN HIDDEN TESTS")
     assert 'quiz.record("01_gpu_vs_cpu.blocks", answer_blocks)' in visible
-    assert "quiz.grade(" not in visible
-    assert 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, reveal=True)' in hidden
+    assert "quiz.grade(" not in visible and TOKEN not in visible
+    assert (f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{TOKEN}", reveal=True)'
+            in hidden)
     assert hidden.strip().endswith("### END HIDDEN TESTS")
 
 
 @pytest.mark.parametrize("mode", ["formative", "graded"])
 def test_preprocessor_rewrites_question_cells(mode):
-    nb = authoring.to_notebook(LESSON)
+    nb = _master()
     pp = QuizMode(graded=["01_x"] if mode == "graded" else [])
     nb, _ = pp.preprocess(nb, {"nbgrader": {"assignment": "01_x"}})
     cells = _cells(nb)
@@ -58,8 +67,8 @@ def test_preprocessor_rewrites_question_cells(mode):
         assert ask.source == 'quiz.ask("01_gpu_vs_cpu.blocks", graded=True)'
     else:
         assert test.metadata["nbgrader"]["points"] == 0
-        assert test.source == 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)'
-        assert ask.source == 'quiz.ask("01_gpu_vs_cpu.blocks")'
+        assert test.source == f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{TOKEN}")'
+        assert ask.source == f'quiz.ask("01_gpu_vs_cpu.blocks", key="{TOKEN}")'
     assert cells["answer_blocks"].source.count('answer_blocks = "c"') == 1  # untouched
 
 
@@ -67,7 +76,7 @@ def _generate(tmp_path: Path, graded: list[str]) -> tuple[dict, Path]:
     course = tmp_path / "course"
     (course / "solutions" / "01_x").mkdir(parents=True)
     (course / "solutions" / "01_x" / "01_x.ipynb").write_text(
-        authoring.render(authoring.to_notebook(LESSON)))
+        authoring.render(_master()))
     config = (authoring.ROOT / "nbgrader_config.py").read_text()
     (course / "nbgrader_config.py").write_text(config + f"\nc.QuizMode.graded = {graded!r}\n")
     env = {**os.environ,
@@ -86,18 +95,21 @@ def test_generate_assignment_in_graded_mode_keeps_the_key_for_autograding(tmp_pa
     source = "".join(test["source"])
     # the learner copy checks the form only ...
     assert "quiz.record(" in source and "quiz.grade(" not in source
+    assert TOKEN not in json.dumps(release) and "key=" not in json.dumps(release)
     assert test["metadata"]["nbgrader"]["points"] == 1
     # ... and the gradebook keeps the hidden grading, which autograde puts back
     with sqlite3.connect(db) as con:
         (stored,) = con.execute("select source from source_cell where name = "
                                 "'test_answer_blocks'").fetchone()
-    assert 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, reveal=True)' in stored
+    assert (f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{TOKEN}", reveal=True)'
+            in stored)
 
 
 def test_generate_assignment_formative_by_default(tmp_path):
     release, _ = _generate(tmp_path, [])
     test = _cells(release)["test_answer_blocks"]
-    assert "".join(test["source"]) == 'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)'
+    assert "".join(test["source"]) == (
+        f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{TOKEN}")')
     assert test["metadata"]["nbgrader"]["points"] == 0
 
 
@@ -136,7 +148,7 @@ def test_graded_questions_are_scored_at_autograding_with_the_explanation_in_feed
     feedback = _nbgrader(course, "generate_feedback", "01_x", "--force")
     assert feedback.returncode == 0, feedback.stdout + feedback.stderr
     html = (course / "feedback" / "bob" / "01_x" / "01_x.html").read_text()
-    q = quiz.get("01_gpu_vs_cpu.blocks")
+    q = quiz.keyed("01_gpu_vs_cpu", authoring.ROOT)["01_gpu_vs_cpu.blocks"]
     flat = " ".join(html.split())
     assert " ".join(q.why["b"].split()[:6]) in flat  # the why of bob's choice
     assert " ".join(q.explain.split()[:6]) in flat  # and the full explanation

@@ -14,7 +14,17 @@ from cudacourse.authoring import ROOT
 
 # Banks whose lesson source exists (a bank may land a little before its lesson).
 BANKS = [lesson for lesson in quiz.lessons() if (ROOT / "lessons" / f"{lesson}.py").exists()]
-QUESTIONS = [q for lesson in BANKS for q in quiz.bank(lesson).values()]
+# The questions with their instructor-side keys (lessons/quizkeys), and each key's token as
+# ``cudacourse build`` writes it into the master's cells.
+KEYED = {qid: q for lesson in BANKS for qid, q in quiz.keyed(lesson, ROOT).items()}
+TOKENS = {qid: quiz.token(q) for qid, q in KEYED.items()}
+QUESTIONS = list(KEYED.values())
+
+
+def _grade(qid: str, choice: object, **kw) -> None:
+    """A master's test cell: the check with the key token it carries."""
+    __tracebackhide__ = True
+    quiz.grade(qid, choice, key=TOKENS[qid], **kw)
 
 
 def _master_answers() -> dict[str, object]:
@@ -40,7 +50,7 @@ def _flat(text: str) -> str:
 @pytest.mark.parametrize("q", QUESTIONS, ids=[q.qid for q in QUESTIONS])
 def test_the_master_answer_is_the_key(q):
     assert q.is_right(ANSWERS[q.qid]), f"{q.qid}: the master's answer is not the key"
-    quiz.grade(q.qid, ANSWERS[q.qid])
+    _grade(q.qid, ANSWERS[q.qid])
     if q.kind == "choice":
         assert len(q.right_choices()) == 1
     if q.kind == "multi":
@@ -53,78 +63,78 @@ def test_wrong_choices_fail_with_their_own_explanation(q):
     right = set(q.right_choices())
     first = next(iter(right))
     # forgiving about case, spaces, parentheses and order
-    quiz.grade(q.qid, f" ({', '.join(sorted(right, reverse=True)).upper()}) ")
+    _grade(q.qid, f" ({', '.join(sorted(right, reverse=True)).upper()}) ")
     for k in q.choices:
         if {k} == right:
             continue
         with pytest.raises(AssertionError, match="not the right answer") as err:
-            quiz.grade(q.qid, k)
+            _grade(q.qid, k)
         msg = _flat(err.value)
         assert msg.startswith(f'{q.var} = "{k}" is not the right answer to {q.header}')
         if k not in right:
             assert _flat(q.why[k]) in msg, f"{q.qid}: ({k}) must be explained"
         assert err.value.__suppress_context__ and err.value.__cause__ is None
     with pytest.raises(AssertionError, match="not one of the choices"):
-        quiz.grade(q.qid, "zz")
+        _grade(q.qid, "zz")
     with pytest.raises(AssertionError, match="must be a letter in quotes"):
-        quiz.grade(q.qid, 2)
+        _grade(q.qid, 2)
     if q.kind == "choice":
         with pytest.raises(AssertionError, match="pick one letter only"):
-            quiz.grade(q.qid, f"{first}, {next(k for k in q.choices if k != first)}")
+            _grade(q.qid, f"{first}, {next(k for k in q.choices if k != first)}")
 
 
 @pytest.mark.parametrize("q", [q for q in QUESTIONS if q.kind == "number"],
                          ids=[q.qid for q in QUESTIONS if q.kind == "number"])
 def test_numbers_within_tolerance_pass_and_known_mistakes_are_named(q):
     v = float(ANSWERS[q.qid])
-    quiz.grade(q.qid, v + 0.4 * q.tol)
-    quiz.grade(q.qid, str(v - 0.4 * q.tol))  # a string holding a number is accepted
+    _grade(q.qid, v + 0.4 * q.tol)
+    _grade(q.qid, str(v - 0.4 * q.tol))  # a string holding a number is accepted
     for far in (v + 3 * q.tol, v * 10 + 1):
         assert not q.is_right(far)
     for value, why in q.wrong:
         with pytest.raises(AssertionError) as err:
-            quiz.grade(q.qid, value)
+            _grade(q.qid, value)
         assert _flat(why) in _flat(err.value)
     with pytest.raises(AssertionError, match="must be a number"):
-        quiz.grade(q.qid, "b")
+        _grade(q.qid, "b")
 
 
 def test_right_answer_says_so_with_the_one_line_why(capsys):
-    quiz.grade("01_gpu_vs_cpu.blocks", "c")
+    _grade("01_gpu_vs_cpu.blocks", "c")
     out = capsys.readouterr().out
     assert out.startswith("Question 2: Blocks for 1,000 elements: right.")
-    assert quiz.get("01_gpu_vs_cpu.blocks").why["c"] in out
-    assert quiz.get("01_gpu_vs_cpu.blocks").explain not in out
-    quiz.grade("01_gpu_vs_cpu.blocks", "c", reveal=True)  # graded feedback: the full story
-    assert quiz.get("01_gpu_vs_cpu.blocks").explain in capsys.readouterr().out
+    assert KEYED["01_gpu_vs_cpu.blocks"].why["c"] in out
+    assert KEYED["01_gpu_vs_cpu.blocks"].explain not in out
+    _grade("01_gpu_vs_cpu.blocks", "c", reveal=True)  # graded feedback: the full story
+    assert KEYED["01_gpu_vs_cpu.blocks"].explain in capsys.readouterr().out
 
 
 def test_graded_reveal_adds_the_explanation_to_a_wrong_answer():
-    q = quiz.get("01_gpu_vs_cpu.blocks")
+    q = KEYED["01_gpu_vs_cpu.blocks"]
     with pytest.raises(AssertionError) as err:
-        quiz.grade(q.qid, "b", reveal=True)
+        _grade(q.qid, "b", reveal=True)
     assert _flat(q.why["b"]) in _flat(err.value) and _flat(q.explain) in _flat(err.value)
 
 
 def test_in_grading_a_wrong_answer_gets_the_full_explanation(monkeypatch):
     """`cudacourse grade` runs the master's (formative) test cell after submission: the
     feedback must still explain."""
-    q = quiz.get("01_gpu_vs_cpu.blocks")
+    q = KEYED["01_gpu_vs_cpu.blocks"]
     with pytest.raises(AssertionError) as err:
-        quiz.grade(q.qid, "b")
+        _grade(q.qid, "b")
     assert _flat(q.explain) not in _flat(err.value)  # before submission: the choice's why only
     monkeypatch.setenv("CUDACOURSE_GRADING", "1")
     with pytest.raises(AssertionError) as err:
-        quiz.grade(q.qid, "b")
+        _grade(q.qid, "b")
     assert _flat(q.explain) in _flat(err.value)
 
 
 def test_multi_feedback_names_wrong_picks_and_counts_missing_ones():
-    ok, text = quiz.feedback("03_memory.streams", "a, c")
-    q = quiz.get("03_memory.streams")
+    ok, text = quiz.feedback("03_memory.streams", "a, c", TOKENS["03_memory.streams"])
+    q = KEYED["03_memory.streams"]
     assert not ok and q.why["c"] in text and "1 more choice applies" in text
     assert q.why["a"] not in text  # a right pick is not explained away
-    assert quiz.feedback("03_memory.streams", "B,A")[0]
+    assert quiz.feedback("03_memory.streams", "B,A", TOKENS["03_memory.streams"])[0]
 
 
 def test_record_checks_the_form_and_reveals_nothing(capsys):
@@ -143,19 +153,20 @@ def test_grade_error_shows_no_frame_of_quiz_py(capsys):
 
     shell = InteractiveShell.instance()
     try:
-        shell.run_cell("from cudacourse import quiz\nquiz.grade('01_gpu_vs_cpu.blocks', 'b')")
+        shell.run_cell("from cudacourse import quiz\nquiz.grade('01_gpu_vs_cpu.blocks', 'b', "
+                       f"key={TOKENS['01_gpu_vs_cpu.blocks']!r})")
         out = capsys.readouterr()
         text = re.sub(r"\x1b\[[0-9;]*m", "", out.out + out.err)
     finally:
         InteractiveShell.clear_instance()
-    assert "AssertionError" in text and _flat(quiz.get("01_gpu_vs_cpu.blocks").why["b"]) in _flat(text)
+    assert "AssertionError" in text and _flat(KEYED["01_gpu_vs_cpu.blocks"].why["b"]) in _flat(text)
     assert "quiz.py" not in text, text
 
 
 def test_answer_hash_knows_the_question_kind():
-    q = quiz.get("01_gpu_vs_cpu.global_index")
+    q = KEYED["01_gpu_vs_cpu.global_index"]
     assert quiz.answer_hash(q.qid, "677") == q.answer_hash
-    assert quiz.answer_hash("03_memory.streams", "b, a") == quiz.get("03_memory.streams").answer_hash
+    assert quiz.answer_hash("03_memory.streams", "b, a") == KEYED["03_memory.streams"].answer_hash
 
 
 def test_unknown_question_is_named():
@@ -181,7 +192,7 @@ def _ask(monkeypatch, qid, graded=False):
 
     shown = _Display()
     monkeypatch.setattr(IPython.display, "display", shown)
-    quiz.ask(qid, graded=graded)
+    quiz.ask(qid, graded=graded, key=None if graded else TOKENS[qid])
     md = next(o for o in shown.items if type(o).__name__ == "Markdown").data
     box = next(o for o in shown.items if type(o).__name__ == "VBox")
     return md, box
@@ -193,7 +204,7 @@ def _widgets(box):
 
 
 def test_widget_names_number_title_variable_and_format(monkeypatch):
-    q = quiz.get("01_gpu_vs_cpu.blocks")
+    q = KEYED["01_gpu_vs_cpu.blocks"]
     md, _ = _ask(monkeypatch, q.qid)
     assert md.startswith("**Question 2: Blocks for 1,000 elements.**")
     assert "01_gpu_vs_cpu" not in md.split("\n")[0]  # no internal id in the header
@@ -258,9 +269,9 @@ def test_masters_grade_every_question_and_learner_copies_hide_the_answers(master
 
 
 def test_numbers_are_read_the_way_people_type_them():
-    q = quiz.get("01_gpu_vs_cpu.bytes_moved")  # 1.2 GB
+    q = KEYED["01_gpu_vs_cpu.bytes_moved"]  # 1.2 GB
     for typed in ("1.2", "1,2", " 1.20 ", 1.2, "1.23"):
         assert q.is_right(typed), typed
-    q = quiz.get("01_gpu_vs_cpu.global_index")  # 677
+    q = KEYED["01_gpu_vs_cpu.global_index"]  # 677
     assert q.is_right("677") and not q.is_right("6,77") and not q.is_right(True)
-    assert quiz.get("03_memory.implicit").is_right("2_00")
+    assert KEYED["03_memory.implicit"].is_right("2_00")

@@ -17,7 +17,7 @@ MAX_SHARE = 0.40
 
 
 def _choice_questions(lesson: str) -> list[quiz.Question]:
-    return [q for q in quiz.bank(lesson).values() if q.kind == "choice"]
+    return [q for q in quiz.keyed(lesson, ROOT).values() if q.kind == "choice"]
 
 
 class _Cell:
@@ -47,7 +47,7 @@ def test_every_lesson_has_a_bank():
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_five_questions_four_of_them_predict_or_compute(lesson):
-    qs = list(quiz.bank(lesson).values())
+    qs = list(quiz.keyed(lesson, ROOT).values())
     assert len(qs) >= 5, f"{lesson}: {len(qs)} questions, want at least 5"
     predict = [q.qid for q in qs if q.predict]
     assert len(predict) >= 4, f"{lesson}: only {predict} ask to predict or compute"
@@ -79,7 +79,7 @@ def test_right_choice_is_rarely_the_longest(lesson):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_choice_explains_itself(lesson):
-    for q in quiz.bank(lesson).values():
+    for q in quiz.keyed(lesson, ROOT).values():
         assert q.title and q.explain and q.hint, f"{q.qid}: title, explain and hint needed"
         if q.kind == "number":
             assert q.tol > 0 and len(q.wrong) >= 2, f"{q.qid}: tol and common wrong values"
@@ -90,7 +90,7 @@ def test_every_choice_explains_itself(lesson):
 
 def test_known_throwaway_choices_are_gone():
     """Wrong choices a learner dismisses without thinking teach nothing."""
-    text = " ".join(v for lesson in LESSONS for q in quiz.bank(lesson).values()
+    text = " ".join(v for lesson in LESSONS for q in quiz.keyed(lesson, ROOT).values()
                     for v in q.choices.values()).lower()
     for silly in ("is compressed", "larger than gpu memory", "runs softmax on the cpu"):
         assert silly not in text
@@ -98,7 +98,7 @@ def test_known_throwaway_choices_are_gone():
 
 def test_lesson_1_explains_before_it_says_warp():
     """Warps arrive in lesson 2; lesson 1's questions must not lean on the word."""
-    for q in quiz.bank("01_gpu_vs_cpu").values():
+    for q in quiz.keyed("01_gpu_vs_cpu", ROOT).values():
         words = " ".join([q.prompt, q.explain, q.hint, *q.choices.values(), *q.why.values(),
                           *(w for _, w in q.wrong)])
         assert "warp" not in words.lower(), q.qid
@@ -110,15 +110,15 @@ def test_lesson_asks_the_bank_in_order_with_named_answers(lesson):
     question has its answer cell (naming the variable and format) and its test cell."""
     cells = _cells(lesson)
     asked = [m for c in cells for m in re.findall(r'quiz\.ask\("([\w.]+)"', _source(c))]
-    assert asked == list(quiz.bank(lesson)), f"{lesson}: asked {asked}"
+    assert asked == list(quiz.keyed(lesson, ROOT)), f"{lesson}: asked {asked}"
     ids = {c.id: c for c in cells}
-    for q in quiz.bank(lesson).values():
+    for q in quiz.keyed(lesson, ROOT).values():
         answer_cell = ids.get(q.var)
         assert answer_cell is not None and answer_cell.kind == "solution", q.var
         src = _source(answer_cell)
         assert f"# {q.header}. Answer as: {q.answer_format()}" in src, q.var
         test_cell = ids.get(f"test_{q.var}")
-        assert test_cell is not None and f'quiz.grade("{q.qid}", {q.var})' in _source(test_cell)
+        assert test_cell is not None and f'quiz.grade("{q.qid}", {q.var}, key="' in _source(test_cell)
 
 
 def _bold_before(cells, qid: str) -> list[str]:
@@ -143,7 +143,7 @@ def _norm(s: str) -> str:
 def test_no_question_restates_a_bold_sentence_just_above(lesson):
     cells = _cells(lesson)
     master = "\n".join(_source(c) for c in cells if c.kind == "solution")
-    for q in quiz.bank(lesson).values():
+    for q in quiz.keyed(lesson, ROOT).values():
         bold = [_norm(b) for b in _bold_before(cells, q.qid) if len(_norm(b)) >= 3]
         if q.kind == "number":
             value = re.search(rf"^{q.var}\s*=\s*(.+)$", master, re.M).group(1).strip()

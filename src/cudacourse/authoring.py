@@ -36,6 +36,8 @@ import nbformat
 from .lessonsource import (Cell, LessonSyntaxError, _attrs, _strip,  # noqa: F401 - as before
                            parse)
 
+from . import quiz
+
 
 class CourseRootNotFound(FileNotFoundError):
     pass
@@ -145,7 +147,7 @@ def edition_notebook(lesson: Path, lang: str, root: str | Path | None = None
 
     root = find_root(root)
     text = lesson.read_text()
-    nb = to_notebook(text, str(lesson), root)
+    nb = quiz.embed_keys(to_notebook(text, str(lesson), root), root)  # keys: as the master's
     catalog = translations.read(translations.po_path(lesson.stem, lang, root))
     return translations.translated_notebook(nb, text, catalog, lang, str(lesson), root)
 
@@ -201,7 +203,9 @@ def build(root: str | Path | None = None, check_only: bool = False,
         if only and not any(lesson.stem.startswith(o) for o in only):
             continue
         master = master_path(lesson, root)
-        want_master = render(to_notebook(lesson.read_text(), str(lesson), root))
+        # The master carries the questions' keys (instructor-side; issue 19, class 3).
+        want_master = render(quiz.embed_keys(to_notebook(lesson.read_text(), str(lesson), root),
+                                             root))
         if not master.exists() or master.read_text() != want_master:
             stale.append(str(master.relative_to(root)))
             if check_only:

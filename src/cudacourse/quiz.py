@@ -1,11 +1,22 @@
 """Concept questions: a bank kept as data, asked inline, graded by nbgrader.
 
-The bank is ``quizzes/<lesson>.toml``. Answers are stored only as salted SHA-256 hashes, so
-neither the bank nor a learner's notebook spells out the key. In a notebook::
+A bank has two halves. The questions (``quizzes/<lesson>.toml``, in the package every learner
+installs) hold only what a learner may see: title, prompt, choices, unit. The keys (answer,
+``why`` of every choice, explanation, hint, common wrong values) are instructor-side, in
+``lessons/quizkeys/<lesson>.toml`` beside the lesson sources, and reach a notebook only as a
+*key token* that ``cudacourse build`` writes into the master's question cells (``embed_keys``).
+A token carries the answer as a salted SHA-256 hash, never in plain text. In a lesson source::
 
     quiz.ask("01_gpu_vs_cpu.blocks")      # "Question 2: Blocks for 1,000 elements", a widget
     answer_blocks = "b"                   # the learner's answer, in an autograded answer cell
     quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks)   # in the locked test cell
+
+and in the master, ``quiz.ask("01_gpu_vs_cpu.blocks", key="<token>")`` and ``quiz.grade(...,
+key="<token>")``. A formative learner copy keeps the tokens (instant feedback); a graded one has
+none: ``cudacourse.grader.quiz_mode`` moves the keyed check into hidden tests, which nbgrader strips
+from the learner copy and puts back at autograding, so the verdict reads the key from the
+master (issue 19, class 3: a script in the learner's environment has nothing to try answers
+against).
 
 Three kinds of question (``kind`` in the bank):
 
@@ -13,21 +24,24 @@ Three kinds of question (``kind`` in the bank):
 * ``multi``: every letter that applies ("pick the lines that race"), ``answer_x = "a, c"``;
 * ``number``: a number within ``tol`` of the right value, ``answer_x = 4.2``.
 
-A bank entry::
+A question (package) and its key (instructor-side)::
 
-    [[question]]
+    [[question]]                              # src/cudacourse/quizzes/01_gpu_vs_cpu.toml
     id = "blocks"
     title = "Blocks for 1,000 elements"       # the header, after "Question N:"
     predict = true                            # it asks to predict or compute
     prompt = "..."
     choices = { a = "...", b = "...", c = "...", d = "..." }
-    answer = "<cudacourse quiz-hash 01_gpu_vs_cpu.blocks b>"
+
+    [[key]]                                   # lessons/quizkeys/01_gpu_vs_cpu.toml
+    id = "blocks"
+    answer = "b"                              # "a, c" for multi, a number for number
     why = { a = "the misconception behind (a)", b = "one line: why (b) is right", ... }
     explain = "the full explanation: after a right answer, and in graded feedback"
     hint = "a nudge after a wrong answer (optional)"
 
-A ``number`` question has ``unit``, ``tol`` and ``wrong = [{ value = ..., why = "..." }]`` (the
-values that common mistakes give) instead of ``choices`` and ``why``.
+A ``number`` question has ``unit`` and ``tol`` instead of ``choices``, and its key ``wrong =
+[{ value = ..., why = "..." }]`` (the values that common mistakes give) instead of ``why``.
 
 Modes (chosen per assignment by the instructor, see ``cudacourse.grader.quiz_mode``): *formative*
 questions give instant right/wrong feedback and carry no points; *graded* ones record the
@@ -36,23 +50,31 @@ answer (``record``) and are graded only at autograding, with the explanation in 
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
 import itertools
+import json
 import linecache
 import math
 import os
 import re
 import textwrap
 import tomllib
+import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 from . import i18n
 from .i18n import _
 
 _SALT = "cudacourse-quiz-v1"
 KINDS = ("choice", "multi", "number")
+KEY_DIR = "lessons/quizkeys"  # the keys, relative to the course root: instructor-side only
+# What a key holds; none of it may sit in the package's question files.
+KEY_FIELDS = ("answer", "why", "explain", "hint", "wrong")
 
 
 def _digest(qid: str, key: str) -> str:
@@ -70,7 +92,7 @@ class Question:
     qid: str  # "<lesson>.<id>"
     prompt: str
     choices: dict[str, str]
-    answer_hash: str
+    answer_hash: str  # "" until a key is applied (``keyed``, ``with_token``)
     explain: str
     hint: str
     title: str = ""
@@ -106,8 +128,14 @@ class Question:
                 var=self.var, unit=self.unit, tol=f"{self.tol:g}")
         return _("{var} = <a number>, within {tol}").format(var=self.var, tol=f"{self.tol:g}")
 
+    @property
+    def has_key(self) -> bool:
+        return bool(self.answer_hash)
+
     # --- checking -----------------------------------------------------------------------
     def is_right(self, answer: object) -> bool:
+        if not self.has_key:
+            raise KeyError(f"{self.qid}: no answer key here (keys are instructor-side)")
         if self.kind == "number":
             x = _as_number(answer)
             if x is None:
@@ -121,6 +149,8 @@ class Question:
 
     def right_choices(self) -> list[str]:
         """The key, recovered by trying every possible answer (choice and multi only)."""
+        if not self.has_key:
+            raise KeyError(f"{self.qid}: no answer key here (keys are instructor-side)")
         keys = list(self.choices)
         sizes = [1] if self.kind == "choice" else range(1, len(keys) + 1)
         for r in sizes:
@@ -178,7 +208,7 @@ def _as_number(answer: object) -> float | None:
 def bank(lesson: str) -> dict[str, Question]:
     """All questions of one lesson's bank, by full id, in the order the lesson asks them,
     their texts in the course's language (``cudacourse.i18n``; English where untranslated).
-    Ids, kinds and answers never depend on the language."""
+    No keys: those are instructor-side (``keyed``). Ids and kinds never depend on the language."""
     return _bank(lesson, i18n.language())
 
 
@@ -195,6 +225,10 @@ def _bank(lesson: str, lang: str) -> dict[str, Question]:
         qid = f"{lesson}.{q['id']}"
         if qid in out:
             raise ValueError(f"duplicate question id {qid}")
+        leaked = [k for k in KEY_FIELDS if k in q]
+        if leaked:  # the package ships to every learner: a key there is a key in their hands
+            raise ValueError(f"{qid}: {', '.join(leaked)} belong in {KEY_DIR}/{lesson}.toml "
+                             "(instructor-side), not in the package's question file")
         kind = q.get("kind", "choice")
         if kind not in KINDS:
             raise ValueError(f"{qid}: kind must be one of {KINDS}, got {kind!r}")
@@ -203,16 +237,10 @@ def _bank(lesson: str, lang: str) -> dict[str, Question]:
         key = f"q.{q['id']}"
         out[qid] = Question(
             qid, tr(f"{key}.prompt", q["prompt"].strip()),
-            {k: tr(f"{key}.choice.{k}", v) for k, v in q.get("choices", {}).items()},
-            q["answer"],
-            tr(f"{key}.explain", q.get("explain", "").strip()),
-            tr(f"{key}.hint", q.get("hint", "").strip()),
+            {k: tr(f"{key}.choice.{k}", v) for k, v in q.get("choices", {}).items()}, "", "", "",
             title=tr(f"{key}.title", q.get("title", "").strip()), kind=kind, number=n,
-            why={k: tr(f"{key}.why.{k}", v.strip()) for k, v in q.get("why", {}).items()},
             predict=bool(q.get("predict", False)), unit=q.get("unit", ""),
-            tol=float(q.get("tol", 0.0)),
-            wrong=tuple((float(w["value"]), tr(f"{key}.wrong.{i}", w["why"].strip()))
-                        for i, w in enumerate(q.get("wrong", []))))
+            tol=float(q.get("tol", 0.0)))
     return out
 
 
@@ -224,6 +252,123 @@ def _texts(lesson: str, lang: str):
 
     texts = translations.question_texts(lesson, lang)
     return lambda key, english: translations.pick(texts, key, english) if english else english
+
+
+def key_file(lesson: str, root: str | Path) -> Path:
+    return Path(root) / KEY_DIR / f"{lesson}.toml"
+
+
+def keyed(lesson: str, root: str | Path) -> dict[str, Question]:
+    """The lesson's questions with their keys, read from the course's instructor-side key file.
+
+    Every question needs exactly one key, and every key a question.
+    """
+    path = key_file(lesson, root)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise KeyError(f"no answer keys for lesson {lesson!r}: {path} is missing") from None
+    questions = bank(lesson)
+    out: dict[str, Question] = {}
+    for k in data.get("key", []):
+        qid = f"{lesson}.{k.get('id')}"
+        if qid not in questions:
+            raise ValueError(f"{path}: key {k.get('id')!r} has no question in the bank")
+        if qid in out:
+            raise ValueError(f"{path}: two keys for {k['id']!r}")
+        if "answer" not in k:
+            raise ValueError(f"{path}: key {k['id']!r} has no answer")
+        q = questions[qid]
+        if q.format_problem(k["answer"]):
+            raise ValueError(f"{path}: {k['id']!r}: {q.format_problem(k['answer'])}")
+        out[qid] = dataclasses.replace(
+            q, answer_hash=answer_hash(qid, str(k["answer"])),
+            explain=k.get("explain", "").strip(), hint=k.get("hint", "").strip(),
+            why={c: v.strip() for c, v in k.get("why", {}).items()},
+            wrong=tuple((float(w["value"]), w["why"].strip()) for w in k.get("wrong", [])))
+    missing = [qid for qid in questions if qid not in out]
+    if missing:
+        raise ValueError(f"{path}: no key for {', '.join(missing)}")
+    return out
+
+
+# --- key tokens: a key as it travels inside a notebook cell --------------------------------
+_TOKEN_V = 1
+
+
+def token(q: Question) -> str:
+    """``q``'s key as one cell-safe string: the answer's hash, the why, explanation and hint."""
+    if not q.has_key:
+        raise ValueError(f"{q.qid}: no key to put in a token")
+    payload = {"v": _TOKEN_V, "q": q.qid, "h": q.answer_hash, "x": q.explain, "n": q.hint,
+               "y": q.why, "w": [list(w) for w in q.wrong]}
+    raw = zlib.compress(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode(), 9)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def with_token(qid: str, key: str) -> Question:
+    """The question ``qid`` with the key that ``token`` wrote (a clear error for a bad token)."""
+    q = get(qid)
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(key + "=" * (-len(key) % 4)))
+        p = json.loads(raw)
+        if not isinstance(p, dict) or p.get("v") != _TOKEN_V:
+            raise ValueError("unknown token version")
+        if p.get("q") != qid:
+            raise ValueError(f"it is the key of {p.get('q')!r}")
+        h = p["h"]
+        if not (isinstance(h, str) and re.fullmatch(r"[0-9a-f]{64}", h)):
+            raise ValueError("no answer hash")
+        # The token's texts are English; shown in the course's language where translated.
+        lesson, tk = qid.split(".", 1)[0], f"q.{qid.split('.', 1)[1]}"
+        tr = _texts(lesson, i18n.language())
+        why = {str(c): tr(f"{tk}.why.{c}", str(v)) for c, v in dict(p.get("y", {})).items()}
+        wrong = tuple((float(v), tr(f"{tk}.wrong.{i}", str(w)))
+                      for i, (v, w) in enumerate(p.get("w", [])))
+        return dataclasses.replace(q, answer_hash=h, explain=tr(f"{tk}.explain", str(p.get("x", ""))),
+                                   hint=tr(f"{tk}.hint", str(p.get("n", ""))), why=why,
+                                   wrong=wrong)
+    except (ValueError, TypeError, KeyError, zlib.error) as exc:
+        raise ValueError(f"{qid}: the answer key in this cell is not valid ({exc}); "
+                         "rebuild the notebook with `cudacourse build`") from None
+
+
+def _keyed_question(qid: str, key: str | None) -> Question:
+    if key is None:
+        raise ValueError(f"{qid}: this cell carries no answer key; the keys are instructor-side "
+                         "and `cudacourse build` writes them into the master's question cells")
+    return with_token(qid, key)
+
+
+_ASK_SRC = re.compile(r'^quiz\.ask\((?P<q>"(?P<qid>[\w.]+)")\)[ \t]*$', re.M)
+_GRADE_SRC = re.compile(r'^quiz\.grade\((?P<q>"(?P<qid>[\w.]+)"),\s*(?P<var>\w+)\)[ \t]*$',
+                        re.M)
+
+
+def embed_keys(nb, root: str | Path):  # noqa: ANN001, ANN201 - an nbformat notebook
+    """Write each question's key token into a master's ``quiz.ask`` and ``quiz.grade`` lines.
+
+    ``cudacourse build`` runs this on every master (solutions/); the learner copy then gets
+    the tokens only where the assignment is formative (``cudacourse.grader.quiz_mode``).
+    """
+    cache: dict[str, dict[str, Question]] = {}
+
+    def key_of(qid: str) -> str:
+        lesson = qid.split(".", 1)[0]
+        if lesson not in cache:
+            cache[lesson] = keyed(lesson, root)
+        if qid not in cache[lesson]:
+            raise KeyError(f"no question {qid!r} in the {lesson!r} bank")
+        return token(cache[lesson][qid])
+
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        src = _ASK_SRC.sub(lambda m: f'quiz.ask({m["q"]}, key="{key_of(m["qid"])}")',
+                           cell.source)
+        cell.source = _GRADE_SRC.sub(
+            lambda m: f'quiz.grade({m["q"]}, {m["var"]}, key="{key_of(m["qid"])}")', src)
+    return nb
 
 
 def lessons() -> list[str]:
@@ -241,7 +386,7 @@ def get(qid: str) -> Question:
 
 
 def answer_hash(qid: str, answer: str) -> str:
-    """The hash stored in the bank for ``answer`` being the key to ``qid``.
+    """The hash a key token holds for ``answer`` being the key to ``qid``.
 
     For a ``number`` question of the bank, ``answer`` is the value (rounded to ``tol``); for
     ``multi``, the letters that apply ("a, c").
@@ -287,9 +432,9 @@ def _right_why(q: Question) -> str:
     return " ".join(q.why[k] for k in keys if k in q.why) or q.explain
 
 
-def feedback(qid: str, answer: object) -> tuple[bool, str]:
+def feedback(qid: str, answer: object, key: str | None = None) -> tuple[bool, str]:
     """(right?, what to tell the learner): the why of their choice, never the key."""
-    q = get(qid)
+    q = _keyed_question(qid, key)
     problem = q.format_problem(answer)
     if problem:
         return False, problem
@@ -298,9 +443,9 @@ def feedback(qid: str, answer: object) -> tuple[bool, str]:
     return False, _("Not quite. ") + _wrong_why(q, answer)
 
 
-def answer(qid: str, choice: object) -> bool:
+def answer(qid: str, choice: object, key: str | None = None) -> bool:
     """Plain-text instant feedback: print it and return whether the answer is right."""
-    ok, text = feedback(qid, choice)
+    ok, text = feedback(qid, choice, key)
     print(text)
     return ok
 
@@ -309,15 +454,15 @@ def _show(answer: object) -> str:
     return f'"{answer}"' if isinstance(answer, str) else repr(answer)
 
 
-def grade(qid: str, choice: object, reveal: bool = False) -> None:
+def grade(qid: str, choice: object, reveal: bool = False, key: str | None = None) -> None:
     """For nbgrader test cells: raise AssertionError, whose message teaches, unless right.
 
-    ``reveal`` (graded mode, after submission) adds the full explanation to both outcomes;
-    so does running inside the course's grader (``after_submission``), whichever form of
-    the test cell it runs.
+    ``key`` is the token ``embed_keys`` wrote into the master's cell. ``reveal`` (graded mode,
+    after submission) adds the full explanation to both outcomes; so does running inside the
+    course's grader (``after_submission``), whichever form of the test cell it runs.
     """
     __tracebackhide__ = True  # IPython and pytest show the test cell, not this frame
-    q = get(qid)
+    q = _keyed_question(qid, key)
     reveal = reveal or after_submission()
     problem = q.format_problem(choice)
     # One paragraph per line, no blank line: graders may show only an error's first paragraph.
@@ -377,9 +522,13 @@ def record(qid: str, choice: object) -> None:
         var=q.var, answer=_show(choice), header=q.header))
 
 
-def ask(qid: str, graded: bool = False) -> None:
-    """Show the question; with ipywidgets, a widget (instant feedback unless ``graded``)."""
+def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
+    """Show the question; with ipywidgets, a widget (instant feedback unless ``graded``).
+
+    Instant feedback needs the key token (``key``); without one the widget only records.
+    """
     q = get(qid)
+    graded = graded or key is None
     from IPython.display import Markdown, display
 
     md = f"**{q.header}.** {q.prompt}\n\n" + "\n".join(
@@ -391,7 +540,7 @@ def ask(qid: str, graded: bool = False) -> None:
         import ipywidgets as w
     except ImportError:
         tail = "" if graded else _(" Check an answer with `{call}`.").format(
-            call=f"quiz.answer({qid!r}, ...)")
+            call=f"quiz.answer({qid!r}, ..., key=...)")
         display(Markdown(md + how + tail))
         return
     display(Markdown(md + how))
@@ -437,7 +586,7 @@ def ask(qid: str, graded: bool = False) -> None:
             out.value = _("Now write {line} in the cell below; it is graded after you "
                           "submit.").format(line=line)
             return
-        ok, text = feedback(qid, shown)
+        ok, text = feedback(qid, shown, key)
         colour = "#1a7f37" if ok else "#b35900"
         more = _(" Write {line} in the cell below.").format(line=line) if ok else ""
         out.value = f"<span style='color:{colour}'>{_html(text)}</span>{more}"

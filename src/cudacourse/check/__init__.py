@@ -3,10 +3,11 @@
 Each checker owns the launch, compares with the NumPy reference and raises
 ``AssertionError`` (a ``CheckFailure``, with ``cause``, ``hint`` and ``context`` fields) whose
 message names the likely cause. The same call serves the visible check cell and nbgrader's
-hidden tests (``hidden=True`` draws shapes the learner has not seen). The machinery they
-share is in ``_engine`` (its docstring is the contract), ``_origin`` (what was handed in),
-``_compile`` (the sm_90 compile gate in the simulator) and ``_replay`` (the simulator-only
-checks, re-run in a simulator subprocess on a GPU).
+hidden tests (``hidden=Cases(seed=..., sizes=[...])``: the master's hidden test cell names
+shapes and a seed the learner has not seen; the package holds none, see ``_cases``). The
+machinery they share is in ``_engine`` (its docstring is the contract), ``_origin`` (what
+was handed in), ``_compile`` (the sm_90 compile gate in the simulator) and ``_replay`` (the
+simulator-only checks, re-run in a simulator subprocess on a GPU).
 
 A failure shows the learner its diagnosis and the check cell's line, not the checker's
 frames: every public ``check_*`` re-raises its ``CheckFailure`` from a clean frame, wrapped
@@ -26,8 +27,10 @@ import types
 
 # Imported eagerly, in this order, so that no module appears later (the grading audit
 # compares the loaded modules before and after the learner's cells).
-from . import _engine, _origin, _source, _compile, _replay, _numba_hooks, _budget  # noqa: F401
+from . import _cases, _engine, _origin, _source, _compile, _replay  # noqa: F401
+from . import _numba_hooks, _budget  # noqa: F401
 from . import _observe, _instrument  # noqa: F401
+from ._cases import Cases
 from ._engine import CheckFailure
 
 # One module per lesson topic; each defines check_* functions.
@@ -72,7 +75,7 @@ def _public(fn):
     return check
 
 
-__all__ = ["CheckFailure"]
+__all__ = ["Cases", "CheckFailure"]
 for _topic in _TOPICS:
     if importlib.util.find_spec(f"{__name__}.{_topic}") is None:
         continue

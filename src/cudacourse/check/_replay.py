@@ -46,7 +46,7 @@ import os
 import time
 from typing import Any, Callable
 
-from . import _compile, _origin, _source
+from . import _cases, _compile, _origin, _source
 from ._engine import COMPILE_HINT, CheckFailure, fail
 
 # Well before any cell's timeout, and within "no check runs longer than 30 s": a replay that
@@ -117,6 +117,7 @@ def replay(part: Callable, *subjects: Any, **kw: Any) -> CheckFailure | None:
             + "; ".join(bundle["problems"]) + ".", cause="replay_error",
             hint="define the kernel (and what it uses) with def in a cell or a file, using "
                  "only numbers, arrays, modules and other @cuda.jit functions as globals")
+    kw = {k: _cases.wire(v) for k, v in kw.items()}  # hidden=Cases(...) crosses as JSON
     _check_json(kw)
     req = {"bundle": bundle, "entries": bundle["entries"], "checker": f"{mod}:{qual}",
            "kwargs": kw}

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from . import _engine as E
 from . import _observe as O
+from ._cases import resolve
 from ._trace import DEFAULT, Trace, tracing
 
 _concatenate = E._np.concatenate
@@ -124,9 +125,9 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
     """
     name = "gpu_scale"
     _require_host_function(fn, name, 2)
+    cases, seed = resolve(hidden, [(1000, 2.5), (257, -0.5), (1, 3.0)], seed,
+                          name="check_gpu_scale")
     gen = E.rng(seed)
-    cases = [(1000, 2.5), (257, -0.5), (1, 3.0)] if not hidden else \
-        [(1531, 1.75), (97, -2.0), (700, 0.375)]
     for n, alpha in cases:
         x = E.random_array(gen, n)
         before = E._array(x)
@@ -173,8 +174,9 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
     """
     name = "smooth_on_device"
     _require_host_function(fn, name, 2)
+    cases, seed = resolve(hidden, [(300, 4), (129, 3), (2, 2)], seed,
+                          name="check_smooth_on_device")
     gen = E.rng(seed)
-    cases = [(300, 4), (129, 3), (2, 2)] if not hidden else [(517, 5), (64, 1), (200, 6)]
     for n, steps in cases:
         x = E.random_array(gen, n)
         before = E._array(x)
@@ -245,9 +247,9 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
     """
     name = "pipelined_scale"
     _require_host_function(fn, name, 4)
+    cases, seed = resolve(hidden, [(1000, 1.5, 7, 3), (301, -2.0, 4, 2), (64, 0.5, 3, 3)], seed,
+                          name="check_pipelined_scale")
     gen = E.rng(seed)
-    cases = [(1000, 1.5, 7, 3), (301, -2.0, 4, 2), (64, 0.5, 3, 3)] if not hidden else \
-        [(777, 2.25, 5, 2), (999, -0.75, 8, 4), (10, 3.0, 3, 2)]
     for n, alpha, n_chunks, n_streams in cases:
         x = E.random_array(gen, n)
         before = E._array(x)

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _engine as E
 from . import _observe as O
+from ._cases import resolve
 from ._replay import sim_part
 from ._trace import tracing
 from .tiling import poisoned_shared
@@ -112,9 +113,10 @@ def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     a halo, blocks of (TX, TY) threads, grid (ceil(nx / TX), ceil(ny / TY)), x along
     columns; shapes are not tile multiples; boundary cells keep their values."""
     E.require_kernel(kernel, "heat_step", 3)
+    # (ny, nx, spare blocks); the hidden ones come from the master's hidden test cell
+    cases, seed = resolve(hidden, [(21, 37, 0), (16, 32, 1), (9, 19, 0)], seed,
+                          name="check_heat_step")
     gen = E.rng(seed)
-    cases = ([(21, 37, 0), (16, 32, 1), (9, 19, 0)] if not hidden else
-             [(19, 35, 0), (24, 17, 1), (11, 48, 0)])
     with poisoned_shared():  # in the simulator; on a GPU the technique part below does it
         for ny, nx, spare in cases:
             _heat_run(kernel, gen, ny, nx, spare)
@@ -174,7 +176,9 @@ def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = Fals
     (a missing barrier or an unloaded halo cell shows), and the count of reads of u."""
     gen = E.rng(seed)
     with poisoned_shared():
-        _heat_run(kernel, gen, *((13, 21, 0) if not hidden else (11, 19, 1)))
+        # hidden: the first of the master's hidden grids
+        first = resolve(hidden, [(13, 21, 0)], None, name="check_heat_step")[0][0]
+        _heat_run(kernel, gen, *first)
     ny, nx = 2 * TY, 2 * TX
     u = E.random_array(gen, (ny, nx))
     cu, count = E.counting_array(u)
@@ -198,9 +202,11 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
     from numba import cuda
 
     E.require_function(diffuse, "diffuse", 4)
+    # (ny, nx, steps); the hidden ones come from the master's hidden test cell
+    cases, seed = resolve(hidden, [(12, 19, 1), (12, 19, 2), (12, 19, 5)], seed,
+                          name="check_diffuse")
     gen = E.rng(seed)
-    ny, nx = (12, 19) if not hidden else (14, 17)
-    for steps in ([1, 2, 5] if not hidden else [3, 4]):
+    for ny, nx, steps in cases:
         u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
         alpha = float(gen.uniform(0.1, 0.3))
         ctx = f"u {ny}x{nx}, {steps} steps, alpha {alpha:.3f}"
@@ -510,9 +516,9 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
     with bounce-back, BGK collision with a body force fx), periodic in x and y, solid nodes
     copied; blocks of LBM_BLOCK threads, x along columns; against the NumPy reference."""
     E.require_kernel(kernel, "lbm_step", 5)
+    cases, seed = resolve(hidden, [(10, 19, 0), (9, 16, 1), (12, 7, 0)], seed,
+                          name="check_lbm_step")
     gen = E.rng(seed)
-    cases = ([(10, 19, 0), (9, 16, 1), (12, 7, 0)] if not hidden else
-             [(11, 21, 0), (10, 9, 1)])
     for ny, nx, spare in cases:
         f, solid, omega, fx = _lbm_inputs(ny, nx, gen)
         ctx = f"{ny}x{nx} lattice, omega {omega:.3f}, fx {fx:.4f}, blocks of {LBM_BLOCK}"

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import _engine as E
 from . import _observe as O
+from ._cases import resolve
 
 _FULL = 0xFFFFFFFF
 
@@ -50,11 +51,10 @@ def _mirror_written_mask(shape: tuple, grid: tuple, block: tuple, swapped: bool)
 
 def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
     """check_mirror's cases, observed here in the simulator (see O.kernel_cases)."""
+    # ((rows, cols), (bx, by), spare blocks); hidden ones: the master's hidden test cell
+    cases, seed = resolve(hidden, [((24, 40), (8, 8), 0), ((19, 45), (16, 8), 1),
+                                   ((45, 19), (8, 16), 1)], seed, name="check_mirror")
     gen = E.rng(seed)
-    if not hidden:
-        cases = [((24, 40), (8, 8), 0), ((19, 45), (16, 8), 1), ((45, 19), (8, 16), 1)]
-    else:
-        cases = [((16, 48), (16, 4), 0), ((27, 35), (8, 8), 1), ((33, 7), (4, 32), 1)]
     for (rows, cols), (bx, by), spare in cases:
         img = E.random_array(gen, (rows, cols))
         gimg = E.to_device_guarded(img, "img")
@@ -138,11 +138,9 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
 
 def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
     """check_saxpy's cases, observed here in the simulator (see O.kernel_cases)."""
+    cases, seed = resolve(hidden, [(1000, 2, 64), (50, 2, 64), (777, 3, 32)], seed,
+                          name="check_saxpy")
     gen = E.rng(seed)
-    if not hidden:
-        cases = [(1000, 2, 64), (50, 2, 64), (777, 3, 32)]
-    else:
-        cases = [(1531, 3, 64), (97, 4, 32), (640, 1, 128)]
     for n, blocks, tpb in cases:
         a = E._float32(gen.uniform(1.5, 3.0))
         x = E.random_array(gen, n)
@@ -233,8 +231,8 @@ SHUFFLE_STEPS = 5  # log2(32): a warp's 32 values need 5 shuffle rounds
 
 def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
     """check_warp_sum's cases, observed here in the simulator (see O.kernel_cases)."""
+    cases, seed = resolve(hidden, [(200, 64), (333, 96), (64, 32)], seed, name="check_warp_sum")
     gen = E.rng(seed)
-    cases = [(200, 64), (333, 96), (64, 32)] if not hidden else [(513, 128), (95, 32), (250, 64)]
     for n, tpb in cases:
         x = E.random_array(gen, n)
         gx = E.to_device_guarded(x, "x")

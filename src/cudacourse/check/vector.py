@@ -6,12 +6,14 @@ from typing import Any
 
 from . import _engine as E
 from . import _observe as O
+from ._cases import resolve
 
 
 def _vector_add_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
     """check_vector_add's cases, observed here in the simulator (see O.kernel_cases)."""
+    # (n, threads per block); the hidden ones come from the master's hidden test cell
+    cases, seed = resolve(hidden, [(1000, 128), (257, 256), (1, 32)], seed, name="check_vector_add")
     gen = E.rng(seed)
-    cases = [(1000, 128), (257, 256), (1, 32)] if not hidden else [(1531, 64), (97, 96), (700, 512)]
     for n, tpb in cases:
         a = E.random_array(gen, n)
         b = E.random_array(gen, n)
@@ -45,8 +47,8 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
     NaN (to find unwritten elements) and sit between guard zones (to find writes past the
     end). In the simulator every element write is attributed to its thread, so one thread
     doing the whole vector, or every block redoing it, fails although the sum is right; on a
-    GPU the same observations come from a simulator replay. ``hidden=True`` uses other sizes
-    and block sizes, for grading.
+    GPU the same observations come from a simulator replay. ``hidden=Cases(seed, sizes)``
+    (from the master's hidden test cell) runs its sizes and block sizes, for grading.
     """
     cases = O.kernel_cases(_vector_add_cases, kernel, "vector_add", 3, hidden=hidden, seed=seed)
     return O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",

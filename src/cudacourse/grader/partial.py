@@ -4,7 +4,7 @@ A kernel test cell of the course is a few check calls::
 
     cudacourse.check.check_vector_add(vector_add)               # the visible cases
     ### BEGIN HIDDEN TESTS
-    cudacourse.check.check_vector_add(vector_add, hidden=True)  # the hidden cases
+    cudacourse.check.check_vector_add(vector_add, hidden=cudacourse.check.Cases(...))
     ### END HIDDEN TESTS
 
 The verdict process (:mod:`verdict`) runs such a cell one statement at a time
@@ -21,7 +21,7 @@ The rule: three thirds.
 A kernel whose visible values are wrong gets 0, whatever else it does: the visible cases are
 the ones the learner could run, and a kernel that fails them is not "mostly right". A cell
 that is anything but check calls (a quiz, ``quiz.grade(...)``; any assignment or other
-statement) is all or nothing, as are check calls without a ``hidden=True`` partner.
+statement) is all or nothing, as are check calls without a ``hidden=Cases(...)`` partner.
 
 Why "technique only" is decided per checker (:data:`TECHNIQUE`), not per cause: a checker
 raises at its first failure, so a technique diagnosis says "the values were right" only where
@@ -102,7 +102,7 @@ class Outcome:
 
 def classify(stmt: ast.stmt) -> tuple[str, str | None]:
     """(kind, checker) of one statement of a master test cell: a bare call of a function
-    named ``check_*`` is ``visible``, or ``hidden`` with a literal ``hidden=True``."""
+    named ``check_*`` is ``visible``, or ``hidden`` with ``hidden=Cases(...)`` (or ``True``)."""
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return "other", None
     func = stmt.value.func
@@ -112,7 +112,11 @@ def classify(stmt: ast.stmt) -> tuple[str, str | None]:
         return "other", None
     for kw in stmt.value.keywords:
         if kw.arg == "hidden":
-            if isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            v = kw.value  # hidden=cudacourse.check.Cases(...): the master's hidden cases
+            if isinstance(v, ast.Call) and (getattr(v.func, "attr", None) == "Cases"
+                                            or getattr(v.func, "id", None) == "Cases"):
+                return "hidden", name
+            if isinstance(v, ast.Constant) and v.value is True:
                 return "hidden", name
             if not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
                 return "other", None  # a computed flag: not a case set we can name

@@ -1,17 +1,19 @@
 """Formative or graded questions, chosen per assignment when the learner copy is generated.
 
 ``nbgrader_config.py`` runs ``QuizMode`` first in ``nbgrader generate_assignment`` (which
-``cudacourse build`` runs). The lesson source always holds the formative form::
+``cudacourse build`` runs). The master always holds the formative form, with the key token
+that ``cudacourse build`` wrote from the instructor-side keys (``cudacourse.quiz.embed_keys``)::
 
-    quiz.ask("03_memory.pinned")                        # ordinary cell
-    answer_pinned = "b"                                 # solution cell
-    quiz.grade("03_memory.pinned", answer_pinned)       # test cell
+    quiz.ask("03_memory.pinned", key="<token>")                  # ordinary cell
+    answer_pinned = "b"                                          # solution cell
+    quiz.grade("03_memory.pinned", answer_pinned, key="<token>") # test cell
 
 * **formative** (the default): instant right/wrong in the widget and in the test cell, which
   is worth 0 points (a question anyone can check before submitting cannot be worth points);
 * **graded**: the widget records a choice without judging it, the visible test cell only
   checks the form of the answer (``quiz.record``), and the real check moves into hidden tests
-  that nbgrader puts back at autograding, with the full explanation in the feedback.
+  that nbgrader puts back at autograding, with the full explanation in the feedback. The
+  learner copy keeps no key token: one left outside hidden tests stops the build.
 
 Configure in ``nbgrader_config.py``::
 
@@ -29,8 +31,11 @@ import re
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Float, List, Unicode
 
-_GRADE = re.compile(r'^quiz\.grade\((?P<q>"[\w.]+"),\s*(?P<var>\w+)\)\s*$', re.M)
-_ASK = re.compile(r'^quiz\.ask\((?P<q>"[\w.]+")\)\s*$', re.M)
+_KEY = r',\s*key="[\w-]*"'
+_GRADE = re.compile(rf'^quiz\.grade\((?P<q>"[\w.]+"),\s*(?P<var>\w+)(?P<key>{_KEY})?\)\s*$',
+                    re.M)
+_ASK = re.compile(rf'^quiz\.ask\((?P<q>"[\w.]+")(?:{_KEY})?\)\s*$', re.M)
+_HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS$.*?^### END HIDDEN TESTS$", re.M | re.S)
 
 
 def graded_source(source: str) -> str:
@@ -38,7 +43,7 @@ def graded_source(source: str) -> str:
     return _GRADE.sub(
         lambda m: (f"quiz.record({m['q']}, {m['var']})  # graded after you submit\n"
                    "### BEGIN HIDDEN TESTS\n"
-                   f"quiz.grade({m['q']}, {m['var']}, reveal=True)\n"
+                   f"quiz.grade({m['q']}, {m['var']}{m['key'] or ''}, reveal=True)\n"
                    "### END HIDDEN TESTS"), source)
 
 
@@ -70,4 +75,7 @@ class QuizMode(Preprocessor):
                     meta["points"] = 0.0
             elif graded and not meta and _ASK.search(cell.source):
                 cell.source = _ASK.sub(lambda m: f"quiz.ask({m['q']}, graded=True)", cell.source)
+            if graded and re.search(_KEY, _HIDDEN.sub("", cell.source)):
+                raise ValueError(f"{assignment}: a key token would reach the learner copy of a "
+                                 f"graded assignment, in cell {cell.get('id')!r}")
         return nb, resources

@@ -71,7 +71,10 @@ def question_units(bank_text: str) -> list[Unit]:
     """The texts of a question bank (TOML), keyed ``q.<id>.<field>``, stripped as
     :func:`cudacourse.quiz.bank` strips them."""
     units = []
-    for q in tomllib.loads(bank_text).get("question", []):
+    data = tomllib.loads(bank_text)
+    keys = {k.get("id"): k for k in data.get("key", [])}  # the instructor-side half, if given
+    for q in data.get("question", []):
+        q = {**q, **keys.get(q["id"], {})}
         base = f"q.{q['id']}"
         for fld in ("title", "prompt"):
             if q.get(fld, "").strip():
@@ -106,7 +109,11 @@ def po_path(stem: str, lang: str, root: Path | None = None) -> Path:
 def sources(stem: str, root: Path) -> tuple[str, str | None]:
     lesson = (root / "lessons" / f"{stem}.py").read_text()
     bank = root / "src" / "cudacourse" / "quizzes" / f"{stem}.toml"
-    return lesson, (bank.read_text() if bank.is_file() else None)
+    keys = root / "lessons" / "quizkeys" / f"{stem}.toml"  # cudacourse.quiz.KEY_DIR
+    if not bank.is_file():
+        return lesson, None
+    # The questions and their keys (why, explanations, hints) are translated alike.
+    return lesson, bank.read_text() + ("\n" + keys.read_text() if keys.is_file() else "")
 
 
 # --- the translation file -----------------------------------------------------------------------

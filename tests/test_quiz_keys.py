@@ -1,0 +1,208 @@
+"""Graded answers' keys stay with the instructor (issue 19, class 3).
+
+The attack: a script in the learner's environment tries every choice (and every letter
+combination) and a range of numbers against whatever the package and the learner copy hold:
+answer hashes, key tokens, the checking functions. On a graded assignment's learner copy and
+the package it recovers nothing; on the master (instructor-side) the same script recovers every
+answer, so the attack is a real one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
+
+from cudacourse import quiz
+from cudacourse.authoring import ROOT, master_path, to_notebook
+from cudacourse.grader.quiz_mode import QuizMode
+
+PACKAGE = Path(quiz.__file__).parent
+LESSON = "01_gpu_vs_cpu"
+NUMBERS = range(-20_000, 20_001)  # the attacker's numeric range, in units of the tolerance
+
+
+def _candidates(q: quiz.Question) -> list[object]:
+    if q.kind == "number":
+        return [k * q.tol for k in NUMBERS]
+    keys = list(q.choices)
+    sizes = [1] if q.kind == "choice" else range(1, len(keys) + 1)
+    return [", ".join(c) for r in sizes for c in itertools.combinations(keys, r)]
+
+
+def _attack(texts: list[str], lesson: str = LESSON) -> dict[str, object]:
+    """What a learner recovers from ``texts``: qid -> the answer found."""
+    blob = "\n".join(texts)
+    hexes = set(re.findall(r"[0-9a-f]{64}", blob))
+    tokens = re.findall(r'key=\\?"([\w-]+)\\?"', blob)
+    found: dict[str, object] = {}
+    for qid, q in quiz.bank(lesson).items():
+        keyed = []
+        for t in tokens:
+            try:
+                keyed.append(quiz.with_token(qid, t))
+            except ValueError:
+                pass
+        try:  # the package's own checking function, as shipped
+            q.is_right("a")
+            keyed.append(q)
+        except KeyError:
+            pass
+        for c in _candidates(q):
+            if quiz.answer_hash(qid, str(c)) in hexes or any(k.is_right(c) for k in keyed):
+                found[qid] = c
+                break
+    return found
+
+
+def _package_texts() -> list[str]:
+    return [p.read_text(errors="replace") for p in sorted(PACKAGE.rglob("*"))
+            if p.is_file() and p.suffix in (".py", ".toml", ".json", ".txt", ".md")]
+
+
+def _master(lesson: str = LESSON) -> nbformat.NotebookNode:
+    src = (ROOT / "lessons" / f"{lesson}.py").read_text()
+    return quiz.embed_keys(to_notebook(src, lesson), ROOT)
+
+
+def _learner_copy(graded: bool, lesson: str = LESSON) -> str:
+    """The learner copy as ``nbgrader generate_assignment`` makes it (QuizMode first)."""
+    nb = _master(lesson)
+    res = {"nbgrader": {"assignment": lesson}}
+    nb, res = QuizMode(graded=[lesson] if graded else []).preprocess(nb, res)
+    nb, res = ClearSolutions().preprocess(nb, res)
+    nb, res = ClearHiddenTests().preprocess(nb, res)
+    return nbformat.writes(nb)
+
+
+def test_the_attack_recovers_every_answer_from_the_master():
+    found = _attack([nbformat.writes(_master())])
+    assert set(found) == set(quiz.bank(LESSON))
+    keyed = quiz.keyed(LESSON, ROOT)
+    assert all(keyed[qid].is_right(v) for qid, v in found.items())
+
+
+def test_a_graded_learner_copy_and_the_package_give_no_answer_away():
+    assert _attack([_learner_copy(graded=True), *_package_texts()]) == {}
+
+
+def test_a_formative_learner_copy_keeps_its_instant_feedback():
+    assert set(_attack([_learner_copy(graded=False)])) == set(quiz.bank(LESSON))
+
+
+@pytest.mark.parametrize("lesson", quiz.lessons())
+def test_no_explanation_or_why_is_in_the_package_or_a_graded_copy(lesson):
+    if not (ROOT / "lessons" / f"{lesson}.py").exists():
+        pytest.skip(f"no lesson source for {lesson} yet")
+    shipped = " ".join(" ".join(_package_texts() + [_learner_copy(True, lesson)]).split())
+    for q in quiz.keyed(lesson, ROOT).values():
+        for text in (q.explain, *q.why.values(), *(w for _, w in q.wrong)):
+            assert " ".join(text.split()) not in shipped, f"{q.qid}: {text[:60]}"
+
+
+def test_package_question_files_hold_no_key_field():
+    import tomllib
+
+    for f in sorted((PACKAGE / "quizzes").glob("*.toml")):
+        for q in tomllib.loads(f.read_text())["question"]:
+            assert not set(q) & set(quiz.KEY_FIELDS), f"{f.name}: {q['id']}"
+
+
+@pytest.mark.parametrize("lesson", [p.stem for p in sorted((ROOT / "lessons").glob("[0-9]*.py"))])
+def test_every_committed_master_carries_its_keys(lesson):
+    """The grader runs the master's test cells: their tokens are the instructor's keys (a
+    stale master, built before a key changed, fails here: run `cudacourse build NN`)."""
+    nb = nbformat.read(master_path(Path(f"{lesson}.py")), as_version=4)
+    keyed = quiz.keyed(lesson, ROOT)
+    graded = 0
+    for cell in nb.cells:
+        m = re.search(r'^quiz\.grade\("([\w.]+)", (\w+), key="([\w-]+)"\)$', cell.source, re.M)
+        if m:
+            qid, token = m[1], m[3]
+            assert quiz.with_token(qid, token) == keyed[qid], f"{qid}: stale key in the master"
+            graded += 1
+    assert graded == len(keyed)
+
+
+def test_a_question_file_with_a_key_is_refused(monkeypatch, tmp_path):
+    (tmp_path / "99_x.toml").write_text(
+        '[[question]]\nid = "q"\nprompt = "?"\nchoices = { a = "1", b = "2" }\nanswer = "a"\n')
+    monkeypatch.setattr(quiz.resources, "files", lambda _: tmp_path)
+    quiz._bank.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="answer belong in lessons/quizkeys/99_x.toml"):
+            quiz.bank("99_x")
+    finally:
+        quiz._bank.cache_clear()
+
+
+def test_keys_must_match_the_questions(tmp_path):
+    keys = tmp_path / quiz.KEY_DIR
+    keys.mkdir(parents=True)
+    with pytest.raises(KeyError, match="01_gpu_vs_cpu.toml is missing"):
+        quiz.keyed(LESSON, tmp_path)
+    real = (ROOT / quiz.KEY_DIR / f"{LESSON}.toml").read_text()
+    (keys / f"{LESSON}.toml").write_text(real.replace('id = "blocks"', 'id = "blokcs"'))
+    with pytest.raises(ValueError, match="'blokcs' has no question"):
+        quiz.keyed(LESSON, tmp_path)
+    (keys / f"{LESSON}.toml").write_text(real.replace('answer = "c"', 'answer = "q"', 1))
+    with pytest.raises(ValueError, match="not one of the choices"):
+        quiz.keyed(LESSON, tmp_path)
+
+
+def test_a_cell_without_a_key_or_with_a_foreign_key_says_so():
+    keyed = quiz.keyed(LESSON, ROOT)
+    with pytest.raises(ValueError, match="carries no answer key"):
+        quiz.grade(f"{LESSON}.blocks", "c")
+    other = quiz.token(keyed[f"{LESSON}.throughput"])
+    with pytest.raises(ValueError, match="key of '01_gpu_vs_cpu.throughput'"):
+        quiz.grade(f"{LESSON}.blocks", "c", key=other)
+    with pytest.raises(ValueError, match="not valid"):
+        quiz.grade(f"{LESSON}.blocks", "c", key="bm90IGEgdG9rZW4")
+    with pytest.raises(KeyError, match="no answer key here"):
+        quiz.get(f"{LESSON}.blocks").is_right("c")
+
+
+def test_graded_mode_refuses_a_key_outside_hidden_tests():
+    nb = _master()
+    nb.cells.append(nbformat.v4.new_code_cell(
+        f'quiz.answer("{LESSON}.blocks", "c", key="{quiz.token(quiz.keyed(LESSON, ROOT)[f"{LESSON}.blocks"])}")'))
+    with pytest.raises(ValueError, match="key token would reach the learner copy"):
+        QuizMode(graded=[LESSON]).preprocess(nb, {"nbgrader": {"assignment": LESSON}})
+
+
+@pytest.mark.grading
+def test_a_graded_class_scores_right_answers_right_through_the_verdicts(tmp_path):
+    """A graded learner copy, filled in, graded as `cudacourse grade` does (the master's test
+    cells, which carry the keys, in the sandbox): right answers pass however they are written,
+    wrong ones fail."""
+    from cudacourse.grader import prepare
+
+    master = nbformat.read(master_path(Path(f"{LESSON}.py")), as_version=4)
+    # only the question cells and their context (the kernel exercise is tested elsewhere)
+    keep = [c for c in master.cells if c.cell_type == "code" and (
+        "import" in c.source or "answer_" in c.source or "quiz." in c.source)
+        and "vector_add" not in c.source]
+    master.cells = keep
+    learner = nbformat.reads(_learner_copy(graded=True), as_version=4)
+    answers = {"answer_throughput": '"(A)"', "answer_blocks": '"b"',
+               "answer_spare_threads": '"24"', "answer_global_index": "677.2",
+               "answer_transfers": '"a"', "answer_bytes_moved": "1.2"}
+    staged = nbformat.v4.new_notebook()
+    for c in learner.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            c.source = f"{gid} = {answers[gid]}\n"
+        if c in keep or any(c.get("id") == k.get("id") for k in keep):
+            staged.cells.append(c)
+    result = prepare.prepare(staged, master, course_root=str(tmp_path),
+                             options={"timeout": 300, "feedback_run": False})
+    status = {g: v["status"] for g, v in result["cells"].items() if g.startswith("test_answer")}
+    assert status == {
+        "test_answer_throughput": "pass", "test_answer_blocks": "fail",
+        "test_answer_spare_threads": "pass", "test_answer_global_index": "pass",
+        "test_answer_transfers": "fail", "test_answer_bytes_moved": "pass"}, status
