@@ -117,7 +117,7 @@ def test_questions_render_as_questions_and_formative_ones_have_no_points(master)
                                           "answer to Question 2. Round up, not down."})
     nb = _graded(nb, v)
     fv.annotate(nb, v)
-    ask = next(c for c in nb.cells if c.source.startswith('quiz.ask("01_gpu_vs_cpu.blocks")'))
+    ask = next(c for c in nb.cells if c.source.startswith('quiz.ask("01_gpu_vs_cpu.blocks"'))
     (out,) = ask.outputs
     assert out.data["text/plain"].startswith("Question 2: Blocks for 1,000 elements")
     assert "(c) 4" in out.data["text/plain"] and "IPython" not in out.data["text/plain"]

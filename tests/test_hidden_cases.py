@@ -70,6 +70,9 @@ def test_the_checker_draws_the_masters_cases_and_seed(lesson, name, cases, monke
     for req in ("require_kernel", "require_device_function", "require_function"):
         monkeypatch.setattr(E, req, lambda *a, **k: None)
     monkeypatch.setattr("cudacourse.check.memory._require_host_function", lambda *a: None)
+    # on a GPU the simulator-only part is replayed in a child: here it runs in this process,
+    # where the spy sees the cases it draws
+    monkeypatch.setattr("cudacourse.check._replay.replay", lambda part, *s, **kw: part(*s, **kw))
     with pytest.raises(_Drawn):
         getattr(cudacourse.check, name)(None, hidden=cases)
     assert drawn == [(list(cases.sizes), cases.seed)]

@@ -231,6 +231,8 @@ def test_a_toy_exercise_goes_from_lesson_source_to_scores(tmp_path):
     (course / "lessons").mkdir(parents=True)
     (course / "lessons" / f"{TOY}.py").write_text(SOURCE)
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    # the question's key is instructor-side (lessons/quizkeys/, written into the master)
+    shutil.copytree(ROOT / "lessons" / "quizkeys", course / "lessons" / "quizkeys")
     with open(course / "nbgrader_config.py", "a") as fh:
         fh.write(f"\nc.QuizMode.graded = [{TOY!r}]\n")
 

@@ -61,7 +61,6 @@ import os
 import re
 import textwrap
 import tomllib
-import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -293,7 +292,10 @@ def keyed(lesson: str, root: str | Path) -> dict[str, Question]:
 
 
 # --- key tokens: a key as it travels inside a notebook cell --------------------------------
-_TOKEN_V = 1
+# 2: the JSON itself, base64url: a token must be the same bytes on every machine (zlib's
+# output is not: the H200's Python 3.12 compressed to other bytes, so every master built
+# here looked stale there).
+_TOKEN_V = 2
 
 
 def token(q: Question) -> str:
@@ -302,7 +304,7 @@ def token(q: Question) -> str:
         raise ValueError(f"{q.qid}: no key to put in a token")
     payload = {"v": _TOKEN_V, "q": q.qid, "h": q.answer_hash, "x": q.explain, "n": q.hint,
                "y": q.why, "w": [list(w) for w in q.wrong]}
-    raw = zlib.compress(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode(), 9)
+    raw = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -310,7 +312,7 @@ def with_token(qid: str, key: str) -> Question:
     """The question ``qid`` with the key that ``token`` wrote (a clear error for a bad token)."""
     q = get(qid)
     try:
-        raw = zlib.decompress(base64.urlsafe_b64decode(key + "=" * (-len(key) % 4)))
+        raw = base64.urlsafe_b64decode(key + "=" * (-len(key) % 4))
         p = json.loads(raw)
         if not isinstance(p, dict) or p.get("v") != _TOKEN_V:
             raise ValueError("unknown token version")
@@ -328,7 +330,7 @@ def with_token(qid: str, key: str) -> Question:
         return dataclasses.replace(q, answer_hash=h, explain=tr(f"{tk}.explain", str(p.get("x", ""))),
                                    hint=tr(f"{tk}.hint", str(p.get("n", ""))), why=why,
                                    wrong=wrong)
-    except (ValueError, TypeError, KeyError, zlib.error) as exc:
+    except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{qid}: the answer key in this cell is not valid ({exc}); "
                          "rebuild the notebook with `cudacourse build`") from None
 
