@@ -127,7 +127,7 @@ def _master_validated(lesson: Path, base: Path) -> dict:
 
 @pytest.mark.parametrize("lesson", _params())
 def test_master_is_fresh(lesson):
-    want = authoring.render(authoring.to_notebook(lesson.read_text(), str(lesson)))
+    want = authoring.render(authoring.master_notebook(lesson))
     assert authoring.master_path(lesson).read_text() == want, \
         f"{authoring.master_path(lesson)} is stale: run ./course build"
 

@@ -147,9 +147,16 @@ def edition_notebook(lesson: Path, lang: str, root: str | Path | None = None
 
     root = find_root(root)
     text = lesson.read_text()
-    nb = quiz.embed_keys(to_notebook(text, str(lesson), root), root)  # keys: as the master's
+    nb = master_notebook(lesson, root)
     catalog = translations.read(translations.po_path(lesson.stem, lang, root))
     return translations.translated_notebook(nb, text, catalog, lang, str(lesson), root)
+
+
+def master_notebook(lesson: Path, root: str | Path | None = None) -> nbformat.NotebookNode:
+    """The instructor's master of ``lesson``: its cells, with the questions' key tokens
+    written in (instructor-side only; issue 19, class 3). ``build`` writes exactly this."""
+    root = find_root(root)
+    return quiz.embed_keys(to_notebook(lesson.read_text(), str(lesson), root), root)
 
 
 def render(nb: nbformat.NotebookNode) -> str:
@@ -203,9 +210,7 @@ def build(root: str | Path | None = None, check_only: bool = False,
         if only and not any(lesson.stem.startswith(o) for o in only):
             continue
         master = master_path(lesson, root)
-        # The master carries the questions' keys (instructor-side; issue 19, class 3).
-        want_master = render(quiz.embed_keys(to_notebook(lesson.read_text(), str(lesson), root),
-                                             root))
+        want_master = render(master_notebook(lesson, root))
         if not master.exists() or master.read_text() != want_master:
             stale.append(str(master.relative_to(root)))
             if check_only:
