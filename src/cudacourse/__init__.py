@@ -23,8 +23,10 @@ _device._set_choice(_choice)
 MODE = _choice.mode  # "gpu" or "sim"
 
 if MODE == "sim":
+    from . import simblock as _simblock  # a block scheduler that waits, not spins
     from . import simwarp as _simwarp  # warp intrinsics the stock simulator lacks
 
+    _simblock.install()  # first: simwarp wraps the thread class it patches
     _simwarp.install()
 
 if _os.environ.get("CUDACOURSE_QUIET") != "1":

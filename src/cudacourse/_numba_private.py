@@ -7,8 +7,8 @@ what it relies on; ``tests/test_numba_private.py`` checks every one of them agai
 installed numba-cuda and fails naming that version when an upgrade breaks one.
 
 The course's checkers (``cudacourse.check``) have their own seams in ``check/_trace.py`` and
-``check/_engine.py``; ``simwarp`` patches the simulator's thread classes (listed below, so
-that the test covers them too).
+``check/_engine.py``; ``simwarp`` and ``simblock`` patch the simulator's thread classes
+(listed below, so that the test covers them too).
 """
 
 from __future__ import annotations
@@ -333,6 +333,12 @@ def seams() -> dict[str, Callable[[], Any]]:
                                                      "BlockThread", "__init__"),
         "simulator.kernel.BlockThread.run": sim("numba.cuda.simulator.kernel", "BlockThread",
                                                 "run"),
+        # simblock.install() replaces these two (and wraps BlockThread.run): its scheduler
+        # relies on the threads' syncthreads_blocked / syncthreads_event / exception / abort
+        "simulator.kernel.BlockManager.run": sim("numba.cuda.simulator.kernel",
+                                                 "BlockManager", "run"),
+        "simulator.kernel.BlockThread.syncthreads": sim("numba.cuda.simulator.kernel",
+                                                        "BlockThread", "syncthreads"),
         "simulator.kernelapi.FakeCUDAModule": sim("numba.cuda.simulator.kernelapi",
                                                   "FakeCUDAModule"),
         "simulator FakeCUDAArray": sim("numba.cuda.simulator.cudadrv.devicearray",
