@@ -19,7 +19,7 @@ alike):
   every thread of the block reaches is found from those lists), and shuffles and atomics
   are counted.
 
-The record is a :class:`NativeObservation`, an ``_observe.Observation`` whose fields are
+The record is a :class:`NativeObservation`, an ``_observation.Observation`` whose fields are
 filled from the device's shadow arrays after each launch, so the checkers' verdict code is
 the same on both devices. What the rewrite cannot follow (an array passed to a function, a
 view such as ``out.T``, a barrier inside a device function) makes :func:`plan` say why; the
@@ -38,7 +38,7 @@ import threading
 from typing import Any, Iterator
 
 from . import _engine as E
-from . import _observe as O
+from . import _observation as O  # the record filled here, as the simulator fills it
 
 _np = E._np
 OOB_RECORDS = 64  # out-of-bounds accesses kept per launch (the first ones)

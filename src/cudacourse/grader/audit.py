@@ -32,7 +32,8 @@ import sys as _sys
 # under them (check/_child.py runs by path and is never imported; _numba_hooks only lists
 # seams). The verdict process is the first line of defence; this audit the second.
 COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
-                  "cudacourse.check._observe", "cudacourse.check._trace",
+                  "cudacourse.check._observe", "cudacourse.check._observation",
+                  "cudacourse.check._trace",
                   "cudacourse.check._failure", "cudacourse.check._origin",
                   "cudacourse.check._compile", "cudacourse.check._replay",
                   "cudacourse.check._source", "cudacourse.check._instrument",
