@@ -19,8 +19,8 @@ All of the course's grading is here. The stages, in the order a submission meets
    graded and what a regrade changed; ``classreport`` on ``classdata``: what a graded class
    tells its instructor, ``cudacourse report``).
 
-``runner`` drives one submission through them (``grade_submission``, one picklable job per
-student) and a class over any ``concurrent.futures.Executor`` (``grade_class``;
+``runner`` walks one submission through them (``grade_submission``, one picklable job per
+student: ``runner.STAGES``, each once, in order, each handing the submission to the next) and a class over any ``concurrent.futures.Executor`` (``grade_class``;
 ``distributed``: a process pool or Dask). Services the stages use: ``sandbox`` (bubblewrap,
 or the documented fallback that says "NOT isolated"), ``untrusted`` (submission text made
 safe wherever it goes), ``course`` (the gradebook, nbgrader in the course, workers and

@@ -2,15 +2,19 @@
 
 ``grade_submission`` is the job: a top-level function of plain arguments returning a
 JSON-able dict, so a ``ThreadPoolExecutor``, a ``ProcessPoolExecutor`` or a Dask
-``Client.get_executor()`` can run it. Per student it
+``Client.get_executor()`` can run it. Per student it walks :data:`STAGES` once, in order,
+each stage handing the :class:`Submission` on to the next:
 
-1. checks and stages the submission (:mod:`intake`): a broken one is "not graded: <reason>"
-   and the job ends there, for that student only;
-2. runs every notebook's feedback run and verdicts in sandboxes (:mod:`prepare`), in
-   parallel with the other jobs: no gradebook access;
-3. runs ``nbgrader autograde --student S`` on the staged copy, with the prepared results, so
-   nbgrader writes the gradebook, the autograded notebook and what feedback and export use.
-   This step never runs learner code and takes a few seconds.
+1. **intake** checks and stages the submission (:mod:`intake`): a broken one is "not
+   graded: <reason>" and the walk ends there, for that student only;
+2. **feedback run and verdicts**: every notebook's, at once, in sandboxes (:mod:`prepare`),
+   in parallel with the other jobs: no gradebook access. In a class (``grade_class``) the
+   walk pauses here, and the batch is recorded and reported in one nbgrader run;
+3. **record** runs ``nbgrader autograde --student S`` on the staged copy, with the prepared
+   results, so nbgrader writes the gradebook, the autograded notebook and what feedback and
+   export use. This step never runs learner code and takes a few seconds;
+4. **report** reads the scores back (with lateness and the first cell that lost points) and
+   removes the staged copy.
 
 Gradebook writes under concurrency: nbgrader opens its own database session per process.
 With SQLite, step 3 holds an exclusive ``flock`` on ``<gradebook>.cudacourse-lock`` (one
@@ -31,7 +35,7 @@ import sys
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import nbformat
 
@@ -166,56 +170,108 @@ def mark_not_graded(course_root: str, assignment: str, student: str, reason: str
             pass
 
 
-def grade_submission(course_root: str, assignment: str, student: str,
-                     options: dict[str, Any]) -> dict[str, Any]:
-    """Grade one student's submission; never raises for anything the student did."""
-    start = time.monotonic()
-    o = _opts(course_root, assignment, options)
-    root = str(Path(course_root).resolve())
-    work = Path(o["work_dir"])
-    staging, results = work / "staged", work / "results"
-    out: dict[str, Any] = {"student": student, "assignment": assignment, "status": "graded",
-                           "reason": None, "scores": {}, "max_scores": {}, "incidents": [],
-                           "isolation": [], "seconds": 0.0}
+class Submission:
+    """One student's submission on its walk through the stages: what each stage hands to
+    the next (the options, the staged copy intake made, the result so far)."""
 
-    def not_graded(reason: str) -> dict[str, Any]:
-        out.update(status="not_graded", reason=reason, scores={}, max_scores={})
+    def __init__(self, course_root: str, assignment: str, student: str,
+                 options: dict[str, Any]) -> None:
+        self.start = time.monotonic()
+        self.o = _opts(course_root, assignment, options)
+        self.root = str(Path(course_root).resolve())
+        self.assignment, self.student = assignment, student
+        self.work = Path(self.o["work_dir"])
+        self.staged: intake.Staged | None = None  # intake's result
+        self.out: dict[str, Any] = {
+            "student": student, "assignment": assignment, "status": "graded", "reason": None,
+            "scores": {}, "max_scores": {}, "incidents": [], "isolation": [], "seconds": 0.0}
+
+    def not_graded(self, reason: str) -> dict[str, Any]:
+        """End the walk here: "not graded: <reason>", said in the gradebook too."""
+        self.out.update(status="not_graded", reason=reason, scores={}, max_scores={})
         try:
-            mark_not_graded(root, assignment, student, reason, o["db_url"])
+            mark_not_graded(self.root, self.assignment, self.student, reason, self.o["db_url"])
         except Exception as exc:  # noqa: BLE001 - the reason still reaches the summary
-            out["incidents"].append(f"could not record 'not graded' in the gradebook: {exc}")
-        out["seconds"] = round(time.monotonic() - start, 2)
-        return out
+            self.out["incidents"].append(
+                f"could not record 'not graded' in the gradebook: {exc}")
+        return self.stop()
 
+    def stop(self) -> dict[str, Any]:
+        self.out["seconds"] = round(time.monotonic() - self.start, 2)
+        return self.out
+
+
+# Each stage takes the submission from the one before it and returns None to hand it on, or
+# the job's result where the walk ends (a "not graded", a batch that records later, or the
+# report, which always ends it).
+
+def _intake(sub: Submission) -> dict[str, Any] | None:
+    """Check and stage the submission: a broken one is "not graded: <reason>"."""
     try:
-        staged = intake.stage(Path(root), assignment, student, staging,
-                              submitted_dir=o["submitted_dir"], source_dir=o["source_dir"])
+        sub.staged = intake.stage(Path(sub.root), sub.assignment, sub.student,
+                                  sub.work / "staged", submitted_dir=sub.o["submitted_dir"],
+                                  source_dir=sub.o["source_dir"])
     except intake.NotGraded as exc:
-        return not_graded(str(exc))
-    out["incidents"] += staged.problems
+        return sub.not_graded(str(exc))
+    sub.out["incidents"] += sub.staged.problems
+    return None
+
+
+def _feedback_run_and_verdicts(sub: Submission) -> dict[str, Any] | None:
+    """Per notebook, the feedback run and the verdicts at once, in sandboxes
+    (:func:`prepare.prepare`); their results saved for the record stage."""
+    o, results = sub.o, sub.work / "results"
     try:
-        for name, path in staged.notebooks.items():
-            master = nbformat.read(Path(root) / o["source_dir"] / assignment / f"{name}.ipynb",
-                                   as_version=4)
+        for name, path in sub.staged.notebooks.items():
+            master = nbformat.read(Path(sub.root) / o["source_dir"] / sub.assignment
+                                   / f"{name}.ipynb", as_version=4)
             prepared = prepare.prepare(
-                nbformat.read(path, as_version=4), master, course_root=root, options=o,
+                nbformat.read(path, as_version=4), master, course_root=sub.root, options=o,
                 db_url=o["db_url"],
-                who={"student": student, "assignment": assignment, "notebook": name})
-            dest = results / student / assignment / f"{name}.json"
+                who={"student": sub.student, "assignment": sub.assignment, "notebook": name})
+            dest = results / sub.student / sub.assignment / f"{name}.json"
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(json.dumps(prepared))
-            out["incidents"] += [f"{name}: {i}" for i in prepared["incidents"]]
-            out["isolation"] = sorted(set(out["isolation"]) | set(prepared["isolation"]))
+            sub.out["incidents"] += [f"{name}: {i}" for i in prepared["incidents"]]
+            sub.out["isolation"] = sorted(set(sub.out["isolation"]) | set(prepared["isolation"]))
     except Exception as exc:  # noqa: BLE001 - e.g. the sandbox refused (--require-sandbox)
-        return not_graded(f"the grader could not run it: {type(exc).__name__}: {exc}")
+        return sub.not_graded(f"the grader could not run it: {type(exc).__name__}: {exc}")
     if o.get("defer_nbgrader"):
-        out["status"] = "prepared"  # grade_class runs nbgrader for the batch
-        out["seconds"] = round(time.monotonic() - start, 2)
-        return out
-    failed = autograde(root, assignment, [student], o).get(student)
-    if failed:
-        return not_graded(failed)
-    return finish(out, o, start, root)
+        sub.out["status"] = "prepared"  # grade_class records and reports for the batch
+        return sub.stop()
+    return None
+
+
+def _record(sub: Submission) -> dict[str, Any] | None:
+    """``nbgrader autograde`` writes the gradebook from the saved results."""
+    failed = autograde(sub.root, sub.assignment, [sub.student], sub.o).get(sub.student)
+    return sub.not_graded(failed) if failed else None
+
+
+def _report(sub: Submission) -> dict[str, Any]:
+    """The scores, lateness and first lost cell read back; the staged copy removed."""
+    return finish(sub.out, sub.o, sub.start, sub.root)
+
+
+# The walk of one submission, in order; grade_submission visits each stage once.
+STAGES: tuple[tuple[str, Callable[[Submission], dict[str, Any] | None]], ...] = (
+    ("intake", _intake),
+    ("feedback run and verdicts", _feedback_run_and_verdicts),
+    ("record", _record),
+    ("report", _report),
+)
+
+
+def grade_submission(course_root: str, assignment: str, student: str,
+                     options: dict[str, Any]) -> dict[str, Any]:
+    """Grade one student's submission (the :data:`STAGES`, each once, in order); never
+    raises for anything the student did."""
+    sub = Submission(course_root, assignment, student, options)
+    for _name, stage in STAGES:
+        result = stage(sub)
+        if result is not None:  # the walk ends here (report, the last, always ends it)
+            break
+    return result
 
 
 def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None,
