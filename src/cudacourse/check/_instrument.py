@@ -202,30 +202,19 @@ def _helpers_source(ranks: set[int]) -> str:
     """Device helpers for element access of rank r (generated: Numba has no *index)."""
     src = [f"""
 @__cc_cuda.jit(device=True)
-def __cc_oob(rec, tid, pid, axis, idx, size, line, write):
+def __cc_rec7(rec, cap, v0, v1, v2, v3, v4, v5, v6):
+    # one record of seven values (an access outside, a race): rec[0] counts every one,
+    # the first cap are kept
     k = __cc_cuda.atomic.add(rec, 0, 1)
-    if k < {OOB_RECORDS}:
+    if k < cap:
         b = 1 + k * 7
-        rec[b] = tid
-        rec[b + 1] = pid
-        rec[b + 2] = axis
-        rec[b + 3] = idx
-        rec[b + 4] = size
-        rec[b + 5] = line
-        rec[b + 6] = write
-
-@__cc_cuda.jit(device=True)
-def __cc_race(rec, site, slot, blk, first, second, fw, sw):
-    k = __cc_cuda.atomic.add(rec, 0, 1)
-    if k < {RACE_RECORDS}:
-        b = 1 + k * 7
-        rec[b] = site
-        rec[b + 1] = slot
-        rec[b + 2] = blk
-        rec[b + 3] = first
-        rec[b + 4] = second
-        rec[b + 5] = fw
-        rec[b + 6] = sw
+        rec[b] = v0
+        rec[b + 1] = v1
+        rec[b + 2] = v2
+        rec[b + 3] = v3
+        rec[b + 4] = v4
+        rec[b + 5] = v5
+        rec[b + 6] = v6
 
 @__cc_cuda.jit(device=True)
 def __cc_bar(bar, tid, line):
@@ -242,7 +231,7 @@ def __cc_bar(bar, tid, line):
             flat = f"({flat}) * a.shape[{d}] + i{d}"
         checks = "".join(f"""
     if i{d} < 0 or i{d} >= a.shape[{d}]:
-        __cc_oob(oob, tid, pid, {d}, i{d}, a.shape[{d}], line, WRITE)
+        __cc_rec7(oob, {OOB_RECORDS}, tid, pid, {d}, i{d}, a.shape[{d}], line, WRITE)
         return RET""" for d in range(r))
         zero = ", ".join("0" for _ in range(r))
         src.append(f"""
@@ -277,7 +266,7 @@ def __cc_sld{r}(a, {ix}, sw, sr, site, blk, tib, ep, line, shr, tid, race, unf, 
             unf[3 + 4 * k] = blk
             unf[4 + 4 * k] = enc
     elif (w >> 40) == ep + 1 and (w & 0xFFFFF) != tib + 1:
-        __cc_race(race, site, slot, blk, w, enc, 1, 0)
+        __cc_rec7(race, {RACE_RECORDS}, site, slot, blk, w, enc, 1, 0)
     old = __cc_cuda.atomic.exch(sr, j, enc)
     if (old >> 40) == ep + 1 and (old & 0xFFFFF) != tib + 1:
         __cc_cuda.atomic.exch(sr, j, old)  # keep a reader other than this one
@@ -291,10 +280,10 @@ def __cc_sst{r}(a, {ix}, v, sw, sr, site, blk, tib, ep, line, tid, race, oob):{c
     enc = ((ep + 1) << 40) | (line << 20) | (tib + 1)
     old = __cc_cuda.atomic.exch(sw, j, enc)
     if (old >> 40) == ep + 1 and (old & 0xFFFFF) != tib + 1:
-        __cc_race(race, site, slot, blk, old, enc, 1, 1)
+        __cc_rec7(race, {RACE_RECORDS}, site, slot, blk, old, enc, 1, 1)
     rd = __cc_cuda.atomic.add(sr, j, 0)
     if (rd >> 40) == ep + 1 and (rd & 0xFFFFF) != tib + 1:
-        __cc_race(race, site, slot, blk, rd, enc, 0, 1)
+        __cc_rec7(race, {RACE_RECORDS}, site, slot, blk, rd, enc, 0, 1)
     a[{ix}] = v
 """)
     return "\n".join(src)
