@@ -36,23 +36,17 @@ c.Execute.timeout = 240
 # Loaded by path: importing the cudacourse package here would choose a device in the nbgrader
 # process and set NUMBA_* variables that every grading kernel would inherit.
 def _load_by_path(filename, name):
-    """cudacourse/<filename> as module ``name``, without importing the package; None when
+    """cudacourse/<filename> as module ``name``, without importing the package (the
+    package's one by-path loader, cudacourse.grader.bypath, run from its file); None when
     cudacourse is not importable."""
     import importlib.util
-    import sys
-    from pathlib import Path
+    import runpy
 
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec("cudacourse")
+    spec = importlib.util.find_spec("cudacourse")  # finds it, imports nothing
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / filename
-    mod_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(mod_spec)
-    sys.modules[name] = module
-    mod_spec.loader.exec_module(module)
-    return module
+    bypath = f"{list(spec.submodule_search_locations)[0]}/grader/bypath.py"
+    return runpy.run_path(bypath)["course_file"](filename, name)
 
 
 def _load_grading_executor():

@@ -186,15 +186,9 @@ def _device_module() -> Any:
         from .. import device
 
         return device
-    import importlib.util
+    from . import bypath
 
-    name = "cudacourse_grader_device"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE.parent / "device.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # before exec: its dataclasses look themselves up there
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return bypath.course_file("device.py", "cudacourse_grader_device")
 
 
 def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
