@@ -7,7 +7,9 @@ in Numba's CUDA simulator otherwise.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 
 os.environ.setdefault("CUDACOURSE_QUIET", "1")
 
@@ -21,7 +23,45 @@ def pytest_report_header(config):
     return f"cudacourse: {device.current().mode} mode ({device.current().reason})"
 
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Headless Chromium in a container: no sandbox of its own (it runs as root), no GPU, nothing
+# fetched from the network behind the test's back.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _no_browser() -> str:
+    """Why the browser tests cannot run here ('' when they can)."""
+    if CHROMIUM is None:
+        return "Chromium is not installed (`apt-get install chromium`; .ci/run installs it)"
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed here (pip install playwright)"
+    return ""
+
+
+@pytest.fixture()
+def browser():
+    """Headless Chromium (Debian's package) driven by Playwright, for one test; closed after
+    it. Tests marked ``browser`` are skipped, with the reason, where it cannot run."""
+    why = _no_browser()
+    if why:
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
 def pytest_collection_modifyitems(config, items):
+    why = _no_browser()
+    if why:  # at collection: their course and server fixtures are never built
+        for item in items:
+            if "browser" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=why))
     if device.is_simulator():
         skip_gpu = pytest.mark.skip(
             reason=f"needs a real NVIDIA GPU; this run uses the simulator "

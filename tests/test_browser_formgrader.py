@@ -33,11 +33,6 @@ from cudacourse import authoring
 
 pytestmark = [pytest.mark.browser, pytest.mark.grading]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-if CHROMIUM is None:
-    pytest.skip("Chromium is not installed (`apt-get install chromium`; .ci/run installs it)",
-                allow_module_level=True)
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here")
 
 ROOT = authoring.ROOT
@@ -55,8 +50,6 @@ PAYLOAD = [
     f'<iframe srcdoc="<script>parent.{RUN}</script>"></iframe>',
     "MARKER-attacker-text",
 ]
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--headless"]
 
 
 def _env() -> dict[str, str]:
@@ -164,21 +157,16 @@ def _untouched(page, title: str) -> None:
     assert not any(c["name"] == "pwned" for c in page.context.cookies())
 
 
-def test_the_payload_runs_when_nothing_defends(tmp_path):
+def test_the_payload_runs_when_nothing_defends(browser):
     """The control: the same markup, unsanitized, runs in this browser."""
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page()
-            page.set_content("<title>control</title>" + PAYLOAD[0].replace(
-                "fetch(", "void(").replace("document.cookie='pwned=1; path=/';", ""))
-            page.wait_for_function("document.title === 'pwned'", timeout=10_000)
-            assert page.evaluate("window.__pwned") == 1
-        finally:
-            browser.close()
+    page = browser.new_page()
+    page.set_content("<title>control</title>" + PAYLOAD[0].replace(
+        "fetch(", "void(").replace("document.cookie='pwned=1; path=/';", ""))
+    page.wait_for_function("document.title === 'pwned'", timeout=10_000)
+    assert page.evaluate("window.__pwned") == 1
 
 
-def test_a_hostile_submission_runs_nothing_in_formgrader(course, formgrader, tmp_path):
+def test_a_hostile_submission_runs_nothing_in_formgrader(course, formgrader, browser, tmp_path):
     before = _scores(course)
     assert before[("attacker", "test_vector_add")] == before[("victim", "test_vector_add")] > 0
     url = f"{formgrader}/formgrader/submissions/{_notebook_id(course, 'attacker')}"
@@ -198,38 +186,28 @@ def test_a_hostile_submission_runs_nothing_in_formgrader(course, formgrader, tmp
         ours = ours.replace(f'onclick="{handler}"', "")
     assert not re.search(r"<[a-zA-Z][^<>]*\son[a-z]+\s*=", ours)
     assert not re.search(r"<[a-zA-Z][^<>]*(href|src)\s*=\s*[\"']?\s*javascript:", html, re.I)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            context = browser.new_context()
-            page = context.new_page()
-            page.goto(url)
-            page.wait_for_selector("text=MARKER-attacker-text", timeout=60_000)
-            title = page.title()
-            assert title != "pwned"
-            _untouched(page, title)
-            page.screenshot(path=str(tmp_path / "formgrader.png"))
-        finally:
-            browser.close()
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_selector("text=MARKER-attacker-text", timeout=60_000)
+    title = page.title()
+    assert title != "pwned"
+    _untouched(page, title)
+    page.screenshot(path=str(tmp_path / "formgrader.png"))
     assert _scores(course) == before  # nobody's grade changed
 
 
-def test_the_feedback_page_runs_nothing(course, formgrader, tmp_path):
+def test_the_feedback_page_runs_nothing(course, formgrader, browser):
     page_file = course / "feedback" / "attacker" / A / f"{A}.html"
     text = page_file.read_text(encoding="utf-8")
     assert "MARKER-attacker-text" in text
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            for where in (page_file.as_uri(),  # as a learner opens the downloaded file
-                          f"{formgrader}/files/feedback/attacker/{A}/{A}.html"):
-                page = browser.new_page()
-                # Jupyter serves /files/ only to its own pages (it checks the Referer)
-                page.goto(where, referer=f"{formgrader}/lab")
-                page.wait_for_selector("text=MARKER-attacker-text", timeout=60_000)
-                title = page.title()
-                assert title != "pwned", where
-                _untouched(page, title)
-                page.close()
-        finally:
-            browser.close()
+    for where in (page_file.as_uri(),  # as a learner opens the downloaded file
+                  f"{formgrader}/files/feedback/attacker/{A}/{A}.html"):
+        page = browser.new_page()
+        # Jupyter serves /files/ only to its own pages (it checks the Referer)
+        page.goto(where, referer=f"{formgrader}/lab")
+        page.wait_for_selector("text=MARKER-attacker-text", timeout=60_000)
+        title = page.title()
+        assert title != "pwned", where
+        _untouched(page, title)
+        page.close()

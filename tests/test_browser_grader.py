@@ -29,11 +29,6 @@ from cudacourse.grader import runner
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-if CHROMIUM is None:
-    pytest.skip("Chromium is not installed (`apt-get install chromium`; .ci/run installs it)",
-                allow_module_level=True)
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 A = "01_gpu_vs_cpu"
@@ -138,49 +133,33 @@ def _on_screen_without_scrolling(page, text: str) -> bool:
         box["y"] + min(box["height"], 40) <= WINDOW["height"]
 
 
-def _browser(p):
-    return p.chromium.launch(executable_path=CHROMIUM, args=[
-        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"])
+def test_formgrader_shows_the_cause_and_the_late_rule_on_opening(course, formgrader, browser):
+    page = browser.new_page(viewport=WINDOW)
+    page.goto(f"{formgrader}/formgrader/submissions/{_submission_id(course)}/")
+    page.wait_for_selector("text=Summary:", timeout=90_000)
+    assert _on_screen_without_scrolling(page, CAUSE)
+    assert _on_screen_without_scrolling(page, "1 day 9 hours late. Rule: -10% per "
+                                        "started day late")
+    assert page.get_by_text("IPython.core.display.Markdown").count() == 0
+    assert page.get_by_text("CheckFailure:").count() == 0
+    shot = os.environ.get("CUDACOURSE_SCREENSHOT")
+    if shot:  # what the grader sees on opening
+        page.screenshot(path=shot)
+    # the link in the summary leads to the failing cell
+    page.locator("a[href='#test_vector_add']").first.click()
+    assert page.evaluate("window.scrollY") > 0
 
 
-def test_formgrader_shows_the_cause_and_the_late_rule_on_opening(course, formgrader):
-    with sync_playwright() as p:
-        browser = _browser(p)
-        try:
-            page = browser.new_page(viewport=WINDOW)
-            page.goto(f"{formgrader}/formgrader/submissions/{_submission_id(course)}/")
-            page.wait_for_selector("text=Summary:", timeout=90_000)
-            assert _on_screen_without_scrolling(page, CAUSE)
-            assert _on_screen_without_scrolling(page, "1 day 9 hours late. Rule: -10% per "
-                                                "started day late")
-            assert page.get_by_text("IPython.core.display.Markdown").count() == 0
-            assert page.get_by_text("CheckFailure:").count() == 0
-            shot = os.environ.get("CUDACOURSE_SCREENSHOT")
-            if shot:  # what the grader sees on opening
-                page.screenshot(path=shot)
-            # the link in the summary leads to the failing cell
-            page.locator("a[href='#test_vector_add']").first.click()
-            assert page.evaluate("window.scrollY") > 0
-        finally:
-            browser.close()
-
-
-def test_feedback_html_shows_the_cause_first_and_wraps_messages(course):
+def test_feedback_html_shows_the_cause_first_and_wraps_messages(course, browser):
     html = course / "feedback" / STUDENT / A / f"{A}.html"
-    with sync_playwright() as p:
-        browser = _browser(p)
-        try:
-            page = browser.new_page(viewport=WINDOW)
-            page.goto(html.as_uri())
-            assert _on_screen_without_scrolling(page, CAUSE)
-            assert _on_screen_without_scrolling(page, "Rule: -10% per started day late")
-            # questions as questions, under their quiz.ask cell
-            assert page.get_by_text("Question 2: Blocks for 1,000 elements").count() >= 2
-            assert page.get_by_text("IPython.core.display.Markdown").count() == 0
-            # no line of a message wider than its box
-            widest = page.evaluate("""() => Math.max(...[...document.querySelectorAll(
-                '.output_error pre, .output_stream pre')].map(e => e.scrollWidth - e.clientWidth))""")
-            assert widest <= 0, widest
-        finally:
-            browser.close()
+    page = browser.new_page(viewport=WINDOW)
+    page.goto(html.as_uri())
+    assert _on_screen_without_scrolling(page, CAUSE)
+    assert _on_screen_without_scrolling(page, "Rule: -10% per started day late")
+    # questions as questions, under their quiz.ask cell
+    assert page.get_by_text("Question 2: Blocks for 1,000 elements").count() >= 2
+    assert page.get_by_text("IPython.core.display.Markdown").count() == 0
+    # no line of a message wider than its box
+    widest = page.evaluate("""() => Math.max(...[...document.querySelectorAll(
+        '.output_error pre, .output_stream pre')].map(e => e.scrollWidth - e.clientWidth))""")
+    assert widest <= 0, widest
