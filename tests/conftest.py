@@ -7,9 +7,15 @@ in Numba's CUDA simulator otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from typing import Callable, Iterator
 
 os.environ.setdefault("CUDACOURSE_QUIET", "1")
 
@@ -54,6 +60,37 @@ def browser():
             yield launched
         finally:
             launched.close()
+
+
+@contextlib.contextmanager
+def _jupyter_server(command: Callable[[int], list[str]], ready: str, *, cwd=None,
+                    env=None) -> Iterator[str]:
+    with socket.socket() as s:  # a free port, on loopback only
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(url + ready, timeout=5)
+                break
+            except OSError:
+                assert proc.poll() is None, f"the server exited: {command(port)[:4]}"
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def jupyter_server():
+    """For the browser tests' server fixtures: ``with jupyter_server(command, "/lab") as
+    url:`` runs ``command(port)`` on a free loopback port, waits until ``url + ready``
+    answers, and stops the server after the block."""
+    return _jupyter_server
 
 
 def pytest_collection_modifyitems(config, items):

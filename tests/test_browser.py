@@ -8,11 +8,7 @@ feedback to clicks.
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -22,26 +18,13 @@ pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here")
 
 
 @pytest.fixture()
-def lab(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys, cudacourse_cli; sys.exit(cudacourse_cli.main())",
-         "lab", "--workspace", str(tmp_path / "ws"), "--no-browser", f"--ServerApp.port={port}",
-         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token="],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(url + "/lab", timeout=2)
-            break
-        except OSError:
-            assert proc.poll() is None, "cudacourse lab exited"
-            time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+def lab(tmp_path, jupyter_server):
+    with jupyter_server(lambda port: [
+            sys.executable, "-c", "import sys, cudacourse_cli; sys.exit(cudacourse_cli.main())",
+            "lab", "--workspace", str(tmp_path / "ws"), "--no-browser",
+            f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
+            "--IdentityProvider.token="], "/lab") as url:
+        yield url
 
 
 def test_first_quiz_gives_instant_feedback_in_jupyterlab(lab, browser, tmp_path):

@@ -19,10 +19,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -124,30 +122,21 @@ def course(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def formgrader(course):
+def formgrader(course, jupyter_server):
     """The instructor's server as ``cudacourse lab --instructor`` configures it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     config = ROOT / "src" / "cudacourse" / "grader" / "instructor_server_config.py"
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={course}",
-           "--ServerApp.default_url=/formgrader", f"--config={config}", "--no-browser",
-           f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token="]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    proc = subprocess.Popen(cmd, cwd=course, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(url + "/formgrader", timeout=2)
-            break
-        except OSError:
-            assert proc.poll() is None, "the Jupyter server exited"
-            time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+
+    def command(port: int) -> list[str]:
+        cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={course}",
+               "--ServerApp.default_url=/formgrader", f"--config={config}", "--no-browser",
+               f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
+               "--IdentityProvider.token="]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        return cmd
+
+    with jupyter_server(command, "/formgrader", cwd=course, env=_env()) as url:
+        yield url
 
 
 def _untouched(page, title: str) -> None:

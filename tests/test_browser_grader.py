@@ -15,11 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -93,30 +89,14 @@ def course(tmp_path_factory):
 
 
 @pytest.fixture()
-def formgrader(course):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def formgrader(course, jupyter_server):
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep +
            os.environ.get("PATH", "")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "server", "--no-browser", f"--port={port}",
-         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--allow-root",
-         f"--ServerApp.root_dir={course}"], cwd=course, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(url + "/formgrader", timeout=5)
-                break
-            except OSError:
-                assert proc.poll() is None, "jupyter server exited"
-                time.sleep(0.5)
+    with jupyter_server(lambda port: [
+            sys.executable, "-m", "jupyter", "server", "--no-browser", f"--port={port}",
+            "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--allow-root",
+            f"--ServerApp.root_dir={course}"], "/formgrader", cwd=course, env=env) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _submission_id(course: Path) -> str:
