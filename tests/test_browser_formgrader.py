@@ -28,6 +28,7 @@ import nbformat
 import pytest
 
 from cudacourse import authoring
+from cudacourse.grader import runner
 
 pytestmark = [pytest.mark.browser, pytest.mark.grading]
 
@@ -57,9 +58,9 @@ def _env() -> dict[str, str]:
 
 
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args,
-                           f"--db=sqlite:///{course}/gradebook.db"], cwd=course, env=_env(),
-                          capture_output=True, text=True, timeout=900)
+    # as `cudacourse grade` runs it: the course's grader or nothing (no stock Execute)
+    return runner.nbgrader(str(course), *args, f"--db=sqlite:///{course}/gradebook.db",
+                           timeout=900)
 
 
 def _submission(learner: nbformat.NotebookNode, master: nbformat.NotebookNode,
