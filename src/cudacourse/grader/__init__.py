@@ -30,5 +30,6 @@ formgrader's pages.
 
 Nothing here imports the ``cudacourse`` package (which chooses a device on import): the
 grading process stays device-neutral and every sandboxed child chooses its own. nbgrader's
-config loads this package by path as ``cudacourse_grader`` for the same reason.
+config loads this package by path as ``cudacourse_grader`` for the same reason (``bypath``:
+the one loader of a course file by path).
 """
