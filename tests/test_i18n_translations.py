@@ -166,13 +166,40 @@ def test_japanese_learner_copy_is_a_fresh_generation(lesson):
     assert "### BEGIN SOLUTION" not in fresh and "YOUR CODE HERE" in fresh
 
 
+def test_answer_key_texts_go_to_the_instructor_side_file(tmp_path):
+    """update_file writes a lesson's markdown and question texts into the package's file and
+    the keys' texts (why, explanation, hint) into lessons/quizkeys/<lang>/, moving any the
+    package's file still had, translation and all (issue 19)."""
+    (tmp_path / "lessons" / "quizkeys").mkdir(parents=True)
+    (tmp_path / "src" / "cudacourse" / "quizzes").mkdir(parents=True)
+    (tmp_path / "lessons" / "99_x.py").write_text(LESSON)
+    question, key = BANK.split('answer = "0"\n')
+    (tmp_path / "src" / "cudacourse" / "quizzes" / "99_x.toml").write_text(question)
+    (tmp_path / "lessons" / "quizkeys" / "99_x.toml").write_text(
+        '[[key]]\nid = "q1"\nanswer = "a"\n' + key)
+    units = T.lesson_units(LESSON, BANK)
+    T.write(T.po_path("99_x", "ja", tmp_path), _translate_all(units))  # all in the package
+    st = T.file_status("99_x", "ja", tmp_path)
+    assert st.missing == ["q.q1.why.a", "q.q1.why.b", "q.q1.explain"]  # not where they belong
+    assert T.update_file("99_x", "ja", tmp_path).ok
+    package = T.entries(T.read(T.po_path("99_x", "ja", tmp_path)))
+    keys = T.entries(T.read(T.key_po_path("99_x", "ja", tmp_path)))
+    assert sorted(package) == ["md.setup.1", "md.start.1", "q.q1.choice.a", "q.q1.choice.b",
+                               "q.q1.prompt", "q.q1.title"]
+    assert sorted(keys) == ["q.q1.explain", "q.q1.why.a", "q.q1.why.b"]
+    assert keys["q.q1.explain"].string == "訳: explained"
+    assert T.file_status("99_x", "ja", tmp_path).ok
+    assert all(T.is_key_unit(k) for k in keys) and not any(T.is_key_unit(k) for k in package)
+
+
 def test_a_markdown_cell_with_its_own_id_is_keyed_by_it():
     text = "# %% [markdown] id=intro\n# Hello\n\n" + LESSON
     assert [u.key for u in T.lesson_units(text, None)][:2] == ["md.intro", "md.intro.1"]
 
 
-@pytest.mark.parametrize("path", sorted(T.po_path("x", "ja", ROOT).parent.glob("*.po")),
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(T.po_path("x", "ja", ROOT).parent.glob("*.po")) +
+                         sorted(T.key_po_path("x", "ja", ROOT).parent.glob("*.po")),
+                         ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
 def test_translations_keep_the_englishs_figures(path):
     """A translation carries the same figure placeholders ({{bench.*}}, filled at build time
     from docs/benchmarks.json) as its English: no figure retyped, none lost."""

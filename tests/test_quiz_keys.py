@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -94,14 +95,94 @@ def test_a_formative_learner_copy_keeps_its_instant_feedback():
     assert set(_attack([_learner_copy(graded=False)])) == set(quiz.bank(LESSON))
 
 
+def _every_package_file() -> str:
+    """Every file of the installed package as text, whatever its kind (a translation file's
+    entries parsed too, so a text split over quoted lines is found whole)."""
+    from cudacourse.i18n import translations
+
+    parts = []
+    for p in sorted(PACKAGE.rglob("*")):
+        if not p.is_file() or "__pycache__" in p.parts:
+            continue
+        parts.append(p.read_bytes().decode("utf-8", errors="ignore"))
+        if p.suffix == ".po":
+            parts += [f"{m.id}\n{m.string}" for m in translations.read(p) if m.id]
+    return _squeezed(" ".join(parts))
+
+
+def _squeezed(text: str) -> str:
+    """``text`` without any whitespace: a line break inside a Japanese sentence (where words
+    have no spaces between them) or a rewrapped English one hides nothing."""
+    return "".join(text.split())
+
+
+def _key_texts(lesson: str) -> list[tuple[str, str]]:
+    """(where, text) for every explanation, why, wrong-value feedback and hint of ``lesson``,
+    in English and in every translation (instructor-side)."""
+    out = []
+    for q in quiz.keyed(lesson, ROOT).values():
+        out += [(q.qid, t) for t in (q.explain, q.hint, *q.why.values(), *(w for _, w in q.wrong))]
+        for lang, t in q.translated.items():
+            out += [(f"{q.qid} ({lang})", x) for x in (
+                t.get("x"), t.get("n"), *t.get("y", {}).values(), *t.get("w", [])) if x]
+    return out
+
+
 @pytest.mark.parametrize("lesson", quiz.lessons())
 def test_no_explanation_or_why_is_in_the_package_or_a_graded_copy(lesson):
+    """No file of the installed package (Python, question files, translation files, compiled
+    catalogues, anything) and no graded learner copy holds an explanation, why, wrong-value
+    feedback or hint of any question, in any language (issue 19)."""
     if not (ROOT / "lessons" / f"{lesson}.py").exists():
         pytest.skip(f"no lesson source for {lesson} yet")
-    shipped = " ".join(" ".join(_package_texts() + [_learner_copy(True, lesson)]).split())
-    for q in quiz.keyed(lesson, ROOT).values():
-        for text in (q.explain, *q.why.values(), *(w for _, w in q.wrong)):
-            assert " ".join(text.split()) not in shipped, f"{q.qid}: {text[:60]}"
+    shipped = _every_package_file() + " " + _squeezed(_learner_copy(True, lesson))
+    texts = _key_texts(lesson)
+    assert any("(ja)" in where for where, _t in texts), "no Japanese key text to look for"
+    for where, text in texts:
+        assert _squeezed(text) not in shipped, f"{where}: {text[:60]}"
+
+
+def test_a_key_text_in_a_package_translation_file_is_found_and_never_read(monkeypatch, tmp_path):
+    """The search above finds a key's translation where it used to be (a package .po, its
+    text over several quoted lines), and the package's texts never include one."""
+    from cudacourse.i18n import translations
+
+    q = quiz.keyed(LESSON, ROOT)[f"{LESSON}.blocks"]
+    cat = translations.read(translations.po_path(LESSON, "ja", ROOT))
+    x = q.translated["ja"]["x"].replace("。", "。\n")  # written over several quoted lines
+    cat.add(q.explain, x, context="q.blocks.explain",
+            auto_comments=[translations.HASH_PREFIX + translations.english_hash(q.explain)])
+    po = tmp_path / "locale" / "ja" / "lessons" / f"{LESSON}.po"
+    translations.write(po, cat)
+    assert '。\\n"\n"' in po.read_text()
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path)
+    assert _squeezed(q.translated["ja"]["x"]) in _every_package_file()
+    monkeypatch.setattr(translations, "PACKAGE_DIR", tmp_path)
+    assert "q.blocks.explain" in translations._texts_of(po)
+    assert "q.blocks.prompt" in translations.question_texts(LESSON, "ja")
+    assert not [k for k in translations.question_texts(LESSON, "ja")
+                if translations.is_key_unit(k)]
+
+
+def test_the_japanese_master_shows_the_japanese_explanation(monkeypatch):
+    """The ja edition's quiz cells carry the Japanese key texts in their tokens: after an
+    answer (instant feedback, or the reveal of graded feedback) the learner reads Japanese."""
+    from cudacourse import i18n
+
+    nb = nbformat.read(master_path(Path(f"{LESSON}.py"), lang="ja"), as_version=4)
+    tokens = dict(re.findall(r'^quiz\.grade\("([\w.]+)", \w+, key="([\w-]+)"\)$',
+                             "\n".join(c.source for c in nb.cells), re.M))
+    qid = f"{LESSON}.blocks"
+    ja = quiz.keyed(LESSON, ROOT)[qid].translated["ja"]
+    monkeypatch.setattr(i18n, "_chosen", "ja")
+    ok, text = quiz.feedback(qid, "b", tokens[qid])
+    assert not ok and ja["y"]["b"] in text
+    with pytest.raises(AssertionError) as err:
+        quiz.grade(qid, "a", reveal=True, key=tokens[qid])
+    assert " ".join(ja["x"].split()) in " ".join(str(err.value).split())
+    monkeypatch.setattr(i18n, "_chosen", "en")
+    ok, text = quiz.feedback(qid, "b", tokens[qid])
+    assert not ok and ja["y"]["b"] not in text and "1000 // 256" in text
 
 
 def test_package_question_files_hold_no_key_field():

@@ -5,7 +5,9 @@ installs) hold only what a learner may see: title, prompt, choices, unit. The ke
 ``why`` of every choice, explanation, hint, common wrong values) are instructor-side, in
 ``lessons/quizkeys/<lesson>.toml`` beside the lesson sources, and reach a notebook only as a
 *key token* that ``cudacourse build`` writes into the master's question cells (``embed_keys``).
-A token carries the answer as a salted SHA-256 hash, never in plain text. In a lesson source::
+A token carries the answer as a salted SHA-256 hash, never in plain text, and the key's texts in
+every language (their translations are instructor-side too: ``lessons/quizkeys/<lang>/``). In a
+lesson source::
 
     quiz.ask("01_gpu_vs_cpu.blocks")      # "Question 2: Blocks for 1,000 elements", a widget
     answer_blocks = "b"                   # the learner's answer, in an autograded answer cell
@@ -102,6 +104,10 @@ class Question:
     unit: str = ""
     tol: float = 0.0
     wrong: tuple[tuple[float, str], ...] = ()
+    # The key's texts in other languages, {lang: {"x": explain, "n": hint, "y": {letter: why},
+    # "w": [why of wrong value i]}}: instructor-side like the English (issue 19), carried in
+    # the key token; only what is translated and current.
+    translated: dict[str, dict] = field(default_factory=dict)
 
     @property
     def var(self) -> str:
@@ -280,14 +286,47 @@ def keyed(lesson: str, root: str | Path) -> dict[str, Question]:
         q = questions[qid]
         if q.format_problem(k["answer"]):
             raise ValueError(f"{path}: {k['id']!r}: {q.format_problem(k['answer'])}")
-        out[qid] = dataclasses.replace(
+        q = dataclasses.replace(
             q, answer_hash=answer_hash(qid, str(k["answer"])),
             explain=k.get("explain", "").strip(), hint=k.get("hint", "").strip(),
             why={c: v.strip() for c, v in k.get("why", {}).items()},
             wrong=tuple((float(w["value"]), w["why"].strip()) for w in k.get("wrong", [])))
+        out[qid] = dataclasses.replace(q, translated=_key_translations(q, lesson, root))
     missing = [qid for qid in questions if qid not in out]
     if missing:
         raise ValueError(f"{path}: no key for {', '.join(missing)}")
+    return out
+
+
+def _key_translations(q: Question, lesson: str, root: str | Path) -> dict[str, dict]:
+    """``q``'s key texts in every other language, from the instructor-side translation files
+    (``lessons/quizkeys/<lang>/<lesson>.po``): the package has none to offer (issue 19)."""
+    from .i18n import translations
+
+    out: dict[str, dict] = {}
+    base = f"q.{q.qid.split('.', 1)[1]}"
+    for lang in i18n.LANGUAGES:
+        if lang == i18n.DEFAULT:
+            continue
+        texts = translations.key_texts(lesson, lang, Path(root))
+
+        def tr(key: str, english: str) -> str | None:
+            got = translations.pick(texts, f"{base}.{key}", english) if english else english
+            return got if got != english else None
+
+        t: dict = {}
+        if tr("explain", q.explain):
+            t["x"] = tr("explain", q.explain)
+        if tr("hint", q.hint):
+            t["n"] = tr("hint", q.hint)
+        why = {c: tr(f"why.{c}", v) for c, v in q.why.items()}
+        if any(why.values()):
+            t["y"] = {c: v for c, v in why.items() if v}
+        wrong = [tr(f"wrong.{i}", w) for i, (_v, w) in enumerate(q.wrong)]
+        if any(wrong):
+            t["w"] = wrong
+        if t:
+            out[lang] = t
     return out
 
 
@@ -304,6 +343,8 @@ def token(q: Question) -> str:
         raise ValueError(f"{q.qid}: no key to put in a token")
     payload = {"v": _TOKEN_V, "q": q.qid, "h": q.answer_hash, "x": q.explain, "n": q.hint,
                "y": q.why, "w": [list(w) for w in q.wrong]}
+    if q.translated:  # the key's texts in other languages (instructor-side, like the English)
+        payload["t"] = q.translated
     raw = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -321,15 +362,21 @@ def with_token(qid: str, key: str) -> Question:
         h = p["h"]
         if not (isinstance(h, str) and re.fullmatch(r"[0-9a-f]{64}", h)):
             raise ValueError("no answer hash")
-        # The token's texts are English; shown in the course's language where translated.
-        lesson, tk = qid.split(".", 1)[0], f"q.{qid.split('.', 1)[1]}"
-        tr = _texts(lesson, i18n.language())
-        why = {str(c): tr(f"{tk}.why.{c}", str(v)) for c, v in dict(p.get("y", {})).items()}
-        wrong = tuple((float(v), tr(f"{tk}.wrong.{i}", str(w)))
+        # The token's texts are English, with their translations beside them ("t", written
+        # by `cudacourse build` from the instructor-side files): shown in the course's
+        # language where translated. The package holds no key text to translate them from.
+        translated = p.get("t", {})
+        if not isinstance(translated, dict) or not all(
+                isinstance(t, dict) for t in translated.values()):
+            raise ValueError("translations that are not a table")
+        t = translated.get(i18n.language(), {})
+        t_why, t_wrong = dict(t.get("y", {})), list(t.get("w", []))
+        why = {str(c): str(t_why.get(c) or v) for c, v in dict(p.get("y", {})).items()}
+        wrong = tuple((float(v), str((t_wrong[i] if i < len(t_wrong) else None) or w))
                       for i, (v, w) in enumerate(p.get("w", [])))
-        return dataclasses.replace(q, answer_hash=h, explain=tr(f"{tk}.explain", str(p.get("x", ""))),
-                                   hint=tr(f"{tk}.hint", str(p.get("n", ""))), why=why,
-                                   wrong=wrong)
+        return dataclasses.replace(q, answer_hash=h, explain=str(t.get("x") or p.get("x", "")),
+                                   hint=str(t.get("n") or p.get("n", "")), why=why,
+                                   wrong=wrong, translated=translated)
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{qid}: the answer key in this cell is not valid ({exc}); "
                          "rebuild the notebook with `cudacourse build`") from None

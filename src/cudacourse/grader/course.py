@@ -44,13 +44,39 @@ def nbgrader_env() -> dict[str, str]:
     return env
 
 
+# The gradebook URL reaches an nbgrader child in its environment, which the course's
+# nbgrader_config.py reads into CourseDirectory.db_url: on a command line (``--db=URL``) its
+# password would be in the process list for every user of the machine (/proc/PID/cmdline is
+# world-readable; /proc/PID/environ only the owner's). Not a CUDACOURSE_ name: the sandbox
+# passes those to learner code (sandbox.PASS_ENV_PREFIXES).
+DB_ENV = "NBGRADER_DB_URL"
+
+
+def db_env(course_root: str | os.PathLike, db: str | None) -> dict[str, str]:
+    """``{DB_ENV: db}`` for an nbgrader child in ``course_root`` (empty without ``db``).
+
+    A config that does not read the variable would silently grade into its own gradebook,
+    so it is an error that says what to add.
+    """
+    if not db:
+        return {}
+    config = Path(course_root) / "nbgrader_config.py"
+    if DB_ENV not in (config.read_text() if config.is_file() else ""):
+        raise RuntimeError(
+            f"{config} does not read the gradebook URL from ${DB_ENV} (cudacourse passes it "
+            "there, never on a command line, where the process list would show its "
+            "password): add at its end the lines that read it, as in the course's own "
+            "nbgrader_config.py (docs/instructors.md)")
+    return {DB_ENV: db}
+
+
 def nbgrader(course_root: str | os.PathLike, *args: str, db: str | None = None,
              timeout: float | None = None) -> subprocess.CompletedProcess:
-    """Run ``nbgrader ARGS --db=DB`` in the course directory; output captured."""
+    """Run ``nbgrader ARGS`` in the course directory with the gradebook ``db`` (passed in
+    the environment, :data:`DB_ENV`); output captured."""
     cmd = [sys.executable, "-m", "nbgrader", *args]
-    if db:
-        cmd.append(f"--db={db}")
-    return subprocess.run(cmd, cwd=str(course_root), env=nbgrader_env(), capture_output=True,
+    env = {**nbgrader_env(), **db_env(course_root, db)}
+    return subprocess.run(cmd, cwd=str(course_root), env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

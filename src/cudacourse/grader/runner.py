@@ -98,8 +98,10 @@ def gradebook_lock(db_url: str) -> Iterator[None]:
         os.close(fd)
 
 
-def nbgrader(course_root: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+def nbgrader(course_root: str, *args: str, db: str | None = None,
+             timeout: int = 600) -> subprocess.CompletedProcess:
+    # The gradebook URL in the environment, never in argv (`ps` shows argv to every user).
+    env = {**os.environ, **course.db_env(course_root, db)}
     # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH.
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["CUDACOURSE_REQUIRE_GRADER"] = "1"  # nbgrader_config.py: no stock Execute fallback
@@ -307,7 +309,7 @@ def autograde(root: str, assignment: str, students: list[str],
     """``nbgrader autograde`` on the staged copies of ``students`` with their prepared
     results (no learner code runs here). Returns {student: reason} for those it failed."""
     work = Path(o["work_dir"])
-    args = ["autograde", assignment, "--force", f"--db={o['db_url']}",
+    args = ["autograde", assignment, "--force",
             f"--CourseDirectory.submitted_directory={work / 'staged'}",
             f"--ResilientExecute.results_dir={work / 'results'}",
             f"--ResilientExecute.output_cap={o['output_cap']}"]
@@ -318,7 +320,8 @@ def autograde(root: str, assignment: str, students: list[str],
     proc = None
     for attempt in range(4):
         with gradebook_lock(o["db_url"]):
-            proc = nbgrader(root, *args, timeout=o["nbgrader_timeout"] * max(1, len(students)))
+            proc = nbgrader(root, *args, db=o["db_url"],
+                            timeout=o["nbgrader_timeout"] * max(1, len(students)))
         if "database is locked" not in proc.stderr:
             break
         time.sleep(1 + attempt)

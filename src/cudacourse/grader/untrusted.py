@@ -10,8 +10,11 @@ metadata) is data to the end. This module is where it is made so:
 * :func:`redact` / :func:`redact_url` -- a database URL's password out of anything written;
 * :func:`clean_html` -- HTML through an allow-list sanitizer (bleach, the library nbconvert's
   own ``SanitizeHTML`` uses): tags, attributes and URL schemes not on the list are removed;
-* :func:`clean_markdown` -- a Markdown cell rendered as nbconvert renders it, sanitized, and
-  frozen as one HTML block that Markdown passes through unchanged: what formgrader and the
+* :func:`inert_tex` -- no TeX command that MathJax (or KaTeX) turns into a link, markup,
+  styles or a script load (``\\href{javascript:...}``, ``\\class``, ``\\style``, ``\\require``,
+  ...), nor one that defines macros (which could spell those from pieces);
+* :func:`clean_markdown` -- a Markdown cell rendered as nbconvert renders it, sanitized, its
+  TeX made inert, and frozen as one HTML block that Markdown passes through unchanged: what formgrader and the
   feedback page render from it is the sanitized HTML, whatever the learner wrote;
 * :func:`clean_notebook` -- all of that over an autograded notebook (Markdown and raw cells,
   outputs, attachments, metadata), applied before formgrader or feedback reads it.
@@ -175,6 +178,70 @@ def clean_html(fragment: Any) -> str:
                         strip=False, strip_comments=True)
 
 
+# --- TeX for MathJax ------------------------------------------------------------------------
+# Formgrader's and feedback's pages run MathJax over the page's text: whatever sits between
+# $...$, $$...$$, \(...\), \[...\] or in \begin{...} becomes MathJax's own markup, after the
+# sanitizer. These commands make links (\href{javascript:...}, \url), set classes, ids, data
+# attributes and styles (a fixed overlay over the grading form, \class{...} hooks), load
+# extensions or fonts (\require, \unicode), add tooltips and toggles, or, in KaTeX, the same
+# (\htmlClass, \htmlStyle, \includegraphics). The macro definitions are in the list because
+# MathJax expands a macro as text: \def\h#1{\hre#1}\h{f} spells \href. nbconvert loads
+# MathJax with its Safe extension, which filters some of these; this does not depend on it.
+TEX_MARKUP = (
+    "href", "url", "class", "style", "cssId", "data", "unicode", "require", r"html[A-Za-z]*",
+    "mmlToken", "bbox", "toggle", "texttip", "tooltip", "mathtip", "setOptions",
+    "includegraphics",
+    "def", "gdef", "edef", "xdef", "let", "futurelet", "newcommand", "renewcommand",
+    "providecommand", "newenvironment", "renewenvironment", "DeclareMathOperator",
+    "Newextarrow", "global", "begingroup", "csname", "expandafter",
+)
+_TEX_COMMAND = re.compile(r"\\(?=(?:%s)(?![A-Za-z]))" % "|".join(TEX_MARKUP), re.I)
+# FULLWIDTH REVERSE SOLIDUS: the reader still sees a backslash; TeX reads a plain character
+INERT_BACKSLASH = "\uff3c"
+
+
+def inert_text(value: str) -> str:
+    """Plain text (not HTML) with each listed TeX command's backslash made a character."""
+    return _TEX_COMMAND.sub(INERT_BACKSLASH, value)
+
+
+def inert_tex(fragment: str) -> str:
+    """Sanitized HTML whose text (what MathJax reads: character references decoded, across
+    tags, since MathJax's math can span them) holds none of the commands of
+    :data:`TEX_MARKUP`; tags are kept as they are, text is re-escaped."""
+    from html.parser import HTMLParser
+
+    parts: list[list[str]] = []  # [kind, raw tag | decoded text]
+
+    class _Walk(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: Any) -> None:
+            parts.append(["tag", self.get_starttag_text() or ""])
+
+        handle_startendtag = handle_starttag
+
+        def handle_endtag(self, tag: str) -> None:
+            parts.append(["tag", f"</{tag}>"])
+
+        def handle_data(self, data: str) -> None:
+            parts.append(["text", data])
+
+    walk = _Walk(convert_charrefs=True)
+    walk.feed(fragment)
+    walk.close()  # comments, declarations and processing instructions are dropped
+    texts = [p for p in parts if p[0] == "text"]
+    joined = "".join(p[1] for p in texts)
+    hits = {m.start() for m in _TEX_COMMAND.finditer(joined)}
+    if hits:
+        at = 0
+        for p in texts:
+            n = len(p[1])
+            if any(at <= h < at + n for h in hits):
+                p[1] = "".join(INERT_BACKSLASH if at + i in hits else ch
+                               for i, ch in enumerate(p[1]))
+            at += n
+    return "".join(v if kind == "tag" else html.escape(v, quote=False) for kind, v in parts)
+
+
 def _markdown_to_html(source: str) -> str:
     """Rendered as nbgrader's formgrade and feedback templates render a Markdown cell."""
     from nbconvert.filters.markdown import markdown2html
@@ -195,7 +262,7 @@ def clean_markdown(source: Any) -> str:
         rendered = _markdown_to_html(s)
     except Exception:  # noqa: BLE001 - whatever defeats the renderer is shown as text
         rendered = f"<pre>{html.escape(s)}</pre>"
-    safe = clean_html(rendered).strip().replace("\r", "").replace("\n", "&#10;")
+    safe = inert_tex(clean_html(rendered)).strip().replace("\r", "").replace("\n", "&#10;")
     wrapper = f'<div class="{FROZEN_CLASS}">'
     if safe.startswith(wrapper) and safe.endswith("</div>") and \
             safe.count(wrapper) == 1:  # cleaned already (feedback after autograde): as is
@@ -205,7 +272,7 @@ def clean_markdown(source: Any) -> str:
 
 def markdown_text(value: Any) -> str:
     """Untrusted text inside Markdown the grader writes: no HTML, no Markdown syntax."""
-    s = html.escape(line(value), quote=True)
+    s = html.escape(inert_text(line(value)), quote=True)
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~>$])", r"\\\1", s)
 
 
@@ -271,7 +338,7 @@ def clean_notebook(nb: Any) -> Any:
                                  and isinstance(d, str)}
                     for name, b in atts.items()})
         elif kind == "raw":
-            cell["source"] = html.escape(text(_joined(cell.get("source", ""))))
+            cell["source"] = html.escape(inert_text(text(_joined(cell.get("source", "")))))
             cell.get("metadata", {}).pop("format", None)
             cell.get("metadata", {}).pop("raw_mimetype", None)
         elif kind == "code":
@@ -307,4 +374,4 @@ _GRADE_ID = re.compile(r"[A-Za-z0-9_\-]{1,200}")
 
 
 __all__ = ["text", "line", "csv_cell", "deep", "redact", "redact_url", "secrets_of",
-           "clean_html", "clean_markdown", "markdown_text", "clean_outputs", "clean_notebook"]
+           "clean_html", "inert_tex", "inert_text", "clean_markdown", "markdown_text", "clean_outputs", "clean_notebook"]

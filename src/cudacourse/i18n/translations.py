@@ -10,6 +10,13 @@ per text unit (a markdown cell, a question's title, prompt, choice, why, explana
     msgid "The line printed above tells you ..."      <- the English, as it was translated
     msgstr "上に表示された行は ..."
 
+The texts of a question's *key* (each choice's why, the feedback on known wrong values, the
+explanation, the hint) tell the answer, so they are instructor-side like the English keys
+(``lessons/quizkeys/``): their entries live in ``lessons/quizkeys/<lang>/NN_topic.po``, never
+in the package, and reach a notebook only inside the key tokens that ``cudacourse build``
+writes into the masters (``cudacourse.quiz.keyed``; issue 19). The package's file keeps the
+lesson's markdown and the questions' title, prompt and choices.
+
 ``msgctxt`` is the unit's stable key: ``md.<anchor>.<n>`` for the n-th markdown cell after
 the cell whose marker carries ``id=<anchor>`` (``start`` before the first one), so a cell
 added elsewhere in the lesson moves no key; ``q.<question id>.<field>`` for question texts.
@@ -20,8 +27,8 @@ when the English changed since (its hash differs) or the entry is marked ``fuzzy
 Workflow (``cudacourse i18n update``): new units get empty entries, changed ones keep their
 old translation, get the new English as ``msgid`` (the old one as ``#| msgid``) and the
 ``fuzzy`` flag; after re-translating, remove ``fuzzy`` and run update again, which records
-the new hash. The file is kept in the course's source tree, beside the package data, so the
-questions can be asked in Japanese wherever the package is installed.
+the new hash. The package's file is kept beside the package data, so the questions can be asked in
+Japanese wherever the package is installed; the key file stays beside the lesson sources.
 """
 
 from __future__ import annotations
@@ -102,14 +109,38 @@ def lesson_units(lesson_text: str, bank_text: str | None, name: str = "<lesson>"
 
 
 def po_path(stem: str, lang: str, root: Path | None = None) -> Path:
+    """The package's translation file: lesson markdown and question texts, no key texts."""
     base = (root / "src" / "cudacourse") if root is not None else PACKAGE_DIR
     return base / "locale" / lang / "lessons" / f"{stem}.po"
+
+
+KEY_DIR = Path("lessons") / "quizkeys"  # cudacourse.quiz.KEY_DIR: instructor-side only
+_KEY_FIELDS = ("why", "wrong", "explain", "hint")  # the fields of cudacourse.quiz.KEY_FIELDS with text
+
+
+def key_po_path(stem: str, lang: str, root: Path) -> Path:
+    """The instructor-side translation file of ``stem``'s answer keys (no package default:
+    a learner's install has none)."""
+    return Path(root) / KEY_DIR / lang / f"{stem}.po"
+
+
+def is_key_unit(key: str) -> bool:
+    """Whether the unit ``key`` translates part of an answer key (``q.<id>.why.a``,
+    ``q.<id>.wrong.0``, ``q.<id>.explain``, ``q.<id>.hint``): text that gives answers away."""
+    parts = key.split(".")
+    return parts[0] == "q" and len(parts) >= 3 and parts[2] in _KEY_FIELDS
+
+
+def split_units(units: list[Unit]) -> tuple[list[Unit], list[Unit]]:
+    """``(the package's units, the key file's units)``."""
+    return ([u for u in units if not is_key_unit(u.key)],
+            [u for u in units if is_key_unit(u.key)])
 
 
 def sources(stem: str, root: Path) -> tuple[str, str | None]:
     lesson = (root / "lessons" / f"{stem}.py").read_text()
     bank = root / "src" / "cudacourse" / "quizzes" / f"{stem}.toml"
-    keys = root / "lessons" / "quizkeys" / f"{stem}.toml"  # cudacourse.quiz.KEY_DIR
+    keys = root / KEY_DIR / f"{stem}.toml"
     if not bank.is_file():
         return lesson, None
     # The questions and their keys (why, explanations, hints) are translated alike.
@@ -196,20 +227,34 @@ def write(path: Path, catalog: Catalog) -> None:
     path.write_bytes(buf.getvalue())
 
 
+def _merged(a: Status, b: Status) -> Status:
+    return Status(a.missing + b.missing, a.stale + b.stale, a.unknown + b.unknown)
+
+
 def update_file(stem: str, lang: str, root: Path) -> Status:
+    """Both files of ``stem`` brought in line: the package's and the key file. A key unit
+    still in the package's file (as before issue 19) moves to the key file, translation and
+    all, and leaves the package."""
     lesson, bank = sources(stem, root)
-    units = lesson_units(lesson, bank, stem)
-    path = po_path(stem, lang, root)
-    catalog = update(units, read(path) if path.exists() else None, lang)
+    shown, keys = split_units(lesson_units(lesson, bank, stem))
+    path, kpath = po_path(stem, lang, root), key_po_path(stem, lang, root)
+    old = read(path) if path.exists() else None
+    old_keys = read(kpath) if kpath.exists() else old
+    catalog, key_catalog = update(shown, old, lang), update(keys, old_keys, lang)
     write(path, catalog)
-    return status(units, catalog)
+    if keys:
+        write(kpath, key_catalog)
+    return _merged(status(shown, catalog), status(keys, key_catalog))
 
 
 def file_status(stem: str, lang: str, root: Path) -> Status:
+    """Both files' status; an answer key's entry in the package's file counts as unknown
+    (it does not belong there: run update, which moves it)."""
     lesson, bank = sources(stem, root)
-    units = lesson_units(lesson, bank, stem)
-    path = po_path(stem, lang, root)
-    return status(units, read(path) if path.exists() else Catalog())
+    shown, keys = split_units(lesson_units(lesson, bank, stem))
+    path, kpath = po_path(stem, lang, root), key_po_path(stem, lang, root)
+    return _merged(status(shown, read(path) if path.exists() else Catalog()),
+                   status(keys, read(kpath) if kpath.exists() else Catalog()))
 
 
 # --- the translated notebook and questions ----------------------------------------------------
@@ -243,14 +288,24 @@ def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
     return out
 
 
-def question_texts(lesson: str, lang: str) -> dict[str, tuple[str, str]]:
-    """``{key: (hash of the English it translates, translation)}`` for a lesson's question
-    texts; use one through :func:`pick`, which keeps the English when it changed since."""
-    path = po_path(lesson, lang)
+def _texts_of(path: Path) -> dict[str, tuple[str, str]]:
     if not path.is_file():
         return {}
     return {key: (_hash_of(m) or "", m.string) for key, m in entries(read(path)).items()
             if key.startswith("q.") and m.string and not m.fuzzy}
+
+
+def question_texts(lesson: str, lang: str) -> dict[str, tuple[str, str]]:
+    """``{key: (hash of the English it translates, translation)}`` for a lesson's question
+    texts in the package (title, prompt, choices; never a key's text, even from a stale
+    file); use one through :func:`pick`, which keeps the English when it changed since."""
+    return {k: v for k, v in _texts_of(po_path(lesson, lang)).items() if not is_key_unit(k)}
+
+
+def key_texts(lesson: str, lang: str, root: Path) -> dict[str, tuple[str, str]]:
+    """As :func:`question_texts`, for the answer keys' texts, from the instructor-side file."""
+    return {k: v for k, v in _texts_of(key_po_path(lesson, lang, root)).items()
+            if is_key_unit(k)}
 
 
 def pick(texts: dict[str, tuple[str, str]], key: str, english: str) -> str:
