@@ -1,6 +1,7 @@
 """A hostile submission opened by the instructor in formgrader, and its feedback, in Chromium.
 
-A scratch course of lesson 1 with two students: ``attacker`` (right answers, plus Markdown
+A light scratch course (tests/lightcourse.py: lesson 1's graded cells, demos dropped, as
+only they are graded and the demos cost most of the grading) with two students: ``attacker`` (right answers, plus Markdown
 and raw cells whose markup would take over the instructor's session: change the page title,
 set a cookie, and rewrite every grade through formgrader's API) and ``victim`` (right
 answers). Both are graded with ``cudacourse grade``, feedback is generated with nbgrader,
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -29,6 +29,8 @@ import pytest
 
 from cudacourse import authoring
 from cudacourse.grader import runner
+
+import lightcourse
 
 pytestmark = [pytest.mark.browser, pytest.mark.grading]
 
@@ -102,8 +104,7 @@ def _notebook_id(course: Path, student: str) -> str:
 def course(tmp_path_factory):
     course = tmp_path_factory.mktemp("hostile") / "course"
     course.mkdir()
-    shutil.copytree(ROOT / "solutions" / A, course / "solutions" / A)
-    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    lightcourse.write(course)  # lesson 1's graded cells: the demos would only cost time
     release = _nbgrader(course, "generate_assignment", A, "--force")
     assert release.returncode == 0, release.stderr
     learner = nbformat.read(course / "notebooks" / A / f"{A}.ipynb", 4)

@@ -1,6 +1,7 @@
 """What a grader sees, in a real browser: formgrader and the feedback on a failing submission.
 
-A scratch course of lesson 1 with one late submission whose kernel is wrong and whose second
+A light scratch course (tests/lightcourse.py: lesson 1's graded cells, demos dropped, as
+only they are graded) with one late submission whose kernel is wrong and whose second
 answer is wrong. Its verdicts are given (as ``cudacourse grade`` would have prepared them:
 ``--ResilientExecute.results_dir``), so ``nbgrader autograde`` records it in seconds with the
 course's real execute step, summary and late policy; then ``nbgrader generate_feedback``, and
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -23,10 +23,11 @@ import pytest
 
 from cudacourse.grader import runner
 
+import lightcourse
+
 pytestmark = pytest.mark.browser
 
 
-ROOT = Path(__file__).resolve().parents[1]
 A = "01_gpu_vs_cpu"
 STUDENT = "late_wrong"
 CAUSE = "out holds a[i] - b[i], but it should hold a[i] + b[i]"
@@ -37,11 +38,9 @@ WINDOW = {"width": 1280, "height": 800}
 
 def _graded_course(course: Path) -> None:
     course.mkdir()
-    shutil.copytree(ROOT / "solutions" / A, course / "solutions" / A)
-    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
-    with open(course / "nbgrader_config.py", "a") as fh:
-        fh.write(f"\nc.CoursePolicy.due = {{{A!r}: '2026-01-10 23:59:00 UTC'}}\n"
-                 "c.LatePenalty.penalty_method = 'percent_per_day'\n")
+    # lesson 1's graded cells only (tests/lightcourse.py): the demos would only cost time
+    lightcourse.write(course, f"c.CoursePolicy.due = {{{A!r}: '2026-01-10 23:59:00 UTC'}}\n"
+                              "c.LatePenalty.penalty_method = 'percent_per_day'")
     db = f"--db=sqlite:///{course}/gradebook.db"
     done = runner.nbgrader(str(course), "generate_assignment", A, "--force", db)
     assert done.returncode == 0, done.stderr

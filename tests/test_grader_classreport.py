@@ -1,5 +1,7 @@
 """``cudacourse report``: score distributions, common diagnoses, near-identical kernels, the
-LMS export -- on a small class graded for real, and on hand-made cells for the parsers."""
+LMS export -- on a small class graded for real (in the light course of tests/lightcourse.py:
+lesson 1's graded cells, demos dropped, as they decide no score), and on hand-made cells for
+the parsers."""
 
 from __future__ import annotations
 

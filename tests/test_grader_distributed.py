@@ -1,6 +1,7 @@
 """Grading a sample class on a real Dask ``distributed.LocalCluster`` (several worker processes).
 
-A scratch course with lesson 1 and a few sample submissions (right, partly right, blank,
+A light scratch course (tests/lightcourse.py: lesson 1's graded cells, demos dropped, since
+only graded cells decide a score and the demos cost most of each run) and a few sample submissions (right, partly right, blank,
 hostile) is graded through ``grade_all`` on a LocalCluster of two worker processes; every
 submission must come back with its expected score, from more than one worker process. The
 helpers at the top (``make_course``, ``scores``) are shared with the other test_grader_*
@@ -13,18 +14,18 @@ import copy
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from cudacourse import authoring, device
+from cudacourse import device
 from cudacourse.grader import distributed
+
+import lightcourse
 
 pytestmark = pytest.mark.grading
 
-ROOT = authoring.ROOT
 ASSIGNMENT = "01_gpu_vs_cpu"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 TIMEOUT = int(os.environ.get("CUDACOURSE_GRADING_TIMEOUT", device.pick(sim=30, gpu=30)))
@@ -90,13 +91,10 @@ def build(kind: str, learner, master) -> tuple[nbformat.NotebookNode, dict | Non
 
 
 def make_course(path: Path, db: str | None = None, config: str = "") -> dict:
-    """A scratch course: lesson 1's master, its release, the gradebook; ``config`` appended
-    to the copied nbgrader_config.py. Returns the learner and master notebooks."""
-    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, path / "solutions" / ASSIGNMENT)
-    shutil.copy(ROOT / "nbgrader_config.py", path / "nbgrader_config.py")
-    if config:
-        with open(path / "nbgrader_config.py", "a") as fh:
-            fh.write("\n" + config + "\n")
+    """A scratch course: lesson 1's master trimmed to its graded cells (tests/lightcourse.py:
+    the demos cost most of each grading and decide no score), its release, the gradebook;
+    ``config`` appended to the copied nbgrader_config.py. Returns the learner and master."""
+    lightcourse.write(path, config)
     release = distributed.nbgrader(path, "generate_assignment", ASSIGNMENT, "--force",
                                    db=db or distributed.default_db(path))
     assert release.returncode == 0, release.stderr[-3000:]

@@ -1,8 +1,9 @@
 """The sample class graded by several Dask workers at once into a real PostgreSQL gradebook.
 
 A throwaway PostgreSQL server (Debian's ``postgresql`` package; ``.ci/run`` installs it) is
-started in a temporary directory on a free port, as a non-root user. The class: right,
-partly right, blank, hostile, and a late submission under the configured late policy. Three
+started in a temporary directory on a free port, as a non-root user. The course is the light
+one (tests/lightcourse.py: lesson 1's graded cells, demos dropped, as they decide no score).
+The class: right, partly right, blank, hostile, and a late submission under the configured late policy. Three
 Dask worker processes write to the gradebook at once; the test then counts the rows (none
 lost, none doubled), looks for lock and serialisation errors in every job's log, checks each
 score and the penalty, and makes the report and the LMS export from the same gradebook.

@@ -1,6 +1,7 @@
 """Grading a whole sample class of lesson 1 with ``cudacourse grade``, end to end.
 
-A scratch course with its own gradebook: release (generate_assignment), the samples of
+A light scratch course (tests/lightcourse.py: lesson 1's graded cells, demos dropped, since
+only they decide a score and the demos cost most of each submission's run) with its own gradebook: release (generate_assignment), the samples of
 tests/submissions/samples.py in submitted/, ``cudacourse grade`` (sandboxed, default workers),
 then nbgrader's own feedback and export, and ``cudacourse report``. Checked: the score of
 every test cell of every sample, the late sample's penalty (the course's deadline policy,
@@ -31,6 +32,8 @@ import pytest
 from cudacourse import authoring, device
 from cudacourse.grader import intake
 from cudacourse.grader import sandbox as sbx
+
+import lightcourse
 
 pytestmark = pytest.mark.grading
 # The checker's stable cause id for samples.WRONG_KERNEL (a - b for a + b): check.vector
@@ -101,12 +104,10 @@ def graded():
 
 def _grade_the_class(course: Path) -> dict:
     course.mkdir()
-    shutil.copytree(ROOT / "solutions" / A, course / "solutions" / A)
-    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
-    with open(course / "nbgrader_config.py", "a") as fh:  # the late sample's deadline
-        fh.write(f"\nc.CoursePolicy.due = {{{A!r}: {samples.DUE!r}}}\n"
-                 "c.LatePenalty.penalty_method = 'percent_per_day'\n"
-                 f"c.LatePenalty.percent_per_day = {samples.PERCENT_PER_DAY}\n")
+    # lesson 1's graded cells only (tests/lightcourse.py); the late sample's deadline
+    lightcourse.write(course, f"c.CoursePolicy.due = {{{A!r}: {samples.DUE!r}}}\n"
+                              "c.LatePenalty.penalty_method = 'percent_per_day'\n"
+                              f"c.LatePenalty.percent_per_day = {samples.PERCENT_PER_DAY}")
     release = _nbgrader(course, "generate_assignment", A, "--force")
     assert release.returncode == 0, release.stderr
     learner = course / "notebooks" / A / f"{A}.ipynb"
