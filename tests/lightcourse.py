@@ -103,6 +103,18 @@ def trim(master: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return light
 
 
+def graded_part(notebook: Path, where: Path) -> Path:
+    """``notebook`` trimmed (``trim``) and written under ``where``: what decides ``nbgrader
+    validate``'s verdict. The cells dropped are demos, which the same cells of the master
+    already execute (tests/test_notebooks.py's test_master_executes_without_errors); in the
+    simulator executing them again costs minutes a lesson. The copy's directory is new: no
+    lesson reads files beside its notebook."""
+    where.mkdir(parents=True, exist_ok=True)
+    out = where / notebook.name
+    nbformat.write(trim(nbformat.read(notebook, 4)), out)
+    return out
+
+
 def write(course: Path, config: str = "") -> None:
     """A scratch course at ``course``: the trimmed lesson 1 master in solutions/ and the
     course's nbgrader_config.py with ``config`` appended. The caller releases it

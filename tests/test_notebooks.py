@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from cudacourse import authoring
+from lightcourse import graded_part
 
 pytestmark = pytest.mark.notebooks
 
@@ -176,7 +177,13 @@ def test_master_passes_nbgrader_validate(lesson, validated_dir):
 
 
 @pytest.mark.parametrize("lesson", _params())
-def test_unfilled_learner_copy_fails_validate(lesson):
-    p = _validate(authoring.release_path(lesson))
+def test_unfilled_learner_copy_fails_validate(lesson, tmp_path):
+    """Unfilled, the learner copy fails validate: each graded cell is executed (with what it
+    uses); every answer cell still raises NotImplementedError and every test cell fails."""
+    copy = authoring.release_path(lesson)
+    p = _validate(graded_part(copy, tmp_path))
     assert "Success!" not in p.stdout
     assert "VALIDATION FAILED" in p.stdout, p.stdout + p.stderr
+    graded = [c for c in nbformat.read(copy, 4).cells
+              if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and f"VALIDATION FAILED ON {len(graded)} CELL(S)" in p.stdout, p.stdout
