@@ -60,11 +60,13 @@ class CheckFailure(AssertionError):
 
     def __init__(self, message: str = "", *, cause: str = "wrong_values", hint: str = "",
                  context: dict | None = None) -> None:
+        # A message or hint made with ``T(template, **values)`` (cudacourse.i18n.Text) keeps
+        # its template, so it is shown in the learner's language; a plain str is English.
+        self.text_message = message if isinstance(message, _i18n.Text) else None
+        self.text_hint = hint if isinstance(hint, _i18n.Text) else None
         self.message = plain(str(message)).strip()
         self.cause = cause
-        self.hint = plain(hint).strip()
-        if self.hint:
-            self.hint = self.hint[0].upper() + self.hint[1:]
+        self.hint = _capital(plain(str(hint)).strip())
         self.context = dict(context or {})
         super().__init__(self.text())
 
@@ -81,7 +83,10 @@ class CheckFailure(AssertionError):
         """(diagnosis, hint) in the course's language (``cudacourse.i18n``): the catalogue's
         translation of each, else the English, headed by the translated cause so that every
         failure says in the learner's language what kind of mistake it is."""
-        message, hint = _i18n.gettext(self.message), _i18n.gettext(self.hint)
+        message = (plain(self.text_message.shown()).strip() if self.text_message is not None
+                   else _i18n.gettext(self.message))
+        hint = (_capital(plain(self.text_hint.shown()).strip()) if self.text_hint is not None
+                else _i18n.gettext(self.hint))
         if _i18n.language() != _i18n.DEFAULT and message == self.message and \
                 self.cause in CAUSES:
             cause = _i18n.gettext(CAUSES[self.cause])
@@ -107,6 +112,10 @@ class CheckFailure(AssertionError):
     def to_dict(self) -> dict:
         d = {"message": self.message, "cause": self.cause, "hint": self.hint,
              "context": {k: _jsonable(v) for k, v in self.context.items()}}
+        if self.text_message is not None:
+            d["message_text"] = self.text_message.to_dict()
+        if self.text_hint is not None:
+            d["hint_text"] = self.text_hint.to_dict()
         launched = _launches.launched()
         if launched:  # a replay child: the GPU process compiles these for real (_replay)
             d["launches"] = launched
@@ -114,18 +123,25 @@ class CheckFailure(AssertionError):
 
     @classmethod
     def from_dict(cls, d: dict) -> "CheckFailure":
-        return cls(d.get("message", ""), cause=d.get("cause", "wrong_values"),
-                   hint=d.get("hint", ""), context=d.get("context") or {})
+        message = (_i18n.Text.from_dict(d["message_text"]) if "message_text" in d
+                   else d.get("message", ""))
+        hint = _i18n.Text.from_dict(d["hint_text"]) if "hint_text" in d else d.get("hint", "")
+        return cls(message, cause=d.get("cause", "wrong_values"), hint=hint,
+                   context=d.get("context") or {})
 
     def __reduce__(self):  # pickles with its fields (multiprocessing, pytest-xdist)
         return (_rebuild, (self.to_dict(),))
+
+
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:] if text else text
 
 
 def _rebuild(d: dict) -> CheckFailure:
     return CheckFailure.from_dict(d)
 
 
-def fail(msg: str, *, cause: str = "wrong_values", hint: str = "",
+def fail(msg: "str | _i18n.Text", *, cause: str = "wrong_values", hint: str = "",
          context: dict | None = None, **more: Any) -> None:
     """Raise a :class:`CheckFailure`; extra keywords join the context."""
     __tracebackhide__ = True  # pytest and IPython: show the checker's caller, not this frame
@@ -146,8 +162,8 @@ def passes(name: str, *facts: str, hidden: bool = False) -> Passed:
     adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; grading reruns it on
     hidden cases (other sizes and seeds)``): the hidden tests, which the learner's copy does
     not contain, call the same checker with ``hidden=True``."""
-    _ = _i18n.gettext  # the facts are the checkers' own phrases: each translated if listed
-    what = f": {', '.join(_(f) for f in facts)}" if facts else ""
+    _ = _i18n.gettext  # the facts: T(...) texts by their template, plain phrases if listed
+    what = f": {', '.join(_i18n.shown(f) for f in facts)}" if facts else ""
     tail = "" if hidden else _("; grading reruns it on hidden cases (other sizes and seeds)")
     return Passed(_("{name} passes").format(name=name) + what + tail)
 

@@ -86,5 +86,85 @@ def N_(message: str) -> str:
     return message
 
 
+class Text(str):
+    """A message with named placeholders, translated when it is shown, not when it is made.
+
+    ``T("wrote past the end of {name} (size {n})", name="c", n=1000)`` is, as a ``str``, the
+    English with its values filled in, so it prints, compares and logs as before; it also
+    keeps its template and values, so :meth:`shown` looks the *template* up in the catalogue
+    (``cudacourse.po`` holds ``"wrote past the end of {name} (size {n})"`` once, extracted by
+    Babel through the keyword ``T``) and fills the translation with the same values. Values
+    that are themselves :class:`Text` are shown in the same language. A value is never part
+    of the lookup, so one entry serves every case.
+    """
+
+    template: str
+    values: dict
+
+    def __new__(cls, template: str, /, **values: object) -> "Text":
+        self = super().__new__(cls, _fill(template, values, None))
+        self.template = template
+        self.values = values
+        return self
+
+    def shown(self) -> str:
+        """The message in the current language (the English where the catalogue has none)."""
+        return _fill(self.template, self.values, gettext)
+
+    def to_dict(self) -> dict:
+        """Plain data (JSON): the template and the values, nested texts as dicts too."""
+        return {"template": self.template,
+                "values": {k: (v.to_dict() if isinstance(v, Text) else _plain_value(v))
+                           for k, v in self.values.items()}}
+
+    @classmethod
+    def from_dict(cls, d: object) -> "Text | str":
+        """The inverse of :meth:`to_dict`; a plain string stays a string."""
+        if not isinstance(d, dict) or "template" not in d:
+            return d if isinstance(d, str) else str(d)
+        values = {str(k): (cls.from_dict(v) if isinstance(v, dict) else v)
+                  for k, v in dict(d.get("values") or {}).items()}
+        try:
+            return cls(str(d["template"]), **values)
+        except (KeyError, IndexError, ValueError):
+            return str(d["template"])
+
+    def __reduce__(self):  # pickles with its template (multiprocessing, pytest-xdist)
+        return (_rebuild_text, (self.to_dict(),))
+
+
+def _rebuild_text(d: dict) -> "Text | str":
+    return Text.from_dict(d)
+
+
+def _plain_value(v: object) -> object:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
+
+
+def _fill(template: str, values: dict, translate) -> str:
+    """``template`` through ``translate`` (gettext; None for the English), with ``values``
+    filled in; nested texts take the same road."""
+    filled = {k: ((v.shown() if translate else str(v)) if isinstance(v, Text) else v)
+              for k, v in values.items()}
+    text = translate(template) if (translate and template) else template
+    try:
+        return text.format(**filled)
+    except (KeyError, IndexError, ValueError):  # a translation that lost a placeholder
+        return template.format(**filled)
+
+
+def shown(message: object) -> str:
+    """Any message in the current language: a :class:`Text` by its template, a plain string
+    by the whole string (older entries), anything else as ``str``."""
+    if isinstance(message, Text):
+        return message.shown()
+    return gettext(str(message)) if message else ""
+
+
+T = Text
+
+
 __all__ = ["LANGUAGES", "DEFAULT", "language", "use", "normalize", "gettext", "ngettext",
-           "_", "N_"]
+           "_", "N_", "T", "Text", "shown"]

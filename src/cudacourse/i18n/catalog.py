@@ -22,7 +22,7 @@ from babel.messages.pofile import read_po, write_po
 
 from . import DOMAIN
 
-KEYWORDS = {"_": None, "N_": None, "gettext": None, "ngettext": (1, 2)}
+KEYWORDS = {"_": None, "N_": None, "T": None, "gettext": None, "ngettext": (1, 2)}
 
 
 def package_dir(root: Path) -> Path:
