@@ -24,6 +24,9 @@ from typing import Any
 
 import nbformat
 
+from . import safefs
+from .safefs import T
+
 MAX_NOTEBOOK_BYTES = 50 << 20  # a submitted notebook larger than this is not graded
 MAX_OTHER_BYTES = 20 << 20  # other files of a submission are copied up to this size
 
@@ -58,49 +61,73 @@ def master_notebooks(course_root: Path, source_dir: str, assignment: str) -> dic
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """The notebook at ``path``, or NotGraded naming exactly what is wrong with it."""
-    size = path.stat().st_size
-    if size > MAX_NOTEBOOK_BYTES:
-        raise NotGraded(f"{path.name} is {size >> 20} MiB, more than the "
-                        f"{MAX_NOTEBOOK_BYTES >> 20} MiB allowed")
-    raw = path.read_bytes()
+    """The notebook at ``path`` (a regular file, not followed if a link), or NotGraded
+    naming exactly what is wrong with it."""
+    path = Path(path)
+    try:
+        with safefs.Folder.at(path.parent) as folder:
+            entry = folder.entry(path.name)
+            if entry is None:
+                raise NotGraded(T("missing notebook {name}", name=safefs.shown(path.name)))
+            raw = folder.read(entry, MAX_NOTEBOOK_BYTES)
+    except safefs.Refused as exc:
+        raise NotGraded(str(exc)) from None
+    return parse_notebook(path.name, raw)
+
+
+def parse_notebook(name: str, raw: bytes) -> nbformat.NotebookNode:
+    """The notebook held in ``raw`` (the bytes of the learner's file ``name``), or NotGraded
+    naming what is wrong. Only this, the learner's own notebook, is ever quoted back."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise NotGraded(f"{path.name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at "
+        raise NotGraded(f"{name} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at "
                         f"offset {exc.start}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise NotGraded(f"{path.name} is not valid JSON: {exc.msg} at line {exc.lineno}, "
+        raise NotGraded(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}, "
                         f"column {exc.colno}") from None
+    except (RecursionError, MemoryError):
+        raise NotGraded(too_deep(name)) from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise NotGraded(f"{path.name} is JSON but not a notebook (no list of cells)")
+        raise NotGraded(f"{name} is JSON but not a notebook (no list of cells)")
     try:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
+    except (RecursionError, MemoryError):
+        raise NotGraded(too_deep(name)) from None
     except Exception as exc:  # noqa: BLE001 - nbformat raises several kinds
         msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise NotGraded(f"{path.name} is not a valid notebook: {msg}") from None
+        raise NotGraded(f"{name} is not a valid notebook: {msg}") from None
     return nb
 
 
-def check_timestamp(path: Path) -> None:
-    if not path.exists():
-        return
+def too_deep(name: str) -> str:
+    return T("{name} is nested too deeply to be read (JSON within JSON, thousands of levels)",
+             name=safefs.shown(name))
+
+
+MAX_TIMESTAMP_BYTES = 256  # nbgrader writes one line of about 30 characters
+
+
+def check_timestamp(raw: bytes) -> None:
+    """NotGraded unless ``raw`` (timestamp.txt's bytes) is empty or a time nbgrader reads.
+    Never quotes it: a link or a copy could have put anyone's file there."""
     from nbgrader.utils import parse_utc
 
     try:
-        text = path.read_text(encoding="utf-8").strip()
-    except (UnicodeDecodeError, OSError) as exc:
-        raise NotGraded(f"timestamp.txt is unreadable: {exc}") from None
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise NotGraded(T("timestamp.txt is not UTF-8 text")) from None
     if not text:
         return  # nbgrader treats an empty file as "no timestamp"
     try:
         parse_utc(text)
-    except (ValueError, OverflowError, TypeError) as exc:
-        raise NotGraded(f"timestamp.txt holds {text[:60]!r}, which is not a date and time "
-                        f"({exc})") from None
+    except Exception:  # noqa: BLE001 - dateutil raises several kinds; none is quoted
+        raise NotGraded(T("timestamp.txt does not hold a date and time (nbgrader writes "
+                          "one like {example})", example="2026-01-10 23:59:00.000000 UTC")) \
+            from None
 
 
 def restore(nb: nbformat.NotebookNode, master: nbformat.NotebookNode,
@@ -227,48 +254,158 @@ def _merge_meta(cell: Any, master_meta: dict[str, Any]) -> None:
     cell.metadata["nbgrader"] = meta
 
 
+# Where a learner's other files go in the graded copy: a folder of their own, so that the
+# top level of autograded/<student>/<assignment>/ (and of feedback/, which nbgrader copies
+# from it) holds only what the grader wrote: the restored notebooks, the checked
+# timestamp.txt and the grader's records (<notebook>.grading.json), which no learner file
+# can then be taken for. Learner code never reads these files (the sandbox gets the
+# notebook alone), so nothing depends on their place.
+LEARNER_FILES = "learner-files"
+MAX_DATA_BYTES = 100 << 20  # all other files of one submission together
+
+
+def _refuse(exc: safefs.Refused) -> NotGraded:
+    return NotGraded(str(exc))
+
+
 def stage(course_root: Path, assignment: str, student: str, staging: Path, *,
-          submitted_dir: str = "submitted", source_dir: str = "solutions") -> Staged:
+          submitted_dir: str = "submitted", source_dir: str = "solutions",
+          cancelled: Any = None) -> Staged:
     """Check ``submitted/<student>/<assignment>/`` and write its private copy under
-    ``staging``. Raises NotGraded with the reason."""
-    src = course_root / submitted_dir / student / assignment
-    if not src.is_dir():
-        raise NotGraded(f"nothing submitted (no directory {submitted_dir}/{student}/{assignment})")
+    ``staging``. Raises NotGraded with the reason.
+
+    Only what is expected is opened (:mod:`safefs`): the student's and the assignment's
+    folders must be real folders, every entry of the assignment's folder a regular file with
+    one name or a real sub-folder (sub-folders are not copied and never entered); a link,
+    named pipe, socket, device, hard link, or a name with ``..``, a slash or control
+    characters makes it "not graded: <name> is not a regular file (...)". ``cancelled``: a
+    callable; once it returns True (the stage ran out of time) nothing more is written."""
+    for what in (student, assignment):
+        why = safefs.name_problem(what)
+        if why:
+            raise NotGraded(T("{name} is not a regular file (its name holds {why})",
+                              name=safefs.shown(what), why=why))
+    top = Path(course_root) / submitted_dir
+    try:
+        folder = safefs.real_folder_inside(top, student)
+    except safefs.Refused as exc:
+        raise _refuse(exc) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise NotGraded(f"nothing submitted (no directory {submitted_dir}/{student}/"
+                        f"{assignment})") from None
+    with folder:
+        entry = _entry_or_refuse(folder, assignment)
+        if entry is None:
+            raise NotGraded(f"nothing submitted (no directory {submitted_dir}/{student}/"
+                            f"{assignment})")
+        try:
+            sub = folder.folder(assignment)
+        except safefs.Refused as exc:
+            raise _refuse(exc) from None
+    with sub:
+        return _stage_from(sub, course_root, assignment, student, staging, source_dir,
+                           cancelled or (lambda: False))
+
+
+def _entry_or_refuse(folder: safefs.Folder, name: str) -> safefs.Entry | None:
+    try:
+        return folder.entry(name)
+    except safefs.Refused as exc:
+        raise _refuse(exc) from None
+
+
+def _stage_from(sub: safefs.Folder, course_root: Path, assignment: str, student: str,
+                staging: Path, source_dir: str, cancelled: Any) -> Staged:
+    try:
+        entries = sub.entries()
+    except safefs.Refused as exc:
+        raise _refuse(exc) from None
+    files, folders = [], []
+    for e in entries:  # everything is looked at before anything is read
+        why = safefs.name_problem(e.name)
+        if why:
+            raise NotGraded(T("{name} is not a regular file (its name holds {why})",
+                              name=safefs.shown(e.name), why=why))
+        if e.kind == "folder":
+            folders.append(e)
+            continue
+        why = safefs.not_regular(e)
+        if why:
+            raise NotGraded(why)
+        files.append(e)
     masters = master_notebooks(course_root, source_dir, assignment)
-    given = {p.stem: p for p in src.glob("*.ipynb")}
+    given = {e.name[:-len(".ipynb")]: e for e in files if e.name.endswith(".ipynb")}
     missing = sorted(set(masters) - set(given))
     extra = sorted(set(given) - set(masters))
     if missing:
         if extra:
-            raise NotGraded(f"notebook renamed: found {', '.join(e + '.ipynb' for e in extra)} "
+            raise NotGraded(f"notebook renamed: found "
+                            f"{', '.join(safefs.shown(e) + '.ipynb' for e in extra)} "
                             f"instead of {', '.join(m + '.ipynb' for m in missing)}")
         raise NotGraded(f"missing notebook {', '.join(m + '.ipynb' for m in missing)}")
-    check_timestamp(src / "timestamp.txt")
-    out = Staged(student, assignment, staging / student / assignment)
+    stamp = next((e for e in files if e.name == "timestamp.txt"), None)
+    stamp_bytes = None
+    if stamp is not None:
+        try:
+            stamp_bytes = sub.read(stamp, MAX_TIMESTAMP_BYTES)
+        except safefs.Refused as exc:
+            raise _refuse(exc) from None
+        check_timestamp(stamp_bytes)
+    out = Staged(student, assignment, Path(staging) / student / assignment)
+    staged_notebooks = {}
+    for name, master_path in masters.items():
+        try:
+            raw = sub.read(given[name], MAX_NOTEBOOK_BYTES)
+        except safefs.Refused as exc:
+            raise _refuse(exc) from None
+        nb = parse_notebook(given[name].name, raw)
+        master = nbformat.read(master_path, as_version=4)
+        try:
+            staged_notebooks[name] = restore(nb, master, out.problems)
+        except (RecursionError, MemoryError):
+            raise NotGraded(too_deep(given[name].name)) from None
+    data, total = {}, 0
+    for e in files:  # data files a learner handed in (nbgrader copies them too)
+        if e.name.endswith(".ipynb") or e is stamp:
+            continue
+        if e.size > MAX_OTHER_BYTES or total + e.size > MAX_DATA_BYTES:
+            out.problems.append(T("{name} is larger than {n} MiB; not copied",
+                                  name=safefs.shown(e.name), n=MAX_OTHER_BYTES >> 20)
+                                if e.size > MAX_OTHER_BYTES else
+                                T("{name} not copied: the submission's files pass {n} MiB",
+                                  name=safefs.shown(e.name), n=MAX_DATA_BYTES >> 20))
+            continue
+        try:
+            data[e.name] = sub.read(e, MAX_OTHER_BYTES)
+        except safefs.Refused as exc:
+            raise _refuse(exc) from None
+        total += len(data[e.name])
+    for e in folders:
+        if e.name not in safefs.IGNORED:
+            out.problems.append(T("folder {name} not copied (only files are graded)",
+                                  name=safefs.shown(e.name)))
+    for e in extra:
+        out.problems.append(f"{safefs.shown(e)}.ipynb is not a notebook of this assignment; "
+                            "ignored")
+    if cancelled():
+        raise NotGraded(T("intake was stopped"))
     if out.directory.exists():
         shutil.rmtree(out.directory)
     out.directory.mkdir(parents=True)
     try:
-        for name, master_path in masters.items():
-            nb = read_notebook(given[name])
-            master = nbformat.read(master_path, as_version=4)
-            staged = restore(nb, master, out.problems)
+        for name, nb in staged_notebooks.items():
             dest = out.directory / f"{name}.ipynb"
-            nbformat.write(staged, dest)
+            nbformat.write(nb, dest)
             out.notebooks[name] = dest
-    except NotGraded:
+        if stamp_bytes is not None:
+            (out.directory / "timestamp.txt").write_bytes(stamp_bytes)
+        if data:
+            (out.directory / LEARNER_FILES).mkdir()
+        for name, raw in data.items():
+            (out.directory / LEARNER_FILES / name).write_bytes(raw)
+    except BaseException:
         shutil.rmtree(out.directory, ignore_errors=True)  # nothing half-staged is graded
         raise
-    for path in src.iterdir():  # data files a learner handed in (nbgrader copies them too)
-        if path.suffix == ".ipynb" or not path.is_file() or path.is_symlink():
-            continue
-        if path.stat().st_size <= MAX_OTHER_BYTES:
-            shutil.copyfile(path, out.directory / path.name)
-        else:
-            out.problems.append(f"{path.name} is larger than {MAX_OTHER_BYTES >> 20} MiB; "
-                                "not copied")
-    for e in extra:
-        out.problems.append(f"{e}.ipynb is not a notebook of this assignment; ignored")
     return out
 
 
@@ -276,13 +413,22 @@ def file_hashes(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root`` (for the "submissions never modified" check)."""
     import hashlib
 
+    import stat
+
     out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
+    for dirpath, dirs, files in os.walk(root):  # os.walk does not enter linked folders
+        for f in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
             p = Path(dirpath) / f
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+            st = p.lstat()
+            if stat.S_ISREG(st.st_mode):  # only regular files are opened: a pipe would wait
+                digest = hashlib.sha256(p.read_bytes()).hexdigest()
+            elif stat.S_ISLNK(st.st_mode):
+                digest = "link:" + os.readlink(p)
+            else:
+                digest = f"mode:{stat.S_IFMT(st.st_mode):o}"
+            out[str(p.relative_to(root))] = digest
     return out
 
 
-__all__ = ["NotGraded", "Staged", "stage", "restore", "read_notebook", "check_timestamp",
-           "master_notebooks", "file_hashes", "nb_meta"]
+__all__ = ["NotGraded", "Staged", "stage", "restore", "read_notebook", "parse_notebook",
+           "check_timestamp", "master_notebooks", "file_hashes", "nb_meta", "LEARNER_FILES"]
