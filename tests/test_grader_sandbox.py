@@ -225,3 +225,58 @@ def test_environment_is_fresh(tmp_path):
         del os.environ["AWS_SECRET"]
     out = res.stdout.decode()
     assert "AWS_SECRET" not in out and "'HOME'" in out and "'IPYTHONDIR'" in out
+
+
+def test_every_tmpfs_is_sized_and_memory_plus_tmpfs_stay_within_the_limit(tmp_path):
+    """RLIMIT_AS counts a process, not the files it leaves in a tmpfs: each tmpfs gets a
+    --size, and the process limit is what their sum leaves of memory_mb."""
+    course = tmp_path / "course"
+    course.mkdir()
+    for memory in (2048, 4096, 512):
+        sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=memory))
+        argv = sbx.bwrap_argv(sb, str(course), None, str(tmp_path), gpu=False)
+        sizes = []
+        for i, arg in enumerate(argv):
+            if arg == "--tmpfs":
+                assert argv[i - 2] == "--size", argv[i - 3:i + 2]
+                sizes.append(int(argv[i - 1]))
+        assert "/tmp" in argv and "/dev/shm" in argv
+        process = sbx._limits(sb.limits, 60, gpu=False)["RLIMIT_AS"]
+        assert sum(sizes) + process <= memory << 20, (memory, sizes, process)
+        assert argv.index("--remount-ro") > argv.index("--chdir")  # after every mount
+        assert argv[argv.index("--remount-ro") + 1] == "/dev"  # bwrap's /dev takes no size
+
+
+@needs_bwrap
+def test_filling_the_tmpfs_mounts_ends_at_their_size(tmp_path):
+    """/tmp, /dev/shm and /var/tmp fill up (ENOSPC) within the budget; /dev and the hidden
+    course root cannot be written at all."""
+    code = """
+import errno
+for d in ("/tmp", "/dev/shm", "/var/tmp", "/dev", "__COURSE__"):
+    wrote = 0
+    try:
+        with open(d + "/fill.bin", "wb") as fh:
+            for _ in range(64):
+                fh.write(b"0" * (1 << 20))
+                fh.flush()
+                wrote += 1
+        print(d, "wrote", wrote)
+    except OSError as exc:
+        print(d, "stopped", wrote, errno.errorcode.get(exc.errno))
+"""
+    course = tmp_path / "course"
+    course.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=256))  # tmpfs budget 64 MiB
+    res = sbx.run([sys.executable, "-c", code.replace("__COURSE__", str(course.resolve()))],
+                  workdir=str(work), sb=sb, course_root=str(course), timeout=60)
+    out = dict((ln.split(" ", 1)[0], ln.split(" ", 1)[1])
+               for ln in res.stdout.decode().splitlines())
+    sizes = sbx.tmpfs_sizes(sb.limits, 1)
+    for d in ("/tmp", "/dev/shm", "/var/tmp"):
+        assert out[d].startswith("stopped") and out[d].endswith("ENOSPC"), (d, out, res.stderr)
+        assert int(out[d].split()[1]) <= sizes[d] >> 20
+    for d in ("/dev", str(course.resolve())):
+        assert out[d] == "stopped 0 EROFS", (d, out)

@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import Any, Callable, Iterator
 import nbformat
 
 from . import course, intake, prepare
+from .safefs import T
 
 DEFAULT_OPTIONS: dict[str, Any] = {
     **prepare.DEFAULTS,
@@ -50,7 +52,23 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "nbgrader_timeout": 600,
     "keep_work": False,
     "batch_nbgrader": True,  # grade_class: one nbgrader run for all prepared students
+    "deadlines": {},  # stage name -> seconds; the rest from stage_deadlines()
 }
+
+
+def stage_deadlines(o: dict[str, Any]) -> dict[str, float]:
+    """Seconds each stage of one submission may take (``o["deadlines"]`` overrides): past
+    it, the submission is "not graded: <stage> took longer than N s" and the class goes on.
+    The sandbox's own timeouts end a run first; these are the backstop for everything else
+    (a notebook that takes minutes to parse, an nbgrader that hangs)."""
+    cell, whole = float(o.get("timeout") or 120), float(o.get("notebook_timeout") or 900)
+    out = {"intake": 120.0,
+           # the feedback run (whole) and the verdicts (a cell's timeout each) run at once
+           "feedback run and verdicts": whole + 20 * cell + 120,
+           "record": float(o.get("nbgrader_timeout") or 600),
+           "report": 120.0}
+    out.update({k: float(v) for k, v in (o.get("deadlines") or {}).items()})
+    return out
 
 
 def _opts(course_root: str, assignment: str, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -184,13 +202,17 @@ class Submission:
         self.assignment, self.student = assignment, student
         self.work = Path(self.o["work_dir"])
         self.staged: intake.Staged | None = None  # intake's result
+        self.cancelled = threading.Event()  # set when a stage ran out of time
         self.out: dict[str, Any] = {
             "student": student, "assignment": assignment, "status": "graded", "reason": None,
             "scores": {}, "max_scores": {}, "incidents": [], "isolation": [], "seconds": 0.0}
 
     def not_graded(self, reason: str) -> dict[str, Any]:
-        """End the walk here: "not graded: <reason>", said in the gradebook too."""
+        """End the walk here: "not graded: <reason>", said in the gradebook too; nothing of
+        it stays staged (a batch record run would otherwise take it up again)."""
         self.out.update(status="not_graded", reason=reason, scores={}, max_scores={})
+        for part in ("staged", "results"):
+            shutil.rmtree(self.work / part / self.student, ignore_errors=True)
         try:
             mark_not_graded(self.root, self.assignment, self.student, reason, self.o["db_url"])
         except Exception as exc:  # noqa: BLE001 - the reason still reaches the summary
@@ -212,9 +234,13 @@ def _intake(sub: Submission) -> dict[str, Any] | None:
     try:
         sub.staged = intake.stage(Path(sub.root), sub.assignment, sub.student,
                                   sub.work / "staged", submitted_dir=sub.o["submitted_dir"],
-                                  source_dir=sub.o["source_dir"])
+                                  source_dir=sub.o["source_dir"],
+                                  cancelled=sub.cancelled.is_set)
     except intake.NotGraded as exc:
         return sub.not_graded(str(exc))
+    except (RecursionError, MemoryError) as exc:  # whatever it holds, it cannot be read
+        return sub.not_graded(T("intake could not read it ({error})",
+                                error=type(exc).__name__))
     sub.out["incidents"] += sub.staged.problems
     return None
 
@@ -266,14 +292,46 @@ STAGES: tuple[tuple[str, Callable[[Submission], dict[str, Any] | None]], ...] = 
 
 def grade_submission(course_root: str, assignment: str, student: str,
                      options: dict[str, Any]) -> dict[str, Any]:
-    """Grade one student's submission (the :data:`STAGES`, each once, in order); never
-    raises for anything the student did."""
+    """Grade one student's submission (the :data:`STAGES`, each once, in order, each within
+    its deadline, :func:`stage_deadlines`); never raises for anything the student did, and
+    every way it ends is recorded (a "not graded" with its note, or the scores)."""
     sub = Submission(course_root, assignment, student, options)
-    for _name, stage in STAGES:
-        result = stage(sub)
+    deadlines = stage_deadlines(sub.o)
+    for name, stage in STAGES:
+        result = _within(name, stage, sub, deadlines.get(name))
         if result is not None:  # the walk ends here (report, the last, always ends it)
             break
     return result
+
+
+def _within(name: str, stage: Callable[[Submission], dict[str, Any] | None],
+            sub: Submission, seconds: float | None) -> dict[str, Any] | None:
+    """``stage(sub)`` in a thread of its own, waited for ``seconds`` at most. Past that, or
+    when it raises, the submission is "not graded" now; the late thread finds ``cancelled``
+    set and writes nothing more (intake checks it), and what it staged is removed."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = stage(sub)
+        except BaseException as exc:  # noqa: BLE001 - reported below, for this student only
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"{name}: {sub.student}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        sub.cancelled.set()
+        for part in ("staged", "results"):
+            shutil.rmtree(sub.work / part / sub.student, ignore_errors=True)
+        return sub.not_graded(T("{stage} took longer than {n} s", stage=name,
+                                n=f"{seconds:g}"))
+    if "error" in box:
+        exc = box["error"]
+        # the type only: an error's text may hold what a file of the submission holds
+        return sub.not_graded(T("{stage} failed: {error}", stage=name,
+                                error=type(exc).__name__))
+    return box.get("result")
 
 
 def finish(out: dict[str, Any], o: dict[str, Any], start: float | None = None,
@@ -318,10 +376,14 @@ def autograde(root: str, assignment: str, students: list[str],
     for s in students:  # a stale result must not pass for this run's
         shutil.rmtree(Path(root) / "autograded" / s / assignment, ignore_errors=True)
     proc = None
+    limit = o["nbgrader_timeout"] * max(1, len(students))
     for attempt in range(4):
-        with gradebook_lock(o["db_url"]):
-            proc = nbgrader(root, *args, db=o["db_url"],
-                            timeout=o["nbgrader_timeout"] * max(1, len(students)))
+        try:
+            with gradebook_lock(o["db_url"]):
+                proc = nbgrader(root, *args, db=o["db_url"], timeout=limit)
+        except subprocess.TimeoutExpired:
+            why = T("{stage} took longer than {n} s", stage="record", n=f"{limit:g}")
+            return {s: why for s in students}
         if "database is locked" not in proc.stderr:
             break
         time.sleep(1 + attempt)
@@ -345,20 +407,47 @@ def _finish_batch(root: str, assignment: str, prepared: list[dict[str, Any]],
         reason = failed.get(r["student"])
         if reason and len(prepared) > 1:
             reason = autograde(root, assignment, [r["student"]], o).get(r["student"])
+        if not reason:
+            try:
+                finish(r, o, root=root)
+            except Exception as exc:  # noqa: BLE001 - this student only; the class goes on
+                reason = T("{stage} failed: {error}", stage="report", error=type(exc).__name__)
         if reason:
             r.update(status="not_graded", reason=reason, scores={}, max_scores={})
-            mark_not_graded(root, assignment, r["student"], reason, o["db_url"])
+            try:
+                mark_not_graded(root, assignment, r["student"], reason, o["db_url"])
+            except Exception as exc:  # noqa: BLE001 - the summary still gives the reason
+                r.setdefault("incidents", []).append(
+                    f"could not record 'not graded' in the gradebook: {type(exc).__name__}")
             say(f"cudacourse-grading: {r['student']}/{assignment}: not graded: {reason}")
-        else:
-            finish(r, o, root=root)
         for inc in r.get("incidents", []):
             say(f"cudacourse-grading: {r['student']}/{assignment}: {inc}")
 
 
 def students_of(course_root: str, assignment: str, submitted_dir: str = "submitted") -> list[str]:
+    """Every entry of ``submitted/`` that holds ``assignment``, by ``lstat`` alone: a student
+    entry that is a link (or anything but a real folder) is listed too, so that intake says
+    why it is not graded; nothing is followed."""
+    from . import safefs
+
     d = Path(course_root) / submitted_dir
-    return sorted(p.name for p in d.iterdir() if p.is_dir() and (p / assignment).exists()) \
-        if d.is_dir() else []
+    if not d.is_dir():
+        return []
+    out = []
+    with safefs.Folder.at(d) as top:
+        for e in top.entries():
+            if e.name.startswith("."):
+                continue
+            if e.kind != "folder" or safefs.name_problem(e.name):
+                out.append(e.name)  # intake refuses it, with the reason
+                continue
+            try:
+                with top.folder(e.name) as student:
+                    if student.entry(assignment) is not None:
+                        out.append(e.name)
+            except (safefs.Refused, OSError):
+                out.append(e.name)
+    return sorted(out)
 
 
 def grade_class(course_root: str, assignment: str, *, students: list[str] | None = None,
@@ -430,8 +519,13 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
                 res = fut.result()
             except Exception as exc:  # noqa: BLE001 - a worker died: this student only
                 res = {"student": student, "assignment": assignment, "status": "not_graded",
-                       "reason": f"the grading job failed: {type(exc).__name__}: {exc}",
+                       "reason": T("the grading job failed: {error}",
+                                   error=type(exc).__name__),
                        "scores": {}, "max_scores": {}, "incidents": [], "seconds": 0.0}
+                try:  # no earlier score may stand for it
+                    mark_not_graded(root, assignment, student, res["reason"], o["db_url"])
+                except Exception as mark_exc:  # noqa: BLE001 - the summary still says it
+                    res["incidents"].append(f"could not record 'not graded': {mark_exc}")
             run["results"].append(res)
             if res["status"] == "prepared":
                 if bar is not None:
@@ -459,4 +553,4 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
 
 
 __all__ = ["grade_submission", "grade_class", "students_of", "gradebook_lock",
-           "mark_not_graded", "DEFAULT_OPTIONS"]
+           "mark_not_graded", "stage_deadlines", "DEFAULT_OPTIONS"]

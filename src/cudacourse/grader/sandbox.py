@@ -70,7 +70,9 @@ PASS_ENV = ("PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LC_ALL", "TZ")
 class Limits:
     """Per-command resource limits. ``None`` leaves one as it is."""
 
-    memory_mb: int | None = 4096  # address space (data segment when a GPU is bound in)
+    memory_mb: int | None = 4096  # address space (data segment when a GPU is bound in) and
+    # the sandbox's tmpfs mounts together: the process gets memory_mb - tmpfs_mb
+    tmpfs_mb: int | None = None  # default: a quarter of memory_mb, at most 256
     nproc: int | None = 256  # processes and threads of the sandbox's uid
     fsize_mb: int | None = 256  # largest file the command may write
     cpu_s: int | None = None  # default: 2 x the wall-clock timeout
@@ -239,14 +241,17 @@ def gpu_devices() -> list[str]:
 
 def _limits(lim: Limits, timeout: float, gpu: bool) -> dict[str, int | None]:
     mb = 1 << 20
+    # tmpfs files are memory too: the process gets what the tmpfs mounts leave (in the
+    # fallback too, which has none: one limit, whatever the mode)
+    memory = None if lim.memory_mb is None else max(64, lim.memory_mb - tmpfs_mb(lim))
     nproc = lim.nproc
     if nproc is not None and os.geteuid() != 0:
         # RLIMIT_NPROC counts every process of the uid: leave the instructor's own alone
         nproc += _count_processes(os.getuid())
     return {
-        "RLIMIT_AS": None if gpu or lim.memory_mb is None else lim.memory_mb * mb,
+        "RLIMIT_AS": None if gpu or memory is None else memory * mb,
         # CUDA reserves a huge virtual address space: with a GPU, limit the data segment
-        "RLIMIT_DATA": lim.memory_mb * mb if gpu and lim.memory_mb else None,
+        "RLIMIT_DATA": memory * mb if gpu and memory else None,
         "RLIMIT_NPROC": nproc,
         "RLIMIT_FSIZE": lim.fsize_mb * mb if lim.fsize_mb else None,
         "RLIMIT_CPU": lim.cpu_s or int(2 * timeout) + 10,
@@ -305,6 +310,69 @@ def _reader(pipe, cap: int, sink: list, flag: list) -> None:
     pipe.close()
 
 
+MIB = 1 << 20
+SMALL_TMPFS = 1 * MIB  # /var/tmp, /run and each hidden folder (read-only once set up)
+
+
+def tmpfs_mb(lim: Limits) -> int:
+    """Memory the sandbox's tmpfs mounts may hold together, in MiB (part of ``memory_mb``)."""
+    if lim.tmpfs_mb is not None:
+        return max(8, lim.tmpfs_mb)
+    return 256 if lim.memory_mb is None else max(8, min(256, lim.memory_mb // 4))
+
+
+def tmpfs_sizes(lim: Limits, n_hidden: int) -> dict[str, int]:
+    """Bytes per tmpfs mount: /tmp takes what the small ones leave of :func:`tmpfs_mb`.
+
+    Files in a tmpfs are memory that RLIMIT_AS does not count (they belong to no process),
+    so each mount gets ``--size`` and the process limit is lowered by their sum: memory and
+    tmpfs together stay within ``memory_mb``."""
+    total = tmpfs_mb(lim) * MIB
+    sizes = {"/dev/shm": total // 16, "/var/tmp": SMALL_TMPFS, "/run": SMALL_TMPFS}
+    sizes["hidden"] = SMALL_TMPFS  # each hidden folder
+    rest = total - sizes["/dev/shm"] - SMALL_TMPFS * (2 + n_hidden)
+    sizes["/tmp"] = max(4 * MIB, rest)
+    return sizes
+
+
+def bwrap_argv(sb: Sandbox, course_root: str, db_url: str | None, workdir: str,
+               gpu: bool) -> list[str]:
+    """bubblewrap's arguments for one command, up to the command itself. Every tmpfs has a
+    ``--size`` (:func:`tmpfs_sizes`); /dev (bwrap's own tmpfs, which takes no size) and the
+    hidden folders are read-only once their mounts are in place."""
+    hidden = _course_hidden(course_root, db_url, sb)
+    sizes = tmpfs_sizes(sb.limits, len(hidden))
+
+    def tmpfs(path: str, size: int) -> list[str]:
+        return ["--size", str(size), "--tmpfs", path]
+
+    cmd = [find_bwrap(sb, course_root), "--unshare-all", "--die-with-parent",
+           "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+           *tmpfs("/dev/shm", sizes["/dev/shm"]), *tmpfs("/tmp", sizes["/tmp"]),
+           *tmpfs("/var/tmp", sizes["/var/tmp"]), *tmpfs("/run", sizes["/run"])]
+    if gpu:
+        for dev in gpu_devices():
+            cmd += ["--dev-bind", dev, dev]
+    for p in hidden:
+        cmd += (tmpfs(p, sizes["hidden"]) if os.path.isdir(p)
+                else ["--ro-bind", "/dev/null", p])
+    masked = hidden + ["/tmp", "/var/tmp", "/run"]
+    for p in _exposed(sb):
+        if any(h == p or h.startswith(p + "/") for h in hidden):
+            continue  # never bind back a hidden directory or one that holds it
+        if any(p.startswith(m + "/") for m in masked):
+            cmd += ["--ro-bind", p, p]
+    for p in course_resources(course_root):  # what lessons read, nothing else
+        cmd += ["--ro-bind", p, p]
+    cmd += ["--dir", "/tmp/home", "--bind", workdir, "/tmp/work", "--chdir", "/tmp/work"]
+    # nothing more is mounted: /dev and the hidden folders become read-only
+    cmd += ["--remount-ro", "/dev"]
+    for p in hidden:
+        if os.path.isdir(p):
+            cmd += ["--remount-ro", p]
+    return cmd
+
+
 def run(argv: list[str], *, workdir: str, sb: Sandbox, course_root: str, timeout: float,
         stdin: bytes | None = None, db_url: str | None = None,
         env: dict[str, str] | None = None, cap: int = 4 << 20) -> Result:
@@ -319,25 +387,7 @@ def run(argv: list[str], *, workdir: str, sb: Sandbox, course_root: str, timeout
     workdir = os.path.realpath(workdir)
     if ok:
         home = "/tmp/home"
-        inner = "/tmp/work"
-        cmd = [find_bwrap(sb, course_root), "--unshare-all", "--die-with-parent",
-               "--new-session", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-               "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
-        if gpu:
-            for dev in gpu_devices():
-                cmd += ["--dev-bind", dev, dev]
-        hidden = _course_hidden(course_root, db_url, sb)
-        for p in hidden:
-            cmd += (["--tmpfs", p] if os.path.isdir(p) else ["--ro-bind", "/dev/null", p])
-        masked = hidden + ["/tmp", "/var/tmp", "/run"]
-        for p in _exposed(sb):
-            if any(h == p or h.startswith(p + "/") for h in hidden):
-                continue  # never bind back a hidden directory or one that holds it
-            if any(p.startswith(m + "/") for m in masked):
-                cmd += ["--ro-bind", p, p]
-        for p in course_resources(course_root):  # what lessons read, nothing else
-            cmd += ["--ro-bind", p, p]
-        cmd += ["--dir", home, "--bind", workdir, inner, "--chdir", inner]
+        cmd = bwrap_argv(sb, course_root, db_url, workdir, gpu)
         isolation_txt = "bwrap"
     else:
         home = os.path.join(workdir, ".home")
@@ -446,4 +496,5 @@ def _stragglers(uid: int | None, token: str) -> list[int]:
     return found
 
 
-__all__ = ["Sandbox", "Limits", "Result", "SandboxRefused", "run", "isolation", "find_bwrap"]
+__all__ = ["Sandbox", "Limits", "Result", "SandboxRefused", "run", "isolation", "find_bwrap",
+           "bwrap_argv", "tmpfs_sizes", "tmpfs_mb"]
