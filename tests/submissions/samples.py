@@ -21,7 +21,15 @@ Attacks (each is a class; the grader is built against the class, not the instanc
   filling, 100 MB of output (many lines, and one line);
 * broken files: duplicated grade_id, test cell turned into an answer cell, invalid JSON, a
   non-UTF-8 byte, a renamed notebook, a garbage ``timestamp.txt``, a deleted test cell;
-* late work: right answers with a ``timestamp.txt`` after the class's due date (``DUE``).
+* late work: right answers with a ``timestamp.txt`` after the class's due date (``DUE``);
+* the submission folder itself, as copies of home folders and LMS downloads really arrive
+  (``FILES``, issue 29): links to a classmate's notebook, to the masters, to an instructor
+  file outside the course (``SECRET`` is planted in it and must appear in no output), a
+  student or assignment folder that is a link, a ``timestamp.txt`` that is a link, a named
+  pipe or a copy of the instructor file, pipes, sockets and hard links among the data files,
+  names with ``..`` or control characters, an oversize notebook, records forged under every
+  file name the grader writes (``FORGED``), a notebook nested 100,000 levels deep, and a
+  feedback run that fills every tmpfs of its sandbox.
 
     python tests/submissions/samples.py COURSE_DIR   # writes COURSE_DIR/submitted/* and
                                                      # COURSE_DIR/expected.json
@@ -31,7 +39,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,12 +294,126 @@ try:
 except MemoryError:
     print("MemoryError after", len(blocks), "GiB")
 ''',
+    "tmpfs_fill": '''
+import os
+for d in ("/tmp", "/dev/shm", "/var/tmp", "/run", os.environ.get("HOME", "/tmp")):
+    try:
+        with open(os.path.join(d, "fill.bin"), "wb") as fh:
+            while True:  # a tmpfs is memory: it must end at its size, not the host's
+                fh.write(b"\\0" * (1 << 20))
+                fh.flush()
+    except OSError as exc:
+        print(d, "full:", exc.errno)
+''',
     "disk_fill": '''
 with open("fill.bin", "wb") as fh:
     for _ in range(300):
         fh.write(b"\\0" * (1 << 20))  # 300 MiB
 ''',
 }
+
+# --- the submission folder as it really arrives (issue 29) ----------------------------------
+SECRET = "cudacourse-instructor-secret: password=hunter2-7f3a9c"  # must appear in no output
+SECRET_FILE = "instructor-secret.txt"  # beside the course, mode 0600
+FORGED = "cudacourse-forged-record-b81e"  # text of the forged grader records
+NB = f"{ASSIGNMENT}.ipynb"
+NOT_REGULAR = "is not a regular file"
+
+
+def _relink(path: Path, target: str | Path) -> None:
+    path.unlink()
+    path.symlink_to(target)
+
+
+def _forge_records(course: Path, d: Path, secret: Path) -> None:
+    record = json.dumps({"student": "x", "notebook": ASSIGNMENT, "incidents": [FORGED],
+                         "verdicts": {f"test_{KERNEL}": {"status": "fail",
+                                                         "message": f"{FORGED}: forged"}}})
+    for name in (f"{ASSIGNMENT}.grading.json", "00.grading.json", "zz.grading.json"):
+        (d / name).write_text(record)
+    for name in ("NOT_GRADED.txt", "NOT_GRADED.html", f"{ASSIGNMENT}.html", "latest.json",
+                 "status.csv", "summary.txt"):
+        (d / name).write_text(f"{FORGED}\n")
+    with open(d / "big.bin", "wb") as fh:  # sparse: larger than a data file may be
+        fh.truncate(21 << 20)
+
+
+def _hard_link(course: Path, d: Path, secret: Path) -> None:
+    os.link(secret, d / "notes.txt")  # the instructor's file under a second name
+
+
+def _classmate_hard_link(course: Path, d: Path, secret: Path) -> None:
+    # the classmate's notebook where it was written, outside the course (their home folder);
+    # a hard link between two folders of submitted/ would refuse both: neither name is first
+    home = course.parent / "classmate-home.ipynb"
+    shutil.copyfile(course / "submitted" / "correct" / ASSIGNMENT / NB, home)
+    (d / NB).unlink()
+    os.link(home, d / NB)
+
+
+def _oversize(course: Path, d: Path, secret: Path) -> None:
+    with open(d / NB, "r+b") as fh:  # sparse: its size is refused before any byte is read
+        fh.truncate(51 << 20)
+
+
+def _student_folder_link(course: Path, d: Path, secret: Path) -> None:
+    shutil.rmtree(d.parent)
+    d.parent.symlink_to("correct")
+
+
+def _assignment_folder_link(course: Path, d: Path, secret: Path) -> None:
+    shutil.rmtree(d)
+    d.symlink_to(course / "solutions" / ASSIGNMENT)
+
+
+FILES: dict[str, tuple[str, Callable[[Path, Path, Path], None], str]] = {
+    "files_link_to_classmate": (
+        "the notebook is a link to a classmate's notebook",
+        lambda c, d, s: _relink(d / NB, f"../../correct/{ASSIGNMENT}/{NB}"), NOT_REGULAR),
+    "files_hard_link_to_classmate": (
+        "the notebook is a hard link to a classmate's notebook in their home folder",
+        _classmate_hard_link,
+        NOT_REGULAR),
+    "files_link_outside": (
+        "the notebook is a link to an instructor file outside the course",
+        lambda c, d, s: _relink(d / NB, s), NOT_REGULAR),
+    "files_folder_is_solutions": (
+        "the assignment folder is a link to solutions/ (the master)", _assignment_folder_link,
+        "is not a regular folder"),
+    "files_student_folder_link": (
+        "the student folder is a link to a classmate's", _student_folder_link,
+        "is not a regular folder"),
+    "files_timestamp_link": (
+        "timestamp.txt is a link to an instructor file (0600, a password line)",
+        lambda c, d, s: (d / "timestamp.txt").symlink_to(s), NOT_REGULAR),
+    "files_timestamp_copy": (
+        "timestamp.txt holds a copy of the instructor file (a collect that followed a link)",
+        lambda c, d, s: (d / "timestamp.txt").write_bytes(s.read_bytes()),
+        "does not hold a date and time"),
+    "files_timestamp_fifo": (
+        "timestamp.txt is a named pipe: reading it would wait forever",
+        lambda c, d, s: os.mkfifo(d / "timestamp.txt"), NOT_REGULAR),
+    "files_data_link_outside": (
+        "right answers, and data.csv a link to the instructor file",
+        lambda c, d, s: (d / "data.csv").symlink_to(s), NOT_REGULAR),
+    "files_data_folder_link": (
+        "right answers, and a folder link to the course's solutions/",
+        lambda c, d, s: (d / "data").symlink_to(c / "solutions"), NOT_REGULAR),
+    "files_data_fifo": ("right answers, and input.txt a named pipe",
+                        lambda c, d, s: os.mkfifo(d / "input.txt"), NOT_REGULAR),
+    "files_socket": ("right answers, and a Unix socket in the folder",
+                     lambda c, d, s: os.mknod(d / "kernel.sock", stat.S_IFSOCK | 0o600),
+                     NOT_REGULAR),
+    "files_hard_link_outside": ("right answers, and notes.txt a hard link to the instructor "
+                                "file", _hard_link, NOT_REGULAR),
+    "files_dotdot_name": ("right answers, and a file named '..notes'",
+                          lambda c, d, s: (d / "..notes").write_text("x"), NOT_REGULAR),
+    "files_control_name": ("right answers, and a file whose name holds a terminal escape",
+                           lambda c, d, s: (d / "a\x1b[2Jb.txt").write_text("x"), NOT_REGULAR),
+    "files_oversize_notebook": ("a notebook of 51 MiB (sparse)", _oversize,
+                                "MiB, more than the 50 MiB allowed"),
+}
+
 
 BIG_LINES = 'for _ in range(100):\n    print(("y" * 99 + "\\n") * 10_000, end="")  # 100 MB\n'
 BIG_LINE = 'print("x" * 100_000_000)  # one line of 100 MB\n'
@@ -327,6 +452,8 @@ class Sample:
     phrase: dict[str, str] = field(default_factory=dict)  # grade_id -> text its error holds
     leaves: bool = False  # starts processes that must not survive grading
     needs_isolation: bool = False  # only where bwrap isolates (it writes the course files)
+    plant: Callable[[Path, Path, Path], None] | None = None  # (course, folder, secret file):
+    # makes the submission folder hostile once the notebook is written (links, pipes, ...)
 
 
 def answer_cells(nb: nbformat.NotebookNode) -> list[str]:
@@ -385,7 +512,8 @@ def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sam
                           wrong=True, leaves=name in ("detached_20", "fork_storm",
                                                       "gradebook_later"),
                           needs_isolation=name in ("write_package", "read_others",
-                                                   "gradebook_later", "poison_startup")))
+                                                   "gradebook_later", "poison_startup",
+                                                   "tmpfs_fill")))  # the host's /tmp else
     # victims graded after the saboteurs (names sort after them): honest, all wrong
     out.append(Sample("victim_all_wrong", "all wrong, no attack: must get 0 whatever ran "
                       "before it", wrong=True))
@@ -433,6 +561,16 @@ def samples(learner: nbformat.NotebookNode, course: Path, home: str) -> list[Sam
                       filename=f"{ASSIGNMENT} (1).ipynb", not_graded="notebook renamed"))
     out.append(Sample("bad_timestamp", "timestamp.txt holds garbage",
                       timestamp="last tuesday-ish 25:99", not_graded="timestamp.txt"))
+    # the folder as it arrives (issue 29): refused before anything is opened, or graded
+    for name, (doc, plant, phrase) in FILES.items():
+        out.append(Sample(name, doc, plant=plant, not_graded=phrase))
+    out.append(Sample("files_forged_records", "all wrong, and files named like every record "
+                      "the grader writes (<notebook>.grading.json, NOT_GRADED.*, the feedback "
+                      "page, the run records) saying " + FORGED + ", and a 21 MiB data file: "
+                      "0 points, the real first lost cell", wrong=True, plant=_forge_records))
+    out.append(Sample("deep_nested", "a notebook nested 100,000 levels deep (a RecursionError "
+                      "to a parser)", raw=lambda t: b'{"cells": [], "metadata": ' +
+                      b"[" * 100_000 + b"]" * 100_000 + b"}", not_graded="nested too deeply"))
     return out
 
 
@@ -563,12 +701,61 @@ def write(course: Path, learner_path: Path, master_path: Path, *, isolated: bool
         (d / (sample.filename or f"{ASSIGNMENT}.ipynb")).write_bytes(data)
         if sample.timestamp is not None:
             (d / "timestamp.txt").write_text(sample.timestamp)
+        if sample.plant is not None:
+            sample.plant(course, d, plant_secret(course))
         scores = expected(sample, learner, master)
         result[sample.name] = {"doc": sample.doc, "cells": scores,
                                "total": None if scores is None else sum(scores.values()),
                                "not_graded": sample.not_graded, "phrase": sample.phrase,
                                "leaves": sample.leaves, "timestamp": sample.timestamp}
     return result
+
+
+def plant_secret(course: Path) -> Path:
+    """The instructor file the samples point at: outside the course, 0600, holding SECRET."""
+    path = course.parent / SECRET_FILE
+    if not path.exists():
+        path.write_text(SECRET + "\n")
+        path.chmod(0o600)
+    return path
+
+
+def leaks(course: Path, *texts: str) -> list[str]:
+    """Where SECRET or FORGED shows up: any file the grading wrote (grading/, autograded/,
+    feedback/, the gradebook) and ``texts`` (the terminal output). [] when nowhere. A hostile
+    folder's own learner-files/ copy is the learner's data, not output: FORGED may stay there."""
+    found = []
+    for part in ("grading", "autograded", "feedback"):
+        for path in sorted((course / part).rglob("*")):
+            if path.is_symlink() or not path.is_file():
+                continue
+            data = path.read_bytes()
+            rel = path.relative_to(course)
+            if SECRET.encode() in data:
+                found.append(f"{rel}: the instructor's secret")
+            if FORGED.encode() in data and "learner-files" not in rel.parts:
+                found.append(f"{rel}: a forged record's text")
+    db = course / "gradebook.db"
+    if db.exists() and SECRET.encode() in db.read_bytes():
+        found.append("gradebook.db: the instructor's secret")
+    for i, text in enumerate(texts):
+        if SECRET in text or FORGED in text:
+            found.append(f"output {i}: {'secret' if SECRET in text else 'forged text'}")
+    return found
+
+
+def refused_reached_nothing(course: Path) -> list[str]:
+    """For every FILES sample: no autograded copy, and a feedback folder holding only the
+    grader's NOT_GRADED note (no classmate's kernel, no master, no instructor file)."""
+    wrong = []
+    for name in FILES:
+        if (course / "autograded" / name).exists():
+            wrong.append(f"autograded/{name} exists")
+        fb = course / "feedback" / name / ASSIGNMENT
+        left = sorted(p.name for p in fb.iterdir()) if fb.is_dir() else []
+        if left != ["NOT_GRADED.html", "NOT_GRADED.txt"]:
+            wrong.append(f"feedback/{name}: {left}")
+    return wrong
 
 
 if __name__ == "__main__":
@@ -578,8 +765,6 @@ if __name__ == "__main__":
     if not release.exists():
         release = root / "notebooks" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     isolated = "--no-isolation" not in sys.argv
-    import os
-
     master = course / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     if not master.exists():
         master = root / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
