@@ -6,6 +6,7 @@ In-process and fast: a scratch course with lesson 1's master and hand-made submi
 from __future__ import annotations
 
 import copy
+import os
 import json
 import shutil
 
@@ -13,7 +14,7 @@ import nbformat
 import pytest
 
 from cudacourse import authoring
-from cudacourse.grader import intake
+from cudacourse.grader import intake, safefs
 
 ROOT = authoring.ROOT
 A = "01_gpu_vs_cpu"
@@ -152,3 +153,175 @@ def test_a_demo_that_binds_the_answer_s_name_is_not_taken_for_it(course):
     out = nbformat.read(staged.notebooks[A], 4)
     assert out.cells[_ids(out).index("vector_add")].source.startswith(intake.MISSING_MARK)
     assert demo.source in [c.source for c in out.cells]
+
+
+# --- the submission folder as it arrives (issue 29) ---------------------------------------
+
+def _samples():
+    import importlib.util
+    import sys
+
+    if "grading_samples" in sys.modules:
+        return sys.modules["grading_samples"]
+    spec = importlib.util.spec_from_file_location(
+        "grading_samples", ROOT / "tests" / "submissions" / "samples.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["grading_samples"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+samples = _samples()
+
+
+def _stage_soon(course, student, seconds=30):
+    """intake.stage in a thread: a read that waits (a named pipe) fails the test, not CI."""
+    import threading
+
+    box = {}
+
+    def run():
+        try:
+            box["staged"] = intake.stage(course, A, student, course / "staging")
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"intake of {student} is still reading after {seconds} s"
+    return box
+
+
+@pytest.fixture
+def hostile(course):
+    """Every FILES sample of tests/submissions/samples.py, planted beside a classmate."""
+    secret = samples.plant_secret(course)
+    text = nbformat.writes(_master(course)).encode()
+    _submit(course, "correct", text)
+    for name, (_doc, plant, _phrase) in samples.FILES.items():
+        plant(course, _submit(course, name, text), secret)
+    return course
+
+
+@pytest.mark.parametrize("name", sorted(samples.FILES))
+def test_a_hostile_folder_is_not_graded_naming_the_entry_and_nothing_else(hostile, name):
+    box = _stage_soon(hostile, name)
+    assert isinstance(box.get("error"), intake.NotGraded), box
+    reason = str(box["error"])
+    assert samples.FILES[name][2] in reason, reason
+    # never the target, never the content: no path of the course or of the instructor file
+    for leak in (samples.SECRET, "hunter2", samples.SECRET_FILE, str(hostile), "solutions/",
+                 "correct/", "\x1b"):
+        assert leak not in reason, (leak, reason)
+    assert not (hostile / "staging" / name).exists()  # nothing half-staged
+    assert intake.stage(hostile, A, "correct", hostile / "staging").notebooks  # classmate fine
+
+
+def test_forged_records_cannot_land_where_the_grader_writes(course):
+    """Every name the grader writes, forged: the copy's top level holds only the grader's
+    files; the learner's land under learner-files/, and an oversize one is not copied."""
+    _submit(course, "forger", nbformat.writes(_master(course)).encode())
+    samples._forge_records(course, course / "submitted" / "forger" / A, None)
+    staged = intake.stage(course, A, "forger", course / "staging")
+    top = sorted(p.name for p in staged.directory.iterdir())
+    assert top == [f"{A}.ipynb", intake.LEARNER_FILES]
+    kept = sorted(p.name for p in (staged.directory / intake.LEARNER_FILES).iterdir())
+    assert f"{A}.grading.json" in kept and "NOT_GRADED.html" in kept and "big.bin" not in kept
+    assert any("big.bin is larger than 20 MiB" in p for p in staged.problems)
+
+
+def test_a_reader_of_records_never_takes_a_learner_file_for_one(course, tmp_path):
+    from cudacourse.grader import feedbackview
+
+    graded = tmp_path / "autograded"
+    (graded / intake.LEARNER_FILES).mkdir(parents=True)
+    nbformat.write(_master(course), graded / f"{A}.ipynb")
+    forged = {"verdicts": {"test_vector_add": {"status": "fail", "message": samples.FORGED}}}
+    (graded / intake.LEARNER_FILES / "00.grading.json").write_text(json.dumps(forged))
+    assert feedbackview.first_lost(graded) == ""
+    (graded / f"{A}.grading.json").write_text(json.dumps(forged))  # the grader's own name
+    assert samples.FORGED in feedbackview.first_lost(graded)  # (a control: it is read there)
+
+
+def test_folders_inside_are_never_entered(course):
+    d = _submit(course, "home", nbformat.writes(_master(course)).encode())
+    (d / ".ipynb_checkpoints").mkdir()
+    os.mkfifo(d / ".ipynb_checkpoints" / "pipe")  # would block a reader; never opened
+    (d / "data").mkdir()
+    (d / "data" / "link").symlink_to("/etc/passwd")
+    staged = intake.stage(course, A, "home", course / "staging")
+    assert staged.notebooks and not (staged.directory / "data").exists()
+    assert any("folder data not copied" in p for p in staged.problems)
+    assert not any("ipynb_checkpoints" in p for p in staged.problems)
+
+
+@pytest.mark.parametrize("name, phrase", [
+    ("..", "dot name"), ("a..b", "'..'"), ("a\\b", "slash"), ("x\x1b[31m", "control"),
+    ("bad\udcff", "control or undecodable"), ("rtl\u202etxt", "control"), ("", "empty"),
+    ("a" * 300, "more than 255 bytes")])
+def test_names_that_climb_or_hide_are_refused(name, phrase):
+    assert phrase in safefs.name_problem(name)
+    shown = safefs.shown(name)
+    assert shown.isprintable() and "\x1b" not in shown and len(shown) <= 80
+
+
+def test_ordinary_names_pass():
+    for name in ("data.csv", "01_gpu_vs_cpu.ipynb", ".DS_Store", "データ.txt", "a b.txt"):
+        assert safefs.name_problem(name) is None, name
+
+
+def test_bad_student_and_assignment_names_are_refused(course):
+    for student in ("../correct", "a/b", "x\x00"):
+        with pytest.raises(intake.NotGraded, match="is not a regular file"):
+            intake.stage(course, A, student, course / "staging")
+
+
+def test_a_device_is_refused_by_its_kind():
+    with safefs.Folder.at("/dev") as dev:
+        null = next(e for e in dev.entries() if e.name == "null")
+        assert null.kind == "device"
+        assert safefs.not_regular(null) == "null is not a regular file (a device)"
+        with pytest.raises(safefs.Refused, match="a device"):
+            dev.read(null, 10)
+
+
+def test_a_file_swapped_or_grown_after_listing_is_refused(tmp_path):
+    (tmp_path / "a.txt").write_text("short")
+    (tmp_path / "b.txt").write_text("short")
+    with safefs.Folder.at(tmp_path) as folder:
+        a, b = [e for e in folder.entries()]
+        (tmp_path / "a.txt").unlink()
+        (tmp_path / "a.txt").symlink_to(tmp_path / "b.txt")  # a link swapped in: ELOOP
+        with pytest.raises(safefs.Refused, match="changed while read"):
+            folder.read(a, 100)
+        (tmp_path / "b.txt").write_text("x" * 200)  # grew past the bound: never read on
+        with pytest.raises(safefs.Refused, match="more than the 100 bytes"):
+            folder.read(b, 100)
+
+
+def test_a_notebook_nested_too_deeply_is_not_graded(course):
+    deep = b'{"cells": [], "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    _submit(course, "deep", deep)
+    with pytest.raises(intake.NotGraded, match="nested too deeply"):
+        intake.stage(course, A, "deep", course / "staging")
+    # deep enough for the copies and the validator to recurse too far, not the JSON parser
+    text = nbformat.writes(_master(course))
+    deep_meta = '"metadata": {"deep": ' + '{"k": ' * 600 + "1" + "}" * 600 + ", "
+    _submit(course, "deeper", text.replace('"metadata": {', deep_meta, 1).encode())
+    box = _stage_soon(course, "deeper")
+    assert "staged" in box or isinstance(box["error"], intake.NotGraded), box
+
+
+def test_students_are_listed_without_following_links(hostile):
+    from cudacourse.grader import runner
+
+    listed = runner.students_of(str(hostile), A)
+    assert "files_student_folder_link" in listed  # listed, so that it is said why
+    assert set(samples.FILES) | {"correct"} == set(listed)
+
+
+def test_file_hashes_do_not_open_pipes_or_follow_links(hostile):
+    hashes = intake.file_hashes(hostile / "submitted")
+    assert hashes[f"files_timestamp_fifo/{A}/timestamp.txt"].startswith("mode:")
+    assert hashes[f"files_link_outside/{A}/{A}.ipynb"].startswith("link:")
