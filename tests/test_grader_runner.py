@@ -109,3 +109,106 @@ def test_a_class_job_pauses_after_the_verdicts_for_the_batch_record(spied):
     out = _grade(spied, defer_nbgrader=True)
     assert spied["visited"] == STAGE_NAMES[:2]
     assert out["status"] == "prepared"
+
+
+# --- no submission can stop the class (issue 29) --------------------------------------------
+
+def test_a_stage_past_its_deadline_is_not_graded_and_the_walk_ends_at_once(spied, monkeypatch):
+    import threading
+    import time
+
+    release = threading.Event()
+
+    def stuck(course_root, assignment, student, staging, **kw):
+        spied["visited"].append("intake")
+        release.wait(60)  # e.g. a notebook that takes minutes to parse
+        raise AssertionError("not reached in time")
+
+    monkeypatch.setattr(intake, "stage", stuck)
+    start = time.monotonic()
+    out = _grade(spied, deadlines={"intake": 0.5})
+    release.set()
+    assert time.monotonic() - start < 30  # the deadline, not the 60 s wait, ended it
+    assert out["status"] == "not_graded"
+    assert out["reason"] == "intake took longer than 0.5 s"
+    assert spied["marked"] == [out["reason"]] and spied["visited"] == ["intake"]
+
+
+def test_every_stage_has_a_deadline_the_options_can_shorten():
+    d = runner.stage_deadlines({**runner.DEFAULT_OPTIONS, "deadlines": {"record": 7}})
+    assert set(d) == set(STAGE_NAMES) and d["record"] == 7
+    assert d["feedback run and verdicts"] > runner.DEFAULT_OPTIONS["notebook_timeout"]
+
+
+@pytest.mark.parametrize("error", [RecursionError, MemoryError, KeyError])
+def test_an_error_in_any_stage_is_that_submission_s_not_graded(spied, monkeypatch, error):
+    def report(*a):
+        spied["visited"].append("report")
+        raise error("a secret the error quoted")
+
+    monkeypatch.setattr(runner, "_scores", report)
+    out = _grade(spied)
+    assert out["status"] == "not_graded"
+    assert out["reason"] == f"report failed: {error.__name__}"  # the type, never the text
+    assert spied["marked"] == [out["reason"]]
+
+
+def test_an_nbgrader_that_hangs_is_recorded_per_student(tmp_path, monkeypatch):
+    import subprocess
+
+    def hang(*a, **k):
+        raise subprocess.TimeoutExpired("nbgrader", k.get("timeout"))
+
+    monkeypatch.setattr(runner, "nbgrader", hang)
+    o = {**runner.DEFAULT_OPTIONS, "db_url": f"sqlite:///{tmp_path}/gb.db",
+         "work_dir": str(tmp_path / "work"), "nbgrader_timeout": 3}
+    failed = runner.autograde(str(tmp_path), "a1", ["ada", "bob"], o)
+    assert failed == {s: "record took longer than 6 s" for s in ("ada", "bob")}
+
+
+def test_an_unreadable_resubmission_replaces_the_earlier_score(tmp_path, monkeypatch):
+    """The first submission scored; the resubmission is nested 100,000 levels deep. It is
+    "not graded" with its NOT_GRADED note, and the export no longer shows the earlier score."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.plugins.export import CsvExportPlugin
+
+    from cudacourse import authoring
+
+    import os
+    import sys
+
+    # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    root = tmp_path / "course"
+    A = "01_gpu_vs_cpu"
+    (root / "solutions").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(authoring.ROOT / "solutions" / A, root / "solutions" / A)
+    db = f"sqlite:///{tmp_path}/gradebook.db"
+    with Gradebook(db) as gb:  # the earlier grading: 3 of 3 on one cell
+        gb.add_assignment(A)
+        gb.add_student("ada")
+        nb = gb.add_notebook(A, A)
+        gb.add_grade_cell("q1", A, A, max_score=3, cell_type="code")
+        sub = gb.add_submission(A, "ada")
+        grade = sub.notebooks[0].grades[0]
+        grade.auto_score = 3
+        gb.db.commit()
+        assert gb.find_submission(A, "ada").score == 3 and nb
+    d = root / "submitted" / "ada" / A
+    d.mkdir(parents=True)
+    (d / f"{A}.ipynb").write_bytes(b'{"cells": [], "x": ' + b"[" * 100_000 + b"]" * 100_000
+                                   + b"}")
+    out = runner.grade_submission(str(root), A, "ada", {"db_url": db})
+    assert out["status"] == "not_graded" and "nested too deeply" in out["reason"]
+    note = (root / "feedback" / "ada" / A / "NOT_GRADED.txt").read_text()
+    assert "nested too deeply" in note
+    with Gradebook(db) as gb:
+        with pytest.raises(MissingEntry):
+            gb.find_submission(A, "ada")
+        exported = tmp_path / "grades.csv"
+        CsvExportPlugin(to=str(exported)).export(gb)
+    rows = exported.read_text().splitlines()
+    ada = [r for r in rows if ",ada," in r]
+    assert ada and all(",3.0," not in r for r in ada), rows  # the earlier 3 points are gone
