@@ -257,7 +257,7 @@ def test_folders_inside_are_never_entered(course):
 
 
 @pytest.mark.parametrize("name, phrase", [
-    ("..", "dot name"), ("a..b", "'..'"), ("a\\b", "slash"), ("x\x1b[31m", "control"),
+    (".", "dot name"), ("..", "'..'"), ("a..b", "'..'"), ("a\\b", "slash"), ("x\x1b[31m", "control"),
     ("bad\udcff", "control or undecodable"), ("rtl\u202etxt", "control"), ("", "empty"),
     ("a" * 300, "more than 255 bytes")])
 def test_names_that_climb_or_hide_are_refused(name, phrase):

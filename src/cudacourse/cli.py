@@ -240,6 +240,26 @@ def bench(args: argparse.Namespace) -> int:
     return bench_main(args.rest)
 
 
+def collect(args: argparse.Namespace) -> int:
+    """``collect-zip`` / ``collect``: 0 when every student was collected, 1 when some were
+    refused (each named with the reason), 2 when nothing could be read."""
+    from .grader import collect as c
+
+    try:
+        if getattr(args, "file", None):
+            done = c.collect_zip(args.file, args.course, args.assignment, update=args.update)
+        else:
+            done = c.collect_exchange(args.course, args.assignment, update=args.update)
+    except c.CollectError as exc:
+        print(f"cudacourse {args.cmd}: {exc}", file=sys.stderr)
+        return 2
+    from .grader import untrusted
+
+    for line in done.lines():  # names come from learners: one clean line each
+        print(untrusted.line(line))
+    return 1 if done.refused else 0
+
+
 def grade(args: argparse.Namespace) -> int:
     """Autograde an assignment: sandboxed, parallel, broken submissions listed as not graded."""
     from .grader import runner, runrecord, sandbox
@@ -377,6 +397,17 @@ def main(argv: list[str] | None = None) -> int:
 
     _dask_arguments(s)  # --local-cluster N, --scheduler tcp://HOST:PORT
     s.set_defaults(f=grade)
+    for name, what in (("collect-zip", "an LMS download (a zip of per-student folders)"),
+                       ("collect", "nbgrader's exchange inbound (without following links)")):
+        s = sub.add_parser(name, help=f"collect {what} into submitted/, refusing links, "
+                           "pipes and paths that climb")
+        if name == "collect-zip":
+            s.add_argument("file")
+        s.add_argument("assignment")
+        s.add_argument("--course", default=".", help="course root (default .)")
+        s.add_argument("--update", action="store_true",
+                       help="replace submissions already collected")
+        s.set_defaults(f=collect)
     s = sub.add_parser("report", help="class report: scores and diagnoses per exercise, "
                        "near-identical kernels, LMS export")
     s.add_argument("assignment")

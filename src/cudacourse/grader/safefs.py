@@ -61,7 +61,7 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a file of a submission, or None. Refused: ``..`` anywhere (a
     path that climbs once joined), ``/`` and ``\\``, control, format and undecodable
     characters, an empty or over-long name."""
-    if not name or name in (".", ".."):
+    if not name or name == ".":
         return T("an empty or dot name")
     if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME:
         return T("more than {n} bytes", n=MAX_NAME)

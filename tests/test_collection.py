@@ -1,0 +1,237 @@
+"""The collection paths instructors use (docs/instructors.md, "2. Collect"), hostile included.
+
+An LMS download (``cudacourse collect-zip``), nbgrader's exchange (``nbgrader collect`` for
+honest inbound folders, ``cudacourse collect`` for any), and copies of home folders
+(``cp -a``, ``tar``, ``rsync -a``), which keep links and special files: whatever arrives,
+nothing outside the course is written or read, and intake names what it refuses.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from cudacourse import authoring, cli
+from cudacourse.grader import collect, intake
+
+ROOT = authoring.ROOT
+A = "01_gpu_vs_cpu"
+NB = f"{A}.ipynb"
+SECRET = "instructor-only: password=swordfish-41"
+
+
+@pytest.fixture
+def course(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions" / A, root / "solutions" / A)
+    secret = tmp_path / "instructor.txt"
+    secret.write_text(SECRET)
+    secret.chmod(0o600)
+    return root
+
+
+def _notebook() -> bytes:
+    return nbformat.writes(nbformat.read(ROOT / "solutions" / A / NB, 4)).encode()
+
+
+def _entry(zf: zipfile.ZipFile, name: str, data: bytes = b"x", mode: int | None = None):
+    info = zipfile.ZipInfo(name)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    if mode is not None:
+        info.create_system = 3
+        info.external_attr = mode << 16
+    zf.writestr(info, data)
+
+
+def _outside(tmp_path: Path) -> set[str]:
+    """Everything under tmp_path but the course (what a climbing entry would write)."""
+    return {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+            if "course" not in p.relative_to(tmp_path).parts}
+
+
+def _stage(course: Path, student: str):
+    box = {}
+
+    def run():
+        try:
+            box["staged"] = intake.stage(course, A, student, course / "staging")
+        except intake.NotGraded as exc:
+            box["not_graded"] = str(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(30)
+    assert not t.is_alive(), f"intake of {student} still reading after 30 s"
+    return box
+
+
+# --- an LMS download ------------------------------------------------------------------------
+
+def test_a_zip_of_student_folders_is_collected_flat_or_nested(course, tmp_path):
+    archive = tmp_path / "download.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        _entry(zf, f"alice/{NB}", _notebook())
+        _entry(zf, f"bob/{A}/{NB}", _notebook())
+        _entry(zf, f"bob/{A}/timestamp.txt", b"2026-01-10 10:00:00.000000 UTC")
+        _entry(zf, f"bob/{A}/.ipynb_checkpoints/{NB}", b"{}")  # a sub-folder: not collected
+    done = collect.collect_zip(archive, course, A)
+    assert sorted(done.collected) == ["alice", "bob"] and not done.refused
+    for student in ("alice", "bob"):
+        assert _stage(course, student)["staged"].notebooks
+    assert (course / "submitted" / "bob" / A / "timestamp.txt").is_file()
+    again = collect.collect_zip(archive, course, A)  # already there: kept, unless --update
+    assert sorted(again.skipped) == ["alice", "bob"]
+    assert sorted(collect.collect_zip(archive, course, A, update=True).collected) == \
+        ["alice", "bob"]
+
+
+HOSTILE_ZIP = {  # student -> (entries, phrase of the refusal)
+    "linker": ([(f"linker/{A}/{NB}", b"/etc/passwd", stat.S_IFLNK | 0o777)], "(a link)"),
+    "climber": ([(f"climber/../../outside.txt", b"x", None)], "'..'"),
+    "slasher": ([("slasher/..\\..\\outside.txt", b"x", None)], "backslash"),
+    "piper": ([(f"piper/{A}/pipe", b"", stat.S_IFIFO | 0o644)], "(a named pipe)"),
+    "devicer": ([(f"devicer/{A}/disk", b"", stat.S_IFBLK | 0o644)], "(a device)"),
+    "bomber": ([(f"bomber/{A}/{NB}", b"\0" * (60 << 20), None)], "more than the 50 MiB"),
+    "twice": ([(f"twice/{NB}", b"1", None), (f"twice/{NB}", b"2", None)], "twice"),
+    "escaper": ([("escaper/a\x1b[2Jb.txt", b"x", None)], "control"),
+}
+
+
+def test_hostile_zip_entries_refuse_their_student_only_and_write_nothing_outside(
+        course, tmp_path, capsys):
+    archive = tmp_path / "download.zip"
+    import warnings
+
+    with zipfile.ZipFile(archive, "w") as zf, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Duplicate name": the point of one sample
+        _entry(zf, f"alice/{NB}", _notebook())
+        _entry(zf, "/tmp/absolute.txt", b"x")  # an absolute path: no student folder at all
+        for entries, _phrase in HOSTILE_ZIP.values():
+            for name, data, mode in entries:
+                _entry(zf, name, data, mode)
+    before = _outside(tmp_path)
+    rc = cli.main(["collect-zip", str(archive), A, "--course", str(course)])
+    out = capsys.readouterr().out
+    assert rc == 1 and "collected: alice" in out
+    done = collect.collect_zip(archive, course, A, update=True)
+    assert done.collected == ["alice"]
+    for student, (_entries, phrase) in HOSTILE_ZIP.items():
+        assert phrase in done.refused[student], (student, done.refused)
+        assert f"not collected: {student}: " in out
+        assert not (course / "submitted" / student).exists()
+    assert any("absolute path" in n for n in done.notes)
+    assert "\x1b" not in out and "/etc/passwd" not in out
+    assert _outside(tmp_path) == before and not Path("/tmp/absolute.txt").exists()
+    kinds = {p.lstat().st_mode & 0o170000 for p in (course / "submitted").rglob("*")}
+    assert kinds <= {stat.S_IFREG, stat.S_IFDIR}  # no link, pipe or device was made
+
+
+def test_a_file_that_is_not_a_zip_is_named(course, tmp_path):
+    bad = tmp_path / "download.zip"
+    bad.write_bytes(b"PK not really")
+    with pytest.raises(collect.CollectError, match="is not a zip archive"):
+        collect.collect_zip(bad, course, A)
+
+
+# --- copies of home folders ------------------------------------------------------------------
+
+def _home(tmp_path: Path) -> Path:
+    """A learner's home folder as it is: the notebook, a link to the instructor's file, a
+    named pipe."""
+    home = tmp_path / "home" / "ada" / A
+    home.mkdir(parents=True)
+    (home / NB).write_bytes(_notebook())
+    (home / "data.csv").symlink_to(tmp_path / "instructor.txt")
+    os.mkfifo(home / "pipe")
+    return home.parent
+
+
+COPIES = {
+    "cp -a": lambda src, dest: ["cp", "-a", str(src), str(dest)],
+    "tar": None,  # below: tar -cf, then tar -xf into submitted/
+    "rsync -a": lambda src, dest: ["rsync", "-a", f"{src}/", f"{dest}/"],
+}
+
+
+@pytest.mark.parametrize("how", sorted(COPIES))
+def test_a_copied_home_folder_keeps_its_link_and_pipe_and_intake_refuses_them(
+        course, tmp_path, how):
+    if shutil.which(how.split()[0]) is None:
+        pytest.skip(f"{how.split()[0]} is not installed here")
+    src = _home(tmp_path)
+    dest = course / "submitted" / "ada"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if how == "tar":
+        subprocess.run(["tar", "-C", str(src.parent), "-cf", str(tmp_path / "h.tar"), "ada"],
+                       check=True)
+        subprocess.run(["tar", "-C", str(dest.parent), "-xf", str(tmp_path / "h.tar")],
+                       check=True)
+    else:
+        subprocess.run(COPIES[how](src, dest), check=True, timeout=60)
+    assert (dest / A / "data.csv").is_symlink()  # the copy kept the link, as documented
+    assert stat.S_ISFIFO((dest / A / "pipe").lstat().st_mode)
+    box = _stage(course, "ada")
+    assert box["not_graded"] == "data.csv is not a regular file (a link)"
+    assert SECRET not in box["not_graded"]
+
+
+# --- nbgrader's exchange ---------------------------------------------------------------------
+
+STAMP = "2026-01-10 10:00:00.000000 UTC"
+
+
+def _exchange(course: Path, tmp_path: Path, hostile: bool) -> Path:
+    inbound = tmp_path / "exchange" / "gpu101" / "inbound"
+    inbound.mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.CourseDirectory.course_id = 'gpu101'\n"
+        f"c.Exchange.root = {str(tmp_path / 'exchange')!r}\n")
+
+    def submit(student: str, stamp: str, extra=None) -> Path:
+        d = inbound / f"{student}+{A}+{stamp}+r4nd0m"
+        d.mkdir()
+        (d / NB).write_bytes(_notebook())
+        (d / "timestamp.txt").write_text(stamp)
+        if extra:
+            extra(d)
+        return d
+
+    submit("ada", "2026-01-09 09:00:00.000000 UTC", lambda d: (d / NB).write_text("older"))
+    submit("ada", STAMP)
+    if hostile:  # a learner writes into the inbound directly
+        submit("eve", STAMP, lambda d: (d / "data.csv").symlink_to(tmp_path / "instructor.txt"))
+        submit("mal", STAMP, lambda d: os.mkfifo(d / "notes"))
+    return inbound
+
+
+def test_cudacourse_collect_takes_the_latest_and_refuses_links_and_pipes(course, tmp_path):
+    _exchange(course, tmp_path, hostile=True)
+    done = collect.collect_exchange(course, A)
+    assert done.collected == ["ada"]
+    assert done.refused == {"eve": "data.csv is not a regular file (a link)",
+                            "mal": "notes is not a regular file (a named pipe)"}
+    assert (course / "submitted" / "ada" / A / "timestamp.txt").read_text() == STAMP
+    assert _stage(course, "ada")["staged"].notebooks  # the latest, not "older"
+    assert not (course / "submitted" / "eve").exists()
+
+
+def test_nbgrader_collect_of_an_honest_inbound_is_graded_by_intake(course, tmp_path):
+    """Stock ``nbgrader collect`` (shutil.copytree, which follows links: hence the advice to
+    use ``cudacourse collect`` when learners can write the inbound) on honest folders."""
+    _exchange(course, tmp_path, hostile=False)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "collect", A], cwd=course,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (course / "submitted" / "ada" / A / "timestamp.txt").read_text() == STAMP
+    assert _stage(course, "ada")["staged"].notebooks
