@@ -235,3 +235,63 @@ def test_nbgrader_collect_of_an_honest_inbound_is_graded_by_intake(course, tmp_p
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (course / "submitted" / "ada" / A / "timestamp.txt").read_text() == STAMP
     assert _stage(course, "ada")["staged"].notebooks
+
+
+# --- a class of them, graded ----------------------------------------------------------------
+
+@pytest.mark.grading
+def test_a_class_of_hostile_folders_ends_records_everyone_and_leaks_nothing(tmp_path):
+    """The FILES samples with their classmate ``correct``, a forger of every grader record and
+    a notebook nested 100,000 levels deep, through ``cudacourse grade`` (verdicts only, a
+    short timeout: the point is what arrives, not what runs): the class ends, everyone is
+    recorded, the forger gets its real 0 and its real first lost cell, and neither the
+    instructor's secret nor a forged record's text is in any record, note or line."""
+    import csv
+    import importlib.util
+    import json
+
+    import lightcourse
+
+    spec = importlib.util.spec_from_file_location(
+        "grading_samples", ROOT / "tests" / "submissions" / "samples.py")
+    samples = sys.modules.get("grading_samples") or importlib.util.module_from_spec(spec)
+    if "grading_samples" not in sys.modules:
+        sys.modules["grading_samples"] = samples
+        spec.loader.exec_module(samples)
+    course = tmp_path / "course"
+    course.mkdir()
+    lightcourse.write(course)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    db = f"--db=sqlite:///{course}/gradebook.db"
+    release = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", A,
+                              "--force", db], cwd=course, env=env, capture_output=True,
+                             text=True, timeout=600)
+    assert release.returncode == 0, release.stderr[-2000:]
+    names = {"correct", "files_forged_records", "deep_nested", *samples.FILES}
+    want = samples.write(course, course / "notebooks" / A / NB, course / "solutions" / A / NB,
+                         only=names)
+    assert set(want) == names
+    proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
+                           str(course), "--timeout", "20", "--no-feedback-run",
+                           "--no-progress"], cwd=course, env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # 1: some were not graded
+    run = json.loads((course / "grading" / A / "latest.json").read_text())
+    got = {r["student"]: r for r in run["results"]}
+    assert set(got) == names  # everyone recorded, the folder that is a link included
+    with open(course / "grading" / A / "status.csv", newline="") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    assert set(rows) >= names
+    for name, w in want.items():
+        if w["not_graded"]:
+            assert got[name]["status"] == "not_graded", (name, got[name])
+            assert w["not_graded"] in got[name]["reason"], (name, got[name]["reason"])
+            assert rows[name]["status"] == "not_graded"
+        else:
+            assert got[name]["status"] == "graded", (name, got[name])
+            assert sum(got[name]["scores"].values()) == w["total"], (name, got[name])
+    assert want["correct"]["total"] > 0
+    assert samples.FORGED not in got["files_forged_records"]["lost"]
+    assert got["files_forged_records"]["lost"].startswith("test_")  # the real first lost
+    assert samples.leaks(course, proc.stdout, proc.stderr) == []
+    assert samples.refused_reached_nothing(course) == []

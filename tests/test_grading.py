@@ -342,3 +342,13 @@ def test_the_run_record_carries_its_provenance(graded):
     assert stamp["nbgrader"] and stamp["python"] and stamp["time"]
     assert any(k.endswith("grader/verdict.py") for k in stamp["scored_by"])
     assert stamp["masters"]  # the hash of the master that was graded against
+
+
+def test_no_instructor_secret_or_forged_record_reaches_any_output(graded):
+    """The FILES samples point at an instructor file holding samples.SECRET, and one forges
+    every grader record (samples.FORGED): neither text is in any record, note, feedback or
+    terminal line, and every refused folder left only its NOT_GRADED note (issue 29)."""
+    outputs = [graded[k].stdout + graded[k].stderr
+               for k in ("proc", "feedback", "export", "report")]
+    assert samples.leaks(graded["dir"], *outputs) == []
+    assert samples.refused_reached_nothing(graded["dir"]) == []
