@@ -295,3 +295,32 @@ def test_a_class_of_hostile_folders_ends_records_everyone_and_leaks_nothing(tmp_
     assert got["files_forged_records"]["lost"].startswith("test_")  # the real first lost
     assert samples.leaks(course, proc.stdout, proc.stderr) == []
     assert samples.refused_reached_nothing(course) == []
+
+
+def test_the_docs_name_every_collection_path_and_every_hostile_class():
+    """docs/instructors.md (section 2 and the threat model) held to the code."""
+    import importlib.util
+
+    from cudacourse.grader import runner, sandbox
+
+    spec = importlib.util.spec_from_file_location(
+        "grading_samples", ROOT / "tests" / "submissions" / "samples.py")
+    samples = sys.modules.get("grading_samples") or importlib.util.module_from_spec(spec)
+    if "grading_samples" not in sys.modules:
+        sys.modules["grading_samples"] = samples
+        spec.loader.exec_module(samples)
+    doc = (ROOT / "docs" / "instructors.md").read_text()
+    for name in [*samples.FILES, "files_forged_records", "deep_nested", "tmpfs_fill"]:
+        assert f"`{name}`" in doc, name
+    for command in ("cudacourse collect-zip", "cudacourse collect 01", "nbgrader collect",
+                    "rsync -a", "cp -a", "tar"):
+        assert command in doc, command
+    for sub in ("collect-zip", "collect"):
+        with pytest.raises(SystemExit) as e:
+            cli.main([sub, "--help"])
+        assert e.value.code == 0
+    assert sandbox.tmpfs_mb(sandbox.Limits()) == 256 == sandbox.tmpfs_mb(
+        sandbox.Limits(memory_mb=4096))  # "a quarter of the limit, at most 256 MiB"
+    assert sandbox.tmpfs_mb(sandbox.Limits(memory_mb=512)) == 128
+    d = runner.stage_deadlines(runner.DEFAULT_OPTIONS)
+    assert "intake 120 s" in doc and d["intake"] == 120 and d["report"] == 120
