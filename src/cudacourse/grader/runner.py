@@ -304,6 +304,12 @@ def grade_submission(course_root: str, assignment: str, student: str,
     return result
 
 
+def took_longer(stage: str, seconds: float) -> str:
+    """The reason of a stage past its deadline: "record took longer than 600 s"."""
+    n = "{:g}".format(seconds)
+    return T("{stage} took longer than {n} s", stage=stage, n=n)
+
+
 def _within(name: str, stage: Callable[[Submission], dict[str, Any] | None],
             sub: Submission, seconds: float | None) -> dict[str, Any] | None:
     """``stage(sub)`` in a thread of its own, waited for ``seconds`` at most. Past that, or
@@ -324,8 +330,7 @@ def _within(name: str, stage: Callable[[Submission], dict[str, Any] | None],
         sub.cancelled.set()
         for part in ("staged", "results"):
             shutil.rmtree(sub.work / part / sub.student, ignore_errors=True)
-        return sub.not_graded(T("{stage} took longer than {n} s", stage=name,
-                                n=f"{seconds:g}"))
+        return sub.not_graded(took_longer(name, seconds))
     if "error" in box:
         exc = box["error"]
         # the type only: an error's text may hold what a file of the submission holds
@@ -382,7 +387,7 @@ def autograde(root: str, assignment: str, students: list[str],
             with gradebook_lock(o["db_url"]):
                 proc = nbgrader(root, *args, db=o["db_url"], timeout=limit)
         except subprocess.TimeoutExpired:
-            why = T("{stage} took longer than {n} s", stage="record", n=f"{limit:g}")
+            why = took_longer("record", limit)
             return {s: why for s in students}
         if "database is locked" not in proc.stderr:
             break
