@@ -212,3 +212,11 @@ def test_an_unreadable_resubmission_replaces_the_earlier_score(tmp_path, monkeyp
     rows = exported.read_text().splitlines()
     ada = [r for r in rows if ",ada," in r]
     assert ada and all(",3.0," not in r for r in ada), rows  # the earlier 3 points are gone
+
+
+@pytest.mark.parametrize("student", ["..", "../other", "a/b"])
+def test_a_student_name_that_climbs_writes_no_note_anywhere(tmp_path, student):
+    with pytest.raises(ValueError, match="not a student or assignment name"):
+        runner.mark_not_graded(str(tmp_path / "course"), "a1", student, "why",
+                               f"sqlite:///{tmp_path}/gb.db")
+    assert not (tmp_path / "feedback").exists() and not (tmp_path / "course").exists()

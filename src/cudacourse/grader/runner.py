@@ -161,6 +161,9 @@ def mark_not_graded(course_root: str, assignment: str, student: str, reason: str
     gradebook submission (formgrader then shows "No Submission"; the status CSV and a
     NOT_GRADED note in the feedback folder give the reason)."""
     root = Path(course_root)
+    for name in (student, assignment):  # a path that climbs is written nowhere
+        if not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise ValueError(f"not a student or assignment name: {name!r}")
     for step in ("autograded", "feedback"):
         d = root / step / student / assignment
         if d.exists():
