@@ -7,9 +7,15 @@ shows 0.0 exactly like a real zero. Here each of those is found first and the su
 "not graded: <reason>" (shown apart from 0 everywhere), except duplicates, which are graded
 by their first occurrence (later copies lose their nbgrader metadata in the private copy).
 
-The submitted files are only read. The copy that nbgrader and the sandbox see is written to
-a staging directory, with every locked cell (setup and test cells) restored from the master
-exactly as nbgrader's OverwriteCells does.
+The submitted files are only read, and only those intake expects (:mod:`safefs`: real
+folders, regular files with one name, nothing followed, bounded reads; anything else is
+"not graded: <name> is not a regular file (...)", naming it and never its target or its
+contents). Nothing read from a file other than the learner's own notebook is quoted back.
+The copy that nbgrader and the sandbox see is written to a staging directory, with every
+locked cell (setup and test cells) restored from the master exactly as nbgrader's
+OverwriteCells does; the learner's other files go under ``learner-files/`` in it, so that
+the grader's own files (``<notebook>.grading.json``, the feedback page, the notes) are the
+only ones at its top level.
 """
 
 from __future__ import annotations
