@@ -325,3 +325,14 @@ def test_file_hashes_do_not_open_pipes_or_follow_links(hostile):
     hashes = intake.file_hashes(hostile / "submitted")
     assert hashes[f"files_timestamp_fifo/{A}/timestamp.txt"].startswith("mode:")
     assert hashes[f"files_link_outside/{A}/{A}.ipynb"].startswith("link:")
+
+
+def test_a_student_or_assignment_entry_that_is_no_folder_is_named(course):
+    (course / "submitted").mkdir()
+    os.mkfifo(course / "submitted" / "piper")  # O_DIRECTORY | O_NONBLOCK: never waits
+    (course / "submitted" / "filer").mkdir()
+    (course / "submitted" / "filer" / A).write_text("a file, not a folder")
+    box = _stage_soon(course, "piper")
+    assert str(box["error"]) == "piper is not a regular folder (a named pipe)"
+    box = _stage_soon(course, "filer")
+    assert str(box["error"]) == f"{A} is not a regular folder (a file)"
