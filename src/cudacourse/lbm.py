@@ -311,7 +311,6 @@ def vorticity(ux: Any, uy: Any, xp: Any = np) -> Any:
 
 # --- the fused kernel -------------------------------------------------------------------------
 
-@cuda.jit
 def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
     """One lattice node per thread: pull 9 populations (bouncing back off solid neighbours),
     collide, write 9. No shared memory: neighbours' values come straight from global
@@ -409,6 +408,34 @@ def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
     f_out[8, y, x] = f8 + omega * (w2 * (one + t3 * cu + t45 * cu * cu - usq) - f8) + g2 - h2
 
 
+_LBM_BODY = _lbm_fused  # the Python function; compiled below, once per register cap
+# name -> cap on registers per thread (0: the compiler's choice, 44 on the H200). The step is
+# latency-bound (ncu, 2026-12-01: 11 of the 15.4 cycles between a warp's instructions wait on
+# global loads) and its 44 registers x 256 threads let 5 blocks share an SM; a cap of 40
+# fits 6, 32 fits 8 (every warp slot), so more loads are in flight per SM.
+KERNELS = {"plain": 0, "maxreg40": 40, "maxreg32": 32}
+BEST_KERNEL = "plain"
+_COMPILED: dict[int, Any] = {}
+
+
+def fused_kernel(name: str = "best") -> Any:
+    """The fused step kernel named in ``KERNELS`` ("best": ``BEST_KERNEL``), compiled once."""
+    if name == "best":
+        name = BEST_KERNEL
+    if name not in KERNELS:
+        raise ValueError(f"kernel must be 'best' or one of {tuple(KERNELS)}, got {name!r}")
+    cap = KERNELS[name]
+    if cap not in _COMPILED:
+        from .device import is_simulator
+
+        opts = {"max_registers": cap} if cap and not is_simulator() else {}
+        _COMPILED[cap] = cuda.jit(**opts)(_LBM_BODY)
+    return _COMPILED[cap]
+
+
+_lbm_fused = fused_kernel(BEST_KERNEL)
+
+
 # DEFAULT_BLOCK is what the committed sweep measured fastest (docs/sweeps/
 # stencil_lbm_h200_2026-12-01.json, `python3 -m cudacourse.bench --only stencil,lbm`, public
 # calls, 2048 x 8192 nodes): 128 x 2 0.383 ms, 256 x 1 0.385, 64 x 4 0.387, 32 x 8 0.408,
@@ -436,10 +463,11 @@ def _solid_device(solid: Any) -> Any:
 
 def lbm_step(f_in: Any, f_out: Any, solid: Any, omega: float,
              force: tuple[float, float] = (0.0, 0.0), inflow: float | None = None,
-             block: tuple[int, int] | None = None) -> Any:
+             block: tuple[int, int] | None = None, kernel: str = "best") -> Any:
     """One fused step on the GPU: f_out = collide(stream(f_in)); device arrays in
-    (f_in, f_out of shape (9, ny, nx) float32, solid (ny, nx) uint8), f_out returned."""
-    key = (omega, tuple(force), inflow, block)
+    (f_in, f_out of shape (9, ny, nx) float32, solid (ny, nx) uint8), f_out returned.
+    ``kernel``: a name of ``KERNELS`` (the register cap it is compiled with)."""
+    key = (omega, tuple(force), inflow, block, kernel)
     if _PLANS.run(key, f_in, f_out, solid):  # device arrays seen before
         return f_out
     check_array(f_in, "f_in", ndim=3)
@@ -458,9 +486,10 @@ def lbm_step(f_in: Any, f_out: Any, solid: Any, omega: float,
     grid, blk = launch_config(f_in.shape[1], f_in.shape[2], block)
     args = (to_device(f_in), to_device(f_out), ds, np.float32(omega), np.float32(force[0]),
             np.float32(force[1]), np.float32(inflow or 0.0), np.int32(inflow is not None))
-    _lbm_fused[grid, blk](*args)
+    kern = fused_kernel(kernel)
+    kern[grid, blk](*args)
     if is_device_array(solid):  # a host mask is copied on every call: nothing to remember
-        _PLANS.remember(key, (f_in, f_out, solid), [(_lbm_fused, grid, blk, args, (0, 1, 2))])
+        _PLANS.remember(key, (f_in, f_out, solid), [(kern, grid, blk, args, (0, 1, 2))])
     return f_out
 
 
@@ -493,7 +522,7 @@ def simulate(solid: np.ndarray, tau: float, steps: int, *, f0: np.ndarray | None
         ds = cuda.to_device(solid.astype(np.uint8))
         lbm_step(a, b, ds, omega, force, inflow, block)  # validates everything once
         grid, blk = launch_config(*solid.shape, block)
-        launch = _lbm_fused[grid, blk]  # configured once: less Python per step
+        launch = fused_kernel()[grid, blk]  # configured once: less Python per step
         args = (ds, np.float32(omega), np.float32(force[0]), np.float32(force[1]),
                 np.float32(inflow or 0.0), np.int32(inflow is not None))
         a, b = b, a
