@@ -229,9 +229,13 @@ def transpose_section() -> None:
     if NCU:
         x, out = rand((N_TR, N_TR), 5), xp.empty((N_TR, N_TR), np.float32)
         small = rand((256, 256), 5)
-        launch_once("compile: transpose 256^2",
-                    lambda: T.transpose(small, xp.empty_like(small), T.BEST))
-        launch_once("transpose best", lambda: T.transpose(x, out, T.BEST))
+        so = xp.empty_like(small)
+        cfgs = [T.BEST, *TR_CANDIDATES]
+        for cfg in cfgs:
+            launch_once(f"compile: transpose {cfg.name} 256^2",
+                        lambda cfg=cfg: T.transpose(small, so, cfg))
+        for cfg in cfgs:
+            launch_once(f"transpose {cfg.name}", lambda cfg=cfg: T.transpose(x, out, cfg))
         return
     x, out = rand((N_TR, N_TR), 5), xp.empty((N_TR, N_TR), np.float32)
     want = x.T.copy()

@@ -489,6 +489,10 @@ CANDIDATE_V4_CONFIGS = {
     "register128x256v4w8": (128, 256, 8, 8, 16, 8, None),
     "register256x128v4": (256, 128, 8, 16, 8, 4, None),
     "register128v4k16r128": (128, 128, 16, 8, 8, 4, 128),
+    "register128x256v4dbg": (128, 256, 8, 8, 16, 4, None, True, True),
+    "register128x256v4db": (128, 256, 8, 8, 16, 4, None, True),
+    "register128x256v4k16g": (128, 256, 16, 8, 16, 4, None, False, True),
+    "register128x256v4k16": (128, 256, 16, 8, 16, 4, None),
 }
 
 
@@ -499,7 +503,11 @@ def _checked_twin(variant: str) -> str:
     """The variant with the same tiles whose loads check the matrix edges (its name without
     the trailing "g")."""
     twin = variant[:-1]
-    assert variant.endswith("g") and _v4_config(twin)[:7] == _v4_config(variant)[:7]
+    def tiles(cfg: tuple) -> tuple:  # (..., max_registers, double_buffer), defaults filled
+        return (tuple(cfg) + (None, False, False)[len(cfg) - 6:])[:8]
+
+    same = _v4_config(twin) is not None and tiles(_v4_config(twin)) == tiles(_v4_config(variant))
+    assert variant.endswith("g") and same, f"{variant} has no checked twin"
     return twin
 
 
