@@ -6,9 +6,10 @@ run cut short still leaves what it measured.
     bash .whl/on-device.sh python3 tools/probe_issue35.py     # on the GPU machine
     CUDACOURSE_DEVICE=sim python3 tools/probe_issue35.py      # a dry run, simulator
 
-``PROBE_NCU=1``: instead, launch each kernel once at full size after a small compiling
-launch, for ``ncu`` (``-k regex:...``, every launch profiled); $OUT/ncu_manifest.json
-lists the launches in order, so the CSV's IDs can be named.
+``PROBE_NCU=1``: instead, launch each module's kernel (its constant, or the choice of
+CUDACOURSE_CHOICES, and the ``previous`` one that file names) once at full size after a
+small compiling launch, for ``ncu`` (``-k regex:...``, every launch profiled);
+$OUT/ncu_manifest.json lists the launches in order, so the CSV's IDs can be named.
 
 Timing: CUDA events around one call, median of the runs after a warm-up (float32, TF32 off).
 """
@@ -21,6 +22,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import astuple
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,6 +46,17 @@ R: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "mode": device.mode(), "commit": os.environ.get("CUDACOURSE_COMMIT", ""),
            "errors": [], "rows": []}
 MANIFEST: list = []
+PREVIOUS: dict = {}  # the module constants a CUDACOURSE_CHOICES file replaced
+if os.environ.get("CUDACOURSE_CHOICES"):
+    PREVIOUS = json.loads(Path(os.environ["CUDACOURSE_CHOICES"]).read_text()).get("previous", {})
+
+
+def unique(items: list) -> list:
+    out = []
+    for it in items:
+        if it not in out:
+            out.append(it)
+    return out
 if not SIM:
     R["gpu"] = device.current().gpu.describe()
     import cupy as xp
@@ -64,10 +77,11 @@ ATT = [(16, 4096, 128), (16, 4096, 64)] if FULL else [(1, 40, 64)]
 
 def save() -> None:
     R["elapsed_s"] = round(time.time() - T0, 1)
-    name = "probe_issue35_ncu.json" if NCU else "probe_issue35.json"
+    tail = f"_{os.environ['PROBE_ONLY']}" if os.environ.get("PROBE_ONLY") else ""
+    name = f"probe_issue35_ncu{tail}.json" if NCU else "probe_issue35.json"
     (OUT / name).write_text(json.dumps(R, indent=1))
     if NCU:
-        (OUT / "ncu_manifest.json").write_text(json.dumps(MANIFEST, indent=1))
+        (OUT / f"ncu_manifest{tail}.json").write_text(json.dumps(MANIFEST, indent=1))
 
 
 def left() -> float:
@@ -177,7 +191,10 @@ def matmul_section() -> None:
     a, b = rand((N_MM, N_MM), 1, -1, 1), rand((N_MM, N_MM), 2, -1, 1)
     want = None if NCU else xp.matmul(a, b)
     c = xp.empty((N_MM, N_MM), np.float32)
-    names = [M.BEST, *M.CANDIDATE_V4_CONFIGS]
+    names = [M.BEST] + [n for n in M.CANDIDATE_V4_CONFIGS
+                        if n.endswith("g") or n == "register128v4r128"]
+    if NCU:
+        names = unique([M.BEST, PREVIOUS.get("matmul", M.BEST)])
     if SIM:  # the simulator: small tiles of the same kernels
         names = []
         for name, cfg in (("sim_v4", (32, 32, 8, 4, 4, 4)),
@@ -230,7 +247,8 @@ def transpose_section() -> None:
         x, out = rand((N_TR, N_TR), 5), xp.empty((N_TR, N_TR), np.float32)
         small = rand((256, 256), 5)
         so = xp.empty_like(small)
-        cfgs = [T.BEST, *TR_CANDIDATES]
+        prev = PREVIOUS.get("transpose")
+        cfgs = unique([T.BEST, T.Config("tiled", *prev) if prev else T.BEST])
         for cfg in cfgs:
             launch_once(f"compile: transpose {cfg.name} 256^2",
                         lambda cfg=cfg: T.transpose(small, so, cfg))
@@ -246,7 +264,7 @@ def transpose_section() -> None:
             e = close(out, want, 0)
             ms = timeit(run)
             return dict(err=e, ms=ms, gb_s=8 * N_TR * N_TR / ms / 1e6,
-                        current=cfg == T.BEST)
+                        current=cfg == T.BEST, fields=[cfg.tile, cfg.rows, cfg.pad])
 
         attempt("transpose", one, variant=cfg.name)
 
@@ -266,6 +284,8 @@ def stencil_section() -> None:
     out = xp.empty_like(u)
     cands = [stencil.BEST, *ST_CANDIDATES]
     if NCU:
+        prev = PREVIOUS.get("stencil")
+        cands = unique([stencil.BEST, (prev[0], tuple(prev[1])) if prev else stencil.BEST])
         su = rand((256, 256), 6)
         so = xp.empty_like(su)
         for v, b in cands:
@@ -301,15 +321,18 @@ def lbm_section() -> None:
     ds = dev(solid_h.astype(np.uint8))
     combos = [(k, b) for k in lbm.KERNELS for b in ((128, 2), (256, 1))]
     if NCU:
+        runs = unique([(lbm.BEST_KERNEL, tuple(lbm.DEFAULT_BLOCK)),
+                       (PREVIOUS.get("lbm_kernel", lbm.BEST_KERNEL),
+                        tuple(PREVIOUS.get("lbm_block", lbm.DEFAULT_BLOCK)))])
         sf = dev(f_h[:, :64, :128].copy())
         sds = dev(solid_h[:64, :128].astype(np.uint8))
         so = dev(np.empty(sf.shape, np.float32))
-        for k in lbm.KERNELS:
-            launch_once(f"compile: lbm {k} 64x128", lambda k=k: lbm.lbm_step(
-                sf, so, sds, 1 / 0.6, (1e-5, 0.0), None, (128, 2), k))
-        for k in lbm.KERNELS:
-            launch_once(f"lbm {k} (128, 2)", lambda k=k: lbm.lbm_step(
-                f, out, ds, 1 / 0.6, (1e-5, 0.0), None, (128, 2), k))
+        for k, blk in runs:
+            launch_once(f"compile: lbm {k} {blk} 64x128", lambda k=k, blk=blk: lbm.lbm_step(
+                sf, so, sds, 1 / 0.6, (1e-5, 0.0), None, blk, k))
+        for k, blk in runs:
+            launch_once(f"lbm {k} {blk}", lambda k=k, blk=blk: lbm.lbm_step(
+                f, out, ds, 1 / 0.6, (1e-5, 0.0), None, blk, k))
         return
     want = lbm.ReferenceStepper(xp.asarray(solid_h), 1 / 0.6, (1e-5, 0.0), xp=xp).step(
         xp.asarray(f_h))
@@ -332,6 +355,9 @@ def att_candidates(d: int) -> list:
     if SIM:
         return [A.FastConfig(32, 16, 4, 4), A.FastConfig(32, 16, 4, 4, prefetch=True)]
     cur = A.FAST_GPU_CONFIGS[d]
+    if NCU:
+        prev = PREVIOUS.get(f"attention_d{d}")
+        return unique([cur, A.FastConfig(*prev) if prev else cur])
     if d == 128:
         return [cur, A.FastConfig(128, 32, 4, 4, prefetch=True), A.FastConfig(128, 32, 4, 2),
                 A.FastConfig(128, 32, 4, 2, maxreg=128)]
@@ -344,6 +370,8 @@ def attention_section() -> None:
         q, k, v = rand(shape, 8, -2, 2), rand(shape, 9, -2, 2), rand(shape, 10, -1, 1)
         out = xp.empty_like(q)
         cands = att_candidates(d)
+        if not NCU and d != 128 and not SIM:  # the bench times d = 64; nothing to choose
+            continue
         if NCU:
             sq = rand((1, 256, d), 11)
             so = xp.empty_like(sq)
@@ -372,12 +400,12 @@ def attention_section() -> None:
                     run()
                     e = close(out, want, 2e-5)
                     ms = timeit(run, 5)
-                    return dict(err=e, ms=ms, tflops=f / ms / 1e9,
+                    return dict(err=e, ms=ms, tflops=f / ms / 1e9, fields=list(astuple(cfg)),
                                 current=cfg == A.FAST_GPU_CONFIGS.get(d),
                                 **regs(A.fast_kernel(d, cfg)))
 
                 attempt("attention", one, shape=list(shape), causal=causal, cfg=str(cfg))
-            if SIM:
+            if SIM or os.environ.get("PROBE_PEERS") != "1":  # the bench times the peers
                 continue
             t3 = [torch.as_tensor(a, device="cuda") for a in (q, k, v)]
             mask = torch.ones(s, s, dtype=torch.bool, device="cuda").triu(1) if causal else None
@@ -402,9 +430,13 @@ def attention_section() -> None:
             torch.cuda.empty_cache()
 
 
-for name, section in (("ceilings", ceilings), ("attention", attention_section),
-                      ("matmul", matmul_section), ("stencil", stencil_section),
-                      ("lbm", lbm_section), ("transpose", transpose_section)):
+SECTIONS = (("ceilings", ceilings), ("stencil", stencil_section), ("lbm", lbm_section),
+            ("matmul", matmul_section), ("transpose", transpose_section),
+            ("attention", attention_section))
+ONLY = os.environ.get("PROBE_ONLY")  # one section (ncu runs each in its own process)
+for name, section in SECTIONS:
+    if ONLY and name != ONLY:
+        continue
     try:
         section()
     except Exception:  # noqa: BLE001

@@ -33,7 +33,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .arrays import check_array, is_device_array, to_device
-from .launch import DevicePlans
+from .launch import DevicePlans, chosen
 
 # D2Q9: rest, +x, +y, -x, -y, then the diagonals (+x+y, -x+y, -x-y, +x-y).
 CX = np.array([0, 1, 0, -1, 0, 1, -1, -1, 1])
@@ -467,6 +467,7 @@ def _make_multi(npt: int):
 KERNELS = {"plain": (1, 0), "maxreg40": (1, 40), "maxreg32": (1, 32), "x2": (2, 0),
            "x2r64": (2, 64), "x4": (4, 0)}
 BEST_KERNEL = "plain"
+BEST_KERNEL = chosen("lbm_kernel", BEST_KERNEL)  # a GPU sweep's winner (launch.chosen)
 _COMPILED: dict[tuple, Any] = {}
 
 
@@ -498,6 +499,7 @@ _lbm_fused = fused_kernel(BEST_KERNEL)
 # calls, 2048 x 8192 nodes): 128 x 2 0.383 ms, 256 x 1 0.385, 64 x 4 0.387, 32 x 8 0.408,
 # 128 x 4 0.434 -- the shape matters little. tests/test_lbm.py ties the two.
 DEFAULT_BLOCK = (128, 2)
+DEFAULT_BLOCK = chosen("lbm_block", DEFAULT_BLOCK)
 BLOCKS = ((128, 2), (256, 1), (64, 4), (128, 4), (32, 8))
 
 

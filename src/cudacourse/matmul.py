@@ -26,7 +26,7 @@ from numba.cuda.core import config as _numba_config
 
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      to_device)
-from .launch import DevicePlans
+from .launch import DevicePlans, chosen
 
 
 def matmul_ref(a: Any, b: Any, xp: Any = np) -> Any:
@@ -539,6 +539,9 @@ MATMUL_VARIANTS = ("naive", "register", "register128", "register128x256",
 # same tiles with 4-byte shared loads (register128x256) reached 0.56. Again 30.8 TFLOP/s,
 # 0.60 of cuBLAS and of torch.matmul (both 51.4), on 2026-12-01.
 BEST = "register128x256v4"
+BEST = chosen("matmul", BEST)  # a GPU sweep's winner, for one bench run (launch.chosen)
+if BEST not in MATMUL_VARIANTS:  # a candidate chosen by that sweep
+    MATMUL_VARIANTS = MATMUL_VARIANTS + (BEST,)
 
 
 def flops(m: int, k: int, n: int) -> int:

@@ -49,6 +49,35 @@ def _v(pkg: str) -> str | None:
         return None
 
 
+def commit() -> str | None:
+    """The commit measured: CUDACOURSE_COMMIT (a copy of the tree without its .git, as on
+    the GPU machine), else ``git rev-parse HEAD`` in the package's checkout, else None."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    if os.environ.get("CUDACOURSE_COMMIT"):
+        return os.environ["CUDACOURSE_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def choices() -> dict[str, Any] | None:
+    """The kernel choices of CUDACOURSE_CHOICES (``launch.chosen``) this run used, if any."""
+    import json
+    import os
+
+    path = os.environ.get("CUDACOURSE_CHOICES")
+    if not path:
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def environment() -> dict[str, Any]:
     """GPU, driver, CUDA and library versions, for the record."""
     import shutil
@@ -92,7 +121,10 @@ def build_report(measurements: dict[str, Measurement], *, command: str, size: st
     date = date or datetime.now(timezone.utc).isoformat(timespec="seconds")
     mode = env.get("mode", device.mode())
     base = {"schema": SCHEMA, "mode": mode, "date": date, "command": command,
-            "environment": env}
+            "commit": commit(), "environment": env}
+    picks = choices()
+    if picks:
+        base["choices"] = picks
     if mode == "sim":
         return {**base, "note": SIM_NOTE,
                 "smoke": {m.name: m.status + (f": {m.detail}" if m.detail else "")
@@ -194,6 +226,9 @@ def to_markdown(report: dict[str, Any]) -> str:
               f"| Python | {env.get('python')} |",
               f"| libraries | {libs} |",
               f"| command | `{report['command']}` |",
+              f"| commit | {report.get('commit') or 'not recorded'} |",
+              *([f"| kernel choices (CUDACOURSE_CHOICES) | `{json.dumps(report['choices'])}` |"]
+                if report.get("choices") else []),
               f"| method | {report['timing']}; up to {report['repeats']} repeats; "
               f"sizes `{report['size']}`, seed {report['seed']} |", ""]
     ceil = report.get("ceilings", {})
