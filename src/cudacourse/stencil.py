@@ -312,11 +312,14 @@ DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8),
 # "rows" (128 x 1 threads x 8 rows) needs ~53 PTX instructions per cell on interior strips,
 # one coalesced load per cell (plus 10% for the strip's halo rows; the side neighbours come
 # by warp shuffles), 10 loads in flight per thread, 56 registers (36 warps per SM).
-# BEST is what the committed sweep measured fastest (docs/sweeps/stencil_lbm_h200_2026-12-01.json,
-# `python3 -m cudacourse.bench --only stencil,lbm`, public calls timed one call between
-# events, 16384 x 16384): rows 128 x 1 x 16, 0.671 ms; 128 x 1 x 8 0.700, 256 x 1 x 8 0.715,
-# the best tiled 1.51, naive 1.73. tests/test_stencil.py ties BEST to that file.
-BEST = ("rows", (128, 1, 16))
+# BEST is what the committed sweep of issue 35 measured fastest (docs/sweeps/
+# probe_issue35_h200_2026-12-02.json, `tools/probe_issue35.py` in `tools/gpu/perf35.sh`,
+# public calls timed one call between events, 16384 x 16384): rowsblock 256 x 1 x 16, 0.589
+# ms (56 registers, 32 warps per SM; ncu: DRAM 77% of peak, L2 89%), against rows 128 x 1 x
+# 16, 0.652 (80 registers, 24 warps; DRAM 69%, L2 87%); rowsblock 512 x 1 x 16 0.630, 128 x 1
+# x 32 0.658. (The sweep of 2026-12-01, docs/sweeps/stencil_lbm_h200_2026-12-01.json, had
+# chosen rows 128 x 1 x 16 among the shuffle kernels.) tests/test_stencil.py ties BEST to it.
+BEST = ("rowsblock", (256, 1, 16))
 BEST = chosen("stencil", BEST)  # a GPU sweep's winner, for one bench run (launch.chosen)
 _tiled: dict[tuple, Any] = {}
 

@@ -254,6 +254,19 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Ratios (names as in the JSON)", "", "| name | value |", "| --- | --- |"]
     lines += [f"| `{k}` | {v:.3f} |" for k, v in report.get("ratios", {}).items()]
     lines += [f"| `{k}` | {v.replace('|', '/')} |" for k, v in report.get("problems", {}).items()]
+    lim = report.get("limits")
+    if lim:
+        lines += ["", f"## Goals of issue {lim['issue']} and what stops each kernel short of "
+                  "its goal", "",
+                  f"Nsight Compute counters of the kernel each ratio timed, one full-size launch "
+                  f"in the same GPU run (`ncu --clock-control none`; "
+                  f"{', '.join(f'`{f}`' for f in lim['ncu_files'])}).", "",
+                  "| ratio | value | goal | met | kernel | the limit, from its counters |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for k, g in lim["goals"].items():
+            value = "" if g["value"] is None else f"{g['value']:.3f}"
+            lines.append(f"| `{k}` | {value} | {g['goal']:.2f} | {'yes' if g['met'] else 'no'} "
+                         f"| {g.get('kernel', '')} | {g.get('limit', '').replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
