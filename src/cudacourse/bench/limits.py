@@ -75,6 +75,7 @@ RULES = {
     "top_pipe_pct": r"is the highest-utilized pipeline \(([\d.]+)%\)",
     "fused_fp32": r"executes (\d+) fused and \d+ non-fused FP32",
     "nonfused_fp32": r"executes \d+ fused and (\d+) non-fused FP32",
+    "fuse_gain_pct": r"FP32 performance could be increased by up to (\d+)%",
 }
 PIPE = r"(\w+) is the highest-utilized pipeline"
 

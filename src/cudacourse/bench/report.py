@@ -163,6 +163,27 @@ def value_unit(m: dict[str, Any]) -> str:
     return next((u for suffix, u in _UNITS if name.endswith(suffix)), "")
 
 
+def carry_measurements(new: dict[str, Any], old: dict[str, Any], names: list[str],
+                       why: str) -> dict[str, Any]:
+    """``new`` with the measurements ``names`` copied from the earlier run ``old``, each
+    marked ``carried`` with that run's date, command, commit and ``why``: for figures the
+    lessons cite that the present bench no longer measures (kernels the package dropped).
+    Their ratios are not carried: a ratio divides by a ceiling of its own run."""
+    missing = [n for n in names if n not in old.get("measurements", {})]
+    if missing:
+        raise ValueError(f"the earlier run has no measurement {missing}")
+    if old.get("environment", {}).get("gpu") != new.get("environment", {}).get("gpu"):
+        raise ValueError("carry: the two runs were on different GPUs")
+    meas = dict(new["measurements"])
+    for n in names:
+        if n in meas and "carried" not in meas[n]:
+            raise ValueError(f"carry: {n} was measured in this run")
+        meas[n] = {**old["measurements"][n], "ratio": None, "vs": None,
+                   "carried": {"date": old["date"], "command": old["command"],
+                               "commit": old.get("commit"), "why": why}}
+    return {**new, "measurements": meas}
+
+
 def table_rows(report: dict[str, Any]) -> list[list[str]]:
     """kernel, size, time, achieved, compared with, ratio: one row per measurement."""
     rows = []
@@ -179,7 +200,9 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
         achieved = "" if rate is None else (f"{rate:.2f} TFLOP/s" if m["kind"] == "compute"
                                             else f"{rate:.0f} GB/s")
         r = by_ratio.get(m["ratio"]) if m["ratio"] else None
-        rows.append([m["label"], m["shape"], _fmt_time(m["median_ms"]), achieved,
+        label = m["label"] + (f" (carried from the run of {m['carried']['date'][:10]}: "
+                              f"{m['carried']['why']})" if m.get("carried") else "")
+        rows.append([label, m["shape"], _fmt_time(m["median_ms"]), achieved,
                      m["vs"] or "", "" if r is None else f"{r:.2f}"])
     return rows
 
