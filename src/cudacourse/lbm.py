@@ -463,7 +463,10 @@ def _make_multi(npt: int):
 # H200). The step is latency-bound (ncu, 2026-12-01: 11 of the 15.4 cycles between a warp's
 # instructions wait on global loads) and its 44 registers x 256 threads let 5 blocks share an
 # SM: a cap of 40 fits 6, 32 fits 8 (every warp slot), so more loads are in flight per SM;
-# 2 nodes per thread put 18 loads in flight per thread instead.
+# 2 nodes per thread put 18 loads in flight per thread instead. None was faster on the H200
+# (docs/benchmarks.json of 2026-12-02, block 128 x 2: plain 0.405 ms, maxreg40 0.394,
+# maxreg32 0.408, x2 0.409, x2r64 0.440, x4 0.456; in the probe of the same call, docs/sweeps/
+# probe_issue35_h200_2026-12-02.json, maxreg40 was 0.5% faster than plain, within noise).
 KERNELS = {"plain": (1, 0), "maxreg40": (1, 40), "maxreg32": (1, 32), "x2": (2, 0),
            "x2r64": (2, 64), "x4": (4, 0)}
 BEST_KERNEL = "plain"

@@ -476,9 +476,11 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
 REGISTER_V4_CONFIGS = {
     "register128x256v4": (128, 256, 8, 8, 16, 4, None),
 }
-# Candidates of issue 35, timed beside BEST by tools/probe_issue35.py (not in
-# MATMUL_VARIANTS until one is faster): 16-byte global loads without bounds checks for
-# interior tiles ("g"), and 128 x 128 tiles capped at 128 registers (two blocks per SM).
+# Candidates of issue 35 (not in MATMUL_VARIANTS until one is measured faster): 16-byte
+# global loads without bounds checks for interior tiles ("g"), and 128 x 128 tiles capped at
+# 128 registers (two blocks per SM). Correct in the simulator (tests/test_matmul.py); the GPU
+# probe of 2026-12-02 (docs/sweeps/probe_issue35_h200_2026-12-02.json) ran out of its budget
+# before it reached them: not yet timed on the H200.
 CANDIDATE_V4_CONFIGS = {
     "register128x256v4g": (128, 256, 8, 8, 16, 4, None, False, True),
     "register128x256v4w8g": (128, 256, 8, 8, 16, 8, None, False, True),
