@@ -311,7 +311,7 @@ if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is 
 # registers while a thread walks down a column: one load per cell instead of 9 (the left and
 # right neighbours come from the lanes beside it, by warp shuffles, lesson 2), all its loads
 # issued before its first store, and about half the instructions per cell
-# ({{bench.ratio.stencil_vs_copy:.2f}} of copy in the same run). The 9 reads per cell of the naive kernel do mostly hit
+# ({{bench.ratio.stencil_rows_128x1x16_vs_copy:.2f}} of copy in the same run). The 9 reads per cell of the naive kernel do mostly hit
 # the L1 cache, which is what shared memory would have provided. Shared-memory
 # tiles pay off when a cell is re-used more often than the cache can hold: wider stencils,
 # 3D grids (where the planes above and below do not fit in L1), or **temporal blocking**:

@@ -106,8 +106,11 @@ def test_positive_angle_raises_the_leading_edge():
     assert le > te
 
 
+@pytest.mark.parametrize("kernel", list(lbm.KERNELS))
 @pytest.mark.parametrize("inflow", [None, 0.08], ids=["periodic", "open"])
-def test_fused_kernel_matches_the_reference(inflow):
+def test_fused_kernel_matches_the_reference(inflow, kernel):
+    """Every kernel of lbm.KERNELS; with several nodes per thread, 9 rows are not a multiple
+    of the block's rows (the last block's last rows lie outside the grid)."""
     rng = np.random.default_rng(1)
     ny, nx = 9, 13
     solid = lbm.channel(ny, nx) | lbm.cylinder(ny, nx, 6, 4, 1.5)
@@ -116,8 +119,15 @@ def test_fused_kernel_matches_the_reference(inflow):
     force = (1e-4, 2e-5)
     want = lbm.lbm_step_ref(f.astype(np.float64), solid, 1 / 0.7, force, inflow)
     a, b = cuda.to_device(f), cuda.device_array_like(f)
-    lbm.lbm_step(a, b, solid, 1 / 0.7, force, inflow, block=(8, 4))
+    lbm.lbm_step(a, b, solid, 1 / 0.7, force, inflow, block=(8, 2), kernel=kernel)
     np.testing.assert_allclose(b.copy_to_host(), want, rtol=2e-6, atol=2e-7)
+
+
+def test_launch_config_counts_the_nodes_per_thread():
+    assert lbm.launch_config(9, 13, (8, 2), "plain") == ((2, 5), (8, 2))
+    assert lbm.launch_config(9, 13, (8, 2), "x4") == ((2, 2), (8, 2))
+    with pytest.raises(ValueError, match="kernel must be"):
+        lbm.fused_kernel("fastest")
 
 
 def test_simulate_on_the_gpu_path_equals_the_reference():

@@ -106,6 +106,41 @@ def test_v4_kernel_factory_on_small_tiles(cfg):
     np.testing.assert_allclose(c.copy_to_host(), a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("cfg", [(16, 32, 8, 4, 4, 4, None, False, True),   # 1 warp
+                                 (32, 64, 8, 4, 8, 4, None, False, True),   # 4 warps
+                                 (32, 32, 16, 4, 4, 4, None, True, True)])  # two buffers
+def test_v4_kernel_with_global_vector_loads(cfg):
+    """The unchecked 16-byte tile loads: on matrices the tiles divide exactly (matmul picks
+    the checked twin for any other)."""
+    kern = M._make_register_v4_kernel(*cfg)
+    bm, bn = kern.tile
+    m, k, n = 2 * bm, 3 * cfg[2], 2 * bn
+    a, b = _inputs(m, k, n, seed=5)
+    c = cuda.device_array((m, n), np.float32)
+    kern[(n // bn, m // bm), kern.block](cuda.to_device(a), cuda.to_device(b), c)
+    np.testing.assert_allclose(c.copy_to_host(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_vector_tiles_are_used_only_where_they_fit():
+    kern = M._register_kernel("register128x256v4g")
+    assert kern.global_v4 and M._checked_twin("register128x256v4g") == "register128x256v4"
+
+    class Fake:  # the array interface of a device array, as CuPy and Numba give it
+        def __init__(self, shape, ptr=1 << 20, strides=None):
+            self.shape = shape
+            self.__cuda_array_interface__ = {"shape": shape, "data": (ptr, False),
+                                             "strides": strides, "typestr": "<f4",
+                                             "version": 3}
+
+    ok = Fake((256, 64)), Fake((64, 512))
+    assert M._vector_tiles_fit(kern, *ok)
+    assert not M._vector_tiles_fit(kern, Fake((200, 64)), ok[1])  # a partial row tile
+    assert not M._vector_tiles_fit(kern, Fake((256, 60)), Fake((60, 512)))  # k % 8
+    assert not M._vector_tiles_fit(kern, Fake((256, 64), ptr=(1 << 20) + 4), ok[1])
+    assert not M._vector_tiles_fit(kern, ok[0], Fake((64, 512), strides=(4096, 4)))
+    assert not M.vector_loads_ok(np.ones((4, 4), np.float32))  # host memory: no interface
+
+
 def test_v4_variant_is_listed_and_is_the_best():
     assert "register128x256v4" in M.MATMUL_VARIANTS
     assert M.BEST == "register128x256v4"  # measured fastest on the H200, 2026-11-30

@@ -68,9 +68,11 @@ def render() -> str:
     b = {r["name"]: r for r in before["rows"]}
     a = {r["name"]: r for r in after["rows"]}
     L = ["# Performance: what limits each kernel, measured", "",
-         "Rendered by `python3 tools/probe_perfdoc.py` from the files in `docs/sweeps/` "
-         "(GPU runs of issue 22 on an NVIDIA H200, "
-         f"{before['date'][:10]}). Method of the call timings: {after['method']}", "",
+         "Rendered by `python3 tools/probe_perfdoc.py` from `docs/benchmarks.json` and the "
+         "files in `docs/sweeps/` (GPU runs on an NVIDIA H200: issue 35 first, then issue 22's "
+         "of 2026-12-01, the \"before\" of issue 35).", "", *issue35(),
+         f"## Issue 22 ({before['date'][:10]})", "",
+         f"Method of the call timings: {after['method']}", "",
          "## Public calls, as users call them", "",
          "CuPy arrays in, `out` given, one call between two CUDA events. *before*: the path "
          "every launcher but the vector add took until issue 22 (checks and Numba's "
@@ -157,6 +159,173 @@ def render() -> str:
           "launch path): the figures above are the \"before\" of any re-decomposition, and "
           "the \"after\" is still to be measured."]
     return "\n".join(L) + "\n"
+
+
+def issue35() -> list[str]:
+    """The section of issue 35: the goals at the final code (docs/benchmarks.json and its
+    ``limits``), the candidates timed in the same GPU call, the counters, the floors."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "src"))
+    from cudacourse.bench.limits import NCU_RUN, floor_bytes, run_launches
+
+    report = json.loads((ROOT / "docs" / "benchmarks.json").read_text())
+    probe = json.loads((SWEEPS / "probe_issue35_h200_2026-12-02.json").read_text())
+    lim = report["limits"]
+    goals = lim["goals"]
+    launches = run_launches(NCU_RUN)
+    r, m = report["ratios"], report["measurements"]
+    copy = report["ceilings"]["copy_gb_s"]
+    L = ["## Issue 35: the goals at the final code (H200, " + report["date"][:10] + ")", "",
+         f"The bench `{report['command']}` at commit `{report['commit'][:7]}`, "
+         f"{report['date']}, in one GPU call with the probe of the candidates and Nsight "
+         f"Compute (`tools/gpu/perf35.sh`; the kernel choices it used: `choices` in the JSON, "
+         "the modules' constants since). The counters are one full-size launch of the kernel "
+         f"each ratio timed ({', '.join(f'`{f}`' for f in lim['ncu_files'])}).", "",
+         "| ratio | now | goal | met | kernel profiled |", "| --- | --- | --- | --- | --- |"]
+    for k, g in goals.items():
+        L.append(f"| `{k}` | {g['value']:.3f} | {g['goal']:.2f} | "
+                 f"{'yes' if g['met'] else 'no'} | {g.get('kernel', 'not profiled')} |")
+    L += ["", "### Candidates timed beside the present kernels (same call)", "",
+          f"`tools/probe_issue35.py`, {probe['date']}: each checked against a reference, then "
+          "one call between CUDA events, median. Its 80-second budget ran out during the LBM "
+          "rows: the candidates listed as *not timed* were compiled and checked in the "
+          "simulator only (tests/test_matmul.py, tests/test_lbm.py), not on the GPU.", "",
+          "| kernel | candidate | ms | rate | registers |", "| --- | --- | --- | --- | --- |"]
+    for row in probe["rows"]:
+        if row["what"] in ("copy", "cublas_sgemm", "torch_matmul"):
+            continue
+        name = " ".join(str(row[k]) for k in ("variant", "kernel", "block", "cfg", "shape",
+                                              "causal") if k in row)
+        if "ms" in row:
+            rate = (f"{row['gb_s']:.0f} GB/s" if "gb_s" in row else
+                    f"{row['tflops']:.1f} TFLOP/s")
+            cur = " (the choice before)" if row.get("current") else ""
+            L.append(f"| {row['what']} | {name}{cur} | {row['ms']:.4f} | {rate} | "
+                     f"{', '.join(map(str, row.get('regs', [])))} |")
+        else:
+            why = "not timed (budget)" if row.get("skipped") else f"failed: {row.get('failed')}"
+            L.append(f"| {row['what']} | {name} | {why} | | |")
+    cols = (("duration_ns", "us", 1e-3), ("registers", "registers", 1),
+            ("occupancy_pct", "occupancy %", 1), ("warps_per_sm", "warps/SM", 1),
+            ("issue_pct", "issue slots busy %", 1), ("cycles_per_issue", "cycles/issue", 1),
+            ("no_eligible_pct", "no eligible %", 1), ("dram_pct", "DRAM %", 1),
+            ("l2_pct", "L2 %", 1), ("l1_pct", "L1/shared %", 1),
+            ("l1tex_stall_cycles", "L1TEX stall cycles", 1),
+            ("instructions", "instructions", 1))
+    L += ["", "### Nsight Compute counters, 2026-12-02 (clocks not locked)", "",
+          "| launch | block | grid | " + " | ".join(c[1] for c in cols) + " |",
+          "| --- | --- | --- | " + " | ".join("---" for _ in cols) + " |"]
+    for label, n in launches.items():
+        L.append(f"| {label} | {n['block']} | {n['grid']} | " + " | ".join(
+            f"{n[k] * f:,.4g}" if k in n else "" for k, _, f in cols) + " |")
+
+    def at(ratio: str) -> dict:
+        return launches[goals[ratio]["kernel"]]
+
+    st, lb, tr = at("stencil_vs_copy"), at("lbm_vs_copy"), at("transpose_vs_copy")
+    mm, a64, a128 = (at("matmul_best_vs_cublas"), at("attention_fused_vs_torch_eager"),
+                     at("attention_fused_vs_torch_eager_d128"))
+
+    def moved(n: dict) -> float:
+        return n["dram_bytes_per_s"] * n["duration_ns"] * 1e-9
+
+    def peak(n: dict) -> float:
+        return n["dram_bytes_per_s"] / (n["dram_pct"] / 100) / 1e9
+
+    L += ["", "### Bytes-per-cell floors (memory-bound kernels)", "",
+          "The compulsory traffic: every value read once and written once. The stencil: 4 "
+          "bytes read + 4 written per cell (its halo rows are read again, from L2, not from "
+          "DRAM); the LBM step: 9 populations read and 9 written, 72 bytes, plus its 1-byte "
+          "mask per node; the transpose: 8 bytes per element. *DRAM moved* is ncu's DRAM "
+          "bytes per second times the launch's duration.", "",
+          "| kernel | floor GB | DRAM moved GB | moved / floor | DRAM % of peak | the copy's % "
+          "of that peak | ratio to the copy (bench) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, ratio, n in (("stencil", "stencil_vs_copy", st), ("LBM step", "lbm_vs_copy", lb),
+                           ("transpose", "transpose_vs_copy", tr)):
+        fl = floor_bytes(ratio, report)
+        L.append(f"| {name} | {fl / 1e9:.3f} | {moved(n) / 1e9:.3f} | {moved(n) / fl:.2f} | "
+                 f"{n['dram_pct']:.0f} | {copy / peak(n):.0%} | {r[ratio]:.3f} |")
+    sm_peak = 132 * 128 * 2 * mm["sm_hz"] / 1e12 if "sm_hz" in mm else float("nan")
+    mm_tf = m["matmul_best"]["tflop_s"] if "matmul_best" in m else float("nan")
+    cub = report["ceilings"]["cublas_sgemm_tflop_s"]
+    ipf = mm["instructions"] / (2 * 4096 ** 3 / 64)
+    ipf128 = a128["instructions"] / (4 * 16 * 4096 ** 2 * 128 / 64)
+    rows = {row["what"] + str(row.get("variant", row.get("kernel"))) + str(row.get("block")):
+            row for row in probe["rows"] if "ms" in row}
+    rb = rows.get("stencilrowsblock[256, 1, 16]", {})
+    ro = rows.get("stencilrows[128, 1, 16]", {})
+    lk = {k: m.get(f"lbm_kernel_{k}", {}).get("median_ms") for k in ("maxreg40", "maxreg32",
+                                                                      "x2", "x4")}
+    gain40 = 1 - rows["lbmmaxreg40[128, 2]"]["ms"] / rows["lbmplain[128, 2]"]["ms"]
+    L += ["", "### What limits each kernel, and what would move it", "",
+          f"* **stencil** (rowsblock, {st['block']}): the change of issue 35. The shuffle "
+          f"kernel's warps each loaded 2 cells beyond their 32 columns per row; with the side "
+          "neighbours passed through shared memory per block, only the block's two outer "
+          f"threads do: {ro.get('regs', ['?'])[0]} -> {rb.get('regs', ['?'])[0]} registers, "
+          f"{ro.get('ms', float('nan')):.3f} -> {rb.get('ms', float('nan')):.3f} ms in the "
+          f"probe, {r['stencil_vs_copy']:.3f} of the copy in the bench. It now moves its floor "
+          f"(moved / floor {moved(st) / floor_bytes('stencil_vs_copy', report):.2f}) at "
+          f"{st['dram_pct']:.0f}% of DRAM peak, where the copy reaches {copy / peak(st):.0%}, "
+          f"with L2 {st['l2_pct']:.0f}% busy and {st['issue_pct']:.0f}% of issue slots used "
+          f"({st['instructions'] * 32 / (16384 ** 2):.0f} thread instructions per cell, "
+          f"{(st['fused_fp32'] + st['nonfused_fp32']) * 32 / 16384 ** 2:.0f} of them FP32: the "
+          "rest are wall tests, 64-bit index arithmetic, loads and stores): near two limits "
+          "at once. Taller strips (32 rows) took more registers and were slower in the probe; "
+          "fewer instructions per cell (an interior kernel without the wall tests) is what "
+          "is left.",
+          f"* **LBM step** ({lb['block']}): moves its floor (moved / floor "
+          f"{moved(lb) / floor_bytes('lbm_vs_copy', report):.2f}) at {lb['dram_pct']:.0f}% of "
+          f"DRAM peak; {lb.get('l1tex_stall_cycles', float('nan')):.1f} of the "
+          f"{lb['cycles_per_issue']:.1f} cycles between a warp's instructions wait on global "
+          f"loads; {lb['occupancy_pct']:.0f}% occupancy ({lb['registers']:.0f} registers). "
+          "More loads in flight did not help: register caps (bench: 40 registers "
+          f"{lk['maxreg40']:.3f} ms, 32 {lk['maxreg32']:.3f}) and 2 or 4 nodes per thread "
+          f"({lk['x2']:.3f}, {lk['x4']:.3f}) against {m['lbm']['median_ms']:.3f} ms for the "
+          f"present kernel; in the probe the cap of 40 was {gain40:.1%} faster than the "
+          "present kernel at the same block, within the chooser's 1% margin, and was not "
+          "adopted. Its 9 loads per node read 9 planes at neighbouring offsets; a "
+          "bulk asynchronous copy of the planes' tiles into shared memory (TMA, cp.async) is "
+          "what CUDA C would try next, and numba-cuda 0.30.4 has no intrinsic for it (a "
+          "search of its package finds neither cp.async nor the tensor-memory copies).",
+          f"* **transpose** ({tr['block']}): moves its floor at {tr['dram_pct']:.0f}% of DRAM "
+          f"peak at {tr['occupancy_pct']:.0f}% occupancy; "
+          f"{tr.get('l1tex_stall_cycles', float('nan')):.1f} of its "
+          f"{tr['cycles_per_issue']:.1f} cycles between instructions wait on global loads: "
+          "latency with every warp slot full. Other tile shapes (8 or 2 rows of threads, "
+          "padding 2, 32 x 32 with 4 rows) were built but not timed in this call.",
+          f"* **matmul** (register128x256v4, {mm['block']}): {mm['registers']:.0f} registers "
+          f"allow {mm['blocks_by_registers']:.0f} block of 8 warps per SM; "
+          f"{mm['issue_pct']:.0f}% of issue slots used and {ipf:.2f} instructions issued per "
+          f"warp-wide FMA, so at most {mm['issue_pct'] / ipf:.0f}% of the FP32 peak "
+          f"({sm_peak:.1f} TFLOP/s at the {mm.get('sm_hz', 0) / 1e9:.2f} GHz ncu saw): the "
+          f"bench measured {mm_tf:.1f} TFLOP/s, cuBLAS {cub:.1f} ({cub / sm_peak:.0%} of that "
+          "peak). 0.75 of cuBLAS needs fewer instructions per FMA (the global loads and their "
+          "bounds checks, the stores to shared memory) or more issue: the 16-byte global "
+          "loads without bounds checks (`register128x256v4g`, `CANDIDATE_V4_CONFIGS`) and "
+          "128 x 128 tiles at 128 registers (2 blocks per SM) are built and correct in the "
+          "simulator, not yet timed on the GPU.",
+          f"* **attention, d = 64 and d = 128**: one block of 8 warps per SM (registers "
+          f"{a64['registers']:.0f} and {a128['registers']:.0f}, shared memory "
+          f"{a64.get('dyn_shared_bytes', 0) / 1024:.0f} and "
+          f"{a128.get('dyn_shared_bytes', 0) / 1024:.0f} KiB a block), {a64['issue_pct']:.0f}% "
+          f"and {a128['issue_pct']:.0f}% of issue slots used; at d = 128, {ipf128:.2f} "
+          f"instructions per warp-wide FMA and {a128.get('nonfused_fp32', 0):.3g} FP32 "
+          f"instructions that are not fused multiply-adds beside {a128.get('fused_fp32', 0):.3g} "
+          f"that are (ncu estimates up to {a128.get('fuse_gain_pct', float('nan')):.0f}% more FP32 "
+          "throughput if they were fused: the "
+          "scores' 4-term dot products, summed before they are added to the score, are the "
+          "likely source). The candidates (d = 128 with the K/V prefetch, 4 x 2 patches of "
+          "512 threads, those at 128 registers) were built but not timed in this call.",
+          "* **Triton bf16 attention** (beyond the course): not profiled and not tuned in "
+          "issue 35.", "",
+          "Where Numba stops: numba-cuda 0.30.4 has no intrinsic for cp.async, ldmatrix, "
+          "mma.sync or wgmma (none is named in its package), so the asynchronous tile copies "
+          "and tensor-core paths of cuBLAS's and cuDNN's bf16 kernels are out of the course "
+          "kernels' reach; the float32 figures above compare CUDA-core kernels with CUDA-core "
+          "libraries (TF32 off), where the limits are the counters' occupancy and instruction "
+          "counts, not a missing instruction.", ""]
+    return L
 
 
 def main() -> None:

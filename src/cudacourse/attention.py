@@ -15,14 +15,14 @@ accepted too and flattened to batch * heads.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any, Callable
 
 import numpy as np
 from numba import cuda, float32
 
 from .arrays import check_array, describe, is_device_array, return_like_input, to_device
-from .launch import DevicePlans
+from .launch import DevicePlans, chosen
 from .softmax import NEG_BIG, _shuffles_available
 
 LOG2E = 1.4426950408889634
@@ -699,6 +699,7 @@ FAST_GPU_CONFIGS = {16: FastConfig(64, 16, 4, 4), 32: FastConfig(64, 32, 4, 4),
                     64: FastConfig(128, 32, 4, 4, prefetch=True),
                     128: FastConfig(128, 32, 4, 4)}
 FAST_SIM_CONFIG = FastConfig(32, 16, 4, 4)
+FAST_GPU_CONFIGS[128] = FastConfig(*chosen("attention_d128", astuple(FAST_GPU_CONFIGS[128])))
 
 
 def _fast_config(d: int, cfg: FastConfig | None) -> FastConfig:

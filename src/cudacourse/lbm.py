@@ -33,7 +33,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .arrays import check_array, is_device_array, to_device
-from .launch import DevicePlans
+from .launch import DevicePlans, chosen
 
 # D2Q9: rest, +x, +y, -x, -y, then the diagonals (+x+y, -x+y, -x-y, +x-y).
 CX = np.array([0, 1, 0, -1, 0, 1, -1, -1, 1])
@@ -311,26 +311,11 @@ def vorticity(ux: Any, uy: Any, xp: Any = np) -> Any:
 
 # --- the fused kernel -------------------------------------------------------------------------
 
-@cuda.jit
-def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
-    """One lattice node per thread: pull 9 populations (bouncing back off solid neighbours),
-    collide, write 9. No shared memory: neighbours' values come straight from global
-    memory, and each is read by exactly one thread."""
-    # Indices are unsigned (uint64 throughout: a signed one would promote to float64):
-    # Numba then skips the negative-index wraparound (3 64-bit instructions per index, per
-    # array), and the periodic neighbours below are selects, not a modulo.
+@cuda.jit(device=True, inline="always")
+def _pull(f_in, solid, x, y, nx, ny, u_in, open_x):
+    """The 9 populations arriving at node (x, y) (uint64 indices), bounced back off solid
+    neighbours, the inflow's equilibrium at an open inlet."""
     one_u = np.uint64(1)
-    gx, gy = cuda.grid(2)  # x fastest: a warp covers 32 consecutive nodes of a row
-    x = np.uint64(gx)
-    y = np.uint64(gy)
-    ny = np.uint64(solid.shape[0])
-    nx = np.uint64(solid.shape[1])
-    if x >= nx or y >= ny:
-        return
-    if solid[y, x]:
-        for i in range(9):
-            f_out[i, y, x] = f_in[i, y, x]  # keeps the buffers defined; never pulled from
-        return
     # Upstream neighbours, periodic (a select, not a modulo: no integer division).
     xm = x - one_u if x > np.uint64(0) else nx - one_u
     xp = x + one_u if x < nx - one_u else np.uint64(0)
@@ -368,12 +353,18 @@ def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
         f7 = f_in[5, y, x]
     if solid[yp, xm]:
         f8 = f_in[6, y, x]
-    one = float32(1.0)
     if inlet:  # populations entering from outside: equilibrium at the inflow velocity
-        e_in = one + float32(3.0) * u_in + float32(3.0) * u_in * u_in  # feq / w, c_x = +1
+        e_in = float32(1.0) + float32(3.0) * u_in + float32(3.0) * u_in * u_in  # feq / w
         f1 = e_in * float32(1.0 / 9.0)
         f5 = e_in * float32(1.0 / 36.0)
         f8 = e_in * float32(1.0 / 36.0)
+    return f0, f1, f2, f3, f4, f5, f6, f7, f8
+
+
+@cuda.jit(device=True, inline="always")
+def _collide_store(f_out, x, y, f0, f1, f2, f3, f4, f5, f6, f7, f8, omega, fx, fy):
+    """BGK with the forcing term at node (x, y); the 9 results stored."""
+    one = float32(1.0)
     # Moments.
     rho = f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8
     inv = one / rho
@@ -409,20 +400,119 @@ def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
     f_out[8, y, x] = f8 + omega * (w2 * (one + t3 * cu + t45 * cu * cu - usq) - f8) + g2 - h2
 
 
+def _lbm_fused(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
+    """One lattice node per thread: pull 9 populations (bouncing back off solid neighbours),
+    collide, write 9. No shared memory: neighbours' values come straight from global
+    memory, and each is read by exactly one thread."""
+    # Indices are unsigned (uint64 throughout: a signed one would promote to float64):
+    # Numba then skips the negative-index wraparound (3 64-bit instructions per index, per
+    # array), and the periodic neighbours below are selects, not a modulo.
+    gx, gy = cuda.grid(2)  # x fastest: a warp covers 32 consecutive nodes of a row
+    x = np.uint64(gx)
+    y = np.uint64(gy)
+    ny = np.uint64(solid.shape[0])
+    nx = np.uint64(solid.shape[1])
+    if x >= nx or y >= ny:
+        return
+    if solid[y, x]:
+        for i in range(9):
+            f_out[i, y, x] = f_in[i, y, x]  # keeps the buffers defined; never pulled from
+        return
+    f0, f1, f2, f3, f4, f5, f6, f7, f8 = _pull(f_in, solid, x, y, nx, ny, u_in, open_x)
+    _collide_store(f_out, x, y, f0, f1, f2, f3, f4, f5, f6, f7, f8, omega, fx, fy)
+
+
+def _make_multi(npt: int):
+    """The same step with ``npt`` nodes per thread (consecutive rows of one column): every
+    node's 9 pulls (and its solid flag) are issued before the first store, so a thread has
+    9 * npt loads in flight instead of 9 (``f_in`` and ``f_out`` might alias as far as the
+    compiler knows: a load written after a store could not be moved above it)."""
+
+    def kernel(f_in, f_out, solid, omega, fx, fy, u_in, open_x):
+        gx, gy = cuda.grid(2)
+        x = np.uint64(gx)
+        y0 = np.uint64(gy) * np.uint64(npt)
+        ny = np.uint64(solid.shape[0])
+        nx = np.uint64(solid.shape[1])
+        if x >= nx or y0 >= ny:
+            return
+        fl = cuda.local.array((npt, 9), float32)
+        wall = cuda.local.array(npt, np.uint8)
+        for n in range(npt):
+            y = y0 + np.uint64(n)
+            if y < ny:
+                wall[n] = solid[y, x]
+                (fl[n, 0], fl[n, 1], fl[n, 2], fl[n, 3], fl[n, 4], fl[n, 5], fl[n, 6],
+                 fl[n, 7], fl[n, 8]) = _pull(f_in, solid, x, y, nx, ny, u_in, open_x)
+        for n in range(npt):
+            y = y0 + np.uint64(n)
+            if y < ny:
+                if wall[n]:
+                    for i in range(9):
+                        f_out[i, y, x] = f_in[i, y, x]  # rare: solid nodes copy themselves
+                else:
+                    _collide_store(f_out, x, y, fl[n, 0], fl[n, 1], fl[n, 2], fl[n, 3],
+                                   fl[n, 4], fl[n, 5], fl[n, 6], fl[n, 7], fl[n, 8],
+                                   omega, fx, fy)
+
+    kernel.__name__ = kernel.__qualname__ = f"_lbm_fused_x{npt}"
+    return kernel
+
+
+# name -> (nodes per thread, cap on registers per thread; 0: the compiler's choice, 44 on the
+# H200). The step is latency-bound (ncu, 2026-12-01: 11 of the 15.4 cycles between a warp's
+# instructions wait on global loads) and its 44 registers x 256 threads let 5 blocks share an
+# SM: a cap of 40 fits 6, 32 fits 8 (every warp slot), so more loads are in flight per SM;
+# 2 nodes per thread put 18 loads in flight per thread instead. None was faster on the H200
+# (docs/benchmarks.json of 2026-12-02, block 128 x 2: plain 0.405 ms, maxreg40 0.394,
+# maxreg32 0.408, x2 0.409, x2r64 0.440, x4 0.456; in the probe of the same call, docs/sweeps/
+# probe_issue35_h200_2026-12-02.json, maxreg40 was 0.5% faster than plain, within noise).
+KERNELS = {"plain": (1, 0), "maxreg40": (1, 40), "maxreg32": (1, 32), "x2": (2, 0),
+           "x2r64": (2, 64), "x4": (4, 0)}
+BEST_KERNEL = "plain"
+BEST_KERNEL = chosen("lbm_kernel", BEST_KERNEL)  # a GPU sweep's winner (launch.chosen)
+_COMPILED: dict[tuple, Any] = {}
+
+
+def fused_kernel(name: str = "best") -> Any:
+    """The fused step kernel named in ``KERNELS`` ("best": ``BEST_KERNEL``), compiled once;
+    its ``nodes`` attribute is the nodes per thread."""
+    if name == "best":
+        name = BEST_KERNEL
+    if name not in KERNELS:
+        raise ValueError(f"kernel must be 'best' or one of {tuple(KERNELS)}, got {name!r}")
+    npt, cap = KERNELS[name]
+    if (npt, cap) not in _COMPILED:
+        from .device import is_simulator
+
+        opts = {"max_registers": cap} if cap and not is_simulator() else {}
+        body = _lbm_fused_py if npt == 1 else _make_multi(npt)
+        kern = cuda.jit(**opts)(body)
+        kern.nodes = npt
+        _COMPILED[(npt, cap)] = kern
+    return _COMPILED[(npt, cap)]
+
+
+_lbm_fused_py = _lbm_fused  # the Python function; compiled once per (nodes, register cap)
+_lbm_fused = fused_kernel(BEST_KERNEL)
+
+
 # DEFAULT_BLOCK is what the committed sweep measured fastest (docs/sweeps/
 # stencil_lbm_h200_2026-12-01.json, `python3 -m cudacourse.bench --only stencil,lbm`, public
 # calls, 2048 x 8192 nodes): 128 x 2 0.383 ms, 256 x 1 0.385, 64 x 4 0.387, 32 x 8 0.408,
 # 128 x 4 0.434 -- the shape matters little. tests/test_lbm.py ties the two.
 DEFAULT_BLOCK = (128, 2)
+DEFAULT_BLOCK = chosen("lbm_block", DEFAULT_BLOCK)
 BLOCKS = ((128, 2), (256, 1), (64, 4), (128, 4), (32, 8))
 
 
-def launch_config(ny: int, nx: int, block: tuple[int, int] | None = None
-                  ) -> tuple[tuple, tuple]:
+def launch_config(ny: int, nx: int, block: tuple[int, int] | None = None,
+                  kernel: str = "best") -> tuple[tuple, tuple]:
     bx, by = block or DEFAULT_BLOCK
     if bx * by > 1024 or bx < 1 or by < 1:
         raise ValueError(f"block {bx} x {by}: a GPU allows 1 to 1024 threads per block")
-    return (math.ceil(nx / bx), math.ceil(ny / by)), (bx, by)
+    rows = by * fused_kernel(kernel).nodes  # rows of nodes one block covers
+    return (math.ceil(nx / bx), math.ceil(ny / rows)), (bx, by)
 
 
 def _solid_device(solid: Any) -> Any:
@@ -436,10 +526,11 @@ def _solid_device(solid: Any) -> Any:
 
 def lbm_step(f_in: Any, f_out: Any, solid: Any, omega: float,
              force: tuple[float, float] = (0.0, 0.0), inflow: float | None = None,
-             block: tuple[int, int] | None = None) -> Any:
+             block: tuple[int, int] | None = None, kernel: str = "best") -> Any:
     """One fused step on the GPU: f_out = collide(stream(f_in)); device arrays in
-    (f_in, f_out of shape (9, ny, nx) float32, solid (ny, nx) uint8), f_out returned."""
-    key = (omega, tuple(force), inflow, block)
+    (f_in, f_out of shape (9, ny, nx) float32, solid (ny, nx) uint8), f_out returned.
+    ``kernel``: a name of ``KERNELS`` (nodes per thread and register cap it is compiled with)."""
+    key = (omega, tuple(force), inflow, block, kernel)
     if _PLANS.run(key, f_in, f_out, solid):  # device arrays seen before
         return f_out
     check_array(f_in, "f_in", ndim=3)
@@ -455,12 +546,13 @@ def lbm_step(f_in: Any, f_out: Any, solid: Any, omega: float,
     ds = _solid_device(solid)
     if tuple(ds.shape) != tuple(f_in.shape[1:]):
         raise ValueError(f"solid has shape {tuple(ds.shape)}, f has {tuple(f_in.shape)}")
-    grid, blk = launch_config(f_in.shape[1], f_in.shape[2], block)
+    grid, blk = launch_config(f_in.shape[1], f_in.shape[2], block, kernel)
     args = (to_device(f_in), to_device(f_out), ds, np.float32(omega), np.float32(force[0]),
             np.float32(force[1]), np.float32(inflow or 0.0), np.int32(inflow is not None))
-    _lbm_fused[grid, blk](*args)
+    kern = fused_kernel(kernel)
+    kern[grid, blk](*args)
     if is_device_array(solid):  # a host mask is copied on every call: nothing to remember
-        _PLANS.remember(key, (f_in, f_out, solid), [(_lbm_fused, grid, blk, args, (0, 1, 2))])
+        _PLANS.remember(key, (f_in, f_out, solid), [(kern, grid, blk, args, (0, 1, 2))])
     return f_out
 
 
@@ -493,7 +585,7 @@ def simulate(solid: np.ndarray, tau: float, steps: int, *, f0: np.ndarray | None
         ds = cuda.to_device(solid.astype(np.uint8))
         lbm_step(a, b, ds, omega, force, inflow, block)  # validates everything once
         grid, blk = launch_config(*solid.shape, block)
-        launch = _lbm_fused[grid, blk]  # configured once: less Python per step
+        launch = fused_kernel()[grid, blk]  # configured once: less Python per step
         args = (ds, np.float32(omega), np.float32(force[0]), np.float32(force[1]),
                 np.float32(inflow or 0.0), np.int32(inflow is not None))
         a, b = b, a

@@ -26,7 +26,7 @@ from numba.cuda.core import config as _numba_config
 
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      to_device)
-from .launch import DevicePlans
+from .launch import DevicePlans, chosen
 
 
 def matmul_ref(a: Any, b: Any, xp: Any = np) -> Any:
@@ -246,8 +246,62 @@ else:
         return sig, codegen
 
 
+# ``_load4_global(arr, r, g)`` reads elements 4g .. 4g+3 of row r of a C-contiguous 2-D
+# float32 *global* array with one 16-byte load (PTX ld.global.v4.f32, CUDA C's float4). The
+# row length and the array's start must be multiples of 16 bytes (``vector_loads_ok`` checks
+# both on the host); elsewhere it is undefined behaviour.
+
+if _SIM:
+    def _load4_global(arr, r, g):
+        """Elements 4g .. 4g+3 of row r of the global array ``arr``."""
+        return arr[r, 4 * g], arr[r, 4 * g + 1], arr[r, 4 * g + 2], arr[r, 4 * g + 3]
+else:
+    _ADDRSPACE_GLOBAL = 1
+
+    @_intrinsic
+    def _load4_global(typingctx, arr, r, g):
+        if not (isinstance(arr, _types.Array) and arr.ndim == 2
+                and arr.dtype == _types.float32 and arr.layout == "C"):
+            raise _TypingError(f"16-byte global loads need a C-contiguous 2-D float32 array, "
+                               f"got {arr}")
+        if not (isinstance(r, _types.Integer) and isinstance(g, _types.Integer)):
+            raise _TypingError(f"16-byte global loads need integer indices, got {r}, {g}")
+        sig = _types.UniTuple(_types.float32, 4)(arr, r, g)
+
+        def codegen(context, builder, sig, args):
+            arrty, rty, gty = sig.args
+            ary = context.make_array(arrty)(context, builder, value=args[0])
+            rr = context.cast(builder, args[1], rty, _types.intp)
+            gg = context.cast(builder, args[2], gty, _types.intp)
+            ncols = builder.extract_value(ary.shape, 1)
+            four = _ir.Constant(rr.type, 4)
+            elem = builder.add(builder.mul(rr, ncols), builder.mul(gg, four))
+            ptr = builder.bitcast(builder.gep(ary.data, [elem]), _F32X4.as_pointer())
+            gptr = builder.addrspacecast(ptr, _F32X4.as_pointer(_ADDRSPACE_GLOBAL))
+            vec = builder.load(gptr, align=16)
+            vals = [builder.extract_element(vec, _ir.Constant(_ir.IntType(32), q))
+                    for q in range(4)]
+            return context.make_tuple(builder, sig.return_type, vals)
+
+        return sig, codegen
+
+
+def vector_loads_ok(arr: Any) -> bool:
+    """Whether ``_load4_global`` may read ``arr``: a C-contiguous float32 device array whose
+    start and row length are multiples of 16 bytes."""
+    cai = getattr(arr, "__cuda_array_interface__", None)
+    if cai is None or len(cai["shape"]) != 2:
+        return False
+    ptr = cai["data"][0]
+    rows, cols = cai["shape"]
+    strides = cai.get("strides")
+    contiguous = strides is None or tuple(strides) == (4 * cols, 4)
+    return contiguous and ptr % 16 == 0 and cols % 4 == 0
+
+
 def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_rows: int = 4,
-                             max_registers: int | None = None, double_buffer: bool = False):
+                             max_registers: int | None = None, double_buffer: bool = False,
+                             global_v4: bool = False):
     """Like ``_make_register_kernel`` (with prefetch), but each thread reads its A and B
     slices from shared memory 16 bytes at a time.
 
@@ -264,6 +318,12 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
 
     ``double_buffer``: two shared copies of each tile, so that the next tile is stored while
     other threads still read this one: one barrier per k-slice instead of two.
+
+    ``global_v4``: the tiles come from global memory 16 bytes per load (``_load4_global``)
+    and without bounds checks: for matrices whose sizes are multiples of the tile (bm, bn,
+    bk) and which ``vector_loads_ok`` accepts; ``matmul`` falls back to the checked kernel
+    otherwise. A thread then issues a_loads / 4 + b_loads / 4 global loads per k-slice, not
+    a_loads + b_loads, each without its two compares.
     """
     assert tm % 4 == 0 and tn % 4 == 0, "outputs per thread must be groups of 4"
     tx_n = bn // tn
@@ -291,7 +351,51 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
     ga_n = tm // 4  # row groups per thread
     gb_n = tn // 4  # column groups per thread
 
-    load_tiles = _tile_loader(a_loads, b_loads, threads, bk, bn)
+    if global_v4:
+        assert bk % 4 == 0 and a_loads % 4 == 0 and b_loads % 4 == 0
+        bkg = bk // 4  # 16-byte groups per row of the A tile
+        bng = bn // 4  # ... and of the B tile
+        a_vl = a_loads // 4
+        b_vl = b_loads // 4
+
+        @cuda.jit(device=True, inline="always")
+        def load_tiles(a, b, ra, rb, tid, row0, col0, k0):
+            """Interior tiles only: 16-byte loads, consecutive threads on consecutive
+            groups; ra[4q + i] is A[row0 + e // bkg, k0 + 4 (e % bkg) + i], rb[4q + i] is
+            element 4e + i of the B tile (e = tid + q * threads)."""
+            for q in range(a_vl):
+                e = tid + q * threads
+                ra[4 * q], ra[4 * q + 1], ra[4 * q + 2], ra[4 * q + 3] = _load4_global(
+                    a, row0 + e // bkg, k0 // 4 + e % bkg)
+            for q in range(b_vl):
+                e = tid + q * threads
+                rb[4 * q], rb[4 * q + 1], rb[4 * q + 2], rb[4 * q + 3] = _load4_global(
+                    b, k0 + e // bng, col0 // 4 + e % bng)
+
+        @cuda.jit(device=True, inline="always")
+        def store_tiles(sa, sb, ra, rb, tid, abase, bbase):
+            """Registers -> shared memory, A transposed (sa[kk, r])."""
+            for q in range(a_vl):
+                e = tid + q * threads
+                r = e // bkg
+                kk = 4 * (e % bkg)
+                for i in range(4):
+                    sa[abase + (kk + i) * sa_cols + r] = ra[4 * q + i]
+            for q in range(b_vl):
+                e = tid + q * threads
+                for i in range(4):
+                    sb[bbase + 4 * e + i] = rb[4 * q + i]
+    else:
+        load_tiles = _tile_loader(a_loads, b_loads, threads, bk, bn)
+
+        @cuda.jit(device=True, inline="always")
+        def store_tiles(sa, sb, ra, rb, tid, abase, bbase):
+            """Registers -> shared memory, A transposed (sa[kk, r])."""
+            for q in range(a_loads):
+                e = tid + q * threads
+                sa[abase + (e % bk) * sa_cols + e // bk] = ra[q]
+            for q in range(b_loads):
+                sb[bbase + tid + q * threads] = rb[q]  # sb[kk, cc] at kk * bn + cc
 
     opts = {"max_registers": max_registers} if max_registers and not _SIM else {}
 
@@ -322,22 +426,15 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
 
         load_tiles(a, b, ra, rb, tid, row0, col0, 0)
         if double_buffer:
-            for q in range(a_loads):
-                e = tid + q * threads
-                sa[(e % bk) * sa_cols + e // bk] = ra[q]
-            for q in range(b_loads):
-                sb[tid + q * threads] = rb[q]
+            store_tiles(sa, sb, ra, rb, tid, 0, 0)
             cuda.syncthreads()
         for k0 in range(0, k, bk):
             cur = (k0 // bk) % nbuf
             if not double_buffer:
-                for q in range(a_loads):
-                    e = tid + q * threads
-                    sa[(e % bk) * sa_cols + e // bk] = ra[q]
-                for q in range(b_loads):
-                    sb[tid + q * threads] = rb[q]  # sb[kk, cc] at kk * bn + cc
+                store_tiles(sa, sb, ra, rb, tid, 0, 0)
                 cuda.syncthreads()
-            load_tiles(a, b, ra, rb, tid, row0, col0, k0 + bk)  # arrives during the math
+            if not global_v4 or k0 + bk < k:  # (vector loads: nothing is read past the end)
+                load_tiles(a, b, ra, rb, tid, row0, col0, k0 + bk)  # arrives during the math
             for kk in range(bk):
                 ga = cur * sa_gsize + kk * sa_groups + ty
                 gb = cur * sb_gsize + kk * sb_groups + tx
@@ -351,12 +448,7 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
                     for j in range(tn):
                         acc[i, j] += fa[i] * fb[j]
             if double_buffer and k0 + bk < k:  # the other buffer: read by no one now
-                nxt = (1 - cur) * sa_size
-                for q in range(a_loads):
-                    e = tid + q * threads
-                    sa[nxt + (e % bk) * sa_cols + e // bk] = ra[q]
-                for q in range(b_loads):
-                    sb[(1 - cur) * sb_size + tid + q * threads] = rb[q]
+                store_tiles(sa, sb, ra, rb, tid, (1 - cur) * sa_size, (1 - cur) * sb_size)
             cuda.syncthreads()
 
         for i in range(tm):
@@ -367,7 +459,9 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
                     c[r, cc] = acc[i, j]
 
     kernel.tile = (bm, bn)
+    kernel.bk = bk
     kernel.block = (tx_n, ty_n)
+    kernel.global_v4 = global_v4
     return kernel
 
 
@@ -382,15 +476,59 @@ def _make_register_v4_kernel(bm: int, bn: int, bk: int, tm: int, tn: int, warp_r
 REGISTER_V4_CONFIGS = {
     "register128x256v4": (128, 256, 8, 8, 16, 4, None),
 }
+# Candidates of issue 35 (not in MATMUL_VARIANTS until one is measured faster): 16-byte
+# global loads without bounds checks for interior tiles ("g"), and 128 x 128 tiles capped at
+# 128 registers (two blocks per SM). Correct in the simulator (tests/test_matmul.py); the GPU
+# probe of 2026-12-02 (docs/sweeps/probe_issue35_h200_2026-12-02.json) ran out of its budget
+# before it reached them: not yet timed on the H200.
+CANDIDATE_V4_CONFIGS = {
+    "register128x256v4g": (128, 256, 8, 8, 16, 4, None, False, True),
+    "register128x256v4w8g": (128, 256, 8, 8, 16, 8, None, False, True),
+    "register256x128v4g": (256, 128, 8, 16, 8, 4, None, False, True),
+    "register128v4r128g": (128, 128, 8, 8, 8, 4, 128, False, True),
+    "register128v4k16r128g": (128, 128, 16, 8, 8, 4, 128, False, True),
+    "register128v4r128": (128, 128, 8, 8, 8, 4, 128),
+    "register128x256v4w8": (128, 256, 8, 8, 16, 8, None),
+    "register256x128v4": (256, 128, 8, 16, 8, 4, None),
+    "register128v4k16r128": (128, 128, 16, 8, 8, 4, 128),
+    "register128x256v4dbg": (128, 256, 8, 8, 16, 4, None, True, True),
+    "register128x256v4db": (128, 256, 8, 8, 16, 4, None, True),
+    "register128x256v4k16g": (128, 256, 16, 8, 16, 4, None, False, True),
+    "register128x256v4k16": (128, 256, 16, 8, 16, 4, None),
+}
 
 
 _register_kernels: dict[str, Any] = {}
 
 
+def _checked_twin(variant: str) -> str:
+    """The variant with the same tiles whose loads check the matrix edges (its name without
+    the trailing "g")."""
+    twin = variant[:-1]
+    def tiles(cfg: tuple) -> tuple:  # (..., max_registers, double_buffer), defaults filled
+        return (tuple(cfg) + (None, False, False)[len(cfg) - 6:])[:8]
+
+    same = _v4_config(twin) is not None and tiles(_v4_config(twin)) == tiles(_v4_config(variant))
+    assert variant.endswith("g") and same, f"{variant} has no checked twin"
+    return twin
+
+
+def _v4_config(variant: str) -> tuple | None:
+    return REGISTER_V4_CONFIGS.get(variant) or CANDIDATE_V4_CONFIGS.get(variant)
+
+
+def _vector_tiles_fit(kernel: Any, da: Any, db: Any) -> bool:
+    """Whether ``kernel``'s unchecked 16-byte tile loads stay inside a and b."""
+    (m, k), n = da.shape, db.shape[1]
+    bm, bn = kernel.tile
+    return (m % bm == 0 and n % bn == 0 and k % kernel.bk == 0 and vector_loads_ok(da)
+            and vector_loads_ok(db))
+
+
 def _register_kernel(variant: str):
     if variant not in _register_kernels:
-        if variant in REGISTER_V4_CONFIGS:
-            _register_kernels[variant] = _make_register_v4_kernel(*REGISTER_V4_CONFIGS[variant])
+        if _v4_config(variant):
+            _register_kernels[variant] = _make_register_v4_kernel(*_v4_config(variant))
         else:
             _register_kernels[variant] = _make_register_kernel(*REGISTER_CONFIGS[variant])
     return _register_kernels[variant]
@@ -403,6 +541,9 @@ MATMUL_VARIANTS = ("naive", "register", "register128", "register128x256",
 # same tiles with 4-byte shared loads (register128x256) reached 0.56. Again 30.8 TFLOP/s,
 # 0.60 of cuBLAS and of torch.matmul (both 51.4), on 2026-12-01.
 BEST = "register128x256v4"
+BEST = chosen("matmul", BEST)  # a GPU sweep's winner, for one bench run (launch.chosen)
+if BEST not in MATMUL_VARIANTS:  # a candidate chosen by that sweep
+    MATMUL_VARIANTS = MATMUL_VARIANTS + (BEST,)
 
 
 def flops(m: int, k: int, n: int) -> int:
@@ -448,6 +589,8 @@ def matmul(a: Any, b: Any, out: Any = None, variant: str = "best") -> Any:
         else:
             grid, block = launch_config(m, n, variant)
             kernel = _matmul_naive if variant == "naive" else _register_kernel(variant)
+            if getattr(kernel, "global_v4", False) and not _vector_tiles_fit(kernel, da, db):
+                kernel = _register_kernel(_checked_twin(variant))  # edges or misaligned
             kernel[grid, block](da, db, dout)
             if not on_host and out is not None and is_device_array(out):
                 _PLANS.remember(variant_asked, (a, b, out),

@@ -33,7 +33,7 @@ from numba import cuda, float32
 
 from .arrays import (check_array, is_device_array, output_array, return_like_input,
                      to_device)
-from .launch import DevicePlans
+from .launch import DevicePlans, chosen
 
 MAX_ALPHA = 0.375  # stability limit of the explicit step with the 9-point Laplacian
 
@@ -225,9 +225,85 @@ def _make_rows(bx: int, by: int, rows: int):
     return kernel
 
 
-STENCIL_VARIANTS = ("naive", "tiled", "rows")
+def _make_rows_block(bx: int, rows: int):
+    """The register window of ``_make_rows``, but the side neighbours come through shared
+    memory for the whole block, not by shuffles within each warp (blocks of bx x 1 threads).
+
+    With shuffles, the two outer lanes of every warp load the cell beyond each side: per row
+    a warp reads 4 sectors of 32 bytes for its own 32 cells and 2 more for those 2 cells, and
+    where the neighbouring warp's loads are not in L1 those 2 go to L2 (``ncu`` measured L2
+    at 88% of its peak with DRAM at 70% for the shuffle kernel). Here every thread stores its
+    column of the strip in shared memory, one barrier, and reads its neighbours' columns
+    back: only the block's two outer threads load a cell beyond it, 2 sectors per ``bx``
+    cells of a row instead of 2 per 32. All loads of the strip are still issued before the
+    first store to shared memory or to ``out``."""
+    n = rows + 2
+    sixth = 1.0 / 6.0
+    sw = bx + 2  # the block's columns, plus one on each side
+
+    @cuda.jit
+    def kernel(u, out, alpha):
+        side = cuda.shared.array((n, sw), float32)
+        ny, nx = u.shape
+        tx = cuda.threadIdx.x
+        gx = cuda.blockIdx.x * bx + tx
+        y0 = cuda.blockIdx.y * rows
+        if y0 >= ny:  # the same for the whole block (one row of threads): no barrier skipped
+            return
+        x = min(gx, nx - 1)  # past the right edge: clamped, stores nothing
+        xm = max(x - 1, 0)
+        xq = min(x + 1, nx - 1)
+        outer = tx == 0 or tx == bx - 1
+        xe = xm if tx == 0 else xq  # the outer threads' extra column
+        mid = cuda.local.array(n, float32)
+        edge = cuda.local.array(n, float32)
+        if y0 > 0 and y0 + rows < ny:  # the window lies inside the grid
+            for j in range(n):
+                r = y0 - 1 + j
+                mid[j] = u[r, x]
+                if outer:
+                    edge[j] = u[r, xe]
+        else:  # the first and last strips: rows past the edges clamped onto them (unused)
+            for j in range(n):
+                r = max(min(y0 - 1 + j, ny - 1), 0)
+                mid[j] = u[r, x]
+                if outer:
+                    edge[j] = u[r, xe]
+        for j in range(n):
+            side[j, tx + 1] = mid[j]
+            if tx == 0:
+                side[j, 0] = edge[j]
+            if tx == bx - 1:
+                side[j, bx + 1] = edge[j]
+        cuda.syncthreads()  # every column of the strip is stored before neighbours read it
+        a6 = alpha * float32(sixth)
+        wall_x = x == 0 or x == nx - 1
+        if gx < nx:
+            l0 = side[0, tx]
+            r0 = side[0, tx + 2]
+            l1 = side[1, tx]
+            r1 = side[1, tx + 2]
+            for j in range(rows):
+                l2 = side[j + 2, tx]  # one row further down: the window rolls
+                r2 = side[j + 2, tx + 2]
+                y = y0 + j
+                if y < ny:
+                    c = mid[j + 1]
+                    edges = mid[j] + mid[j + 2] + l1 + r1
+                    corners = l0 + r0 + l2 + r2
+                    v = c + a6 * (float32(4.0) * edges + corners - float32(20.0) * c)
+                    out[y, x] = c if wall_x or y == 0 or y == ny - 1 else v
+                l0, r0, l1, r1 = l1, r1, l2, r2
+
+    kernel.tile = (bx, rows)
+    kernel.block = (bx, 1)
+    return kernel
+
+
+STENCIL_VARIANTS = ("naive", "tiled", "rows", "rowsblock")
 # (bx, by, rows per thread)
-DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8)}
+DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8),
+                 "rowsblock": (256, 1, 16)}
 # Measured on the H200 on 2026-12-01 (docs/benchmarks.json, 16384 x 16384): naive 0.28 of
 # copy, tiled 0.16-0.24. Both were issue- and latency-bound, not bandwidth-bound: ~100 PTX
 # instructions per cell (64-bit index arithmetic with negative-index wraparound for each of
@@ -236,11 +312,15 @@ DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8)}
 # "rows" (128 x 1 threads x 8 rows) needs ~53 PTX instructions per cell on interior strips,
 # one coalesced load per cell (plus 10% for the strip's halo rows; the side neighbours come
 # by warp shuffles), 10 loads in flight per thread, 56 registers (36 warps per SM).
-# BEST is what the committed sweep measured fastest (docs/sweeps/stencil_lbm_h200_2026-12-01.json,
-# `python3 -m cudacourse.bench --only stencil,lbm`, public calls timed one call between
-# events, 16384 x 16384): rows 128 x 1 x 16, 0.671 ms; 128 x 1 x 8 0.700, 256 x 1 x 8 0.715,
-# the best tiled 1.51, naive 1.73. tests/test_stencil.py ties BEST to that file.
-BEST = ("rows", (128, 1, 16))
+# BEST is what the committed sweep of issue 35 measured fastest (docs/sweeps/
+# probe_issue35_h200_2026-12-02.json, `tools/probe_issue35.py` in `tools/gpu/perf35.sh`,
+# public calls timed one call between events, 16384 x 16384): rowsblock 256 x 1 x 16, 0.589
+# ms (56 registers, 32 warps per SM; ncu: DRAM 77% of peak, L2 89%), against rows 128 x 1 x
+# 16, 0.652 (80 registers, 24 warps; DRAM 69%, L2 87%); rowsblock 512 x 1 x 16 0.630, 128 x 1
+# x 32 0.658. (The sweep of 2026-12-01, docs/sweeps/stencil_lbm_h200_2026-12-01.json, had
+# chosen rows 128 x 1 x 16 among the shuffle kernels.) tests/test_stencil.py ties BEST to it.
+BEST = ("rowsblock", (256, 1, 16))
+BEST = chosen("stencil", BEST)  # a GPU sweep's winner, for one bench run (launch.chosen)
 _tiled: dict[tuple, Any] = {}
 
 
@@ -273,6 +353,22 @@ def rows_kernel(bx: int, by: int, rows: int = 8):
     return _tiled[key]
 
 
+def rows_block_kernel(bx: int, by: int = 1, rows: int = 16):
+    """The register-window kernel whose side neighbours pass through shared memory
+    (``variant="rowsblock"``): blocks of bx x 1 threads, ``rows`` cells per thread."""
+    key = ("rowsblock", bx, by, rows)
+    if key not in _tiled:
+        _validated(bx, by, rows)
+        if by != 1 or bx < 2:
+            raise ValueError(f"block {bx} x {by}: the rowsblock kernel takes bx >= 2 threads "
+                             "in one row (by = 1)")
+        if 4 * (rows + 2) * (bx + 2) > 48 * 1024:
+            raise ValueError(f"block {bx} x 1 x {rows} rows: its strip needs "
+                             f"{4 * (rows + 2) * (bx + 2)} bytes of shared memory > 48 KiB")
+        _tiled[key] = _make_rows_block(bx, rows)
+    return _tiled[key]
+
+
 def launch_config(ny: int, nx: int, variant: str, block: tuple | None = None
                   ) -> tuple[Any, tuple, tuple]:
     """(kernel, grid, block) for one step on an ny x nx grid."""
@@ -281,7 +377,8 @@ def launch_config(ny: int, nx: int, variant: str, block: tuple | None = None
         if rows != 1:
             raise ValueError("the naive kernel computes one cell per thread: rows must be 1")
         return _heat_naive, (math.ceil(nx / bx), math.ceil(ny / by)), (bx, by)
-    k = tiled_kernel(bx, by, rows) if variant == "tiled" else rows_kernel(bx, by, rows)
+    make = {"tiled": tiled_kernel, "rows": rows_kernel, "rowsblock": rows_block_kernel}
+    k = make[variant](bx, by, rows)
     tw, th = k.tile
     return k, (math.ceil(nx / tw), math.ceil(ny / th)), (bx, by)
 

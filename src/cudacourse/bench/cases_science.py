@@ -26,7 +26,9 @@ STENCIL_SWEEP = (("naive", (32, 8, 1)), ("naive", (64, 4, 1)), ("naive", (128, 2
                  ("tiled", (32, 8, 1)), ("tiled", (32, 8, 4)), ("tiled", (64, 4, 4)),
                  ("tiled", (32, 16, 2)), ("tiled", (128, 2, 8)),
                  ("rows", (128, 1, 8)), ("rows", (64, 4, 8)), ("rows", (256, 1, 8)),
-                 ("rows", (128, 1, 16)), ("rows", (128, 2, 4)))
+                 ("rows", (128, 1, 16)), ("rows", (128, 2, 4)),
+                 ("rowsblock", (256, 1, 16)), ("rowsblock", (512, 1, 16)),
+                 ("rowsblock", (256, 1, 32)))
 ALPHA = 0.2
 OMEGA = 1 / 0.6
 FORCE = (1e-5, 0.0)
@@ -99,12 +101,14 @@ def _lbm_check(ctx: Ctx, lbm: Any, f: Any, solid: Any, got: Any, what: str) -> N
     assert_close(ctx, got, want, what, rtol=1e-5, atol=1e-6)
 
 
-def _lbm_kernel(ctx: Ctx, lbm: Any, block: tuple[int, int]) -> tuple[Callable[[], Any], Any]:
+def _lbm_kernel(ctx: Ctx, lbm: Any, block: tuple[int, int], kernel: str = "best"
+                ) -> tuple[Callable[[], Any], Any]:
     f, solid, ds = _lbm_inputs(ctx, lbm)
     ny, nx = solid.shape
     df, out = ctx.dev(f), ctx.output(f.shape)
     # the public call, as users make it (its first call checks, later ones replay)
-    return (lambda: lbm.lbm_step(df, out, ds, OMEGA, FORCE, None, block)), out
+    how = {} if kernel == "best" else {"kernel": kernel}
+    return (lambda: lbm.lbm_step(df, out, ds, OMEGA, FORCE, None, block, **how)), out
 
 
 def _lbm_cases(ctx: Ctx) -> list[Case]:
@@ -112,10 +116,11 @@ def _lbm_cases(ctx: Ctx) -> list[Case]:
     ny, nx = _size(ctx, "lbm")
     nodes = ny * nx
 
-    def prepared(block: tuple[int, int], value: bool = False) -> Callable[[Ctx], Prepared]:
+    def prepared(block: tuple[int, int], value: bool = False, kernel: str = "best"
+                 ) -> Callable[[Ctx], Prepared]:
         def prepare(ctx: Ctx) -> Prepared:
             f, solid, _ = _lbm_inputs(ctx, lbm)
-            run, out = _lbm_kernel(ctx, lbm, block)
+            run, out = _lbm_kernel(ctx, lbm, block, kernel)
             mlups = (lambda: nodes / (float(np.median(event_times(run))) / 1e3) / 1e6)
             return Prepared(run, lambda: _lbm_check(ctx, lbm, f, solid, ctx.read(out),
                                                     f"fused LBM step, block {block}"),
@@ -135,6 +140,11 @@ def _lbm_cases(ctx: Ctx) -> list[Case]:
             name = f"lbm_{b[0]}x{b[1]}"
             cases.append(Case(name, f"fused LBM step, block {b[0]}x{b[1]}", prepared(tuple(b)),
                               ratio=f"{name}_vs_copy", vs="copy"))
+    for k in getattr(lbm, "KERNELS", {}):  # the kernels of lbm.KERNELS at DEFAULT_BLOCK
+        if k != lbm.BEST_KERNEL:
+            name = f"lbm_kernel_{k}"
+            cases.append(Case(name, f"fused LBM step, kernel {k}, block {d[0]}x{d[1]}",
+                              prepared(d, kernel=k), ratio=f"{name}_vs_copy", vs="copy"))
     return cases
 
 

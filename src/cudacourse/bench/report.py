@@ -49,6 +49,35 @@ def _v(pkg: str) -> str | None:
         return None
 
 
+def commit() -> str | None:
+    """The commit measured: CUDACOURSE_COMMIT (a copy of the tree without its .git, as on
+    the GPU machine), else ``git rev-parse HEAD`` in the package's checkout, else None."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    if os.environ.get("CUDACOURSE_COMMIT"):
+        return os.environ["CUDACOURSE_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, cwd=Path(__file__).resolve().parent)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def choices() -> dict[str, Any] | None:
+    """The kernel choices of CUDACOURSE_CHOICES (``launch.chosen``) this run used, if any."""
+    import json
+    import os
+
+    path = os.environ.get("CUDACOURSE_CHOICES")
+    if not path:
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def environment() -> dict[str, Any]:
     """GPU, driver, CUDA and library versions, for the record."""
     import shutil
@@ -92,7 +121,10 @@ def build_report(measurements: dict[str, Measurement], *, command: str, size: st
     date = date or datetime.now(timezone.utc).isoformat(timespec="seconds")
     mode = env.get("mode", device.mode())
     base = {"schema": SCHEMA, "mode": mode, "date": date, "command": command,
-            "environment": env}
+            "commit": commit(), "environment": env}
+    picks = choices()
+    if picks:
+        base["choices"] = picks
     if mode == "sim":
         return {**base, "note": SIM_NOTE,
                 "smoke": {m.name: m.status + (f": {m.detail}" if m.detail else "")
@@ -131,6 +163,27 @@ def value_unit(m: dict[str, Any]) -> str:
     return next((u for suffix, u in _UNITS if name.endswith(suffix)), "")
 
 
+def carry_measurements(new: dict[str, Any], old: dict[str, Any], names: list[str],
+                       why: str) -> dict[str, Any]:
+    """``new`` with the measurements ``names`` copied from the earlier run ``old``, each
+    marked ``carried`` with that run's date, command, commit and ``why``: for figures the
+    lessons cite that the present bench no longer measures (kernels the package dropped).
+    Their ratios are not carried: a ratio divides by a ceiling of its own run."""
+    missing = [n for n in names if n not in old.get("measurements", {})]
+    if missing:
+        raise ValueError(f"the earlier run has no measurement {missing}")
+    if old.get("environment", {}).get("gpu") != new.get("environment", {}).get("gpu"):
+        raise ValueError("carry: the two runs were on different GPUs")
+    meas = dict(new["measurements"])
+    for n in names:
+        if n in meas and "carried" not in meas[n]:
+            raise ValueError(f"carry: {n} was measured in this run")
+        meas[n] = {**old["measurements"][n], "ratio": None, "vs": None,
+                   "carried": {"date": old["date"], "command": old["command"],
+                               "commit": old.get("commit"), "why": why}}
+    return {**new, "measurements": meas}
+
+
 def table_rows(report: dict[str, Any]) -> list[list[str]]:
     """kernel, size, time, achieved, compared with, ratio: one row per measurement."""
     rows = []
@@ -147,7 +200,9 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
         achieved = "" if rate is None else (f"{rate:.2f} TFLOP/s" if m["kind"] == "compute"
                                             else f"{rate:.0f} GB/s")
         r = by_ratio.get(m["ratio"]) if m["ratio"] else None
-        rows.append([m["label"], m["shape"], _fmt_time(m["median_ms"]), achieved,
+        label = m["label"] + (f" (carried from the run of {m['carried']['date'][:10]}: "
+                              f"{m['carried']['why']})" if m.get("carried") else "")
+        rows.append([label, m["shape"], _fmt_time(m["median_ms"]), achieved,
                      m["vs"] or "", "" if r is None else f"{r:.2f}"])
     return rows
 
@@ -194,6 +249,9 @@ def to_markdown(report: dict[str, Any]) -> str:
               f"| Python | {env.get('python')} |",
               f"| libraries | {libs} |",
               f"| command | `{report['command']}` |",
+              f"| commit | {report.get('commit') or 'not recorded'} |",
+              *([f"| kernel choices (CUDACOURSE_CHOICES) | `{json.dumps(report['choices'])}` |"]
+                if report.get("choices") else []),
               f"| method | {report['timing']}; up to {report['repeats']} repeats; "
               f"sizes `{report['size']}`, seed {report['seed']} |", ""]
     ceil = report.get("ceilings", {})
@@ -219,6 +277,19 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Ratios (names as in the JSON)", "", "| name | value |", "| --- | --- |"]
     lines += [f"| `{k}` | {v:.3f} |" for k, v in report.get("ratios", {}).items()]
     lines += [f"| `{k}` | {v.replace('|', '/')} |" for k, v in report.get("problems", {}).items()]
+    lim = report.get("limits")
+    if lim:
+        lines += ["", f"## Goals of issue {lim['issue']} and what stops each kernel short of "
+                  "its goal", "",
+                  f"Nsight Compute counters of the kernel each ratio timed, one full-size launch "
+                  f"in the same GPU run (`ncu --clock-control none`; "
+                  f"{', '.join(f'`{f}`' for f in lim['ncu_files'])}).", "",
+                  "| ratio | value | goal | met | kernel | the limit, from its counters |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for k, g in lim["goals"].items():
+            value = "" if g["value"] is None else f"{g['value']:.3f}"
+            lines.append(f"| `{k}` | {value} | {g['goal']:.2f} | {'yes' if g['met'] else 'no'} "
+                         f"| {g.get('kernel', '')} | {g.get('limit', '').replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 
