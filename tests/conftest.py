@@ -1,8 +1,27 @@
-"""Shared test setup: choose the device first, then mark GPU-only tests.
+"""Shared test setup: choose the device first, mark GPU-only tests, share what is built.
 
 ``import cudacourse`` must run before anything imports numba.cuda, so it happens here, at
 collection time. Tests run on a real GPU when one is usable (or CUDACOURSE_DEVICE=gpu), and
 in Numba's CUDA simulator otherwise.
+
+Sharing what the integration tests build (a graded class, a gradebook server, an exchange)
+----------------------------------------------------------------------------------------
+Such a thing is built once per test session and read by every test that needs it:
+
+* it is a session-scoped fixture (``graded_class`` below: the sample class of lesson 1,
+  tests/gradingclass.py) or a module-scoped one in its test file (``exchanged``,
+  ``reported``...);
+* its name is in ``SHARED`` below. Every test that asks for it (directly or through another
+  fixture) gets the pytest-xdist mark ``xdist_group``, and ``./course test`` runs
+  ``--dist loadgroup``: one worker runs all of them, so the fixture is built once, while the
+  other workers run the rest. The group is the fixture's name for a session fixture, and the
+  defining file for a module fixture (two files' ``graded`` are two builds). xdist sends the
+  groups first, largest first: the class is started at once, not at the end of the run.
+
+To join the shared class, a new test (a hostile sample's own assertion, a browser test of
+the graded class, a catalogue mutant graded end to end) just asks for ``graded_class``; a new
+sample in tests/submissions/samples.py is graded in it automatically. To share something
+new, build it in a fixture of session (or module) scope and add its name to ``SHARED``.
 """
 
 from __future__ import annotations
@@ -15,6 +34,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 from typing import Callable, Iterator
 
 os.environ.setdefault("CUDACOURSE_QUIET", "1")
@@ -93,7 +113,46 @@ def jupyter_server():
     return _jupyter_server
 
 
+@pytest.fixture(scope="session")
+def graded_class():
+    """The sample class of lesson 1, graded by ``cudacourse grade`` once per test session
+    (tests/gradingclass.py: what is in it and what was run; the dict it returns)."""
+    import gradingclass
+
+    yield from gradingclass.shared()
+
+
+# Fixtures that build something slow, shared per test session (see the module docstring).
+SHARED = (
+    "graded_class",   # here: the sample class of lesson 1, graded by `cudacourse grade`
+    "exchanged",      # test_exchange: release, fetch, submit, collect, grade
+    "reported",       # test_grader_classreport: a small class graded, then reported on
+    "graded",         # test_grader_distributed (Dask), test_grader_postgres (a server)
+    "postgres",       # test_grader_postgres: the throwaway PostgreSQL server
+)
+
+
+def shared_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that uses a ``SHARED`` fixture (the first one, in the
+    order of ``SHARED``), or None."""
+    defs = item._fixtureinfo.name2fixturedefs  # noqa: SLF001 - pytest has no public accessor
+    for name in SHARED:
+        if name not in item.fixturenames or not defs.get(name):
+            continue
+        fixture = defs[name][-1]  # the definition this test sees (the innermost)
+        if fixture.scope == "session":
+            return name
+        # ('@' ends a node id's group in xdist: not in a group's name)
+        return f"{name}:{Path(fixture.baseid).name if fixture.baseid else item.path.name}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = shared_group(item)
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
     why = _no_browser()
     if why:  # at collection: their course and server fixtures are never built
         for item in items:
