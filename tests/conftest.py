@@ -15,7 +15,8 @@ Such a thing is built once per test session and read by every test that needs it
   fixture) gets the pytest-xdist mark ``xdist_group``, and ``./course test`` runs
   ``--dist loadgroup``: one worker runs all of them, so the fixture is built once, while the
   other workers run the rest. The group is the fixture's name for a session fixture, and the
-  defining file for a module fixture (two files' ``graded`` are two builds). xdist sends the
+  defining file for a module fixture (two files' ``graded`` are two builds; a file's server
+  and the class graded into it are one). xdist sends the
   groups first, largest first: the class is started at once, not at the end of the run.
 
 To join the shared class, a new test (a hostile sample's own assertion, a browser test of
@@ -129,12 +130,15 @@ SHARED = (
     "reported",       # test_grader_classreport: a small class graded, then reported on
     "graded",         # test_grader_distributed (Dask), test_grader_postgres (a server)
     "postgres",       # test_grader_postgres: the throwaway PostgreSQL server
+    "course",         # test_browser_grader, test_browser_formgrader: a graded course
+    "formgrader",     # test_browser_formgrader: the instructor's server on that course
+    "smoke",          # test_bench: one simulator smoke pass, every output option
 )
 
 
 def shared_group(item: pytest.Item) -> str | None:
     """The xdist group of a test that uses a ``SHARED`` fixture (the first one, in the
-    order of ``SHARED``), or None."""
+    order of ``SHARED``), or None. (``Path`` of a module fixture's file: its base id.)"""
     defs = item._fixtureinfo.name2fixturedefs  # noqa: SLF001 - pytest has no public accessor
     for name in SHARED:
         if name not in item.fixturenames or not defs.get(name):
@@ -142,17 +146,35 @@ def shared_group(item: pytest.Item) -> str | None:
         fixture = defs[name][-1]  # the definition this test sees (the innermost)
         if fixture.scope == "session":
             return name
-        # ('@' ends a node id's group in xdist: not in a group's name)
-        return f"{name}:{Path(fixture.baseid).name if fixture.baseid else item.path.name}"
+        # a module's shared fixtures are one group (a server and the class graded into it)
+        return Path(fixture.baseid).name if fixture.baseid else item.path.name
     return None
+
+
+def _in_group(item: pytest.Item) -> None:
+    """What pytest-xdist's worker does for ``--dist loadgroup`` (the group after an '@' in the
+    node id, which its scheduler reads), done here for pytest >= 9, whose nodes keep their
+    id in ``_id`` (a NodeId): xdist 3.8 still writes ``_nodeid``, which no longer exists,
+    so its groups would silently be spread over the workers."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    if not names or "@" in item.nodeid.rpartition("]")[2] or not hasattr(item, "_id") \
+            or hasattr(item, "_nodeid"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # noqa: SLF001
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
+    loadgroup = getattr(config.option, "loadgroup", False)  # set in xdist's workers
     for item in items:
         group = shared_group(item)
         if group and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if loadgroup:
+            _in_group(item)
     why = _no_browser()
     if why:  # at collection: their course and server fixtures are never built
         for item in items:
