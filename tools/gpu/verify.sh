@@ -3,13 +3,18 @@
 #
 #   1. the sample class of lesson 1 graded by `cudacourse grade` with the DEFAULT options
 #      (workers, timeouts, sandbox: bubblewrap, which .whl/on-device.sh puts on PATH);
-#   2. the whole test suite in GPU mode (xdist sized to the machine);
-#   3. each master executed alone (one kernel at a time), with per-cell times;
+#   2. the whole test suite in GPU mode (xdist sized to the machine, --dist loadgroup as
+#      ./course test runs it: each class a test session builds is built once, by one worker);
+#   3. every master of both editions executed whole, with per-cell times: the English ones
+#      one at a time (their times are the lessons' goals), the Japanese ones beside them, one
+#      at a time too (their code cells are the English ones, test_i18n_translations; they
+#      must pass; the suite validates only their graded part);
 #   4. the benchmark's quick subset (--size small, one case per kernel family).
-# 1 and 2 run in the background, 3 then 4 in the foreground: all of it fits in one call (the
-# record says "concurrent"; VERIFY_GRADING_ALONE=1 grades first, alone, for honest grading
-# seconds at the cost of the suite's time). The suite skips the masters' test of
-# tests/test_notebooks.py, which stage 3 is (the record lists it under suite.deselected).
+# 1, 2 and the Japanese masters run in the background, the English masters then 4 in the
+# foreground: all of it fits in one call of 10 minutes with a minute to spare (the record
+# says "concurrent"; VERIFY_GRADING_ALONE=1 grades first, alone, for honest grading seconds
+# at the cost of the suite's time). The suite skips the masters' tests of
+# tests/test_notebooks.py, which stage 3 is (the record lists them under suite.deselected).
 #
 # From the repository root of a clean copy of the committed tree, on the GPU machine:
 #
@@ -27,9 +32,10 @@
 #
 # Simulator mode, to prove this script's paths without a GPU (CPU machines, CI):
 #     VERIFY_SIM=1 bash tools/gpu/verify.sh
-# runs a tiny subset: CUDACOURSE_DEVICE=sim, three samples graded (VERIFY_SAMPLES), lesson 1 only,
-# two small test files, no bench (it needs CUDA events). Knobs (all optional):
+# runs a tiny subset: CUDACOURSE_DEVICE=sim, three samples graded (VERIFY_SAMPLES), lesson 1 only
+# (both editions), two small test files, no bench (it needs CUDA events). Knobs (all optional):
 #   VERIFY_STAGES="grading suite masters bench"   VERIFY_LESSONS="01_gpu_vs_cpu ..."
+#   VERIFY_LESSONS_JA="..." (default: those of VERIFY_LESSONS with a Japanese master)
 #   VERIFY_SUITE_ARGS="tests"   VERIFY_SAMPLES="correct ..."   VERIFY_GRADING_S=300   VERIFY_BENCH_S=90
 #   VERIFY_BENCH_ONLY=copy,...   VERIFY_XDIST=N   VERIFY_ALLOW_DIRTY=1 (records COMMIT-dirty)
 #   VERIFY_RECORD=PATH (default docs/gpu_run.json)   VERIFY_DEADLINE=500   VERIFY_TEST_TIMEOUT=300
@@ -77,6 +83,11 @@ else
   SAMPLES=${VERIFY_SAMPLES:-}
 fi
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+if [ -z "${VERIFY_LESSONS_JA+set}" ]; then
+  LESSONS_JA=$(for stem in $LESSONS; do [ -f "solutions/ja/$stem/$stem.ipynb" ] && echo "$stem"; done | paste -sd' ')
+else
+  LESSONS_JA=$VERIFY_LESSONS_JA
+fi
 : > "$OUT/summary.txt"
 
 # --- what is measured: the commit, and a clean tree -------------------------------------
@@ -128,8 +139,16 @@ finish() {
     say "suite still running at the end: stopping it"; kill -INT "$suite_pid" 2>/dev/null; sleep 10
   fi
   # Lessons asked for but never run (deadline) are in the record as not passed.
+  local ja_pid=${JA_PID:-}
+  if [ -n "$ja_pid" ] && kill -0 "$ja_pid" 2>/dev/null; then
+    say "Japanese masters still running at the end: stopping them"
+    pkill -P "$ja_pid" 2>/dev/null; kill "$ja_pid" 2>/dev/null
+  fi
   for stem in $( has masters && echo "$LESSONS"); do
     [ -f "$PARTS/lesson-$stem.json" ] || echo '{"seconds": 0, "passed": false, "slowest_check_s": null, "error": "not run: the verify deadline came first", "cells": []}' > "$PARTS/lesson-$stem.json"
+  done
+  for stem in $( has masters && echo "$LESSONS_JA"); do
+    [ -f "$PARTS/lesson-ja-$stem.json" ] || echo '{"seconds": 0, "passed": false, "slowest_check_s": null, "error": "not run: the verify deadline came first", "cells": []}' > "$PARTS/lesson-ja-$stem.json"
   done
   if [ -f "$LOGS/suite.started" ] && [ ! -f "$PARTS/suite.json" ]; then
     $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
@@ -208,9 +227,11 @@ if has suite; then
   NOTE=()
   [ ${#DESELECT[@]} -gt 0 ] && NOTE=(--deselected "${DESELECT[1]} (each master is executed alone by verify.sh: lessons)"
                                      --deselected "${DESELECT[3]} (the same execution, by nbgrader validate; validated in CI in the simulator)")
-  say "suite: pytest -n $NX $SUITE_ARGS ${DESELECT[*]} (deadline $SUITE_S s)"
+  DIST=()
+  [ "$NX" -gt 0 ] && DIST=(--dist loadgroup)  # tests/conftest.py: SHARED
+  say "suite: pytest -n $NX ${DIST[*]} $SUITE_ARGS ${DESELECT[*]} (deadline $SUITE_S s)"
   date +%s > "$LOGS/suite.started"
-  ( timeout -s INT -k 20 "$SUITE_S" $PY -m pytest -q -n "$NX" -p no:cacheprovider -rfE \
+  ( timeout -s INT -k 20 "$SUITE_S" $PY -m pytest -q -n "$NX" "${DIST[@]}" -p no:cacheprovider -rfE \
       --timeout="${VERIFY_TEST_TIMEOUT:-300}" --durations=40 --junitxml="$LOGS/pytest.xml" \
       "${DESELECT[@]}" $SUITE_ARGS \
       > "$LOGS/pytest.log" 2>&1
@@ -220,22 +241,31 @@ if has suite; then
   SUITE_PID=$!
 fi
 
-# --- 3. each master alone, per-cell times --------------------------------------------------
+# --- 3. every master, per-cell times ------------------------------------------------------
+# run_master EDITION STEM: solutions/[ja/]STEM executed whole; its part lesson-[ja-]STEM.json
+run_master() {
+  local ed=$1 stem=$2 nb part tag budget m0 rc
+  if [ "$ed" = ja ]; then nb=solutions/ja/$stem/$stem.ipynb part=$PARTS/lesson-ja-$stem.json tag="ja/$stem"
+  else nb=solutions/$stem/$stem.ipynb part=$PARTS/lesson-$stem.json tag=$stem; fi
+  budget=$(min 200 $(( $(left) - 30 )))
+  if [ "$budget" -lt 20 ]; then say "master $tag: skipped, the deadline is near"; return; fi
+  m0=$(date +%s)
+  timeout -k 10 "$budget" $PY -m cudacourse.gpu_run master "$nb" --out "$part" \
+    --timeout "$(min 150 "$budget")" > "$LOGS/master-${tag//\//-}.log" 2>&1
+  rc=$?
+  if [ ! -f "$part" ]; then
+    printf '{"seconds": %d, "passed": false, "slowest_check_s": null, "error": "stopped at its deadline of %d s (exit %d)", "cells": []}\n' \
+      $(( $(date +%s) - m0 )) "$budget" "$rc" > "$part"
+  fi
+  say "master $([ "$ed" = ja ] && echo ja/)$(tail -1 "$LOGS/master-${tag//\//-}.log")"
+}
 if has masters; then
-  for stem in $LESSONS; do
-    budget=$(min 200 $(( $(left) - 30 )))
-    if [ "$budget" -lt 20 ]; then say "master $stem: skipped, the deadline is near"; continue; fi
-    nb=solutions/$stem/$stem.ipynb
-    m0=$(date +%s)
-    timeout -k 10 "$budget" $PY -m cudacourse.gpu_run master "$nb" --out "$PARTS/lesson-$stem.json" \
-      --timeout "$(min 150 "$budget")" > "$LOGS/master-$stem.log" 2>&1
-    rc=$?
-    if [ ! -f "$PARTS/lesson-$stem.json" ]; then
-      printf '{"seconds": %d, "passed": false, "slowest_check_s": null, "error": "stopped at its deadline of %d s (exit %d)", "cells": []}\n' \
-        $(( $(date +%s) - m0 )) "$budget" "$rc" > "$PARTS/lesson-$stem.json"
-    fi
-    say "master $(tail -1 "$LOGS/master-$stem.log")"
-  done
+  if [ -n "$LESSONS_JA" ]; then
+    # last lesson first: the two editions of one lesson (the same kernels) never share the GPU
+    ( for stem in $(echo "$LESSONS_JA" | tr ' ' '\n' | tac); do run_master ja "$stem"; done ) &
+    JA_PID=$!
+  fi
+  for stem in $LESSONS; do run_master en "$stem"; done
 fi
 
 # --- 4. the benchmark's quick subset -------------------------------------------------------
@@ -264,6 +294,10 @@ PY
   fi
 fi
 
+if [ -n "${JA_PID:-}" ]; then
+  say "waiting for the Japanese masters ($(left) s left)"
+  wait "$JA_PID"
+fi
 if [ -n "${GRADING_PID:-}" ]; then
   say "waiting for the grading ($(left) s left)"
   wait "$GRADING_PID"
