@@ -43,6 +43,7 @@ set -uo pipefail
 ROOT=$PWD
 T0=$(date +%s)
 PY=${PYTHON:-python3}
+case $PY in */*) PY=$(readlink -f "$PY") ;; esac  # a relative path breaks where stages cd
 OUT=${OUT:-$ROOT/.verify-out}
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/verify.XXXXXX)
