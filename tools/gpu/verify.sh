@@ -43,7 +43,8 @@ set -uo pipefail
 ROOT=$PWD
 T0=$(date +%s)
 PY=${PYTHON:-python3}
-case $PY in */*) PY=$(readlink -f "$PY") ;; esac  # a relative path breaks where stages cd
+# a relative path breaks where stages cd (absolute, but not resolved: a venv's python is a link)
+case $PY in /*) ;; */*) PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY") ;; esac
 OUT=${OUT:-$ROOT/.verify-out}
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/verify.XXXXXX)
