@@ -2,7 +2,9 @@
 # One GPU call that proves the committed course on the H200 and writes docs/gpu_run.json:
 #
 #   1. the sample class of lesson 1 graded by `cudacourse grade` with the DEFAULT options
-#      (workers, timeouts, sandbox: bubblewrap, which .whl/on-device.sh puts on PATH);
+#      (workers, timeouts, sandbox: bubblewrap, which .whl/on-device.sh puts on PATH), after
+#      three of its samples graded one at a time, alone, first (the latency of a submission
+#      on its worker: the goal);
 #   2. the whole test suite in GPU mode (xdist sized to the machine, --dist loadgroup as
 #      ./course test runs it: each class a test session builds is built once, by one worker);
 #   3. every master of both editions executed whole, with per-cell times: the English ones
@@ -37,6 +39,7 @@
 #   VERIFY_STAGES="grading suite masters bench"   VERIFY_LESSONS="01_gpu_vs_cpu ..."
 #   VERIFY_LESSONS_JA="..." (default: those of VERIFY_LESSONS with a Japanese master)
 #   VERIFY_SUITE_ARGS="tests"   VERIFY_SAMPLES="correct ..."   VERIFY_GRADING_S=300   VERIFY_BENCH_S=90
+#   VERIFY_LATENCY=0 (no latency probe)   VERIFY_LATENCY_SAMPLES="correct wrong_kernel blank"
 #   VERIFY_BENCH_ONLY=copy,...   VERIFY_XDIST=N   VERIFY_ALLOW_DIRTY=1 (records COMMIT-dirty)
 #   VERIFY_RECORD=PATH (default docs/gpu_run.json)   VERIFY_DEADLINE=500   VERIFY_TEST_TIMEOUT=300
 set -uo pipefail
@@ -76,6 +79,7 @@ if [ -n "${VERIFY_SIM:-}" ]; then
   LESSONS=${VERIFY_LESSONS:-01_gpu_vs_cpu}
   SUITE_ARGS=${VERIFY_SUITE_ARGS:-tests/test_gpu_run.py tests/test_device.py}
   SAMPLES=${VERIFY_SAMPLES:-correct wrong_kernel invalid_json}
+  LATENCY_SAMPLES=${VERIFY_LATENCY_SAMPLES:-correct wrong_kernel}
 else
   MODE=gpu
   export CUDACOURSE_DEVICE=gpu
@@ -83,6 +87,7 @@ else
   LESSONS=${VERIFY_LESSONS:-$($PY -c "from cudacourse.lessons import LESSONS; print(' '.join(l.stem for l in LESSONS))")}
   SUITE_ARGS=${VERIFY_SUITE_ARGS:-tests}
   SAMPLES=${VERIFY_SAMPLES:-}
+  LATENCY_SAMPLES=${VERIFY_LATENCY_SAMPLES:-correct wrong_kernel blank}
 fi
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ -z "${VERIFY_LESSONS_JA+set}" ]; then
@@ -170,19 +175,20 @@ finish() {
 trap finish EXIT
 
 # --- 1. the sample class, graded on the defaults -----------------------------------------
-grade_class() {
-  local A=01_gpu_vs_cpu COURSE=$WORK/class budget
+CLASS=$WORK/class
+A1=01_gpu_vs_cpu
+setup_class() {  # the class's course: the release, the samples, expected.json
+  local budget
   budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
-  mkdir -p "$COURSE/solutions" && cp -r "solutions/$A" "$COURSE/solutions/" && cp nbgrader_config.py "$COURSE/"
-  say "grading: the sample class of $A with the default options (deadline $budget s)"
+  mkdir -p "$CLASS/solutions" && cp -r "solutions/$A1" "$CLASS/solutions/" && cp nbgrader_config.py "$CLASS/"
   # (seconds on a GPU machine; minutes on a loaded 2-core one)
-  if ! { (cd "$COURSE" && timeout "$budget" $PY -m nbgrader generate_assignment "$A" --force \
-          --db="sqlite:///$COURSE/gradebook.db" > "$LOGS/generate.log" 2>&1) &&
-         timeout "$budget" $PY tests/submissions/samples.py "$COURSE" > "$LOGS/samples.log" 2>&1; }; then
-    say "grading: could not set up the class (see generate.log, samples.log)"; return
+  if ! { (cd "$CLASS" && timeout "$budget" $PY -m nbgrader generate_assignment "$A1" --force \
+          --db="sqlite:///$CLASS/gradebook.db" > "$LOGS/generate.log" 2>&1) &&
+         timeout "$budget" $PY tests/submissions/samples.py "$CLASS" > "$LOGS/samples.log" 2>&1; }; then
+    say "grading: could not set up the class (see generate.log, samples.log)"; return 1
   fi
   if [ -n "$SAMPLES" ]; then  # a subset (simulator mode): these samples and their expectations
-    $PY - "$COURSE" "$SAMPLES" <<'PY'
+    $PY - "$CLASS" "$SAMPLES" <<'PY'
 import json, shutil, sys
 from pathlib import Path
 course, names = Path(sys.argv[1]), sys.argv[2].replace(",", " ").split()
@@ -195,18 +201,50 @@ for d in (course / "submitted").iterdir():
 print("kept samples:", keep)
 PY
   fi
-  local g0
+}
+
+# One submission at a time, alone on the machine, before anything else starts: the seconds a
+# lesson-1 submission takes on its worker (the goal), which the class graded beside the
+# suite cannot tell (VERIFY_LATENCY=0 skips it: about 30 s on the H200).
+latency_probe() {
+  local l0 lrc
+  l0=$(date +%s)
+  say "grading: latency, $LATENCY_SAMPLES one at a time, alone"
+  timeout -k 15 "$(min 120 $(( $(left) - 60 )))" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" \
+    --workers 1 --no-progress $(for n in $LATENCY_SAMPLES; do echo "--student $n"; done) \
+    > "$LOGS/latency.log" 2>&1
+  lrc=$?
+  $PY - "$CLASS/grading/$A1/latest.json" "$lrc" "$(( $(date +%s) - l0 ))" "$PARTS/latency.json" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import json, sys
+path, rc, wall, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+try:
+    run = json.load(open(path))
+except Exception as exc:  # noqa: BLE001 - stopped, or failed before writing
+    run = {"results": [], "error": str(exc)}
+per = {r["student"]: r.get("seconds") for r in run.get("results", []) if r.get("status") == "graded"}
+secs = sorted(float(v) for v in per.values() if v is not None)
+json.dump({"students": per, "median_s": secs[len(secs) // 2] if secs else None,
+           "workers": 1, "exit_status": rc, "wall_seconds": wall}, open(out, "w"), indent=1)
+print(f"grading latency: {per} (median {secs[len(secs) // 2] if secs else None} s), exit {rc}")
+PY
+  rm -rf "$CLASS/grading" "$CLASS/autograded" "$CLASS/.cudacourse-grading"  # the class's run starts clean
+}
+
+grade_class() {
+  local budget g0
   g0=$(date +%s)
   budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
-  timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A" --course "$COURSE" --no-progress \
+  say "grading: the sample class of $A1 with the default options (deadline $budget s)"
+  timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" --no-progress \
     > "$LOGS/grade.log" 2>&1
   local grc=$?
   say "grading: cudacourse grade exit $grc in $(( $(date +%s) - g0 )) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  $PY -m cudacourse.gpu_run grading "$COURSE" "$A" --wall $(( $(date +%s) - g0 )) --exit-status "$grc" \
+  $PY -m cudacourse.gpu_run grading "$CLASS" "$A1" --wall $(( $(date +%s) - g0 )) --exit-status "$grc" \
     --out "$PARTS/grading.json" 2>&1 | tee -a "$OUT/summary.txt"
-  cp -r "$COURSE/grading" "$LOGS/grading" 2>/dev/null
+  cp -r "$CLASS/grading" "$LOGS/grading" 2>/dev/null
 }
-if has grading; then
+if has grading && setup_class; then
+  [ "${VERIFY_LATENCY:-1}" != 0 ] && latency_probe
   if [ -n "${VERIFY_GRADING_ALONE:-}" ]; then
     grade_class  # alone on the machine: honest seconds, less time for the rest
   else
