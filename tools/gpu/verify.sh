@@ -29,7 +29,7 @@
 # finish. Writes docs/gpu_run.json in the tree and, under $OUT (what comes back):
 # gpu_run.json, summary.txt, logs.tgz (pytest log and junit XML, grading run record and
 # log, per-master JSON with per-cell times, bench JSON and log). Exit status: 0 when the record
-# meets every goal of issue 21 (`python -m cudacourse.gpu_run check`), 1 when it misses one,
+# meets every goal of issues 21 and 34 (`python -m cudacourse.gpu_run check`), 1 when it misses one,
 # 2 when the tree or the commit was refused.
 #
 # Simulator mode, to prove this script's paths without a GPU (CPU machines, CI):
