@@ -16,8 +16,8 @@ Such a thing is built once per test session and read by every test that needs it
   ``--dist loadgroup``: one worker runs all of them, so the fixture is built once, while the
   other workers run the rest. The group is the fixture's name for a session fixture, and the
   defining file for a module fixture (two files' ``graded`` are two builds; a file's server
-  and the class graded into it are one). xdist sends the
-  groups first, largest first: the class is started at once, not at the end of the run.
+  and the class graded into it are one). xdist sends the groups first, largest first: the
+  class is started at once, not at the end of the run.
 
 To join the shared class, a new test (a hostile sample's own assertion, a browser test of
 the graded class, a catalogue mutant graded end to end) just asks for ``graded_class``; a new
