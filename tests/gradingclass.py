@@ -86,10 +86,11 @@ def gradebook_scores(course: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def shared() -> Iterator[dict[str, Any]]:
+def shared(sole_reader: bool = False) -> Iterator[dict[str, Any]]:
     """The graded class (see the module docstring), built once per test session even when
     pytest-xdist runs its readers on several workers (without ``--dist loadgroup``): they
-    share a per-run directory, a lock and a record of what was run."""
+    share a per-run directory, a lock and a record of what was run. ``sole_reader``: this
+    process runs every reader (``--dist loadgroup``), so it removes the class after."""
     # Not under pytest's basetemp: other pytest sessions on the machine rotate those away.
     run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"{os.getpid()}"
     base = Path(tempfile.gettempdir()) / f"cudacourse-grading-class-{run_id}"
@@ -106,7 +107,8 @@ def shared() -> Iterator[dict[str, Any]]:
     for key in _RUNS:
         g[key] = subprocess.CompletedProcess(*g[key])
     yield g
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # with xdist another worker may still read
+    # (with xdist spreading the readers, another worker may still read: then it stays)
+    if sole_reader or not os.environ.get("PYTEST_XDIST_WORKER"):
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -87,3 +87,36 @@ def test_under_loadgroup_a_worker_s_node_ids_carry_the_group(tmp_path):
     assert any(k.endswith("]@master-01_gpu_vs_cpu") for k in items)
     fresh = [k for k in items if "test_master_is_fresh" in k]
     assert fresh and not any("@" in k for k in fresh)
+
+
+def _fake_class(course: Path) -> dict:
+    """What grade_the_class records, without grading anything."""
+    course.mkdir()
+    run = [["cmd"], 0, "", ""]
+    return {"dir": str(course), "want": {}, "proc": run, "before": {}, "seconds": 0.0,
+            "feedback": run, "export": run, "report": run, "plain": run, "plain_scores": None,
+            "run": {"results": []}}
+
+
+@pytest.mark.parametrize("worker, sole, kept", [
+    ("", False, False),  # no xdist: this process was the only reader
+    ("gw0", False, True),  # xdist spreading the readers: another worker may still read
+    ("gw0", True, False),  # --dist loadgroup: every reader ran here
+])
+def test_the_graded_class_is_built_once_and_removed_by_its_last_reader(
+        monkeypatch, tmp_path, worker, sole, kept):
+    import gradingclass
+
+    built = []
+    monkeypatch.setattr(gradingclass, "grade_the_class",
+                        lambda course: built.append(course) or _fake_class(course))
+    monkeypatch.setattr(gradingclass.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "run1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    first, second = gradingclass.shared(sole), gradingclass.shared(sole)
+    a, b = next(first), next(second)  # two readers of one session
+    assert len(built) == 1 and a["dir"] == b["dir"] and a["proc"].returncode == 0
+    for reader in (first, second):
+        with pytest.raises(StopIteration):
+            next(reader)
+    assert (tmp_path / "cudacourse-grading-class-run1").exists() == kept
