@@ -1,8 +1,28 @@
-"""Shared test setup: choose the device first, then mark GPU-only tests.
+"""Shared test setup: choose the device first, mark GPU-only tests, share what is built.
 
 ``import cudacourse`` must run before anything imports numba.cuda, so it happens here, at
 collection time. Tests run on a real GPU when one is usable (or CUDACOURSE_DEVICE=gpu), and
 in Numba's CUDA simulator otherwise.
+
+Sharing what the integration tests build (a graded class, a gradebook server, an exchange)
+----------------------------------------------------------------------------------------
+Such a thing is built once per test session and read by every test that needs it:
+
+* it is a session-scoped fixture (``graded_class`` below: the sample class of lesson 1,
+  tests/gradingclass.py) or a module-scoped one in its test file (``exchanged``,
+  ``reported``...);
+* its name is in ``SHARED`` below. Every test that asks for it (directly or through another
+  fixture) gets the pytest-xdist mark ``xdist_group``, and ``./course test`` runs
+  ``--dist loadgroup``: one worker runs all of them, so the fixture is built once, while the
+  other workers run the rest. The group is the fixture's name for a session fixture, and the
+  defining file for a module fixture (two files' ``graded`` are two builds; a file's server
+  and the class graded into it are one). xdist sends the groups first, largest first: the
+  class is started at once, not at the end of the run.
+
+To join the shared class, a new test (a hostile sample's own assertion, a browser test of
+the graded class, a catalogue mutant graded end to end) just asks for ``graded_class``; a new
+sample in tests/submissions/samples.py is graded in it automatically. To share something
+new, build it in a fixture of session (or module) scope and add its name to ``SHARED``.
 """
 
 from __future__ import annotations
@@ -15,6 +35,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 from typing import Callable, Iterator
 
 os.environ.setdefault("CUDACOURSE_QUIET", "1")
@@ -93,7 +114,69 @@ def jupyter_server():
     return _jupyter_server
 
 
+@pytest.fixture(scope="session")
+def graded_class(request):
+    """The sample class of lesson 1, graded by ``cudacourse grade`` once per test session
+    (tests/gradingclass.py: what is in it and what was run; the dict it returns)."""
+    import gradingclass
+
+    # under --dist loadgroup every reader is in this worker: it may remove the class after
+    sole = getattr(request.config.option, "loadgroup", False)
+    yield from gradingclass.shared(sole_reader=sole)
+
+
+# Fixtures that build something slow, shared per test session (see the module docstring).
+SHARED = (
+    "graded_class",   # here: the sample class of lesson 1, graded by `cudacourse grade`
+    "exchanged",      # test_exchange: release, fetch, submit, collect, grade
+    "reported",       # test_grader_classreport: a small class graded, then reported on
+    "graded",         # test_grader_distributed (Dask), test_grader_postgres (a server)
+    "postgres",       # test_grader_postgres: the throwaway PostgreSQL server
+    "course",         # test_browser_grader, test_browser_formgrader: a graded course
+    "formgrader",     # test_browser_formgrader: the instructor's server on that course
+    "smoke",          # test_bench: one simulator smoke pass, every output option
+)
+
+
+def shared_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that uses a ``SHARED`` fixture (the first one, in the
+    order of ``SHARED``), or None. (``Path`` of a module fixture's file: its base id.)"""
+    defs = item._fixtureinfo.name2fixturedefs  # noqa: SLF001 - pytest has no public accessor
+    for name in SHARED:
+        if name not in item.fixturenames or not defs.get(name):
+            continue
+        fixture = defs[name][-1]  # the definition this test sees (the innermost)
+        if fixture.scope == "session":
+            return name
+        # a module's shared fixtures are one group (a server and the class graded into it)
+        return Path(fixture.baseid).name if fixture.baseid else item.path.name
+    return None
+
+
+def _in_group(item: pytest.Item) -> None:
+    """What pytest-xdist's worker does for ``--dist loadgroup`` (the group after an '@' in the
+    node id, which its scheduler reads), done here for pytest >= 9, whose nodes keep their
+    id in ``_id`` (a NodeId): xdist 3.8 still writes ``_nodeid``, which no longer exists,
+    so its groups would silently be spread over the workers."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    if not names or "@" in item.nodeid.rpartition("]")[2] or not hasattr(item, "_id") \
+            or hasattr(item, "_nodeid"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # noqa: SLF001
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
+    loadgroup = getattr(config.option, "loadgroup", False)  # set in xdist's workers
+    for item in items:
+        group = shared_group(item)
+        if group and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if loadgroup:
+            _in_group(item)
     why = _no_browser()
     if why:  # at collection: their course and server fixtures are never built
         for item in items:

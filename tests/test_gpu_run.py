@@ -24,6 +24,8 @@ def good() -> dict:
                         "04_shared_memory": {"seconds": 80.0, "passed": True,
                                              "slowest_check_s": 3.0}},
             "suite": {"passed": 1100, "failed": 0, "errors": 0, "skipped": 10, "seconds": 400.0},
+            "lessons_ja": {"01_gpu_vs_cpu": {"seconds": 25.0, "passed": True,
+                                             "slowest_check_s": 1.7}},
             "grading": {"assignment": "01_gpu_vs_cpu", "submissions": 40, "as_expected": True,
                         "seconds": 200.0, "workers": 16}}
 
@@ -63,7 +65,16 @@ def test_schema_problems_are_named(breakage, phrase):
     (lambda r: r["suite"].update(seconds=481.0), "> 480 s"),
     (lambda r: r["grading"].update(as_expected=False), "not all as expected"),
     (lambda r: r["grading"].update(as_expected=False, complete=False), "stopped at its deadline"),
-    (lambda r: r["grading"].update(seconds=401.0), "per submission > 10 s"),
+    (lambda r: r["grading"].update(seconds=330.0), "on its worker (class average) > 8 s"),
+    (lambda r: r["grading"].update(per_submission_median_s=8.5), "(median, beside the suite) > 8 s"),
+    (lambda r: r["grading"].update(per_submission_median_s=5.0, latency={"median_s": 9.0}),
+     "9.0 s per submission on its worker (median, one at a time, alone) > 8 s"),
+    (lambda r: r["lessons"]["01_gpu_vs_cpu"].update(slowest_check_s=5.5), "check cell took"),
+    (lambda r: r["lessons_ja"]["01_gpu_vs_cpu"].update(passed=False, error="boom"),
+     "Japanese lesson 01_gpu_vs_cpu: did not pass (boom)"),
+    (lambda r: r.update(stages=["suite", "bench"]), "bench: the quick bench did not run"),
+    (lambda r: r.update(stages=["bench"], bench={"exit_status": 1}), "(exit 1)"),
+    (lambda r: r.update(seconds=501), "one call: verify.sh took 501 s > 500 s"),
     (lambda r: r.update(mode="sim"), "not a GPU run"),
     (lambda r: r["grading"].update(isolation="NOT isolated: no bwrap"), "not in bubblewrap"),
 ])
@@ -78,6 +89,22 @@ def test_each_goal_is_judged(change, phrase):
 def test_a_missing_lesson_misses_the_goals():
     assert any("03_memory: not in the record" in m
                for m in G.goals(good(), ["01_gpu_vs_cpu", "03_memory"]))
+    assert any("Japanese lesson 03_memory: not in the record" in m
+               for m in G.goals(good(), ["01_gpu_vs_cpu"], ["01_gpu_vs_cpu", "03_memory"]))
+    assert G.goals(good(), ["01_gpu_vs_cpu", "04_shared_memory"], ["01_gpu_vs_cpu"]) == []
+
+
+def test_the_japanese_masters_are_checked_like_the_english_ones():
+    rec = good()
+    rec["lessons_ja"]["lesson1"] = rec["lessons_ja"].pop("01_gpu_vs_cpu")
+    assert any("lessons_ja: 'lesson1' is not a lesson stem" in p for p in G.validate(rec))
+    rec = good()
+    rec["lessons_ja"] = []
+    assert any("record.lessons_ja: expected dict" in p for p in G.validate(rec))
+    rec = good()
+    del rec["lessons_ja"]  # a record of one edition is still a record
+    assert G.validate(rec) == []
+    assert G.japanese_editions(["01_gpu_vs_cpu", "99_none"]) == ["01_gpu_vs_cpu"]
 
 
 def _timed_cell(start: str, end: str, **nbgrader) -> dict:
@@ -163,6 +190,9 @@ def test_assemble_and_check_from_the_command_line(tmp_path):
     rec = good()
     for stem, e in rec["lessons"].items():
         (parts / f"lesson-{stem}.json").write_text(json.dumps(e))
+    for stem, e in rec["lessons_ja"].items():
+        (parts / f"lesson-ja-{stem}.json").write_text(json.dumps(e))
+    (parts / "latency.json").write_text(json.dumps({"median_s": 4.5, "workers": 1}))
     (parts / "suite.json").write_text(json.dumps(rec["suite"]))
     (parts / "grading.json").write_text(json.dumps(rec["grading"]))
     out = tmp_path / "gpu_run.json"
@@ -172,6 +202,8 @@ def test_assemble_and_check_from_the_command_line(tmp_path):
     made = json.loads(out.read_text())
     assert made["problems"] == [] and made["goals_missed"] == []
     assert made["lessons"] == rec["lessons"] and made["gpu"] == "NVIDIA H200"
+    assert made["lessons_ja"] == rec["lessons_ja"]  # the Japanese masters, apart
+    assert made["grading"]["latency"]["median_s"] == 4.5  # the probe, beside the class
     # `check` wants every lesson of the course: this record has two of six
     assert G.main(["check", str(out)]) == 1
     (parts / "suite.json").unlink()  # a stage that never ran: a record that says so
@@ -192,7 +224,10 @@ def test_readme_block_is_rendered_from_the_record():
 def test_render_names_what_the_record_says():
     text = G.render(good())
     assert "NVIDIA H200" in text and "1100 passed" in text and "as expected" in text
-    assert "5.0 s per submission" in text
+    assert "5.0 s a submission on its worker, class average" in text
+    alone = copy.deepcopy(good())
+    alone["grading"]["latency"] = {"median_s": 4.2}
+    assert "4.2 s a submission on its worker, median, one at a time, alone" in G.render(alone)
     bad = copy.deepcopy(good())
     bad["grading"]["as_expected"] = False
     assert "NOT as expected" in G.render(bad)

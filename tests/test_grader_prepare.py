@@ -39,3 +39,37 @@ def test_inside_the_package_the_device_module_is_the_packages_own():
     from cudacourse.grader import prepare
 
     assert prepare._device_module() is device
+
+
+def _feedback_argv_timeout(monkeypatch, options: dict) -> int:
+    """The per-cell timeout the feedback run's process is started with (nbrun.py's options,
+    its last argument), the sandbox replaced by a stand-in that runs nothing."""
+    import json
+
+    import nbformat
+
+    from cudacourse.grader import prepare, sandbox
+
+    seen = []
+
+    def run(argv, **kw):
+        seen.append(json.loads(argv[-1]))
+        return sandbox.Result(rc=1, stdout=b"", stderr=b"", timed_out=False, seconds=0.0,
+                              isolation="test")
+
+    monkeypatch.setattr(prepare.sbx, "run", run)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    outputs, incidents, _ = prepare.feedback_run(nb, {**prepare.DEFAULTS, **options},
+                                                 "/nonexistent", None, {})
+    assert outputs is None and "no result" in incidents[0]  # the stand-in wrote nothing
+    return seen[0]["timeout"]
+
+
+def test_the_feedback_run_takes_its_own_cell_timeout(monkeypatch):
+    """--feedback-timeout: the feedback run's cells get their own (shorter) timeout; the
+    verdicts keep --timeout."""
+    assert _feedback_argv_timeout(monkeypatch, {"timeout": 30, "feedback_timeout": 4}) == 4
+
+
+def test_without_a_feedback_timeout_the_feedback_run_takes_the_cell_timeout(monkeypatch):
+    assert _feedback_argv_timeout(monkeypatch, {"timeout": 30}) == 30

@@ -1,12 +1,13 @@
 """Grading a whole sample class of lesson 1 with ``cudacourse grade``, end to end.
 
-A light scratch course (tests/lightcourse.py: lesson 1's graded cells, demos dropped, since
-only they decide a score and the demos cost most of each submission's run) with its own gradebook: release (generate_assignment), the samples of
-tests/submissions/samples.py in submitted/, ``cudacourse grade`` (sandboxed, default workers),
-then nbgrader's own feedback and export, and ``cudacourse report``. Checked: the score of
-every test cell of every sample, the late sample's penalty (the course's deadline policy,
-through ``cudacourse grade``), the checker's cause of a wrong kernel in the autograded
-notebook and the class report, the provenance in the run record, the "not graded" reasons (distinct from 0 in the status CSV, the summary and the
+The class is tests/gradingclass.py's, graded once per test session (conftest's
+``graded_class``): a light scratch course (lesson 1's graded cells, demos dropped) with its
+own gradebook, every sample of tests/submissions/samples.py, ``cudacourse grade``
+(sandboxed, default workers), nbgrader's own feedback and export, ``cudacourse report``.
+Checked: the score of every test cell of every sample, the late sample's penalty (the
+course's deadline policy, through ``cudacourse grade``), the checker's cause of a wrong
+kernel in the autograded notebook and the class report, the provenance in the run record,
+the "not graded" reasons (distinct from 0 in the status CSV, the summary and the
 feedback), that no submitted file changed and no attack wrote into the package, that no
 process an attack started is left, that the gradebook still holds the scores once a
 detached saboteur would have struck, and that output is capped.
@@ -17,131 +18,26 @@ Runs in whatever mode the suite runs in (simulator here, the GPU on a GPU machin
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
-import os
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from cudacourse import authoring, device
 from cudacourse.grader import intake
 from cudacourse.grader import sandbox as sbx
 
-import lightcourse
+from gradingclass import A, ISOLATED, WHY, gradebook_scores as _gradebook_scores, samples
 
 pytestmark = pytest.mark.grading
 # The checker's stable cause id for samples.WRONG_KERNEL (a - b for a + b): check.vector
 WRONG_KERNEL_CAUSE = "wrong_formula"
 
-ROOT = authoring.ROOT
-A = "01_gpu_vs_cpu"
-# Per-cell timeout: the loop samples wait it out on purpose; the simulator needs a few
-# seconds for a checker under load.
-TIMEOUT = int(os.environ.get("CUDACOURSE_GRADING_TIMEOUT", device.pick(sim=30, gpu=30)))
-ISOLATED, WHY = sbx.isolation(sbx.Sandbox())
 
-
-def _load_samples():
-    spec = importlib.util.spec_from_file_location(
-        "grading_samples", ROOT / "tests" / "submissions" / "samples.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["grading_samples"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-samples = _load_samples()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH.
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nbgrader", *args,
-                           f"--db=sqlite:///{course}/gradebook.db"], cwd=course, env=_env(),
-                          capture_output=True, text=True, timeout=900)
-
-
-@pytest.fixture(scope="module")
-def graded():
-    """The graded class, built once per test session even when pytest-xdist spreads this
-    module's tests over several workers (they share the base temp directory and a lock)."""
-    import fcntl
-
-    import tempfile
-
-    # Not under pytest's basetemp: other pytest sessions on the machine rotate those away.
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"{os.getpid()}"
-    base = Path(tempfile.gettempdir()) / f"cudacourse-grading-class-{run_id}"
-    base.mkdir(exist_ok=True)
-    course = base / "course"
-    with open(base / "grading-class.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        record = base / "grading-class.json"
-        if not record.exists():
-            shutil.rmtree(course, ignore_errors=True)
-            record.write_text(json.dumps(_grade_the_class(course)))
-    g = json.loads(record.read_text())
-    g["dir"] = Path(g["dir"])
-    g["proc"] = subprocess.CompletedProcess(g["proc"][0], g["proc"][1], g["proc"][2],
-                                            g["proc"][3])
-    for key in ("feedback", "export", "plain", "report"):
-        g[key] = subprocess.CompletedProcess(g[key][0], g[key][1], g[key][2], g[key][3])
-    yield g
-    if not os.environ.get("PYTEST_XDIST_WORKER"):  # with xdist another worker may still read
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _grade_the_class(course: Path) -> dict:
-    course.mkdir()
-    # lesson 1's graded cells only (tests/lightcourse.py); the late sample's deadline
-    lightcourse.write(course, f"c.CoursePolicy.due = {{{A!r}: {samples.DUE!r}}}\n"
-                              "c.LatePenalty.penalty_method = 'percent_per_day'\n"
-                              f"c.LatePenalty.percent_per_day = {samples.PERCENT_PER_DAY}")
-    release = _nbgrader(course, "generate_assignment", A, "--force")
-    assert release.returncode == 0, release.stderr
-    learner = course / "notebooks" / A / f"{A}.ipynb"
-    want = samples.write(course, learner, course / "solutions" / A / f"{A}.ipynb",
-                         isolated=ISOLATED, home=os.path.expanduser("~"))
-    before = intake.file_hashes(course / "submitted")
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
-                           str(course), "--timeout", str(TIMEOUT),  # workers: the cores
-                           "--no-progress"], cwd=course, env=_env(), capture_output=True,
-                          text=True, timeout=3000)
-    seconds = time.monotonic() - start
-    time.sleep(6)  # the gradebook saboteur would strike 4 s after its notebook ran
-    print(f"\ncudacourse grade: {len(want)} samples in {seconds:.0f} s ({WHY})")
-    feedback = _nbgrader(course, "generate_feedback", A, "--force")
-    export = _nbgrader(course, "export", "--to", str(course / "grades.csv"))
-    report = subprocess.run([sys.executable, "-m", "cudacourse_cli", "report", A, "--course",
-                             str(course), "--no-plot"], cwd=course, env=_env(),
-                            capture_output=True, text=True, timeout=900)
-    # Plain nbgrader, without `cudacourse grade`, on a copy of one hostile submission.
-    plain_student = "plain_nbgrader_forge_displayhook"
-    plain_dir = course / "plain-submitted"
-    shutil.copytree(course / "submitted" / "forge_displayhook", plain_dir / plain_student)
-    plain = _nbgrader(course, "autograde", A, f"--student={plain_student}", "--force",
-                      f"--CourseDirectory.submitted_directory={plain_dir}",
-                      f"--ResilientExecute.timeout={TIMEOUT}")
-
-    def keep(p: subprocess.CompletedProcess) -> list:
-        return [p.args, p.returncode, p.stdout, p.stderr]
-
-    return {"dir": str(course), "want": want, "proc": keep(proc), "before": before,
-            "feedback": keep(feedback), "export": keep(export), "report": keep(report),
-            "plain": keep(plain), "plain_scores": _gradebook_scores(course).get(plain_student),
-            "run": json.loads((course / "grading" / A / "latest.json").read_text())}
+@pytest.fixture()
+def graded(graded_class):
+    """The class of tests/gradingclass.py, graded once per test session (tests/conftest.py)."""
+    return graded_class
 
 
 def _results(g) -> dict[str, dict]:

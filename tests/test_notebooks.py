@@ -27,8 +27,13 @@ def _marks(lesson: Path):
     return [getattr(pytest.mark, f"lesson{int(lesson.stem[:2])}")]
 
 
-def _params():
-    return [pytest.param(lesson, id=lesson.stem, marks=_marks(lesson)) for lesson in LESSONS]
+def _params(shared: bool = False):
+    """One param per lesson; ``shared``: for the tests that read the master's one execution
+    (``_master_validated``), which one pytest-xdist worker runs together (``--dist
+    loadgroup``, tests/conftest.py), so the others never wait on its lock."""
+    return [pytest.param(lesson, id=lesson.stem, marks=_marks(lesson) + (
+                [pytest.mark.xdist_group(f"master-{lesson.stem}")] if shared else []))
+            for lesson in LESSONS]
 
 
 def _env() -> dict[str, str]:
@@ -140,7 +145,7 @@ def test_learner_copy_is_a_fresh_generation(lesson):
         f"{authoring.release_path(lesson)} is stale: run ./course build"
 
 
-@pytest.mark.parametrize("lesson", _params())
+@pytest.mark.parametrize("lesson", _params(shared=True))
 def test_master_executes_without_errors(lesson, validated_dir):
     """Every cell of the master runs without an error (nor a cell timeout), executed as
     nbgrader validate executes it (its cell timeout, the lesson's own directory)."""
@@ -169,7 +174,7 @@ def test_master_executes_without_errors(lesson, validated_dir):
           f"(cell timeout {timeout} s, a quarter is {timeout / 4:.0f} s)")
 
 
-@pytest.mark.parametrize("lesson", _params())
+@pytest.mark.parametrize("lesson", _params(shared=True))
 def test_master_passes_nbgrader_validate(lesson, validated_dir):
     v = _master_validated(lesson, validated_dir)
     assert "Success! Your notebook passes all the tests." in v["stdout"], \

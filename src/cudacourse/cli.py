@@ -264,7 +264,8 @@ def grade(args: argparse.Namespace) -> int:
     """Autograde an assignment: sandboxed, parallel, broken submissions listed as not graded."""
     from .grader import runner, runrecord, sandbox
 
-    options: dict = {"timeout": args.timeout, "output_cap": args.output_cap,
+    options: dict = {"timeout": args.timeout, "feedback_timeout": args.feedback_timeout,
+                     "output_cap": args.output_cap,
                      "feedback_run": not args.no_feedback_run,
                      "sandbox": {"mode": args.sandbox, "require": args.require_sandbox,
                                  "limits": {"memory_mb": args.memory_mb or None}}}
@@ -380,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--timeout", type=int, default=90,
                    help="seconds per cell (default 90: the slowest lesson cell takes about 10 s in "
                         "the simulator on 2 cores; a hung cell costs this once)")
+    s.add_argument("--feedback-timeout", type=int, default=None,
+                   help="seconds per cell in the feedback run (default: --timeout); no point "
+                        "comes from that run, so a hung learner cell can cost less there")
     s.add_argument("--output-cap", type=int, default=20_000, help="characters kept per cell")
     s.add_argument("--executor", default="thread",
                    help="thread (default), process, or MODULE:FACTORY returning a "

@@ -2,14 +2,21 @@
 # One GPU call that proves the committed course on the H200 and writes docs/gpu_run.json:
 #
 #   1. the sample class of lesson 1 graded by `cudacourse grade` with the DEFAULT options
-#      (workers, timeouts, sandbox: bubblewrap, which .whl/on-device.sh puts on PATH);
-#   2. the whole test suite in GPU mode (xdist sized to the machine);
-#   3. each master executed alone (one kernel at a time), with per-cell times;
+#      (workers, timeouts, sandbox: bubblewrap, which .whl/on-device.sh puts on PATH), after
+#      three of its samples graded one at a time, alone, first (the latency of a submission
+#      on its worker: the goal);
+#   2. the whole test suite in GPU mode (xdist sized to the machine, --dist loadgroup as
+#      ./course test runs it: each class a test session builds is built once, by one worker);
+#   3. every master of both editions executed whole, with per-cell times: the English ones
+#      one at a time (their times are the lessons' goals), the Japanese ones beside them, one
+#      at a time too (their code cells are the English ones, test_i18n_translations; they
+#      must pass; the suite validates only their graded part);
 #   4. the benchmark's quick subset (--size small, one case per kernel family).
-# 1 and 2 run in the background, 3 then 4 in the foreground: all of it fits in one call (the
-# record says "concurrent"; VERIFY_GRADING_ALONE=1 grades first, alone, for honest grading
-# seconds at the cost of the suite's time). The suite skips the masters' test of
-# tests/test_notebooks.py, which stage 3 is (the record lists it under suite.deselected).
+# 1, 2 and the Japanese masters run in the background, the English masters then 4 in the
+# foreground: all of it fits in one call of 10 minutes with a minute to spare (the record
+# says "concurrent"; VERIFY_GRADING_ALONE=1 grades first, alone, for honest grading seconds
+# at the cost of the suite's time). The suite skips the masters' tests of
+# tests/test_notebooks.py, which stage 3 is (the record lists them under suite.deselected).
 #
 # From the repository root of a clean copy of the committed tree, on the GPU machine:
 #
@@ -22,21 +29,25 @@
 # finish. Writes docs/gpu_run.json in the tree and, under $OUT (what comes back):
 # gpu_run.json, summary.txt, logs.tgz (pytest log and junit XML, grading run record and
 # log, per-master JSON with per-cell times, bench JSON and log). Exit status: 0 when the record
-# meets every goal of issue 21 (`python -m cudacourse.gpu_run check`), 1 when it misses one,
+# meets every goal of issues 21 and 34 (`python -m cudacourse.gpu_run check`), 1 when it misses one,
 # 2 when the tree or the commit was refused.
 #
 # Simulator mode, to prove this script's paths without a GPU (CPU machines, CI):
 #     VERIFY_SIM=1 bash tools/gpu/verify.sh
-# runs a tiny subset: CUDACOURSE_DEVICE=sim, three samples graded (VERIFY_SAMPLES), lesson 1 only,
-# two small test files, no bench (it needs CUDA events). Knobs (all optional):
+# runs a tiny subset: CUDACOURSE_DEVICE=sim, three samples graded (VERIFY_SAMPLES), lesson 1 only
+# (both editions), two small test files, no bench (it needs CUDA events). Knobs (all optional):
 #   VERIFY_STAGES="grading suite masters bench"   VERIFY_LESSONS="01_gpu_vs_cpu ..."
+#   VERIFY_LESSONS_JA="..." (default: those of VERIFY_LESSONS with a Japanese master)
 #   VERIFY_SUITE_ARGS="tests"   VERIFY_SAMPLES="correct ..."   VERIFY_GRADING_S=300   VERIFY_BENCH_S=90
+#   VERIFY_LATENCY=0 (no latency probe)   VERIFY_LATENCY_SAMPLES="correct wrong_kernel blank"
 #   VERIFY_BENCH_ONLY=copy,...   VERIFY_XDIST=N   VERIFY_ALLOW_DIRTY=1 (records COMMIT-dirty)
 #   VERIFY_RECORD=PATH (default docs/gpu_run.json)   VERIFY_DEADLINE=500   VERIFY_TEST_TIMEOUT=300
 set -uo pipefail
 ROOT=$PWD
 T0=$(date +%s)
 PY=${PYTHON:-python3}
+# a relative path breaks where stages cd (absolute, but not resolved: a venv's python is a link)
+case $PY in /*) ;; */*) PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY") ;; esac
 OUT=${OUT:-$ROOT/.verify-out}
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/verify.XXXXXX)
@@ -68,6 +79,7 @@ if [ -n "${VERIFY_SIM:-}" ]; then
   LESSONS=${VERIFY_LESSONS:-01_gpu_vs_cpu}
   SUITE_ARGS=${VERIFY_SUITE_ARGS:-tests/test_gpu_run.py tests/test_device.py}
   SAMPLES=${VERIFY_SAMPLES:-correct wrong_kernel invalid_json}
+  LATENCY_SAMPLES=${VERIFY_LATENCY_SAMPLES:-correct wrong_kernel}
 else
   MODE=gpu
   export CUDACOURSE_DEVICE=gpu
@@ -75,8 +87,14 @@ else
   LESSONS=${VERIFY_LESSONS:-$($PY -c "from cudacourse.lessons import LESSONS; print(' '.join(l.stem for l in LESSONS))")}
   SUITE_ARGS=${VERIFY_SUITE_ARGS:-tests}
   SAMPLES=${VERIFY_SAMPLES:-}
+  LATENCY_SAMPLES=${VERIFY_LATENCY_SAMPLES:-correct wrong_kernel blank}
 fi
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+if [ -z "${VERIFY_LESSONS_JA+set}" ]; then
+  LESSONS_JA=$(for stem in $LESSONS; do [ -f "solutions/ja/$stem/$stem.ipynb" ] && echo "$stem"; done | paste -sd' ')
+else
+  LESSONS_JA=$VERIFY_LESSONS_JA
+fi
 : > "$OUT/summary.txt"
 
 # --- what is measured: the commit, and a clean tree -------------------------------------
@@ -128,8 +146,16 @@ finish() {
     say "suite still running at the end: stopping it"; kill -INT "$suite_pid" 2>/dev/null; sleep 10
   fi
   # Lessons asked for but never run (deadline) are in the record as not passed.
+  local ja_pid=${JA_PID:-}
+  if [ -n "$ja_pid" ] && kill -0 "$ja_pid" 2>/dev/null; then
+    say "Japanese masters still running at the end: stopping them"
+    pkill -P "$ja_pid" 2>/dev/null; kill "$ja_pid" 2>/dev/null
+  fi
   for stem in $( has masters && echo "$LESSONS"); do
     [ -f "$PARTS/lesson-$stem.json" ] || echo '{"seconds": 0, "passed": false, "slowest_check_s": null, "error": "not run: the verify deadline came first", "cells": []}' > "$PARTS/lesson-$stem.json"
+  done
+  for stem in $( has masters && echo "$LESSONS_JA"); do
+    [ -f "$PARTS/lesson-ja-$stem.json" ] || echo '{"seconds": 0, "passed": false, "slowest_check_s": null, "error": "not run: the verify deadline came first", "cells": []}' > "$PARTS/lesson-ja-$stem.json"
   done
   if [ -f "$LOGS/suite.started" ] && [ ! -f "$PARTS/suite.json" ]; then
     $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
@@ -149,19 +175,20 @@ finish() {
 trap finish EXIT
 
 # --- 1. the sample class, graded on the defaults -----------------------------------------
-grade_class() {
-  local A=01_gpu_vs_cpu COURSE=$WORK/class budget
+CLASS=$WORK/class
+A1=01_gpu_vs_cpu
+setup_class() {  # the class's course: the release, the samples, expected.json
+  local budget
   budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
-  mkdir -p "$COURSE/solutions" && cp -r "solutions/$A" "$COURSE/solutions/" && cp nbgrader_config.py "$COURSE/"
-  say "grading: the sample class of $A with the default options (deadline $budget s)"
+  mkdir -p "$CLASS/solutions" && cp -r "solutions/$A1" "$CLASS/solutions/" && cp nbgrader_config.py "$CLASS/"
   # (seconds on a GPU machine; minutes on a loaded 2-core one)
-  if ! { (cd "$COURSE" && timeout "$budget" $PY -m nbgrader generate_assignment "$A" --force \
-          --db="sqlite:///$COURSE/gradebook.db" > "$LOGS/generate.log" 2>&1) &&
-         timeout "$budget" $PY tests/submissions/samples.py "$COURSE" > "$LOGS/samples.log" 2>&1; }; then
-    say "grading: could not set up the class (see generate.log, samples.log)"; return
+  if ! { (cd "$CLASS" && timeout "$budget" $PY -m nbgrader generate_assignment "$A1" --force \
+          --db="sqlite:///$CLASS/gradebook.db" > "$LOGS/generate.log" 2>&1) &&
+         timeout "$budget" $PY tests/submissions/samples.py "$CLASS" > "$LOGS/samples.log" 2>&1; }; then
+    say "grading: could not set up the class (see generate.log, samples.log)"; return 1
   fi
   if [ -n "$SAMPLES" ]; then  # a subset (simulator mode): these samples and their expectations
-    $PY - "$COURSE" "$SAMPLES" <<'PY'
+    $PY - "$CLASS" "$SAMPLES" <<'PY'
 import json, shutil, sys
 from pathlib import Path
 course, names = Path(sys.argv[1]), sys.argv[2].replace(",", " ").split()
@@ -174,18 +201,50 @@ for d in (course / "submitted").iterdir():
 print("kept samples:", keep)
 PY
   fi
-  local g0
+}
+
+# One submission at a time, alone on the machine, before anything else starts: the seconds a
+# lesson-1 submission takes on its worker (the goal), which the class graded beside the
+# suite cannot tell (VERIFY_LATENCY=0 skips it: about 30 s on the H200).
+latency_probe() {
+  local l0 lrc
+  l0=$(date +%s)
+  say "grading: latency, $LATENCY_SAMPLES one at a time, alone"
+  timeout -k 15 "$(min 120 $(( $(left) - 60 )))" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" \
+    --workers 1 --no-progress $(for n in $LATENCY_SAMPLES; do echo "--student $n"; done) \
+    > "$LOGS/latency.log" 2>&1
+  lrc=$?
+  $PY - "$CLASS/grading/$A1/latest.json" "$lrc" "$(( $(date +%s) - l0 ))" "$PARTS/latency.json" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import json, sys
+path, rc, wall, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+try:
+    run = json.load(open(path))
+except Exception as exc:  # noqa: BLE001 - stopped, or failed before writing
+    run = {"results": [], "error": str(exc)}
+per = {r["student"]: r.get("seconds") for r in run.get("results", []) if r.get("status") == "graded"}
+secs = sorted(float(v) for v in per.values() if v is not None)
+json.dump({"students": per, "median_s": secs[len(secs) // 2] if secs else None,
+           "workers": 1, "exit_status": rc, "wall_seconds": wall}, open(out, "w"), indent=1)
+print(f"grading latency: {per} (median {secs[len(secs) // 2] if secs else None} s), exit {rc}")
+PY
+  rm -rf "$CLASS/grading" "$CLASS/autograded" "$CLASS/.cudacourse-grading"  # the class's run starts clean
+}
+
+grade_class() {
+  local budget g0
   g0=$(date +%s)
   budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
-  timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A" --course "$COURSE" --no-progress \
+  say "grading: the sample class of $A1 with the default options (deadline $budget s)"
+  timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" --no-progress \
     > "$LOGS/grade.log" 2>&1
   local grc=$?
   say "grading: cudacourse grade exit $grc in $(( $(date +%s) - g0 )) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  $PY -m cudacourse.gpu_run grading "$COURSE" "$A" --wall $(( $(date +%s) - g0 )) --exit-status "$grc" \
+  $PY -m cudacourse.gpu_run grading "$CLASS" "$A1" --wall $(( $(date +%s) - g0 )) --exit-status "$grc" \
     --out "$PARTS/grading.json" 2>&1 | tee -a "$OUT/summary.txt"
-  cp -r "$COURSE/grading" "$LOGS/grading" 2>/dev/null
+  cp -r "$CLASS/grading" "$LOGS/grading" 2>/dev/null
 }
-if has grading; then
+if has grading && setup_class; then
+  [ "${VERIFY_LATENCY:-1}" != 0 ] && latency_probe
   if [ -n "${VERIFY_GRADING_ALONE:-}" ]; then
     grade_class  # alone on the machine: honest seconds, less time for the rest
   else
@@ -208,9 +267,11 @@ if has suite; then
   NOTE=()
   [ ${#DESELECT[@]} -gt 0 ] && NOTE=(--deselected "${DESELECT[1]} (each master is executed alone by verify.sh: lessons)"
                                      --deselected "${DESELECT[3]} (the same execution, by nbgrader validate; validated in CI in the simulator)")
-  say "suite: pytest -n $NX $SUITE_ARGS ${DESELECT[*]} (deadline $SUITE_S s)"
+  DIST=()
+  [ "$NX" -gt 0 ] && DIST=(--dist loadgroup)  # tests/conftest.py: SHARED
+  say "suite: pytest -n $NX ${DIST[*]} $SUITE_ARGS ${DESELECT[*]} (deadline $SUITE_S s)"
   date +%s > "$LOGS/suite.started"
-  ( timeout -s INT -k 20 "$SUITE_S" $PY -m pytest -q -n "$NX" -p no:cacheprovider -rfE \
+  ( timeout -s INT -k 20 "$SUITE_S" $PY -m pytest -q -n "$NX" "${DIST[@]}" -p no:cacheprovider -rfE \
       --timeout="${VERIFY_TEST_TIMEOUT:-300}" --durations=40 --junitxml="$LOGS/pytest.xml" \
       "${DESELECT[@]}" $SUITE_ARGS \
       > "$LOGS/pytest.log" 2>&1
@@ -220,22 +281,31 @@ if has suite; then
   SUITE_PID=$!
 fi
 
-# --- 3. each master alone, per-cell times --------------------------------------------------
+# --- 3. every master, per-cell times ------------------------------------------------------
+# run_master EDITION STEM: solutions/[ja/]STEM executed whole; its part lesson-[ja-]STEM.json
+run_master() {
+  local ed=$1 stem=$2 nb part tag budget m0 rc
+  if [ "$ed" = ja ]; then nb=solutions/ja/$stem/$stem.ipynb part=$PARTS/lesson-ja-$stem.json tag="ja/$stem"
+  else nb=solutions/$stem/$stem.ipynb part=$PARTS/lesson-$stem.json tag=$stem; fi
+  budget=$(min 200 $(( $(left) - 30 )))
+  if [ "$budget" -lt 20 ]; then say "master $tag: skipped, the deadline is near"; return; fi
+  m0=$(date +%s)
+  timeout -k 10 "$budget" $PY -m cudacourse.gpu_run master "$nb" --out "$part" \
+    --timeout "$(min 150 "$budget")" > "$LOGS/master-${tag//\//-}.log" 2>&1
+  rc=$?
+  if [ ! -f "$part" ]; then
+    printf '{"seconds": %d, "passed": false, "slowest_check_s": null, "error": "stopped at its deadline of %d s (exit %d)", "cells": []}\n' \
+      $(( $(date +%s) - m0 )) "$budget" "$rc" > "$part"
+  fi
+  say "master $([ "$ed" = ja ] && echo ja/)$(tail -1 "$LOGS/master-${tag//\//-}.log")"
+}
 if has masters; then
-  for stem in $LESSONS; do
-    budget=$(min 200 $(( $(left) - 30 )))
-    if [ "$budget" -lt 20 ]; then say "master $stem: skipped, the deadline is near"; continue; fi
-    nb=solutions/$stem/$stem.ipynb
-    m0=$(date +%s)
-    timeout -k 10 "$budget" $PY -m cudacourse.gpu_run master "$nb" --out "$PARTS/lesson-$stem.json" \
-      --timeout "$(min 150 "$budget")" > "$LOGS/master-$stem.log" 2>&1
-    rc=$?
-    if [ ! -f "$PARTS/lesson-$stem.json" ]; then
-      printf '{"seconds": %d, "passed": false, "slowest_check_s": null, "error": "stopped at its deadline of %d s (exit %d)", "cells": []}\n' \
-        $(( $(date +%s) - m0 )) "$budget" "$rc" > "$PARTS/lesson-$stem.json"
-    fi
-    say "master $(tail -1 "$LOGS/master-$stem.log")"
-  done
+  if [ -n "$LESSONS_JA" ]; then
+    # last lesson first: the two editions of one lesson (the same kernels) never share the GPU
+    ( for stem in $(echo "$LESSONS_JA" | tr ' ' '\n' | tac); do run_master ja "$stem"; done ) &
+    JA_PID=$!
+  fi
+  for stem in $LESSONS; do run_master en "$stem"; done
 fi
 
 # --- 4. the benchmark's quick subset -------------------------------------------------------
@@ -264,6 +334,10 @@ PY
   fi
 fi
 
+if [ -n "${JA_PID:-}" ]; then
+  say "waiting for the Japanese masters ($(left) s left)"
+  wait "$JA_PID"
+fi
 if [ -n "${GRADING_PID:-}" ]; then
   say "waiting for the grading ($(left) s left)"
   wait "$GRADING_PID"

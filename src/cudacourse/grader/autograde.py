@@ -64,6 +64,9 @@ class ResilientExecute(Execute):
     timeout = Integer(120, allow_none=True, help=(
         "Seconds a cell may run (in the feedback run, and per test cell's verdict). The "
         "simulator is slow: keep it generous there.")).tag(config=True)
+    feedback_timeout = Integer(None, allow_none=True, help=(
+        "Seconds a cell may run in the feedback run (default: timeout); no point comes from "
+        "that run.")).tag(config=True)
     notebook_timeout = Integer(900, help="Seconds for a whole feedback run.").tag(config=True)
     max_restarts = Integer(3, help="Kernel restarts per feedback run.").tag(config=True)
     output_cap = Integer(20_000, help="Characters of output kept per cell.").tag(config=True)
@@ -78,7 +81,8 @@ class ResilientExecute(Execute):
                             "{'mode': 'bwrap', 'require': True}.").tag(config=True)
 
     def options(self) -> dict[str, Any]:
-        return {"timeout": self.timeout or 120, "notebook_timeout": self.notebook_timeout,
+        return {"timeout": self.timeout or 120, "feedback_timeout": self.feedback_timeout,
+                "notebook_timeout": self.notebook_timeout,
                 "max_restarts": self.max_restarts, "output_cap": self.output_cap,
                 "audit": self.audit, "feedback_run": self.feedback_run,
                 "sandbox": self._sandbox()}

@@ -32,6 +32,7 @@ BLANK_TEST = "# (graded by the course's grader in a separate process)\n"
 
 DEFAULTS: dict[str, Any] = {
     "timeout": 120,  # seconds per cell, for the feedback run and for each verdict
+    "feedback_timeout": None,  # seconds per cell in the feedback run only (None: timeout)
     "notebook_timeout": 900,  # seconds for the whole feedback run of one notebook
     "max_restarts": 3,
     "output_cap": 20_000,  # characters of output per cell
@@ -291,6 +292,8 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
                     cell.source = BLANK_TEST
         nbformat.write(sent, os.path.join(work, "in.ipynb"))
         run_opts = {k: opts[k] for k in ("timeout", "max_restarts", "output_cap", "audit")}
+        # the feedback run decides no points: its cells may have a shorter leash than a check
+        run_opts["timeout"] = opts.get("feedback_timeout") or opts["timeout"]
         run_opts.update(who)
         res = sbx.run([sys.executable, str(HERE / "nbrun.py"), "in.ipynb", "out.ipynb",
                        json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
