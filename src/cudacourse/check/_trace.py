@@ -139,6 +139,7 @@ class Trace:
         self._keepalive: list = []
         self.deferred: list[tuple[Op, Any, Any]] = []  # (copy, staging buffer, destination)
         self.delivered_late = 0  # deferred copies delivered by a synchronization
+        self.syncs: list[tuple[int, str]] = []  # (operations issued before it, what waited)
 
     # --- names ------------------------------------------------------------------------
     def stream_key(self, stream: Any) -> int:
@@ -204,10 +205,13 @@ class Trace:
                     f"buffer")
 
     def sync_stream(self, key: int) -> None:
+        self.syncs.append((len(self.ops), f"{self.stream_names.get(key, 'a stream')}"
+                                          ".synchronize()"))
         self._host_vc = _join(self._host_vc, self._vc(key))
         self.deliver()
 
     def sync_all(self) -> None:
+        self.syncs.append((len(self.ops), "cuda.synchronize()"))
         self._host_vc = _join(self._host_vc, *self._stream_vc.values())
         self.deliver()
 
@@ -231,6 +235,7 @@ class Trace:
         self._stream_vc[key] = _join(self._vc(key), self._event_vc.get(id(event), {}))
 
     def sync_event(self, event: Any) -> None:
+        self.syncs.append((len(self.ops), "event.synchronize()"))
         self._host_vc = _join(self._host_vc, self._event_vc.get(id(event), {}))
         self.deliver()
 
@@ -266,6 +271,26 @@ class Trace:
     def pending(self) -> list[Op]:
         """Operations the host has not waited for (call when the function has returned)."""
         return [op for op in self.ops if op.kind != "host-write" and not self.host_done(op)]
+
+    def concurrent(self, kinds: tuple[str, ...] = ("H2D", "D2H", "launch")) -> list[tuple[Op, Op]]:
+        """Pairs of operations (of ``kinds``, on two different streams) that nothing orders:
+        a GPU may run them at the same time. This is the overlap a pipeline buys, measured
+        from the record (happens-before), the same on every device: the simulator runs them
+        one after another anyway, and a GPU's timing varies."""
+        ops = [op for op in self.ops if op.kind in kinds]
+        return [(a, b) for k, a in enumerate(ops) for b in ops[k + 1:]
+                if a.stream != b.stream and not self._hb(a, b)]
+
+    def device_copies(self, after_launch: bool = True) -> list[Op]:
+        """Copies from device memory to device memory (``copy_to_device`` of a device array,
+        or ``d[:] = other_device_array``); with ``after_launch``, only those issued after
+        the first launch (a copy that sets up a buffer before any step is no mistake)."""
+        launches = [op.index for op in self.ops if op.kind == "launch"]
+        start = launches[0] if (launches and after_launch) else -1
+        if after_launch and not launches:
+            return []
+        return [op for op in self.ops if op.index > start and (op.kind == "D2D" or
+                (op.kind == "fill" and any(r[0] == "dev" for r in op.reads)))]
 
     def of(self, kind: str) -> list[Op]:
         return [op for op in self.ops if op.kind == kind]
