@@ -286,7 +286,55 @@ def diffuse_huge_block(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_in_place(d_u, d_tmp, steps, alpha):
+    # one buffer as input and output: a race, whose values depend on the device
+    for _ in range(steps):
+        _launch(d_u, d_u, alpha)
+    return d_u
+
+
+def diffuse_copies_back(d_u, d_tmp, steps, alpha):
+    # right numbers, but a device-to-device copy every step instead of a swap
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u.copy_to_device(d_tmp)
+    return d_u
+
+
+def diffuse_assigns_back(d_u, d_tmp, steps, alpha):
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u[:] = d_tmp
+    return d_u
+
+
+def diffuse_swapped_grid(d_u, d_tmp, steps, alpha):
+    ny, nx = d_u.shape
+    grid = (math.ceil(ny / 8), math.ceil(nx / 16))  # rows first: the axes swapped
+    for _ in range(steps):
+        stencil._heat_naive[grid, (16, 8)](d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
+def diffuse_right_spare_grid(d_u, d_tmp, steps, alpha):
+    # right, written differently: one spare block on each axis, the kernel guards them
+    ny, nx = d_u.shape
+    grid = (nx // 16 + 2, ny // 8 + 2)
+    for _ in range(steps):
+        stencil._heat_naive[grid, (16, 8)](d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 DIFFUSE_WRONG = {
+    "in place (aliasing)": (diffuse_in_place, "same buffer as the step's input and output",
+                            "same_buffer_in_out"),
+    "a device-to-device copy every step": (diffuse_copies_back, "instead of swapping them",
+                                           "copy_instead_of_swap"),
+    "a slice assignment every step": (diffuse_assigns_back, "instead of swapping them",
+                                      "copy_instead_of_swap"),
+    "grid axes swapped": (diffuse_swapped_grid, "axes are swapped", "grid_axes_swapped"),
     "copies to the host and back every step": (diffuse_round_trips, "crossed the PCIe bus",
                                                "copies_in_loop"),
     "copies to the host once": (diffuse_launch_on_host_array, "crossed the PCIe bus",
@@ -295,13 +343,14 @@ DIFFUSE_WRONG = {
                                              "copies_in_loop"),
     "more than 1024 threads per block": (diffuse_huge_block, "at most 1024", "bad_launch"),
     "buffers not swapped": (diffuse_no_swap, "not swapped", "buffers_not_swapped"),
-    "returns the older buffer": (diffuse_returns_older, "after the last swap", "wrong_buffer"),
+    "returns the older buffer": (diffuse_returns_older, "stale buffer", "wrong_buffer"),
     "copies to the host": (diffuse_to_host, "NumPy array", "not_device_array"),
     "allocates every step": (diffuse_allocates, "new array", "buffers_reallocated"),
 }
 
 
-@pytest.mark.parametrize("fn", [diffuse_right, diffuse_right_parity], ids=["swap", "parity"])
+@pytest.mark.parametrize("fn", [diffuse_right, diffuse_right_parity, diffuse_right_spare_grid],
+                         ids=["swap", "parity", "spare-grid"])
 def test_right_time_loops_pass(fn):
     _check(cudacourse.check.check_diffuse, fn)
 

@@ -58,6 +58,24 @@ class Op:
     pageable: bool = False  # an asynchronous copy touching pageable host memory
     args: list = field(default_factory=list)  # a launch's array arguments, in order
     block: int = 0  # a launch's threads per block (x)
+    grid_dims: tuple = ()  # a launch's grid, (x, y, z) as given
+    block_dims: tuple = ()  # a launch's block, (x, y, z) as given
+
+    def io(self) -> tuple[tuple, tuple] | None:
+        """(input, output) memory ranges of a launch of a two-buffer step kernel
+        (``step(src, dst, ...)``: the exercises' convention), or None for another number of
+        array arguments."""
+        return (self.args[0], self.args[1]) if self.kind == "launch" and \
+            len(self.args) == 2 else None
+
+    def aliased(self) -> bool:
+        """A launch that got the same memory as two of its array arguments."""
+        return any(same_memory(a, b) for k, a in enumerate(self.args) for b in self.args[k + 1:])
+
+
+def same_memory(a: tuple | None, b: tuple | None) -> bool:
+    """Two memory ranges (``memory_range``) that share bytes."""
+    return bool(a and b and a[0] == b[0] and a[1] < b[2] and b[1] < a[2])
 
 
 @dataclass
@@ -542,7 +560,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         writes = [r for r in ranges if not trace.is_readonly(r)]
         trace.issue(Op(0, "launch", key, f"launch {name}[{shape}]", reads=list(ranges),
                        writes=writes, host_args=host_args, args=list(ranges),
-                       block=int(b[0])),
+                       block=int(b[0]), grid_dims=g, block_dims=b),
                     synchronous=bool(host_args) and not stream)
 
     def make_stream(orig, default: bool = False):

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
-from ._trace import DEFAULT, Op, Trace, tracing
+from ._trace import DEFAULT, Trace, same_memory, tracing
 from ..i18n import T
 
 _concatenate = E._np.concatenate
@@ -252,26 +252,16 @@ def _copies_instead_of_swap(trace: Trace, name: str, steps: int, ctx: str) -> No
             what=op.what), ctx)
 
 
-def _io_args(op: Op) -> tuple[tuple, tuple] | None:
-    """(input, output) memory ranges of a launch of a two-buffer step kernel
-    (``step(src, dst, ...)``), or None if it took another number of arrays."""
-    return (op.args[0], op.args[1]) if len(op.args) == 2 else None
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
-
-
 def _stale_copy_back(trace: Trace, name: str, ctx: str) -> None:
     """The copy back reads the buffer the last step read, not the one it wrote: a stale
     buffer, found from the record of buffers (which one each launch wrote), not from
     values."""
     launches, d2h = trace.of("launch"), trace.of("D2H")
-    io = _io_args(launches[-1]) if launches else None
+    io = launches[-1].io() if launches else None
     if not (io and d2h and d2h[-1].reads and d2h[-1].index > launches[-1].index):
         return
     src = d2h[-1].reads[0]
-    if _same(src, io[0]) and not _same(src, io[1]):
+    if same_memory(src, io[0]) and not same_memory(src, io[1]):
         O.fail("stale_buffer", T(
             "{name} copied back the buffer the last step read (its input, operation "
             "#{launch}), not the one it wrote: after the swap the newest values are in the "

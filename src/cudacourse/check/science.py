@@ -21,7 +21,8 @@ from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
 from ._replay import sim_part
-from ._trace import tracing
+from ._trace import memory_range, same_memory, tracing
+from ..i18n import T
 from .tiling import poisoned_shared
 from .. import lbm as _lbm
 from .. import stencil as _stencil
@@ -203,7 +204,9 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
 
     E.require_function(diffuse, "diffuse", 4)
     # (ny, nx, steps); the hidden ones come from the master's hidden test cell
-    cases, seed = resolve(hidden, [(12, 19, 1), (12, 19, 2), (12, 19, 5)], seed,
+    # wide and tall, neither axis a multiple of the block's (16 x 8): a grid with its axes
+    # swapped misses cells in both (a near-square case needs the same grid either way)
+    cases, seed = resolve(hidden, [(9, 37, 1), (29, 11, 2), (12, 19, 5)], seed,
                           name="check_diffuse")
     gen = E.rng(seed)
     for ny, nx, steps in cases:
@@ -232,6 +235,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                    "d_tmp) after each step instead of allocating or copying, so the data "
                    f"stays where it is [{ctx}].", cause="buffers_reallocated")
         _diffuse_steps(trace, steps, ctx)
+        _diffuse_buffers(trace, res, ctx)
         got = res.copy_to_host()
         refs = [u.astype(E._float64)]
         for _ in range(steps + 1):
@@ -254,6 +258,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                    "last swap the newest values are in the "
                    "buffer now called d_u (the one the next step would read); return that, "
                    f"and launch exactly `steps` times [{ctx}].", cause="wrong_buffer")
+        _diffuse_grid(trace, ny, nx, ctx)
         E.compare(got, refs[steps], name="the result", formula=f"{steps} heat steps from u",
                   rtol=1e-5, atol=tol, context=ctx)
     return E.passes("diffuse", "buffers swapped on the device", "the right buffer returned",
@@ -262,6 +267,24 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
 
 def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
     """What diffuse asked of the GPU: launches only, one per step, on the two buffers."""
+    for op in trace.of("launch"):  # from the record of buffers, never from the values
+        if op.aliased():  # a race leaves them right or wrong depending on the device
+            E.fail(T("diffuse: operation #{index} ({what}) passes the same buffer as the "
+                     "step's input and output (aliasing): threads then read neighbours that "
+                     "other threads have already overwritten, in an order nobody controls, "
+                     "so the result depends on the device. Pass d_u as the input and d_tmp "
+                     "as the output, and swap the two after each step",
+                     index=op.index + 1, what=op.what),
+                   cause="same_buffer_in_out", context={"case": ctx})
+    copies = trace.device_copies()
+    if copies:
+        E.fail(T("diffuse copied one device buffer into the other {k} time(s) for {steps} "
+                 "steps (the first: operation #{index}, {what}) instead of swapping them. "
+                 "A device-to-device copy moves every byte of the field again, as much "
+                 "memory traffic as the heat step itself; swapping the two names costs "
+                 "nothing: d_u, d_tmp = d_tmp, d_u", k=len(copies), steps=steps,
+                 index=copies[0].index + 1, what=copies[0].what),
+               cause="copy_instead_of_swap", context={"case": ctx})
     moved = [op for op in trace.ops if op.kind in ("H2D", "D2H") or
              (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
     implicit = [op for op in trace.of("launch") if op.host_args]
@@ -284,6 +307,40 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
     if len(launches) != steps:
         E.fail(f"diffuse launched {len(launches)} kernel(s) for steps={steps}: one launch "
                f"of heat_step per step [{ctx}].", cause="launch_count")
+
+
+def _diffuse_buffers(trace: Any, res: Any, ctx: str) -> None:
+    """The returned buffer is the one the last launch wrote, from the record: returning
+    the one it read (the state one step older) is a stale buffer."""
+    launches = trace.of("launch")
+    io = launches[-1].io() if launches else None
+    rng = memory_range(res)
+    if io and same_memory(rng, io[0]) and not same_memory(rng, io[1]):
+        E.fail(T("diffuse returned the buffer the last step read (a stale buffer: operation "
+                 "#{index} wrote the other one): after the last swap the newest values are "
+                 "in the buffer now called d_u (the one the next step would read): return "
+                 "that", index=launches[-1].index + 1),
+               cause="wrong_buffer", context={"case": ctx})
+
+
+def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
+    """A wrong result from launches whose grid does not cover the field: name the axes
+    (from the record of each launch's grid and block)."""
+    for op in trace.of("launch"):
+        g = tuple(op.grid_dims) + (1, 1)
+        b = tuple(op.block_dims) + (1, 1)
+        cx, cy = g[0] * b[0], g[1] * b[1]
+        if cx >= nx and cy >= ny:
+            continue
+        swapped = g[0] * b[1] >= ny and g[1] * b[0] >= nx
+        E.fail(T("diffuse launched {what} (operation #{index}): its threads cover {cx} "
+                 "columns and {cy} rows of a {ny} x {nx} field, so cells are never updated. "
+                 "{why}", what=op.what, index=op.index + 1, cx=cx, cy=cy, ny=ny, nx=nx,
+                 why=T("The grid's axes are swapped: x (columns) comes first, grid = "
+                       "(ceil(nx / TX), ceil(ny / TY))") if swapped else
+                 T("Round up on each axis: grid = (ceil(nx / TX), ceil(ny / TY))")),
+               cause="grid_axes_swapped" if swapped else "grid_too_small",
+               context={"case": ctx})
 
 
 # --- the fused LBM step -------------------------------------------------------------------
