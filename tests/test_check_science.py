@@ -434,9 +434,17 @@ def lbm_right_two_pass(f_in, f_out, solid, omega, fx):
                     f_out[i, y, x] = (1 - omega) * v + omega * feq + 3 * W[i] * CX[i] * fx
 
 
+W_BAD = np.concatenate([W[:1], W[5:], W[1:5]])  # 1/36 on the axes, 1/9 on the diagonals
+
+
 def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
-              local_moments=False):
-    """The loop form with one part switched off or changed."""
+              local_moments=False, wrap_x="mod", wrap_y="mod", w=W, force_c=CX, jy_c=CY):
+    """The loop form with one part switched off or changed. ``wrap_x``/``wrap_y``: "mod"
+    (right), "clamp" (the edge node repeats) or "none" (no wrap on that axis)."""
+    if not wrap:
+        wrap_x = wrap_y = "none"
+    mx = {"mod": 0, "clamp": 1, "none": 2}[wrap_x]
+    my = {"mod": 0, "clamp": 1, "none": 2}[wrap_y]
 
     @cuda.jit
     def kernel(f_in, f_out, solid, omega, fx):
@@ -454,8 +462,16 @@ def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
         jx = float32(0.0)
         jy = float32(0.0)
         for i in range(9):
-            xs = (x - CX[i]) % nx if wrap else x - CX[i]
-            ys = (y - CY[i]) % ny if wrap else y - CY[i]
+            xs = x - CX[i]
+            if mx == 0:
+                xs = xs % nx
+            elif mx == 1:
+                xs = min(max(xs, 0), nx - 1)
+            ys = y - CY[i]
+            if my == 0:
+                ys = ys % ny
+            elif my == 1:
+                ys = min(max(ys, 0), ny - 1)
             if solid[ys, xs]:
                 g[i] = f_in[opp[i], y, x] if bounce else float32(0.0)
             else:
@@ -463,14 +479,14 @@ def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
             v = f_in[i, y, x] if local_moments else g[i]
             rho += v
             jx += CX[i] * v
-            jy += CY[i] * v
+            jy += jy_c[i] * v
         ux = jx / rho
         uy = jy / rho
         usq = 1.5 * (ux * ux + uy * uy)
         for i in range(9):
             cu = CX[i] * ux + CY[i] * uy
-            feq = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
-            f_out[i, y, x] = g[i] + omega * (feq - g[i]) + (3.0 * W[i] * CX[i] * fx
+            feq = w[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
+            f_out[i, y, x] = g[i] + omega * (feq - g[i]) + (3.0 * w[i] * force_c[i] * fx
                                                             if force else 0.0)
 
     return kernel
@@ -564,6 +580,17 @@ LBM_WRONG = {
     "force forgotten": (_make_lbm(force=False), "without the force term", False, "force_missing"),
     "no periodic wrap": (_make_lbm(wrap=False), "the lattice is periodic", True,
                          "periodic_wrap"),
+    "periodic in x, clamped in y": (_make_lbm(wrap_y="clamp"), "periodic in y", False,
+                                    "periodic_wrap"),
+    "periodic in y, clamped in x": (_make_lbm(wrap_x="clamp"), "periodic in x", False,
+                                    "periodic_wrap"),
+    "no wrap in y": (_make_lbm(wrap_y="none"), "periodic in y", True, "periodic_wrap"),
+    "weights of the wrong direction set": (
+        _make_lbm(w=W_BAD), "weights of the wrong direction set", False,
+        "weights_wrong_direction"),
+    "force along y": (_make_lbm(force_c=CY), "force along y", False, "force_wrong_axis"),
+    "y momentum summed with CX": (_make_lbm(jy_c=CX), "momentum along y", False,
+                                  "wrong_axis"),
     "pulls from the output": (lbm_pulls_from_out, "reads f_out",
                               "the reads of f_out are watched in the simulator; a GPU sees "
                               "only NaN results (rejected as never written)",

@@ -115,7 +115,8 @@ def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     columns; shapes are not tile multiples; boundary cells keep their values."""
     E.require_kernel(kernel, "heat_step", 3)
     # (ny, nx, spare blocks); the hidden ones come from the master's hidden test cell
-    cases, seed = resolve(hidden, [(21, 37, 0), (16, 32, 1), (9, 19, 0)], seed,
+    # wide and tall (19 x 9: an axis mistake shows), neither axis a tile multiple but one
+    cases, seed = resolve(hidden, [(21, 37, 0), (16, 32, 1), (19, 9, 0)], seed,
                           name="check_heat_step")
     gen = E.rng(seed)
     with poisoned_shared():  # in the simulator; on a GPU the technique part below does it
@@ -345,17 +346,20 @@ def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
 
 # --- the fused LBM step -------------------------------------------------------------------
 
-def _lbm_geometry(ny: int, nx: int, gen: Any) -> Any:
-    """A periodic channel (walls in rows 0 and ny - 1) with a small obstacle inside."""
-    solid = _lbm.channel(ny, nx)
+def _lbm_geometry(ny: int, nx: int, gen: Any, walls: bool = True) -> Any:
+    """A periodic channel (walls in rows 0 and ny - 1) with a small obstacle inside; without
+    ``walls``, a lattice periodic in x and in y (only the obstacle is solid), where a pull
+    that does not wrap in y is wrong too (in a channel the walls hide it)."""
+    solid = _lbm.channel(ny, nx) if walls else _zeros((ny, nx), dtype=bool)
     cy = float(gen.uniform(3.0, ny - 4.0))
     cx = float(gen.uniform(2.0, nx - 3.0))
     solid |= _lbm.cylinder(ny, nx, cx, cy, 1.6)
     return solid
 
 
-def _lbm_inputs(ny: int, nx: int, gen: Any) -> tuple[Any, Any, float, float]:
-    solid = _lbm_geometry(ny, nx, gen)
+def _lbm_inputs(ny: int, nx: int, gen: Any, walls: bool = True
+                ) -> tuple[Any, Any, float, float]:
+    solid = _lbm_geometry(ny, nx, gen, walls)
     f = _lbm.init_f(solid, (float(gen.uniform(0.02, 0.08)), float(gen.uniform(-0.02, 0.02))),
                     dtype=E._float64)
     f = f * (1.0 + 0.15 * gen.uniform(-1.0, 1.0, f.shape))  # every population different
@@ -391,6 +395,15 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
             raise
         # index n on an axis of size n: a neighbour one step past the lattice's last
         # row or column, which on a periodic lattice is the first one
+        if ny != nx and edge[1] in (ny, nx):  # the axis, from the size it overran
+            y_axis = edge[1] == ny
+            E.fail(T("lbm_step read a neighbour outside the lattice (index {index} on an axis "
+                     "of size {size}): the lattice is periodic in {axis} too, so the upstream "
+                     "neighbour of the last {line} is {line} 0. Wrap that coordinate: {fix}",
+                     index=edge[0], size=edge[1], axis="y" if y_axis else "x",
+                     line=T("row") if y_axis else T("column"),
+                     fix="ys = (y - CY[i]) % ny" if y_axis else "xs = (x - CX[i]) % nx"),
+                   cause="periodic_wrap", context={"case": ctx})
         E.fail(f"lbm_step read a neighbour outside the lattice (index {edge[0]} on an axis "
                f"of size {edge[1]}): the lattice is periodic, so the upstream neighbour of "
                "the last column is column 0 (and of the last row, row 0). Wrap the "
@@ -490,6 +503,10 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
     for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
         if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
             E.fail(f"f_out holds {label} [{ctx}].", cause=cause)
+    for label, cause, alt in _table_alternatives(f, solid, omega, fx):
+        if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
+            E.fail(label, cause=cause, context={"case": ctx})
+    _periodic_footprint(node_bad & fluid, solid, ctx)
     mass_in = float(f.astype(E._float64)[:, fluid].sum())
     mass_out = float(got.astype(E._float64)[:, fluid].sum())
     lost = abs(mass_out - mass_in) > 1e-5 * mass_in
@@ -513,15 +530,82 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                "Each of the 9 must be pulled (from x - c_i, wrapping around the periodic "
                f"edges) or bounced back, and collision must keep rho [{ctx}].",
                cause="mass_not_conserved")
-    x_edges = _zeros(solid.shape, dtype=bool)
-    x_edges[:, 0] = x_edges[:, -1] = True
-    if not (node_bad & fluid & ~x_edges).any():
-        E.fail("only the first and last columns are wrong: the lattice is periodic in x, so "
-               "the upstream neighbour of x = 0 is x = nx - 1 and that of x = nx - 1 is 0 "
-               f"(use (x - CX[i]) % nx) [{ctx}].", cause="periodic_wrap")
+    _momentum_by_axis(got, want, fluid, ctx)
     E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
               formula="f_i + omega (feq_i - f_i) + 3 w_i c_i,x fx of the pulled populations",
               context=ctx, **tol)
+
+
+def _periodic_footprint(bad: Any, solid: Any, ctx: str) -> None:
+    """Wrong fluid nodes only in the first and last columns (rows): the pull does not wrap
+    in x (y). Checked per axis, before mass: a clamped neighbour changes the mass too."""
+    ny, nx = solid.shape
+    for axis, edges in (("x", (0, nx - 1)), ("y", (0, ny - 1))):
+        band = _zeros(solid.shape, dtype=bool)
+        if axis == "x":
+            band[:, list(edges)] = True
+        else:
+            band[list(edges), :] = True
+        if bad.any() and not (bad & ~band).any():
+            last = T("columns") if axis == "x" else T("rows")
+            n = nx if axis == "x" else ny
+            E.fail(T("only the first and last {lines} are wrong: the lattice is periodic in "
+                     "{axis}, so the upstream neighbour of {axis} = 0 is {axis} = {last} and "
+                     "that of {axis} = {last} is 0 (use ({axis} - C{AXIS}[i]) % n{axis})",
+                     lines=last, axis=axis, AXIS=axis.upper(), last=n - 1),
+                   cause="periodic_wrap", context={"case": ctx})
+
+
+def _momentum_by_axis(got: Any, want: Any, fluid: Any, ctx: str) -> None:
+    """Mass is right: compare the fluid's momentum along each axis with the reference's,
+    so that a term on the wrong axis is named by its axis."""
+    g, w = got.astype(E._float64), want.astype(E._float64)
+    cx = _np.asarray(_lbm.CX, dtype=E._float64).reshape(9, 1, 1)
+    cy = _np.asarray(_lbm.CY, dtype=E._float64).reshape(9, 1, 1)
+    mass = float(w[:, fluid].sum())
+    tol = 1e-5 * mass
+    off = {a: (float((c * g)[:, fluid].sum()), float((c * w)[:, fluid].sum()))
+           for a, c in (("x", cx), ("y", cy))}
+    wrong = [a for a, (p, q) in off.items() if abs(p - q) > tol]
+    if len(wrong) == 1:
+        a = wrong[0]
+        other = "y" if a == "x" else "x"
+        E.fail(T("mass and the momentum along {other} are right, but the momentum along {a} "
+                 "is not (the fluid's total {got}, the reference's {want}): a term acts on "
+                 "the wrong axis or with the wrong sign. Check the terms with C{A}[i]: the "
+                 "pull from {a} - C{A}[i], u{a} = sum(C{A}[i] g_i) / rho, c.u and the force "
+                 "(3 W[i] CX[i] fx acts along x only)", other=other, a=a, A=a.upper(),
+                 got=E.fmt(off[a][0]), want=E.fmt(off[a][1])),
+               cause="wrong_axis", context={"case": ctx})
+
+
+def _table_alternatives(f: Any, solid: Any, omega: float, fx: float) -> list:
+    """Steps with a table taken by the wrong direction set: the weights of the axis
+    directions (1/9) and of the diagonals (1/36) exchanged, or the force along y."""
+    f64 = f.astype(E._float64)
+    streamed = _Stepper(solid, omega, (fx, 0.0)).stream(f64)
+    rho = streamed.sum(axis=0)
+    cx = _np.asarray(_lbm.CX, dtype=E._float64).reshape(9, 1, 1)
+    cy = _np.asarray(_lbm.CY, dtype=E._float64).reshape(9, 1, 1)
+    ux = (cx * streamed).sum(axis=0) / rho
+    uy = (cy * streamed).sum(axis=0) / rho
+    w = _np.asarray(_lbm.W, dtype=E._float64).reshape(9, 1, 1)
+    w_bad = _np.concatenate([w[:1], w[5:], w[1:5]])
+    cu = cx * ux + cy * uy
+    shape = 1 + 3 * cu + 4.5 * cu * cu - 1.5 * (ux * ux + uy * uy)
+    out = []
+    for label, cause, weights, force in (
+            (T("f_out holds the step with the weights of the wrong direction set: W[1..4] "
+               "(the axis directions, |c| = 1) must be 1/9 and W[5..8] (the diagonals) "
+               "1/36. Mass can look lost, but the mistake is the table: take W in the order "
+               "of CX and CY"), "weights_wrong_direction", w_bad, cx * fx),
+            (T("f_out holds the step with the force along y: the body force fx pushes along "
+               "x, so its term is 3 * W[i] * CX[i] * fx (CX, not CY)"), "force_wrong_axis",
+             w, cy * fx)):
+        alt = streamed + omega * (weights * rho * shape - streamed) + 3 * weights * force
+        alt[:, solid] = f64[:, solid]
+        out.append((label, cause, alt))
+    return out
 
 
 def _bounced(f64: Any, solid: Any, omega: float, fx: float, opp: Any) -> Any:
@@ -576,9 +660,11 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
     cases, seed = resolve(hidden, [(10, 19, 0), (9, 16, 1), (12, 7, 0)], seed,
                           name="check_lbm_step")
     gen = E.rng(seed)
-    for ny, nx, spare in cases:
-        f, solid, omega, fx = _lbm_inputs(ny, nx, gen)
-        ctx = f"{ny}x{nx} lattice, omega {omega:.3f}, fx {fx:.4f}, blocks of {LBM_BLOCK}"
+    for k, (ny, nx, spare) in enumerate(cases):
+        walls = k % 2 == 0  # every second lattice is periodic in y as well (no walls)
+        f, solid, omega, fx = _lbm_inputs(ny, nx, gen, walls)
+        ctx = (f"{ny}x{nx} lattice, {'channel' if walls else 'periodic in x and y'}, omega "
+               f"{omega:.3f}, fx {fx:.4f}, blocks of {LBM_BLOCK}")
         runs = [_lbm_case(kernel, f, solid, omega, fx, spare, ctx) for _ in range(2)]
         for got in runs:
             _diagnose_lbm(got, f, solid, omega, fx, ctx, rerun=lambda: _lbm_reads_output(
@@ -586,5 +672,6 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
         if not E._array_equal(runs[0], runs[1]):
             E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].",
                    cause="nondeterministic")
-    return E.passes("lbm_step", f"{len(cases)} lattices with walls and an obstacle",
-                    "mass conserved", "each run twice", hidden=hidden)
+    return E.passes("lbm_step", T("{k} lattices with an obstacle, walls in some",
+                                  k=len(cases)), T("periodic in x and in y"), "mass conserved", "each run twice",
+                    hidden=hidden)
