@@ -146,7 +146,7 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         want = x * a32
         block = trace.of("launch")[0].block
         E.compare(result, want, name="the result", formula="alpha * x[i]", block=block,
-                  context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
+                  factors={"alpha": a32}, context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
                                              "alpha + x[i]": x + a32, "x[i] / alpha": x / a32})
     return O.passed("gpu_scale", f"{len(cases)} sizes with different alphas",
              "device arrays passed to the kernel", "the result copied back after the launch",
@@ -308,7 +308,7 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
                    "n. Round the chunk size up, chunk = -(-n // n_chunks), and clip the last "
                    f"chunk at n", ctx)
         E.compare(result, want, name="the result", formula="alpha * x[i]", context=ctx,
-                  alternatives={"x (not scaled)": x, "alpha + x[i]": x + E._float32(alpha)})
+                  factors={"alpha": E._float32(alpha)}, alternatives={"x (not scaled)": x, "alpha + x[i]": x + E._float32(alpha)})
         expected_chunks = len(range(0, n, max(1, -(-n // n_chunks))))
         launches = trace.of("launch")
         on_streams = {op.stream for op in launches if op.stream != DEFAULT}

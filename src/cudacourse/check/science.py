@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import _diagnose as D
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
@@ -67,11 +68,29 @@ def _tile_masks(ny: int, nx: int) -> tuple[Any, Any, Any]:
     return boundary, (ex | ey) & ~boundary, ex & ey & ~boundary
 
 
-def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None) -> None:
+def _heat_centre_alternatives(u: Any, alpha: float) -> dict:
+    """The step with the centre value c taken from a neighbour (the thread's own cell one
+    off in the tile), neighbours right: label -> result."""
+    u = u.astype(E._float64)
+    out = {}
+    n, s_, w, e = u[:-2, 1:-1], u[2:, 1:-1], u[1:-1, :-2], u[1:-1, 2:]
+    diag = u[:-2, :-2] + u[:-2, 2:] + u[2:, :-2] + u[2:, 2:]
+    for words, c in ((T("the cell above"), n), (T("the cell below"), s_),
+                     (T("the cell to the left"), w), (T("the cell to the right"), e)):
+        alt = u.copy()
+        alt[1:-1, 1:-1] = c + alpha * (4 * (n + s_ + w + e) + diag - 20 * c) / 6
+        out[words] = alt
+    return out
+
+
+def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
+                   alpha: float | None = None, grid: tuple | None = None) -> None:
     scale = float(E._abs(u).max())
     ok = E._isclose(got, want, rtol=1e-5, atol=1e-5 * scale)
     if ok.all():
         return
+    if grid is not None and E._isnan(got).any():
+        D.swapped_coverage(E._isnan(got), grid, (TX, TY), "out", f" [{ctx}]")
     if E._isnan(got).any():
         E.compare(got, want, name="out", formula="the 9-point heat step", rtol=1e-5,
                   atol=1e-5 * scale, context=ctx)
@@ -95,6 +114,20 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None) -> 
              "(TX + 2) cells, before the barrier")):
         if not (bad & ~where).any():
             E.fail(f"{why} [{ctx}].", cause=cause)
+    if alpha is not None:
+        tol = dict(rtol=1e-5, atol=1e-5 * scale)
+        for words, alt in _heat_centre_alternatives(u, alpha).items():
+            if E._isclose(got, alt, **tol).all():
+                E.fail(T("out holds the heat step with the centre value u[y, x] taken from "
+                         "{where}: the thread's own cell in the tile is one off. With a "
+                         "one-cell halo the tile is shifted by one on both axes, so the "
+                         "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "
+                         "neighbours are tile[ty + 1 +- 1, tx + 1 +- 1]", where=words),
+                       cause="off_by_one", context={"case": ctx, "region": "tile centre"})
+        # the update term out - u a constant multiple of the right one: a factor twice or
+        # missing (alpha, the 1/6 of the 9-point weights)
+        D.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
+                 {"alpha": alpha, "1/6": 1.0 / 6.0}, f" [{ctx}]")
     finite = got[~E._isnan(got)]
     if finite.size and E._abs(finite).max() > _BIG:
         if rerun is not None:
@@ -106,7 +139,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None) -> 
                cause="missing_barrier")
     E.compare(got, want, name="out", formula="u + alpha * (4 (N + S + E + W) + (NE + NW + "
               "SE + SW) - 20 u) / 6 inside, u on the boundary", rtol=1e-5,
-              atol=1e-5 * scale, context=ctx)
+              atol=1e-5 * scale, context=ctx, tile=(TY, TX))
 
 
 def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> Any:
@@ -133,9 +166,11 @@ def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
     ctx = f"u {ny}x{nx}, alpha {alpha:.3f}, blocks of {TX}x{TY}"
     want = _heat_ref(u.astype(E._float64), alpha)
     runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
+    grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
     for got in runs:
         _diagnose_heat(got, want, u, ctx,
-                       rerun=lambda: _unloaded_or_race(kernel, u, alpha, spare, ctx))
+                       rerun=lambda: _unloaded_or_race(kernel, u, alpha, spare, ctx),
+                       alpha=alpha, grid=grid)
     if not E._array_equal(runs[0], runs[1]):
         E.fail("heat_step gave different results for the same input: a race. Is there a "
                "cuda.syncthreads() between loading the tile and computing from it? "
@@ -483,7 +518,7 @@ def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]
 
 
 def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: str,
-                  rerun: Any = None) -> None:
+                  rerun: Any = None, grid: tuple | None = None) -> None:
     want = _Stepper(solid, omega, (fx, 0.0)).step(f.astype(E._float64))
     tol = dict(rtol=2e-5, atol=2e-6)
     ok = E._isclose(got, want, **tol)
@@ -496,6 +531,9 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                f"from f_in to f_out unchanged (and do nothing else) [{ctx}].",
                cause="solid_not_copied")
     if E._isnan(got[:, fluid]).any():
+        if grid is not None:
+            D.swapped_coverage(E._isnan(got).any(axis=0), grid, LBM_BLOCK, "f_out",
+                               f" [{ctx}]")
         if rerun is not None:
             rerun()  # the simulator watches f_in and f_out: did it read the output?
         E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
@@ -668,7 +706,8 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
         runs = [_lbm_case(kernel, f, solid, omega, fx, spare, ctx) for _ in range(2)]
         for got in runs:
             _diagnose_lbm(got, f, solid, omega, fx, ctx, rerun=lambda: _lbm_reads_output(
-                kernel, f, solid, omega, fx, spare, ctx))
+                kernel, f, solid, omega, fx, spare, ctx),
+                grid=(math.ceil(nx / LBM_BLOCK[0]) + spare, math.ceil(ny / LBM_BLOCK[1])))
         if not E._array_equal(runs[0], runs[1]):
             E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].",
                    cause="nondeterministic")
