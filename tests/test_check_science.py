@@ -614,3 +614,48 @@ def test_wrong_lbm_kernels_are_diagnosed(name):
         cudacourse.check.check_lbm_step(kernel, seed=5)
     assert phrase in str(exc.value), str(exc.value)
     assert cause is None or exc.value.cause == cause, (exc.value.cause, str(exc.value))
+
+
+def test_aliasing_and_stale_verdicts_read_only_the_record():
+    """The verdicts on diffuse's buffers come from the trace (which memory each launch
+    got), never from values: a record as a GPU's launches fill it (device pointers from
+    __cuda_array_interface__, no kernel run here) gets the same diagnosis."""
+    from cudacourse.check._trace import Op, Trace
+
+    u, tmp = ("dev", 1000, 1400), ("dev", 5000, 5400)
+
+    def record(*launches):
+        tr = Trace()
+        for args in launches:
+            tr.issue(Op(0, "launch", 0, "launch heat_step[[2, 2], [16, 8]]", reads=list(args),
+                        writes=list(args), args=list(args), block=16, grid_dims=(2, 2),
+                        block_dims=(16, 8)), synchronous=False)
+        return tr
+
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        S._diffuse_steps(record((u, u), (u, u)), 2, "case")
+    assert exc.value.cause == "same_buffer_in_out" and "aliasing" in str(exc.value)
+    S._diffuse_steps(record((u, tmp), (tmp, u)), 2, "case")  # swapped: nothing to say
+
+    class Res:  # what diffuse returned: the buffer the last launch read
+        __cuda_array_interface__ = {"data": (1000, False), "shape": (10, 10),
+                                    "typestr": "<f4", "strides": None, "version": 3}
+
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        S._diffuse_buffers(record((tmp, u), (u, tmp)), Res(), "case")
+    assert exc.value.cause == "wrong_buffer" and "stale buffer" in str(exc.value)
+    S._diffuse_buffers(record((tmp, u)), Res(), "case")  # u is the one the last launch wrote
+
+
+def test_periodic_footprint_names_each_axis():
+    solid = np.zeros((9, 13), dtype=bool)
+    bad = np.zeros_like(solid)
+    bad[[0, -1], 3:7] = True
+    with pytest.raises(cudacourse.check.CheckFailure, match="periodic in y"):
+        S._periodic_footprint(bad, solid, "case")
+    bad = np.zeros_like(solid)
+    bad[2:5, [0, -1]] = True
+    with pytest.raises(cudacourse.check.CheckFailure, match="periodic in x"):
+        S._periodic_footprint(bad, solid, "case")
+    bad[4, 6] = True  # a node inside as well: no footprint of one axis
+    S._periodic_footprint(bad, solid, "case")
