@@ -359,7 +359,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
     __tracebackhide__ = True
     from numba import cuda
 
-    validate_launch(grid, block)
+    g, _ = validate_launch(grid, block)
     validate_shared(compile_gate(kernel, args, name), shared, name)
     ctx = {"grid": grid, "block": block}
     with _ThreadErrors() as stray:
@@ -375,6 +375,16 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             m = _OOB.search(str(exc))
             where = (f" (index {m.group(1)} on an axis of size {m.group(3)})" if m else "")
             who = plain(str(exc).split(":")[0])
+            if m and len(g) > 1 and int(m.group(1)) >= int(m.group(3)) >= 0:
+                # a 2-D launch: the guard may be there, on the wrong axis (x < ny)
+                fail(T("{name} indexed outside an array (index {index} on its axis {axis}, of "
+                       "size {size}), in {who}.", name=name, index=int(m.group(1)),
+                       axis=int(m.group(2)), size=int(m.group(3)), who=who),
+                     cause="out_of_bounds_read", context=ctx,
+                     hint=T("a missing bounds guard, or one that compares an index with the "
+                            "other axis' size? Guard each index with its own axis: y (a row) "
+                            "with the number of rows, x (a column) with the number of "
+                            "columns"))
             fail(f"{name} indexed outside an array{where}, in {who}.",
                  cause="out_of_bounds_read", hint="missing bounds guard (if i < n)?",
                  context=ctx)
