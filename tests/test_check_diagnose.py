@@ -43,6 +43,9 @@ def test_swapped_axes_square_and_layout():
     wide = _field(6, 10)
     exc = diagnosis(wide.T.copy().reshape(6, 10), wide)
     assert exc.cause == "swapped_axes" and "rows and columns swapped" in str(exc)
+    got = np.zeros_like(wide)
+    got[:, :6] = wide[:, :6].T  # out[x, y] stored where both indices fit
+    assert diagnosis(got, wide).cause == "swapped_axes"
 
 
 @pytest.mark.parametrize("k, phrase", [(2.0, "a factor applied twice"),

@@ -299,7 +299,8 @@ WRONG = {
         "wrong_scale"),
     # family: swapped axes in guards, indices, grids
     "tiled_matmul: c stored transposed": (
-        check.check_tiled_matmul, _make_mm(transposed=True), "swapped", None),
+        check.check_tiled_matmul, _make_mm(transposed=True), "rows and columns swapped",
+        "swapped_axes"),
     "mirror: guard on the wrong axis": (
         check.check_mirror, mirror_guard_wrong_axis, "or in its bounds guard", "swapped_axes"),
     "heat_step: x and y swapped": (

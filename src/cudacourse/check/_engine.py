@@ -380,8 +380,8 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
                 fail(T("{name} indexed outside an array (index {index} on its axis {axis}, of "
                        "size {size}), in {who}.", name=name, index=int(m.group(1)),
                        axis=int(m.group(2)), size=int(m.group(3)), who=who),
-                     cause="out_of_bounds_read", context=ctx,
-                     hint=T("a missing bounds guard, or one that compares an index with the "
+                     cause="out_of_bounds_read", context=ctx, index=int(m.group(1)),
+                     size=int(m.group(3)), hint=T("a missing bounds guard, or one that compares an index with the "
                             "other axis' size? Guard each index with its own axis: y (a row) "
                             "with the number of rows, x (a column) with the number of "
                             "columns"))
