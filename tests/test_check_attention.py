@@ -150,6 +150,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
     plain = bug == "plain_exp"  # softmax with no running max at all: exp(s) summed directly
     own_scale = bug == "own_scale"  # ignores the scale argument, computes 1/sqrt(d) itself
     global_kv = bug == "global_kv"  # loads the tiles, then reads k and v from global memory
+    no_m_update = bug == "no_m_update"  # `m = m_new` missing: the running max never moves
+    scale_twice = bug == "scale_twice"  # the scores multiplied by scale twice
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -196,6 +198,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                                 s *= 1.0 / math.sqrt(d)
                             elif not no_scale:
                                 s *= scale
+                            if scale_twice:
+                                s *= scale
                             m_new = max(m, s)
                             alpha = 1.0 if plain else math.exp(m - m_new)
                             p = math.exp(s) if no_max or plain else math.exp(s - m_new)
@@ -207,7 +211,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                                     acc[c] = acc[c] * alpha + p * v[bh, j, c]
                                 else:
                                     acc[c] = acc[c] * alpha + p * v_tile[jj, c]
-                            m = m_new
+                            if not no_m_update:
+                                m = m_new
                 cuda.syncthreads()
             if row < seq:
                 for c in range(d):
@@ -311,6 +316,8 @@ def test_flash_rows_hidden_cases_pass():
     ("own_scale", "not by the scale argument"),
     ("global_kv", "instead of k[bh, j, c]"),
     ("no_load_barrier", "races on shared memory"),
+    ("no_m_update", "`m = m_new` is missing"),
+    ("scale_twice", "the scale applied twice"),
 ])
 def test_flash_rows_rejects(bug, phrase):
     with pytest.raises(CheckFailure) as info:

@@ -278,7 +278,46 @@ def smooth_first_block_only(x, steps):
     return src.copy_to_host()
 
 
-@pytest.mark.parametrize("fn", [smooth_right, smooth_right_three_buffers])
+def smooth_copies_back(x, steps):
+    # right numbers, but the result is copied into the input buffer every step (a
+    # device-to-device copy) instead of swapping the two buffers
+    src = cuda.to_device(x)
+    dst = cuda.device_array_like(src)
+    for _ in range(steps):
+        smooth_step[blocks(x.size), 128](src, dst)
+        src.copy_to_device(dst)
+    return src.copy_to_host()
+
+
+def smooth_assigns_back(x, steps):
+    # the same copy written as a slice assignment
+    src = cuda.to_device(x)
+    dst = cuda.device_array_like(src)
+    for _ in range(steps):
+        smooth_step[blocks(x.size), 128](src, dst)
+        src[:] = dst
+    return src.copy_to_host()
+
+
+def smooth_returns_stale(x, steps):
+    # swaps, then copies back the buffer the last step read
+    src = cuda.to_device(x)
+    dst = cuda.device_array_like(src)
+    for _ in range(steps):
+        smooth_step[blocks(x.size), 128](src, dst)
+        src, dst = dst, src
+    return dst.copy_to_host()
+
+
+def smooth_right_parity(x, steps):
+    # right, written differently: no swap, the buffers chosen by the step's parity
+    bufs = (cuda.to_device(x), cuda.device_array(x.shape, np.float32))
+    for t in range(steps):
+        smooth_step[blocks(x.size, 32), 32](bufs[t % 2], bufs[1 - t % 2])
+    return bufs[steps % 2].copy_to_host()
+
+
+@pytest.mark.parametrize("fn", [smooth_right, smooth_right_three_buffers, smooth_right_parity])
 def test_smooth_accepts(fn):
     check.check_smooth_on_device(fn, seed=1)
     check.check_smooth_on_device(fn, hidden=check.Cases(2, [(517, 5), (64, 1), (200, 6)]))
@@ -288,13 +327,26 @@ def test_smooth_accepts(fn):
     (smooth_round_trips, "copied data to the device 4 times for 4 steps"),
     (smooth_alloc_in_loop, "allocate the two buffers once"),
     (smooth_in_place, "same buffer as the step's input and output"),
-    (smooth_one_step_short, re.escape("holds 3 steps (one too few)")),
+    (smooth_one_step_short, "copied back the buffer the last step read"),
+    (smooth_returns_stale, "copied back the buffer the last step read"),
+    (smooth_copies_back, "copied one device buffer into the other 4 time"),
+    (smooth_assigns_back, "instead of swapping them"),
     (smooth_host_arrays, "host \\(NumPy\\) array to a kernel"),
     (smooth_returns_device, "returned a device array"),
     (smooth_first_block_only, "never written|only the first block"),
 ])
 def test_smooth_rejects(fn, phrase):
     rejects(check.check_smooth_on_device, fn, phrase)
+
+
+def test_smooth_host_steps_have_stable_causes():
+    for fn, cause in ((smooth_copies_back, "copy_instead_of_swap"),
+                      (smooth_assigns_back, "copy_instead_of_swap"),
+                      (smooth_returns_stale, "stale_buffer"),
+                      (smooth_in_place, "same_buffer_in_out")):
+        with pytest.raises(CheckFailure) as info:
+            check.check_smooth_on_device(fn, seed=2)
+        assert info.value.cause == cause, (fn.__name__, info.value)
 
 
 def test_smooth_no_swap_diagnosis():
@@ -609,6 +661,52 @@ def pipe_right_event_sync(x, alpha, n_chunks, n_streams):
     return out
 
 
+def pipe_sync_every_chunk(x, alpha, n_chunks, n_streams):
+    """Right numbers, streams and pinned memory, but the host waits after every chunk:
+    nothing overlaps."""
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:hi], stream=streams[s])
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+        streams[s].synchronize()
+    return h_out
+
+
+def pipe_device_sync_every_chunk(x, alpha, n_chunks, n_streams):
+    """The same with cuda.synchronize() after each chunk."""
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_out = cuda.pinned_array_like(x)
+    with cuda.pinned(x):
+        for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+            s = streams[k % n_streams]
+            d_x = cuda.to_device(x[lo:hi], stream=s)
+            d_o = cuda.device_array(hi - lo, np.float32, stream=s)
+            scale_kernel_stride[1, 64, s](d_x, d_o, alpha)
+            d_o.copy_to_host(h_out[lo:hi], stream=s)
+            cuda.synchronize()
+    return h_out
+
+
+def test_overlap_is_measured_from_the_record():
+    x = np.arange(300, dtype=np.float32)
+    for fn, overlapping in ((pipe_right, True), (pipe_right_event_sync, True),
+                            (pipe_sync_every_chunk, False)):
+        with _trace.tracing([x]) as tr:
+            fn(x, 2.0, 4, 2)
+        assert bool(tr.concurrent()) is overlapping, fn.__name__
+    with pytest.raises(CheckFailure) as info:
+        check.check_pipelined_scale(pipe_sync_every_chunk, seed=2)
+    assert info.value.cause == "no_overlap", info.value
+
+
 @pytest.mark.parametrize("fn", [pipe_right, pipe_right_to_device, pipe_right_staging_with_sync,
                                 pipe_right_event_sync, pipe_right_pinned_pair])
 def test_pipeline_accepts(fn):
@@ -629,6 +727,8 @@ def test_pipeline_accepts(fn):
     (pipe_wrong_formula, re.escape("holds alpha + x[i]")),
     (pipe_reads_before_sync, "before the stream copying them there was synchronized"),
     (pipe_block_too_large, "at most 1024 per block"),
+    (pipe_sync_every_chunk, "nothing overlaps"),
+    (pipe_device_sync_every_chunk, "nothing overlaps"),
 ])
 def test_pipeline_rejects(fn, phrase):
     rejects(check.check_pipelined_scale, fn, phrase)
@@ -730,3 +830,6 @@ def test_checkers_on_gpu():
     rejects(check.check_pipelined_scale, pipe_shared_buffers, "nothing orders them")
     rejects(check.check_pipelined_scale, pipe_no_sync, "could still be running")
     rejects(check.check_smooth_on_device, smooth_in_place, "same buffer")
+    rejects(check.check_smooth_on_device, smooth_copies_back, "instead of swapping them")
+    rejects(check.check_smooth_on_device, smooth_returns_stale, "the last step read")
+    rejects(check.check_pipelined_scale, pipe_sync_every_chunk, "nothing overlaps")

@@ -286,7 +286,55 @@ def diffuse_huge_block(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_in_place(d_u, d_tmp, steps, alpha):
+    # one buffer as input and output: a race, whose values depend on the device
+    for _ in range(steps):
+        _launch(d_u, d_u, alpha)
+    return d_u
+
+
+def diffuse_copies_back(d_u, d_tmp, steps, alpha):
+    # right numbers, but a device-to-device copy every step instead of a swap
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u.copy_to_device(d_tmp)
+    return d_u
+
+
+def diffuse_assigns_back(d_u, d_tmp, steps, alpha):
+    for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+        d_u[:] = d_tmp
+    return d_u
+
+
+def diffuse_swapped_grid(d_u, d_tmp, steps, alpha):
+    ny, nx = d_u.shape
+    grid = (math.ceil(ny / 8), math.ceil(nx / 16))  # rows first: the axes swapped
+    for _ in range(steps):
+        stencil._heat_naive[grid, (16, 8)](d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
+def diffuse_right_spare_grid(d_u, d_tmp, steps, alpha):
+    # right, written differently: one spare block on each axis, the kernel guards them
+    ny, nx = d_u.shape
+    grid = (nx // 16 + 2, ny // 8 + 2)
+    for _ in range(steps):
+        stencil._heat_naive[grid, (16, 8)](d_u, d_tmp, alpha)
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 DIFFUSE_WRONG = {
+    "in place (aliasing)": (diffuse_in_place, "same buffer as the step's input and output",
+                            "same_buffer_in_out"),
+    "a device-to-device copy every step": (diffuse_copies_back, "instead of swapping them",
+                                           "copy_instead_of_swap"),
+    "a slice assignment every step": (diffuse_assigns_back, "instead of swapping them",
+                                      "copy_instead_of_swap"),
+    "grid axes swapped": (diffuse_swapped_grid, "axes are swapped", "grid_axes_swapped"),
     "copies to the host and back every step": (diffuse_round_trips, "crossed the PCIe bus",
                                                "copies_in_loop"),
     "copies to the host once": (diffuse_launch_on_host_array, "crossed the PCIe bus",
@@ -295,13 +343,14 @@ DIFFUSE_WRONG = {
                                              "copies_in_loop"),
     "more than 1024 threads per block": (diffuse_huge_block, "at most 1024", "bad_launch"),
     "buffers not swapped": (diffuse_no_swap, "not swapped", "buffers_not_swapped"),
-    "returns the older buffer": (diffuse_returns_older, "after the last swap", "wrong_buffer"),
+    "returns the older buffer": (diffuse_returns_older, "stale buffer", "wrong_buffer"),
     "copies to the host": (diffuse_to_host, "NumPy array", "not_device_array"),
     "allocates every step": (diffuse_allocates, "new array", "buffers_reallocated"),
 }
 
 
-@pytest.mark.parametrize("fn", [diffuse_right, diffuse_right_parity], ids=["swap", "parity"])
+@pytest.mark.parametrize("fn", [diffuse_right, diffuse_right_parity, diffuse_right_spare_grid],
+                         ids=["swap", "parity", "spare-grid"])
 def test_right_time_loops_pass(fn):
     _check(cudacourse.check.check_diffuse, fn)
 
@@ -385,9 +434,17 @@ def lbm_right_two_pass(f_in, f_out, solid, omega, fx):
                     f_out[i, y, x] = (1 - omega) * v + omega * feq + 3 * W[i] * CX[i] * fx
 
 
+W_BAD = np.concatenate([W[:1], W[5:], W[1:5]])  # 1/36 on the axes, 1/9 on the diagonals
+
+
 def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
-              local_moments=False):
-    """The loop form with one part switched off or changed."""
+              local_moments=False, wrap_x="mod", wrap_y="mod", w=W, force_c=CX, jy_c=CY):
+    """The loop form with one part switched off or changed. ``wrap_x``/``wrap_y``: "mod"
+    (right), "clamp" (the edge node repeats) or "none" (no wrap on that axis)."""
+    if not wrap:
+        wrap_x = wrap_y = "none"
+    mx = {"mod": 0, "clamp": 1, "none": 2}[wrap_x]
+    my = {"mod": 0, "clamp": 1, "none": 2}[wrap_y]
 
     @cuda.jit
     def kernel(f_in, f_out, solid, omega, fx):
@@ -405,8 +462,16 @@ def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
         jx = float32(0.0)
         jy = float32(0.0)
         for i in range(9):
-            xs = (x - CX[i]) % nx if wrap else x - CX[i]
-            ys = (y - CY[i]) % ny if wrap else y - CY[i]
+            xs = x - CX[i]
+            if mx == 0:
+                xs = xs % nx
+            elif mx == 1:
+                xs = min(max(xs, 0), nx - 1)
+            ys = y - CY[i]
+            if my == 0:
+                ys = ys % ny
+            elif my == 1:
+                ys = min(max(ys, 0), ny - 1)
             if solid[ys, xs]:
                 g[i] = f_in[opp[i], y, x] if bounce else float32(0.0)
             else:
@@ -414,14 +479,14 @@ def _make_lbm(opp=OPP, bounce=True, force=True, copy_solid=True, wrap=True,
             v = f_in[i, y, x] if local_moments else g[i]
             rho += v
             jx += CX[i] * v
-            jy += CY[i] * v
+            jy += jy_c[i] * v
         ux = jx / rho
         uy = jy / rho
         usq = 1.5 * (ux * ux + uy * uy)
         for i in range(9):
             cu = CX[i] * ux + CY[i] * uy
-            feq = W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
-            f_out[i, y, x] = g[i] + omega * (feq - g[i]) + (3.0 * W[i] * CX[i] * fx
+            feq = w[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - usq)
+            f_out[i, y, x] = g[i] + omega * (feq - g[i]) + (3.0 * w[i] * force_c[i] * fx
                                                             if force else 0.0)
 
     return kernel
@@ -515,6 +580,17 @@ LBM_WRONG = {
     "force forgotten": (_make_lbm(force=False), "without the force term", False, "force_missing"),
     "no periodic wrap": (_make_lbm(wrap=False), "the lattice is periodic", True,
                          "periodic_wrap"),
+    "periodic in x, clamped in y": (_make_lbm(wrap_y="clamp"), "periodic in y", False,
+                                    "periodic_wrap"),
+    "periodic in y, clamped in x": (_make_lbm(wrap_x="clamp"), "periodic in x", False,
+                                    "periodic_wrap"),
+    "no wrap in y": (_make_lbm(wrap_y="none"), "periodic in y", True, "periodic_wrap"),
+    "weights of the wrong direction set": (
+        _make_lbm(w=W_BAD), "weights of the wrong direction set", False,
+        "weights_wrong_direction"),
+    "force along y": (_make_lbm(force_c=CY), "force along y", False, "force_wrong_axis"),
+    "y momentum summed with CX": (_make_lbm(jy_c=CX), "momentum along y", False,
+                                  "wrong_axis"),
     "pulls from the output": (lbm_pulls_from_out, "reads f_out",
                               "the reads of f_out are watched in the simulator; a GPU sees "
                               "only NaN results (rejected as never written)",
@@ -538,3 +614,48 @@ def test_wrong_lbm_kernels_are_diagnosed(name):
         cudacourse.check.check_lbm_step(kernel, seed=5)
     assert phrase in str(exc.value), str(exc.value)
     assert cause is None or exc.value.cause == cause, (exc.value.cause, str(exc.value))
+
+
+def test_aliasing_and_stale_verdicts_read_only_the_record():
+    """The verdicts on diffuse's buffers come from the trace (which memory each launch
+    got), never from values: a record as a GPU's launches fill it (device pointers from
+    __cuda_array_interface__, no kernel run here) gets the same diagnosis."""
+    from cudacourse.check._trace import Op, Trace
+
+    u, tmp = ("dev", 1000, 1400), ("dev", 5000, 5400)
+
+    def record(*launches):
+        tr = Trace()
+        for args in launches:
+            tr.issue(Op(0, "launch", 0, "launch heat_step[[2, 2], [16, 8]]", reads=list(args),
+                        writes=list(args), args=list(args), block=16, grid_dims=(2, 2),
+                        block_dims=(16, 8)), synchronous=False)
+        return tr
+
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        S._diffuse_steps(record((u, u), (u, u)), 2, "case")
+    assert exc.value.cause == "same_buffer_in_out" and "aliasing" in str(exc.value)
+    S._diffuse_steps(record((u, tmp), (tmp, u)), 2, "case")  # swapped: nothing to say
+
+    class Res:  # what diffuse returned: the buffer the last launch read
+        __cuda_array_interface__ = {"data": (1000, False), "shape": (10, 10),
+                                    "typestr": "<f4", "strides": None, "version": 3}
+
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        S._diffuse_buffers(record((tmp, u), (u, tmp)), Res(), "case")
+    assert exc.value.cause == "wrong_buffer" and "stale buffer" in str(exc.value)
+    S._diffuse_buffers(record((tmp, u)), Res(), "case")  # u is the one the last launch wrote
+
+
+def test_periodic_footprint_names_each_axis():
+    solid = np.zeros((9, 13), dtype=bool)
+    bad = np.zeros_like(solid)
+    bad[[0, -1], 3:7] = True
+    with pytest.raises(cudacourse.check.CheckFailure, match="periodic in y"):
+        S._periodic_footprint(bad, solid, "case")
+    bad = np.zeros_like(solid)
+    bad[2:5, [0, -1]] = True
+    with pytest.raises(cudacourse.check.CheckFailure, match="periodic in x"):
+        S._periodic_footprint(bad, solid, "case")
+    bad[4, 6] = True  # a node inside as well: no footprint of one axis
+    S._periodic_footprint(bad, solid, "case")

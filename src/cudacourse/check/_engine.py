@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as _np
 
 from .. import device as _device
+from ..i18n import T
 from . import _buffers, _origin
 
 # --- trusted references, captured before any learner cell runs --------------------------
@@ -358,7 +359,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
     __tracebackhide__ = True
     from numba import cuda
 
-    validate_launch(grid, block)
+    g, _ = validate_launch(grid, block)
     validate_shared(compile_gate(kernel, args, name), shared, name)
     ctx = {"grid": grid, "block": block}
     with _ThreadErrors() as stray:
@@ -374,6 +375,16 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             m = _OOB.search(str(exc))
             where = (f" (index {m.group(1)} on an axis of size {m.group(3)})" if m else "")
             who = plain(str(exc).split(":")[0])
+            if m and len(g) > 1 and int(m.group(1)) >= int(m.group(3)) >= 0:
+                # a 2-D launch: the guard may be there, on the wrong axis (x < ny)
+                fail(T("{name} indexed outside an array (index {index} on its axis {axis}, of "
+                       "size {size}), in {who}.", name=name, index=int(m.group(1)),
+                       axis=int(m.group(2)), size=int(m.group(3)), who=who),
+                     cause="out_of_bounds_read", context=ctx, index=int(m.group(1)),
+                     size=int(m.group(3)), hint=T("a missing bounds guard, or one that compares an index with the "
+                            "other axis' size? Guard each index with its own axis: y (a row) "
+                            "with the number of rows, x (a column) with the number of "
+                            "columns"))
             fail(f"{name} indexed outside an array{where}, in {who}.",
                  cause="out_of_bounds_read", hint="missing bounds guard (if i < n)?",
                  context=ctx)
@@ -422,28 +433,42 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
 def compare(got: _np.ndarray, want: _np.ndarray, *, name: str, formula: str = "",
             block: int | None = None, rtol: float = 1e-5, atol: float = 1e-5,
             alternatives: dict[str, _np.ndarray] | None = None,
-            context: str | dict = "") -> None:
+            context: str | dict = "", tile: tuple[int, int] | None = None,
+            factors: dict[str, float] | None = None, inputs: dict[str, Any] | None = None,
+            computed: bool = False) -> None:
     """Raise a diagnosis unless ``got`` matches ``want``.
 
     Poisoned (NaN) outputs mean "never written"; a match only over the first block means
     "only the first block handled"; a one-element shift means "off by one"; a match with an
-    alternative formula names the arithmetic actually done. ``context``: the case, as a
-    dict (it joins the failure's ``context`` field) or as text (appended to the message).
+    alternative formula names the arithmetic actually done. Then the named families of
+    ``_diagnose`` (NaN/inf with the first element, off by one per axis, swapped axes, a
+    constant factor), and a fallback that says where the wrong cells are and which
+    families it ruled out. ``context``: the case, as a dict (it joins the failure's
+    ``context`` field) or as text (appended to the message). ``tile``: (rows, columns) of
+    the exercise's tile, to name tile regions; ``factors``: named scale factors of the
+    formula ({"alpha": 0.2}), to tell one applied twice or missing; ``inputs``: arrays of
+    the output's shape, shown at the first non-finite element; ``computed``: every element
+    was written (a device function's return values), so a NaN was computed, not left.
     """
     __tracebackhide__ = True
+    more = dict(tile=tile, factors=factors, inputs=inputs, computed=computed)
     if not isinstance(context, dict):
-        _compare(got, want, name, formula, block, rtol, atol, alternatives, context)
+        _compare(got, want, name, formula, block, rtol, atol, alternatives, context, **more)
         return
     try:
-        _compare(got, want, name, formula, block, rtol, atol, alternatives, "")
+        _compare(got, want, name, formula, block, rtol, atol, alternatives, "", **more)
     except CheckFailure as exc:
-        raise CheckFailure(exc.message, cause=exc.cause, hint=exc.hint,
+        raise CheckFailure(exc.text_message if exc.text_message is not None else exc.message,
+                           cause=exc.cause, hint=exc.hint,
                            context={**context, **exc.context}) from None
 
 
 def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rtol: float,
-             atol: float, alternatives: dict | None, context: str) -> None:
+             atol: float, alternatives: dict | None, context: str, *, tile: Any = None,
+             factors: Any = None, inputs: Any = None, computed: bool = False) -> None:
     __tracebackhide__ = True
+    from . import _diagnose as D
+
     got = _asarray(got)
     want = _asarray(want)
     ctx = f" [{context}]" if context else ""
@@ -463,6 +488,10 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
     bad = _flatnonzero(~ok)
     first = int(bad[0])
     idx = _unravel_index(first, want.shape) if want.ndim > 1 else first
+    if computed:  # nothing can be unwritten: a NaN was computed (named below)
+        unwritten = unwritten & False
+    if want.ndim == 2 and not unwritten.any():
+        D.shifted(got, want, name, rtol, atol, ctx)
     written = ~unwritten
     for shift, hint in ((1, "i + 1"), (-1, "i - 1")):
         if n > 2 and written.sum() > 2:
@@ -477,6 +506,8 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
             fail(f"{name}[{block}:] was never written, only the first block of {block} "
                  f"threads did its work: does your index use cuda.blockIdx.x * "
                  f"cuda.blockDim.x (or cuda.grid(1))?{ctx}", cause="only_first_block")
+        if want.ndim == 2:
+            _wrong_axis_guard(unwritten.reshape(want.shape), name, ctx)
         if unwritten[int(nw[0]):].all() and nw[0] > 0:
             fail(f"{name}[{int(nw[0])}:] was never written (the last {n - int(nw[0])} of {n} "
                  f"elements): does your launch or loop cover every element?{ctx}",
@@ -488,10 +519,40 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
         if _isclose(g, _asarray(alt).ravel(), rtol=rtol, atol=atol).all():
             fail(f"{name} holds {label}, but it should hold {formula or 'the reference'}: "
                  f"check the arithmetic.{ctx}", cause="wrong_formula", formula=label)
+    D.nonfinite(got, want, name, inputs, computed, ctx)
+    D.swapped(got, want, name, rtol, atol, ctx)
+    D.factor(got, want, name, rtol, atol, factors, ctx)
     expect = f" ({formula})" if formula else ""
-    fail(f"{at(name, idx)} = {fmt(g[first])}, expected {fmt(w[first])}{expect}; {bad.size} "
-         f"of {n} elements are wrong: check the arithmetic.{ctx}", cause="wrong_values",
-         index=_jsonable(idx), wrong=int(bad.size))
+    where = D.region(~ok.reshape(want.shape), want.shape, tile)
+    fail(T("{at} = {value}, expected {expected}{formula}; {k} of {n} elements are wrong"
+           "{where}: check the arithmetic (ruled out: {families}).{ctx}", at=at(name, idx),
+           value=fmt(g[first]), expected=fmt(w[first]), formula=expect, k=int(bad.size), n=n,
+           where=T(", all {where}", where=where) if where is not None else "",
+           families=D.ruled_out(want.ndim, bool(alternatives)), ctx=ctx),
+         cause="wrong_values", index=_jsonable(idx), wrong=int(bad.size))
+
+
+def _wrong_axis_guard(unwritten: Any, name: str, ctx: str) -> None:
+    """2-D: exactly the columns from ny on (or the rows from nx on) never written: a guard
+    that compares x with the number of rows (y with the number of columns)."""
+    __tracebackhide__ = True
+    ny, nx = unwritten.shape
+    if ny == nx:
+        return
+    cols = _np.zeros(unwritten.shape, dtype=bool)
+    rows = _np.zeros(unwritten.shape, dtype=bool)
+    if ny < nx:
+        cols[:, ny:] = True
+    else:
+        rows[nx:, :] = True
+    for mask, words in ((cols, T("columns {a} to {b}", a=ny, b=nx - 1)),
+                        (rows, T("rows {a} to {b}", a=nx, b=ny - 1))):
+        if mask.any() and _array_equal(unwritten, mask):
+            fail(T("{name}: {which} were never written, exactly the cells past the other "
+                   "axis' size: the bounds guard compares an index with the wrong size. "
+                   "Guard x (a column) with the number of columns and y (a row) with the "
+                   "number of rows: if y < {name}.shape[0] and x < {name}.shape[1]{ctx}",
+                   name=name, which=words, ctx=ctx), cause="guard_wrong_axis")
 
 
 # --- counting global-memory reads in the simulator --------------------------------------------

@@ -39,6 +39,7 @@ import threading
 from typing import Any, Iterator, NoReturn
 
 from . import _engine as E
+from ..i18n import T
 # The record both observers fill (this module in the simulator, _instrument on any device),
 # kept below both; its names are this module's too, as the checkers know them.
 from ._observation import (POISON, POISON_INT, ArrayLog, Divergence, Fill,  # noqa: F401
@@ -399,6 +400,16 @@ def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:
     if len(block) == 1 and inside:
         x = inside[0]
         g = x.grid_index(block)
+        per = [k for k in (2, 3, 4) if g > 0 and k * g < x.size <= x.index < k * g + k]
+        if per:  # thread i handles elements k i .. k i + k - 1: the last group is partial
+            return ("out_of_bounds_write" if x.write else "out_of_bounds_read", T(
+                "thread i = {g} handles {k} elements ({k} * i to {k} * i + {last}) and "
+                "{verb} {array}[{index}] (line {line}), past the end (size {size}): with {k} "
+                "elements per thread the last thread's group is only partly inside the array "
+                "when n is not a multiple of {k}. Guard every element you touch: "
+                "if j < n, for each j", g=g, k=per[0], last=per[0] - 1,
+                verb=T("wrote") if x.write else T("read"), array=x.array, index=x.index,
+                line=x.line, size=x.size))
         shift = x.index - g
         hint = (f"off by one in the index: element i is at index i, not i {'+' if shift > 0 else '-'} {abs(shift)}"
                 if abs(shift) == 1 else "check how the index is computed")

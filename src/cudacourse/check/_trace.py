@@ -58,6 +58,24 @@ class Op:
     pageable: bool = False  # an asynchronous copy touching pageable host memory
     args: list = field(default_factory=list)  # a launch's array arguments, in order
     block: int = 0  # a launch's threads per block (x)
+    grid_dims: tuple = ()  # a launch's grid, (x, y, z) as given
+    block_dims: tuple = ()  # a launch's block, (x, y, z) as given
+
+    def io(self) -> tuple[tuple, tuple] | None:
+        """(input, output) memory ranges of a launch of a two-buffer step kernel
+        (``step(src, dst, ...)``: the exercises' convention), or None for another number of
+        array arguments."""
+        return (self.args[0], self.args[1]) if self.kind == "launch" and \
+            len(self.args) == 2 else None
+
+    def aliased(self) -> bool:
+        """A launch that got the same memory as two of its array arguments."""
+        return any(same_memory(a, b) for k, a in enumerate(self.args) for b in self.args[k + 1:])
+
+
+def same_memory(a: tuple | None, b: tuple | None) -> bool:
+    """Two memory ranges (``memory_range``) that share bytes."""
+    return bool(a and b and a[0] == b[0] and a[1] < b[2] and b[1] < a[2])
 
 
 @dataclass
@@ -139,6 +157,7 @@ class Trace:
         self._keepalive: list = []
         self.deferred: list[tuple[Op, Any, Any]] = []  # (copy, staging buffer, destination)
         self.delivered_late = 0  # deferred copies delivered by a synchronization
+        self.syncs: list[tuple[int, str]] = []  # (operations issued before it, what waited)
 
     # --- names ------------------------------------------------------------------------
     def stream_key(self, stream: Any) -> int:
@@ -204,10 +223,13 @@ class Trace:
                     f"buffer")
 
     def sync_stream(self, key: int) -> None:
+        self.syncs.append((len(self.ops), f"{self.stream_names.get(key, 'a stream')}"
+                                          ".synchronize()"))
         self._host_vc = _join(self._host_vc, self._vc(key))
         self.deliver()
 
     def sync_all(self) -> None:
+        self.syncs.append((len(self.ops), "cuda.synchronize()"))
         self._host_vc = _join(self._host_vc, *self._stream_vc.values())
         self.deliver()
 
@@ -231,6 +253,7 @@ class Trace:
         self._stream_vc[key] = _join(self._vc(key), self._event_vc.get(id(event), {}))
 
     def sync_event(self, event: Any) -> None:
+        self.syncs.append((len(self.ops), "event.synchronize()"))
         self._host_vc = _join(self._host_vc, self._event_vc.get(id(event), {}))
         self.deliver()
 
@@ -266,6 +289,26 @@ class Trace:
     def pending(self) -> list[Op]:
         """Operations the host has not waited for (call when the function has returned)."""
         return [op for op in self.ops if op.kind != "host-write" and not self.host_done(op)]
+
+    def concurrent(self, kinds: tuple[str, ...] = ("H2D", "D2H", "launch")) -> list[tuple[Op, Op]]:
+        """Pairs of operations (of ``kinds``, on two different streams) that nothing orders:
+        a GPU may run them at the same time. This is the overlap a pipeline buys, measured
+        from the record (happens-before), the same on every device: the simulator runs them
+        one after another anyway, and a GPU's timing varies."""
+        ops = [op for op in self.ops if op.kind in kinds]
+        return [(a, b) for k, a in enumerate(ops) for b in ops[k + 1:]
+                if a.stream != b.stream and not self._hb(a, b)]
+
+    def device_copies(self, after_launch: bool = True) -> list[Op]:
+        """Copies from device memory to device memory (``copy_to_device`` of a device array,
+        or ``d[:] = other_device_array``); with ``after_launch``, only those issued after
+        the first launch (a copy that sets up a buffer before any step is no mistake)."""
+        launches = [op.index for op in self.ops if op.kind == "launch"]
+        start = launches[0] if (launches and after_launch) else -1
+        if after_launch and not launches:
+            return []
+        return [op for op in self.ops if op.index > start and (op.kind == "D2D" or
+                (op.kind == "fill" and any(r[0] == "dev" for r in op.reads)))]
 
     def of(self, kind: str) -> list[Op]:
         return [op for op in self.ops if op.kind == kind]
@@ -517,7 +560,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         writes = [r for r in ranges if not trace.is_readonly(r)]
         trace.issue(Op(0, "launch", key, f"launch {name}[{shape}]", reads=list(ranges),
                        writes=writes, host_args=host_args, args=list(ranges),
-                       block=int(b[0])),
+                       block=int(b[0]), grid_dims=g, block_dims=b),
                     synchronous=bool(host_args) and not stream)
 
     def make_stream(orig, default: bool = False):

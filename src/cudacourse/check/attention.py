@@ -19,6 +19,7 @@ from numba import cuda  # safe: importing cudacourse.check ran cudacourse's devi
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
+from ..i18n import T
 
 _np = E._np
 _exp = _np.exp
@@ -136,10 +137,11 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
         acc_new = acc * alpha + p * v
         ctx = f"{n} random states; the first 4 start a row (m=-inf, l=0, acc=0)"
         E.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
+                  computed=True, inputs=c,
                   alternatives={"min(m, s)": _minimum(m, s), "s (the old max is lost)": s,
                                 "m (never updated)": m})
         E.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
-                  context=ctx, alternatives={
+                  context=ctx, computed=True, inputs=c, alternatives={
                       "l + exp(s - m_new): the running sum is not rescaled when the maximum "
                       "grows; multiply it by exp(m - m_new)": l + p,
                       "l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
@@ -151,6 +153,7 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                       "new one, exp(s - m_new)": l * alpha + _exp(s - m)})
         E.compare(got["acc"], acc_new, name="acc_new",
                   formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
+                  computed=True, inputs=c,
                   alternatives={
                       "acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
                       "maximum grows; multiply it by exp(m - m_new)": acc + p * v,
@@ -223,7 +226,8 @@ def _emulate(q: Any, k: Any, v: Any, scale: float, causal: bool, bug: str,
                            0.0)
             l = (l if bug == "l" else l * alpha) + p.sum(axis=1)
             acc = (acc if bug == "acc" else acc * alpha[:, None]) + p @ v[h, j0:j0 + chunk]
-            m = m_new
+            if bug != "m":  # bug "m": the running maximum is never updated
+                m = m_new
         out[h] = acc / l[:, None]
     return out
 
@@ -316,6 +320,13 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
             alts[f"a result computed with exp(s) instead of exp(s - m_new) (chunk {chunk}): "
                  "the maximum is not subtracted, which overflows for large scores"] = \
                 _emulate(q64, k64, v64, scale, causal, "max", chunk)
+        alts[T("a result whose running maximum is never updated (chunk 1): `m = m_new` "
+               "is missing after the update, so every key is weighed against the old "
+               "maximum -inf and the earlier keys are forgotten")] = \
+            _emulate(q64, k64, v64, scale, causal, "m", 1)
+        alts[T("the attention with the scale applied twice (scores * scale * scale): "
+               "multiply each score by scale once")] = \
+            _softmax_av(_masked(_scores(q64, k64, scale * scale), causal), v64)
         if causal:
             alts["the non-causal attention: keys j > row must be skipped"] = \
                 _softmax_av(s, v64)

@@ -14,7 +14,8 @@ from typing import Any, Callable
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
-from ._trace import DEFAULT, Trace, tracing
+from ._trace import DEFAULT, Trace, same_memory, tracing
+from ..i18n import T
 
 _concatenate = E._np.concatenate
 _ndarray_type = E._ndarray
@@ -145,7 +146,7 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         want = x * a32
         block = trace.of("launch")[0].block
         E.compare(result, want, name="the result", formula="alpha * x[i]", block=block,
-                  context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
+                  factors={"alpha": a32}, context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
                                              "alpha + x[i]": x + a32, "x[i] / alpha": x / a32})
     return O.passed("gpu_scale", f"{len(cases)} sizes with different alphas",
              "device arrays passed to the kernel", "the result copied back after the launch",
@@ -193,6 +194,7 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
                                "neighbours that other threads have already overwritten (on "
                                "a GPU, in an order nobody controls). Use two buffers and "
                                f"swap them after each step", ctx)
+        _copies_instead_of_swap(trace, name, steps, ctx)
         h2d = [op for op in trace.ops if op.kind == "H2D" or
                (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
         if len(h2d) > 1:
@@ -214,6 +216,7 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
                    "allocate the two buffers once, before the loop, and swap them; "
                    "allocating inside the loop pays a cudaMalloc (and later a cudaFree) per "
                    f"step", ctx)
+        _stale_copy_back(trace, name, ctx)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
         _copied_back_early(trace, name)
@@ -232,6 +235,38 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
     return O.passed("smooth_on_device", f"{len(cases)} cases of 1 to 6 steps",
              "one copy in and one copy back whatever the steps", "one launch per step",
              "two buffers swapped, no allocation in the loop", hidden=hidden)
+
+
+def _copies_instead_of_swap(trace: Trace, name: str, steps: int, ctx: str) -> None:
+    """A device-to-device copy per step (``d_in.copy_to_device(d_out)``, ``d_in[:] = d_out``)
+    gives the right numbers but moves every byte twice per step: judged from the record."""
+    copies = trace.device_copies()
+    if copies:
+        op = copies[0]
+        O.fail("copy_instead_of_swap", T(
+            "{name} copied one device buffer into the other {k} time(s) for {steps} steps "
+            "(the first: operation #{index}, {what}) instead of swapping them. A "
+            "device-to-device copy reads and writes the whole array again, as much memory "
+            "traffic as the step itself; swapping the two names costs nothing: "
+            "src, dst = dst, src", name=name, k=len(copies), steps=steps, index=op.index + 1,
+            what=op.what), ctx)
+
+
+def _stale_copy_back(trace: Trace, name: str, ctx: str) -> None:
+    """The copy back reads the buffer the last step read, not the one it wrote: a stale
+    buffer, found from the record of buffers (which one each launch wrote), not from
+    values."""
+    launches, d2h = trace.of("launch"), trace.of("D2H")
+    io = launches[-1].io() if launches else None
+    if not (io and d2h and d2h[-1].reads and d2h[-1].index > launches[-1].index):
+        return
+    src = d2h[-1].reads[0]
+    if same_memory(src, io[0]) and not same_memory(src, io[1]):
+        O.fail("stale_buffer", T(
+            "{name} copied back the buffer the last step read (its input, operation "
+            "#{launch}), not the one it wrote: after the swap the newest values are in the "
+            "buffer now called src. Copy back that one", name=name,
+            launch=launches[-1].index + 1), ctx)
 
 
 # --- exercise 3: a pipeline over streams ----------------------------------------------------------
@@ -273,7 +308,7 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
                    "n. Round the chunk size up, chunk = -(-n // n_chunks), and clip the last "
                    f"chunk at n", ctx)
         E.compare(result, want, name="the result", formula="alpha * x[i]", context=ctx,
-                  alternatives={"x (not scaled)": x, "alpha + x[i]": x + E._float32(alpha)})
+                  factors={"alpha": E._float32(alpha)}, alternatives={"x (not scaled)": x, "alpha + x[i]": x + E._float32(alpha)})
         expected_chunks = len(range(0, n, max(1, -(-n // n_chunks))))
         launches = trace.of("launch")
         on_streams = {op.stream for op in launches if op.stream != DEFAULT}
@@ -300,7 +335,25 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
                        "memory, so the driver stages such copies through a pinned buffer and "
                        "they stop being asynchronous. Stage the data in cuda.pinned_array "
                        f"buffers and copy those", ctx)
+        _overlaps(trace, name, expected_chunks, want_streams, ctx)
     return O.passed("pipelined_scale", f"{len(cases)} cases, chunks that do not divide n",
              "copies and launches spread over the streams, from pinned memory",
              "no buffer shared without ordering", "results read after the synchronization",
              hidden=hidden)
+
+
+def _overlaps(trace: Trace, name: str, chunks: int, streams: int, ctx: str) -> None:
+    """Some chunk's copies or kernel may run while another chunk's do: measured from the
+    record (operations on two streams that nothing orders), not from a clock. A host that
+    synchronizes after every chunk gets the right numbers with nothing overlapping."""
+    if streams < 2 or trace.concurrent():
+        return
+    syncs = [k for k, _ in trace.syncs if 0 < k < len(trace.ops)]
+    first = f"#{syncs[0]}" if syncs else "?"
+    O.fail("no_overlap", T(
+        "{name}: nothing overlaps. The host waited for the GPU {k} time(s) while queueing "
+        "the {chunks} chunks (the first time after operation {first}), so every copy and "
+        "launch had to finish before the next chunk's were even issued: no two operations "
+        "on different streams could run at the same time. Queue every chunk first, then "
+        "synchronize the streams once, after the loop", name=name, k=len(syncs),
+        chunks=chunks, first=first), ctx)

@@ -15,6 +15,7 @@ from typing import Any
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
+from ..i18n import T
 
 _FULL = 0xFFFFFFFF
 
@@ -96,10 +97,12 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
         written = ~E._isnan(got)
         if not written.all():
             if (written == _mirror_written_mask((rows, cols), grid, (bx, by), True)).all():
-                O.fail("swapped_axes",
+                O.fail("swapped_axes", T(
                        "the elements written form the region a kernel with rows and columns "
-                       "swapped would reach: cuda.grid(2) returns (x, y) = (column, row), so "
-                       "write c, r = cuda.grid(2) and out[r, c].", ctx)
+                       "swapped would reach, in its indices or in its bounds guard: "
+                       "cuda.grid(2) returns (x, y) = (column, row), so write "
+                       "c, r = cuda.grid(2), guard with `if r < img.shape[0] and "
+                       "c < img.shape[1]` and write out[r, c]."), ctx)
             first = E._full((rows, cols), False)
             first[:by, :bx] = True
             if (written == first).all():

@@ -20,6 +20,7 @@ import sys
 import traceback
 from typing import Any, Iterator
 
+from . import _diagnose as D
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
@@ -402,6 +403,10 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
         O.fail("wrong_formula",
                "partial holds just each block's first element: the tree never ran. Check its "
                "loop (while s > 0: ...).", ctx)
+    try:  # every block's sum the same multiple of the right one: a factor twice or missing
+        D.factor(got, want, "partial", 1e-4, tol, None, "")
+    except E.CheckFailure as exc:
+        O.fail(exc.cause, exc.text_message or exc.message, ctx)
     bad = int(E._flatnonzero(~ok)[0])
     fmt = getattr(E, "fmt", repr)
     O.fail("wrong_values",
