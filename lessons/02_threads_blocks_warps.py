@@ -229,11 +229,8 @@ else:
 # An SM does not run threads one by one: it runs **warps** of 32 threads that issue one
 # instruction at a time together (SIMT, single instruction multiple threads). Warps are cut
 # from the linear thread id inside the block, `x + blockDim.x * (y + blockDim.y * z)`:
-# 32 consecutive ids per warp. In an 8 x 8 block a warp is therefore 4 rows:
-
-# %%
-viz.plot_warps((8, 8))
-plt.show()
+# 32 consecutive ids per warp. Before the picture below, work out which threads of an
+# 8 x 8 block form its first warp.
 
 # %%
 quiz.ask("02_threads_blocks_warps.warp_rows")
@@ -246,6 +243,10 @@ answer_warp_rows = "c"
 
 # %% [tests] id=test_answer_warp_rows points=1
 quiz.grade("02_threads_blocks_warps.warp_rows", answer_warp_rows)
+
+# %%
+viz.plot_warps((8, 8))
+plt.show()
 
 # %% [markdown]
 # Before reading on, predict what a branch costs when the *lanes* of a warp (its 32 threads,
