@@ -254,7 +254,8 @@ plt.show()
 #   tens of microseconds, more than adding a few thousand numbers on the CPU.
 # - For large arrays the kernel alone is many times faster than the CPU: it streams memory at
 #   terabytes per second, where the CPU manages tens of gigabytes per second.
-# - But once the copies over PCIe are counted, the GPU total can be *slower* than the CPU for
+# - But once the copies over *PCIe* (PCI Express, the bus between the host and a plug-in
+#   GPU) are counted, the GPU total can be *slower* than the CPU for
 #   an operation this simple: each element does one addition and crosses the bus three times.
 #   GPUs win when data stays on the device for many operations.
 #

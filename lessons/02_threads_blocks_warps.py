@@ -151,7 +151,8 @@ cudacourse.check.check_mirror(mirror, hidden=cudacourse.check.Cases(
 # On every step neighbouring threads still handle neighbouring elements. The loop also
 # guards: a thread whose start is past the end runs zero iterations. Below, more elements
 # than threads (the cell prints both) and only 2 blocks of 64 threads: `indexing.coverage` counts, per element, the threads
-# that handled it (atomically, so simultaneous counts are not lost).
+# that handled it, *atomically* (an atomic operation reads, changes and writes one memory
+# location as one indivisible step), so simultaneous counts are not lost.
 
 # %%
 n_cov, blocks_cov, tpb_cov = 300, 2, 64

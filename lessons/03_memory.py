@@ -165,7 +165,8 @@ quiz.grade("03_memory.pinned", answer_pinned)
 # ## 3. Pageable and pinned host memory
 #
 # An ordinary NumPy array lives in *pageable* memory: the operating system may move its
-# pages or swap them out at any time, so the GPU's copy (DMA) engines cannot read it
+# pages or swap them out at any time, so the GPU's copy engines (*DMA*, direct memory
+# access: hardware that moves bytes between host and device memory without the CPU) cannot read it
 # directly. The driver first copies it, with the CPU, into a pinned staging buffer, then
 # the DMA engine moves that. *Pinned* (page-locked) memory skips the staging copy:
 # `cuda.pinned_array(n, dtype)` allocates it, `with cuda.pinned(a):` pins an existing
@@ -567,7 +568,8 @@ else:
 # `bytes / link bandwidth + flops / GPU throughput` (plus a launch), the CPU needs the
 # larger of `bytes / host memory bandwidth` and `flops / CPU throughput`. The ratio
 # flops per byte is the *arithmetic intensity*. The model's GPU figures
-# (`transfer.Machine.h200()`) are the NVIDIA H200's: cuBLAS SGEMM at
+# (`transfer.Machine.h200()`) are the NVIDIA H200's: cuBLAS *SGEMM* (single-precision general
+# matrix multiply: the float32 matmul of cuBLAS, NVIDIA's linear-algebra library) at
 # {{bench.ceiling.cublas_sgemm_tflop_s:.1f}} TFLOP/s (the course's benchmark of {{bench.date}})
 # and pinned host-to-device copies of {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s (section 3,
 # measured on {{const.transfer.H200_H2D.date}}). The CPU

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 4: shared memory and tiling
 #
-# Global memory (HBM) is large and far away: hundreds of cycles per access. Every SM also
+# Global memory (*HBM*, high-bandwidth memory: the DRAM stacked beside the GPU chip) is large and far away: hundreds of cycles per access. Every SM also
 # has a small **shared memory** on the chip
 # ({{const.occupancy.H200_SM.shared_memory/1024:.0f}} KB per SM on an H200, compute capability
 # {{bench.compute_capability}}, of which one block may use up to
@@ -265,7 +265,7 @@ quiz.grade("04_shared_memory.smem_blocks", answer_smem_blocks)
 # | `register` | 64 x 64, shared | 4 x 4 | 256 |
 # | `register128` | 128 x 128, shared, A stored transposed | 8 x 8 | 256 |
 # | `register128x256` | 128 x 256, shared | 8 x 16 | 256 |
-# | `register128x256v4` | the same, 16-byte shared loads (*`ld.shared.v4.f32`*, the PTX instruction that loads 4 float32 from shared memory at once) | 8 x 16 | 256 |
+# | `register128x256v4` | the same, 16-byte shared loads (*`ld.shared.v4.f32`*, the instruction of *PTX*, the virtual instruction set Numba compiles to, that loads 4 float32 from shared memory at once) | 8 x 16 | 256 |
 #
 # Read `src/cudacourse/matmul.py` for the details (unsigned indices, a prefetch of the
 # next tile into registers during the math, a register cap so two blocks fit on an SM).
@@ -355,7 +355,8 @@ for k, r in rates.items():
 # global memory). Tiles raise the intensity: a bm x bn output tile reads bm + bn floats
 # per step of k and does 2 bm bn FLOP. The roof below uses this GPU's FP32 peak (SMs x 128
 # lanes x 2 FLOP x clock) and a device-to-device copy measured now. (The intensities
-# ignore the L2 cache, which absorbs part of the naive kernel's traffic.)
+# ignore the *L2 cache*, the GPU's last cache before its memory, shared by all SMs
+# ({{const.hardware.H200.l2_mb}} MB on an H200), which absorbs part of the naive kernel's traffic.)
 
 # %%
 n_copy = device.pick(sim=4096, gpu=256 * 2**20)  # 1 GiB: a small copy under-reports

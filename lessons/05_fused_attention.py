@@ -2,9 +2,11 @@
 # # Lesson 5: fused attention
 #
 # Attention is the core of every transformer. Written the obvious way, it stores a score for
-# every pair of positions, S x S numbers per head, and spends most of its time moving them
+# every pair of positions, S x S numbers per *head* (attention runs several heads side by
+# side, each with its own queries, keys and values), and spends most of its time moving them
 # through GPU memory. In this lesson you take it apart and rebuild it as one fused kernel,
-# in the style of FlashAttention:
+# in the style of *FlashAttention* (attention computed tile by tile, its scores never written
+# to memory; Dao et al., 2022):
 #
 # 1. the NumPy reference and the library (CuPy) version, and what they cost in bytes;
 # 2. fusing a softmax into one kernel with warp and block reductions;
@@ -395,8 +397,9 @@ else:
 # The fair comparison is not CuPy but PyTorch, measured in the same run: **eager** attention
 # (two matmuls and `torch.softmax`, the scores in memory, as a model written by hand does
 # it), and `scaled_dot_product_attention` (**SDPA**), PyTorch's fused kernels, in float32
-# (it picks its memory-efficient backend there; cuDNN and flash refuse float32) and in
-# bfloat16. The cell reads the course's committed benchmark, `docs/benchmarks.json`
+# (it picks its memory-efficient backend there; *cuDNN*, NVIDIA's library of deep-learning
+# kernels, and flash refuse float32) and in *bfloat16* (a 16-bit float with float32's range
+# and 8 bits of precision). The cell reads the course's committed benchmark, `docs/benchmarks.json`
 # (`cudacourse bench` on an NVIDIA H200); rates are TFLOP/s of the useful work (the causal
 # triangle counts half).
 # %%
@@ -456,7 +459,7 @@ if report is not None:
 #   and, with more work per score, the memory-bound softmax is a smaller share;
 # - SDPA in float32: {{bench.ratio.attention_fused_vs_sdpa_f32:.2f}} of it at d = 64,
 #   {{bench.ratio.attention_fused_vs_sdpa_f32_d128:.2f}} at d = 128. SDPA's memory-efficient
-#   kernel is CUTLASS C++ with tiles pipelined through shared memory by asynchronous copies;
+#   kernel is *CUTLASS* C++ (NVIDIA's template library for matrix-multiply kernels) with tiles pipelined through shared memory by asynchronous copies;
 #   the Numba kernel loads K and V with ordinary loads and waits at a barrier, and the GPU's
 #   compiler gives it so many registers per thread that one block of 256 threads (8 warps)
 #   takes most of an SM's {{const.occupancy.H200_SM.registers:,}} registers, so one block runs
@@ -471,7 +474,8 @@ if report is not None:
 # causal *sliding window*, where query i sees only the keys i - W + 1 .. i (W = 4096 there;
 # 1024 below). In PyTorch that means eager attention, with
 # the whole score matrix in memory, or FlexAttention, which compiles the two functions into
-# a Triton kernel. In the fused kernel it is three lines: the tanh on each score in
+# a *Triton* kernel (Triton: a Python language for GPU kernels written over tiles, compiled
+# when first called). In the fused kernel it is three lines: the tanh on each score in
 # registers, one more mask condition, and the tiles before the window's start skipped.
 # %%
 bh, S, d, cap, window = 1, device.pick(sim=40, gpu=1000), 64, 5.0, device.pick(sim=7, gpu=300)

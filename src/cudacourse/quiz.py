@@ -660,7 +660,29 @@ def feedback(qid: str, answer: object, key: str | None = None) -> tuple[bool, st
         return False, problem
     if q.is_right(answer):
         return True, _("Right. ") + _right_why(q, answer)
-    return False, _("Not quite. ") + _wrong_why(q, answer)
+    return False, _opening(q, answer) + _wrong_why(q, answer)
+
+
+def _opening(q: Question, answer: object) -> str:
+    """How a wrong answer's feedback starts, graded by how far off it is: "Not quite" only
+    for a near miss (a number within 10% of the key, some of the letters that apply)."""
+    return _("Not quite. ") if _near_miss(q, answer) else _("Not right. ")
+
+
+def _near_miss(q: Question, answer: object) -> bool:
+    if q.kind == "choice":
+        return False
+    if q.kind == "multi":
+        return any((_opened(q, k) or {}).get("ok") for k in _letters(str(answer)))
+    x = _as_number(answer)
+    if x is None:
+        return False
+    # the key's bucket, looked for as a learner would: every value within 10% of the answer
+    lo, hi = sorted((x * 0.9 / q.tol, x * 1.1 / q.tol))
+    first, last = math.floor(lo) - 1, math.ceil(hi) + 1
+    if last - first > 20_000:  # a huge answer: treat as far off rather than scan
+        return False
+    return any(_digest(q.qid, str(b), q.salt) == q.answer_hash for b in range(first, last + 1))
 
 
 def answer(qid: str, choice: object, key: str | None = None) -> bool:
