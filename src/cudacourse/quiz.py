@@ -5,8 +5,10 @@ installs) hold only what a learner may see: title, prompt, choices, unit. The ke
 ``why`` of every choice, explanation, hint, common wrong values) are instructor-side, in
 ``lessons/quizkeys/<lesson>.toml`` beside the lesson sources, and reach a notebook only as a
 *key token* that ``cudacourse build`` writes into the master's question cells (``embed_keys``).
-A token carries the answer as a salted SHA-256 hash, never in plain text, and the key's texts in
-every language (their translations are instructor-side too: ``lessons/quizkeys/<lang>/``). In a
+A token carries the answer as a salted SHA-256 hash, never in plain text, and each option's
+feedback sealed under a key derived from that option, so that only the option a learner gives
+opens its own why, in every language (their translations are instructor-side too:
+``lessons/quizkeys/<lang>/``); the explanation travels in the master only (see ``token``). In a
 lesson source::
 
     quiz.ask("01_gpu_vs_cpu.blocks")      # "Question 2: Blocks for 1,000 elements", a widget

@@ -55,8 +55,8 @@ _ANSWER_AS = {"en": ". Answer as: ", "ja": "。答え方: "}
 _SOLUTION_REGION = re.compile(r"^\s*### BEGIN SOLUTION$.*?^\s*### END SOLUTION$", re.M | re.S)
 # A comment a learner reads in an exercise's scaffold: a whole-line or trailing comment (no
 # quote before it on the line), or a one-line docstring.
-_COMMENT = re.compile(r'^(?P<pre>[^"\'#\n]*?)(?P<mark>#\s?)(?P<text>\S.*)$'
-                      r'|^(?P<dpre>\s*""")(?P<doc>.+)(?P<dpost>"""\s*)$', re.M)
+_COMMENT = re.compile(r'^(?P<pre>[^"\'#\n]*?)(?P<mark>#[ \t]?)(?P<text>\S.*)$'
+                      r'|^(?P<dpre>[ \t]*""")(?P<doc>.+)(?P<dpost>"""[ \t]*)$', re.M)
 
 
 def english_hash(text: str) -> str:
@@ -88,7 +88,8 @@ def cell_keys(cells: list) -> list[str | None]:
 def _scaffold_comments(source: str) -> list[re.Match]:
     """The comments of an exercise cell's scaffold: outside its solution region, which the
     learner copy replaces, and never an nbgrader marker."""
-    kept = _SOLUTION_REGION.sub(lambda m: "\n" * m.group(0).count("\n"), source)
+    # blanked to spaces, newlines kept: the matches' offsets are the source's own
+    kept = _SOLUTION_REGION.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
     return [m for m in _COMMENT.finditer(kept) if not (m["text"] or "").startswith("##")]
 
 
@@ -120,10 +121,10 @@ def _translated_code(source: str, translation: str) -> str:
         return source
     out, at = [], 0
     for m, text in zip(comments, lines):
-        out.append(source[at:m.start()])
-        out.append(m["pre"] + m["mark"] + text if m["text"] is not None
-                   else m["dpre"] + text + m["dpost"])
-        at = m.end()
+        part = "text" if m["text"] is not None else "doc"
+        out.append(source[at:m.start(part)])
+        out.append(text)
+        at = m.end(part)
     return "".join(out) + source[at:]
 
 
