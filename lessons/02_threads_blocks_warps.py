@@ -151,7 +151,8 @@ cudacourse.check.check_mirror(mirror, hidden=cudacourse.check.Cases(
 # On every step neighbouring threads still handle neighbouring elements. The loop also
 # guards: a thread whose start is past the end runs zero iterations. Below, more elements
 # than threads (the cell prints both) and only 2 blocks of 64 threads: `indexing.coverage` counts, per element, the threads
-# that handled it (atomically, so simultaneous counts are not lost).
+# that handled it, *atomically* (an atomic operation reads, changes and writes one memory
+# location as one indivisible step), so simultaneous counts are not lost.
 
 # %%
 n_cov, blocks_cov, tpb_cov = 300, 2, 64
@@ -229,11 +230,8 @@ else:
 # An SM does not run threads one by one: it runs **warps** of 32 threads that issue one
 # instruction at a time together (SIMT, single instruction multiple threads). Warps are cut
 # from the linear thread id inside the block, `x + blockDim.x * (y + blockDim.y * z)`:
-# 32 consecutive ids per warp. In an 8 x 8 block a warp is therefore 4 rows:
-
-# %%
-viz.plot_warps((8, 8))
-plt.show()
+# 32 consecutive ids per warp. Before the picture below, work out which threads of an
+# 8 x 8 block form its first warp.
 
 # %%
 quiz.ask("02_threads_blocks_warps.warp_rows")
@@ -246,6 +244,10 @@ answer_warp_rows = "c"
 
 # %% [tests] id=test_answer_warp_rows points=1
 quiz.grade("02_threads_blocks_warps.warp_rows", answer_warp_rows)
+
+# %%
+viz.plot_warps((8, 8))
+plt.show()
 
 # %% [markdown]
 # Before reading on, predict what a branch costs when the *lanes* of a warp (its 32 threads,

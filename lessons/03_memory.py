@@ -4,7 +4,7 @@
 # A GPU computes on its own memory. On the {{bench.gpu}} that memory moves
 # {{bench.ceiling.copy_gb_s/1000:.1f}} TB/s (a device-to-device copy in this course's
 # benchmark, `docs/benchmarks.json`, {{bench.date}}); the link to the host's memory moved
-# {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s on the same machine (copies of 1 GiB from *pinned*, page-locked, host
+# {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s on the same machine on {{const.transfer.H200_H2D.date}} (copies of 1 GiB from *pinned*, page-locked, host
 # memory, section 3; measured with CUDA events), some
 # {{bench.ceiling.copy_gb_s / const.transfer.H200_PINNED_H2D_GB_S:.0f}} times less. So the question of this lesson is not how to compute but
 # **when to move data, and how**:
@@ -149,11 +149,24 @@ cudacourse.check.check_gpu_scale(gpu_scale, hidden=cudacourse.check.Cases(
     seed=640291783, sizes=[(1409, 1.25), (103, -1.5), (650, 0.625)]))
 ### END HIDDEN TESTS
 
+# %%
+quiz.ask("03_memory.pinned")
+
+# %% [solution] id=answer_pinned
+# Question 2: Why pinned memory copies faster. Answer as: answer_pinned = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_pinned = "c"
+### END SOLUTION
+
+# %% [tests] id=test_answer_pinned points=1
+quiz.grade("03_memory.pinned", answer_pinned)
+
 # %% [markdown]
 # ## 3. Pageable and pinned host memory
 #
 # An ordinary NumPy array lives in *pageable* memory: the operating system may move its
-# pages or swap them out at any time, so the GPU's copy (DMA) engines cannot read it
+# pages or swap them out at any time, so the GPU's copy engines (*DMA*, direct memory
+# access: hardware that moves bytes between host and device memory without the CPU) cannot read it
 # directly. The driver first copies it, with the CPU, into a pinned staging buffer, then
 # the DMA engine moves that. *Pinned* (page-locked) memory skips the staging copy:
 # `cuda.pinned_array(n, dtype)` allocates it, `with cuda.pinned(a):` pins an existing
@@ -163,7 +176,7 @@ cudacourse.check.check_gpu_scale(gpu_scale, hidden=cudacourse.check.Cases(
 # The sweep below times host-to-device copies of growing size with CUDA events on a GPU.
 # **In the simulator a "copy" is a NumPy copy timed by the host clock: its numbers say
 # nothing about a GPU**, and the sizes are tiny. On the NVIDIA H200 of this course's
-# measurements (`cudacourse.transfer`), pinned copies of 1 GiB reached
+# measurements (`cudacourse.transfer`, {{const.transfer.H200_H2D.date}}), pinned copies of 1 GiB reached
 # {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s against {{const.transfer.H200_PAGEABLE_H2D_GB_S}}
 # GB/s from pageable memory. In the simulator the plot below shows NumPy copies: the two lines
 # can lie on top of each other, because there is no DMA engine to tell them apart.
@@ -182,18 +195,6 @@ plt.show()
 # Small copies are slow whatever the memory: each costs a fixed few microseconds before
 # the first byte moves, so below some size the bandwidth you see is mostly that latency.
 # Batch small transfers into big ones.
-
-# %%
-quiz.ask("03_memory.pinned")
-
-# %% [solution] id=answer_pinned
-# Question 2: Why pinned memory copies faster. Answer as: answer_pinned = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_pinned = "c"
-### END SOLUTION
-
-# %% [tests] id=test_answer_pinned points=1
-quiz.grade("03_memory.pinned", answer_pinned)
 
 # %%
 quiz.ask("03_memory.copy_time")
@@ -469,6 +470,17 @@ for k, v in costs.items():
     print(f"{v:10.1f} us  {k}")
 viz.plot_launch_costs(costs, title="per launch, measured now" + (" (simulator)" if SIM else ""))
 plt.show()
+if SIM:  # the simulator has no driver: its order says nothing; the GPU's, from the bench
+    from cudacourse import prose
+    prose.show(
+        "Simulator: every launch here is Python, so the order above says nothing about a GPU. "
+        "On the {{bench.gpu}} ({{bench.date}}), per launch: Numba device arrays "
+        "{{bench.launch_overhead_bare_numba.value:.0f}} us, CuPy arrays through Numba "
+        "{{bench.launch_overhead_bare_numba_cupy.value:.0f}} us, the course's launcher on Numba "
+        "arrays {{bench.launch_overhead_numba_arrays.value:.0f}} us and on CuPy arrays "
+        "{{bench.launch_overhead.value:.0f}} us, CuPy's `add` "
+        "{{bench.launch_overhead_cupy_add.value:.0f}} us, PyTorch's "
+        "{{bench.launch_overhead_torch_add.value:.0f}} us.")
 
 # %% [markdown]
 # Doing the work once is what `cudacourse.launch.FastLaunch` does: the first launch of a
@@ -488,6 +500,13 @@ launch = FastLaunch()
 for _ in range(3):  # the first call compiles and prepares; the next two reuse what it kept
     launch("touch, 4 floats", launch_cost._touch, 1, 32, (d_x,))
 print(d_x.copy_to_host())  # three launches of one thread adding 1: [3. 0. 0. 0.]
+if SIM:
+    from cudacourse import prose
+    prose.show(
+        "Simulator: there is no driver to skip, so `FastLaunch` saves nothing here. On the "
+        "{{bench.gpu}} ({{bench.date}}) the course's launcher, which works this way, took "
+        "{{bench.launch_overhead_numba_arrays.value:.0f}} us per launch on Numba arrays "
+        "against {{bench.launch_overhead_bare_numba.value:.0f}} us for a plain Numba launch.")
 
 # %% [markdown]
 # How not to pay it: fewer, bigger launches (one launch over all the data rather than one
@@ -501,6 +520,15 @@ parts, items = device.pick(sim=(4, 256), gpu=(1000, 4096))
 t = launch_cost.launches_versus_one(parts, items)
 for k, v in t.items():
     print(f"{k:>20}: {v * 1e3:8.2f} ms")
+if SIM:
+    from cudacourse import prose
+    prose.show(
+        "Simulator: a launch costs the simulator almost nothing beyond the threads it runs, so "
+        "the many small launches can even come out ahead here. On a GPU each launch costs "
+        "{{bench.launch_overhead_bare_numba.value:.0f}} us from Python ({{bench.gpu}}, "
+        "{{bench.date}}) before any thread runs: the {{parts:,}} small launches pay it "
+        "{{parts:,}} times, {{bench.launch_overhead_bare_numba.value:.0f}} ms for every "
+        "thousand launches, where one big launch pays it once.", parts=parts)
 
 # %% [markdown]
 # ## 8. CuPy and PyTorch, without copies
@@ -540,10 +568,11 @@ else:
 # `bytes / link bandwidth + flops / GPU throughput` (plus a launch), the CPU needs the
 # larger of `bytes / host memory bandwidth` and `flops / CPU throughput`. The ratio
 # flops per byte is the *arithmetic intensity*. The model's GPU figures
-# (`transfer.Machine.h200()`) are the NVIDIA H200's: cuBLAS SGEMM at
-# {{const.transfer.H200_SGEMM_TFLOP_S}} TFLOP/s (the course's benchmark of {{bench.date}}
-# measured {{bench.ceiling.cublas_sgemm_tflop_s:.1f}}: close enough for a model) and pinned
-# host-to-device copies of {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s (section 3). The CPU
+# (`transfer.Machine.h200()`) are the NVIDIA H200's: cuBLAS *SGEMM* (single-precision general
+# matrix multiply: the float32 matmul of cuBLAS, NVIDIA's linear-algebra library) at
+# {{bench.ceiling.cublas_sgemm_tflop_s:.1f}} TFLOP/s (the course's benchmark of {{bench.date}})
+# and pinned host-to-device copies of {{const.transfer.H200_PINNED_H2D_GB_S}} GB/s (section 3,
+# measured on {{const.transfer.H200_H2D.date}}). The CPU
 # figures ({{const.transfer.CPU_GB_S}} GB/s, {{const.transfer.CPU_TFLOP_S:.0f}} TFLOP/s) are
 # round assumptions for one server socket.
 
@@ -554,15 +583,8 @@ break_even = transfer.break_even_intensity(1e9, machine)
 viz.plot_offload(model, title="1 GB of data on the host: CPU against GPU with copies",
                  break_even=break_even)
 plt.show()
+print("the model's machine:", machine.describe())
 print(f"break-even: {break_even:.1f} FLOP per byte")
-
-# %% [markdown]
-# Element-wise work (a float32 add: 1 FLOP per 12 bytes) stays far below the
-# break-even point:
-# transfer-bound, it is faster on the CPU unless the data already lives on the GPU.
-# Matrix multiplication of large matrices does hundreds of FLOP per byte: compute-bound,
-# it pays many times over. That is why real programs move data to the GPU once and keep
-# it there through many kernels.
 
 # %%
 quiz.ask("03_memory.offload")
@@ -575,6 +597,14 @@ answer_offload = "d"
 
 # %% [tests] id=test_answer_offload points=1
 quiz.grade("03_memory.offload", answer_offload)
+
+# %% [markdown]
+# Element-wise work (a float32 add: 1 FLOP per 12 bytes) stays far below the
+# break-even point:
+# transfer-bound, it is faster on the CPU unless the data already lives on the GPU.
+# Matrix multiplication of large matrices does hundreds of FLOP per byte: compute-bound,
+# it pays many times over. That is why real programs move data to the GPU once and keep
+# it there through many kernels.
 
 # %% [markdown]
 # ## Summary

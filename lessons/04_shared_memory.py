@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Lesson 4: shared memory and tiling
 #
-# Global memory (HBM) is large and far away: hundreds of cycles per access. Every SM also
+# Global memory (*HBM*, high-bandwidth memory: the DRAM stacked beside the GPU chip) is large and far away: hundreds of cycles per access. Every SM also
 # has a small **shared memory** on the chip
 # ({{const.occupancy.H200_SM.shared_memory/1024:.0f}} KB per SM on an H200, compute capability
 # {{bench.compute_capability}}, of which one block may use up to
@@ -150,9 +150,9 @@ quiz.grade("04_shared_memory.race_lines", answer_race_lines)
 # k the 32 lanes of a warp read one value of A (a broadcast) and 32 neighbouring values of a
 # row of B (one 128-byte transaction), and write 32 neighbouring values of C. With x along
 # the rows instead, every lane reads its own row of A, 32 cache lines per load, and the
-# stores scatter too: on an NVIDIA H200 that first version ran 4096^3 slower than the one
-# below ({{bench.matmul_naive.tflop_s:.2f}} TFLOP/s on {{bench.date}}), with the same reuse,
-# which is none.
+# stores scatter too: several times slower, with the same reuse, which is none. The version
+# with x along the columns (`matmul._matmul_naive`) multiplied 4096 x 4096 matrices at
+# {{bench.matmul_naive.tflop_s:.2f}} TFLOP/s on the {{bench.gpu}} ({{bench.date}}).
 #
 # **Step 2, shared-memory tiles**: a block of TILE x TILE threads computes a TILE x TILE
 # tile of C. It walks along k one tile at a time: the block loads a TILE x TILE tile of A
@@ -161,6 +161,18 @@ quiz.grade("04_shared_memory.race_lines", answer_race_lines)
 
 # %%
 fig = viz.plot_reads(n=4096, tiles=(16, 32, 64, 128))
+
+# %%
+quiz.ask("04_shared_memory.barrier_purpose")
+
+# %% [solution] id=answer_barrier_purpose
+# Question 2: The second barrier of the tiled matmul. Answer as: answer_barrier_purpose = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_barrier_purpose = "c"
+### END SOLUTION
+
+# %% [tests] id=test_answer_barrier_purpose points=1
+quiz.grade("04_shared_memory.barrier_purpose", answer_barrier_purpose)
 
 # %% [markdown]
 # ### Exercise: the tiled matmul
@@ -216,25 +228,13 @@ cudacourse.check.check_tiled_matmul(tiled_matmul, hidden=cudacourse.check.Cases(
 quiz.ask("04_shared_memory.tile_reads")
 
 # %% [solution] id=answer_tile_reads
-# Question 2: Global loads of B in the tiled matmul. Answer as: answer_tile_reads = <a number>, within 0.5
+# Question 3: Global loads of B in the tiled matmul. Answer as: answer_tile_reads = <a number>, within 0.5
 ### BEGIN SOLUTION
 answer_tile_reads = 32
 ### END SOLUTION
 
 # %% [tests] id=test_answer_tile_reads points=1
 quiz.grade("04_shared_memory.tile_reads", answer_tile_reads)
-
-# %%
-quiz.ask("04_shared_memory.barrier_purpose")
-
-# %% [solution] id=answer_barrier_purpose
-# Question 3: The second barrier of the tiled matmul. Answer as: answer_barrier_purpose = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_barrier_purpose = "c"
-### END SOLUTION
-
-# %% [tests] id=test_answer_barrier_purpose points=1
-quiz.grade("04_shared_memory.barrier_purpose", answer_barrier_purpose)
 
 # %%
 quiz.ask("04_shared_memory.smem_blocks")
@@ -265,7 +265,7 @@ quiz.grade("04_shared_memory.smem_blocks", answer_smem_blocks)
 # | `register` | 64 x 64, shared | 4 x 4 | 256 |
 # | `register128` | 128 x 128, shared, A stored transposed | 8 x 8 | 256 |
 # | `register128x256` | 128 x 256, shared | 8 x 16 | 256 |
-# | `register128x256v4` | the same, 16-byte shared loads (*`ld.shared.v4.f32`*, the PTX instruction that loads 4 float32 from shared memory at once) | 8 x 16 | 256 |
+# | `register128x256v4` | the same, 16-byte shared loads (*`ld.shared.v4.f32`*, the instruction of *PTX*, the virtual instruction set Numba compiles to, that loads 4 float32 from shared memory at once) | 8 x 16 | 256 |
 #
 # Read `src/cudacourse/matmul.py` for the details (unsigned indices, a prefetch of the
 # next tile into registers during the math, a register cap so two blocks fit on an SM).
@@ -355,7 +355,8 @@ for k, r in rates.items():
 # global memory). Tiles raise the intensity: a bm x bn output tile reads bm + bn floats
 # per step of k and does 2 bm bn FLOP. The roof below uses this GPU's FP32 peak (SMs x 128
 # lanes x 2 FLOP x clock) and a device-to-device copy measured now. (The intensities
-# ignore the L2 cache, which absorbs part of the naive kernel's traffic.)
+# ignore the *L2 cache*, the GPU's last cache before its memory, shared by all SMs
+# ({{const.hardware.H200.l2_mb}} MB on an H200), which absorbs part of the naive kernel's traffic.)
 
 # %%
 n_copy = device.pick(sim=4096, gpu=256 * 2**20)  # 1 GiB: a small copy under-reports

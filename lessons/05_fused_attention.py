@@ -2,9 +2,11 @@
 # # Lesson 5: fused attention
 #
 # Attention is the core of every transformer. Written the obvious way, it stores a score for
-# every pair of positions, S x S numbers per head, and spends most of its time moving them
+# every pair of positions, S x S numbers per *head* (attention runs several heads side by
+# side, each with its own queries, keys and values), and spends most of its time moving them
 # through GPU memory. In this lesson you take it apart and rebuild it as one fused kernel,
-# in the style of FlashAttention:
+# in the style of *FlashAttention* (attention computed tile by tile, its scores never written
+# to memory; Dao et al., 2022):
 #
 # 1. the NumPy reference and the library (CuPy) version, and what they cost in bytes;
 # 2. fusing a softmax into one kernel with warp and block reductions;
@@ -52,6 +54,15 @@ else:
     got = attention.attention_unfused(q, k, v)
     print("unfused CuPy, relative error:",
           attention.relative_error(got, attention.attention_ref(q, k, v)))
+# %%
+quiz.ask("05_fused_attention.memory_bound")
+# %% [solution] id=answer_memory_bound
+# Question 1: Why the softmax steps are slow. Answer as: answer_memory_bound = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_memory_bound = "b"
+### END SOLUTION
+# %% [tests] id=test_answer_memory_bound points=1
+quiz.grade("05_fused_attention.memory_bound", answer_memory_bound)
 # %% [markdown]
 # ## 2. Counting bytes: why unfused attention is memory-bound
 #
@@ -62,7 +73,7 @@ else:
 # many flops per byte moved: {{bench.ceiling.cublas_sgemm_tflop_s:.1f}} TFLOP/s of SGEMM
 # against {{bench.ceiling.copy_gb_s/1000:.2f}} TB/s of copy bandwidth (both from this course's
 # benchmark, `docs/benchmarks.json`, {{bench.date}}; divide one by the other). Compare that
-# with the softmax steps' one operation per 4-byte score, then answer question 3.
+# with the softmax steps' one operation per 4-byte score (question 1 asked why they are slow).
 # The fused kernel keeps the scores in registers and shared memory; its only extra memory is
 # the output.
 # %%
@@ -75,7 +86,7 @@ for s in (4096, 16384):
 # %%
 quiz.ask("05_fused_attention.scores_memory")
 # %% [solution] id=answer_scores_memory
-# Question 1: Memory for the score matrix. Answer as: answer_scores_memory = <a number of GiB>, within 0.05
+# Question 2: Memory for the score matrix. Answer as: answer_scores_memory = <a number of GiB>, within 0.05
 ### BEGIN SOLUTION
 answer_scores_memory = 2
 ### END SOLUTION
@@ -84,21 +95,12 @@ quiz.grade("05_fused_attention.scores_memory", answer_scores_memory)
 # %%
 quiz.ask("05_fused_attention.flops_per_score")
 # %% [solution] id=answer_flops_per_score
-# Question 2: FLOPs per score. Answer as: answer_flops_per_score = <a number of FLOP>, within 0.5
+# Question 3: FLOPs per score. Answer as: answer_flops_per_score = <a number of FLOP>, within 0.5
 ### BEGIN SOLUTION
 answer_flops_per_score = 256
 ### END SOLUTION
 # %% [tests] id=test_answer_flops_per_score points=1
 quiz.grade("05_fused_attention.flops_per_score", answer_flops_per_score)
-# %%
-quiz.ask("05_fused_attention.memory_bound")
-# %% [solution] id=answer_memory_bound
-# Question 3: Why the softmax steps are slow. Answer as: answer_memory_bound = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_memory_bound = "b"
-### END SOLUTION
-# %% [tests] id=test_answer_memory_bound points=1
-quiz.grade("05_fused_attention.memory_bound", answer_memory_bound)
 # %% [markdown]
 # ## 3. Kernel fusion: a softmax in one kernel
 #
@@ -395,8 +397,9 @@ else:
 # The fair comparison is not CuPy but PyTorch, measured in the same run: **eager** attention
 # (two matmuls and `torch.softmax`, the scores in memory, as a model written by hand does
 # it), and `scaled_dot_product_attention` (**SDPA**), PyTorch's fused kernels, in float32
-# (it picks its memory-efficient backend there; cuDNN and flash refuse float32) and in
-# bfloat16. The cell reads the course's committed benchmark, `docs/benchmarks.json`
+# (it picks its memory-efficient backend there; *cuDNN*, NVIDIA's library of deep-learning
+# kernels, and flash refuse float32) and in *bfloat16* (a 16-bit float with float32's range
+# and 8 bits of precision). The cell reads the course's committed benchmark, `docs/benchmarks.json`
 # (`cudacourse bench` on an NVIDIA H200); rates are TFLOP/s of the useful work (the causal
 # triangle counts half).
 # %%
@@ -425,9 +428,10 @@ for sfx, name in SHAPES:
         continue
     print(f"{name:18} {f:6.1f} {e:6.1f} {s32:6.1f} {s16:7.1f} {f / e:11.2f} {f / s32:12.2f}")
 if report is not None:
-    print("\nthe steps at 16 x 4096 x 64, TFLOP/s:", ", ".join(
-        f"{n} {bench.figure(report, k):.2f}" for n, k in (
-            ("tiled", "attention_tiled"),
+    print("\nthe steps at 16 x 4096 x 64:", ", ".join(
+        f"{n} {bench.figure(report, k):.2f} TFLOP/s ({bench.figure(report, k, 'median_ms'):.1f} ms)"
+        for n, k in (
+            ("one thread per row", "attention_rows"), ("tiled", "attention_tiled"),
             ("fast", "attention_fused"), ("CuPy unfused", "attention_unfused"))
         if bench.figure(report, k) is not None))
 # %% [markdown]
@@ -455,7 +459,7 @@ if report is not None:
 #   and, with more work per score, the memory-bound softmax is a smaller share;
 # - SDPA in float32: {{bench.ratio.attention_fused_vs_sdpa_f32:.2f}} of it at d = 64,
 #   {{bench.ratio.attention_fused_vs_sdpa_f32_d128:.2f}} at d = 128. SDPA's memory-efficient
-#   kernel is CUTLASS C++ with tiles pipelined through shared memory by asynchronous copies;
+#   kernel is *CUTLASS* C++ (NVIDIA's template library for matrix-multiply kernels) with tiles pipelined through shared memory by asynchronous copies;
 #   the Numba kernel loads K and V with ordinary loads and waits at a barrier, and the GPU's
 #   compiler gives it so many registers per thread that one block of 256 threads (8 warps)
 #   takes most of an SM's {{const.occupancy.H200_SM.registers:,}} registers, so one block runs
@@ -466,10 +470,12 @@ if report is not None:
 #
 # Real models change the scores before the softmax in ways SDPA cannot express. Gemma 2
 # soft-caps every score, s -> cap * tanh(s / cap) (`cap = 50.0`), so that no score grows without
-# bound, and alternates layers with a causal *sliding window*: query i sees only the keys
-# i - W + 1 .. i (W = 4096 there; 1024 below). In PyTorch that means eager attention, with
+# bound, and alternates two kinds of layer: one with full causal attention, the next with a
+# causal *sliding window*, where query i sees only the keys i - W + 1 .. i (W = 4096 there;
+# 1024 below). In PyTorch that means eager attention, with
 # the whole score matrix in memory, or FlexAttention, which compiles the two functions into
-# a Triton kernel. In the fused kernel it is three lines: the tanh on each score in
+# a *Triton* kernel (Triton: a Python language for GPU kernels written over tiles, compiled
+# when first called). In the fused kernel it is three lines: the tanh on each score in
 # registers, one more mask condition, and the tiles before the window's start skipped.
 # %%
 bh, S, d, cap, window = 1, device.pick(sim=40, gpu=1000), 64, 5.0, device.pick(sim=7, gpu=300)

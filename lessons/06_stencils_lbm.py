@@ -126,9 +126,9 @@ fig = viz.plot_heat(snapshots, ["start", "50 steps", "400 steps"])
 quiz.ask("06_stencils_lbm.halo_cells")
 
 # %% [solution] id=answer_halo_cells
-# Question 1: Cells in a tile with its halo. Answer as: answer_halo_cells = <a number of cells>, within 0.5
+# Question 1: Cells in a tile with a two-cell halo. Answer as: answer_halo_cells = <a number of cells>, within 0.5
 ### BEGIN SOLUTION
-answer_halo_cells = 340
+answer_halo_cells = 432
 ### END SOLUTION
 
 # %% [tests] id=test_answer_halo_cells points=1
@@ -350,14 +350,6 @@ if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is 
 for i in range(9):
     print(f"i={i}: c=({CX[i]:+d}, {CY[i]:+d})  w={W[i]:.4f}  opposite {OPP[i]}")
 
-# %% [markdown]
-# ### Layout: structure of arrays
-#
-# `f` has shape `(9, ny, nx)`: one plane per direction, x fastest. Thread (x, y) reads
-# `f[i, y - CY[i], x - CX[i]]`; the 32 threads of a warp have consecutive x, so for each i
-# they read 32 consecutive floats of one plane. The other layout, `f[ny, nx, 9]`, keeps a
-# node's 9 values together, which looks natural on a CPU.
-
 # %%
 quiz.ask("06_stencils_lbm.soa_layout")
 
@@ -369,6 +361,14 @@ answer_soa_layout = "c"
 
 # %% [tests] id=test_answer_soa_layout points=1
 quiz.grade("06_stencils_lbm.soa_layout", answer_soa_layout)
+
+# %% [markdown]
+# ### Layout: structure of arrays
+#
+# `f` has shape `(9, ny, nx)`: one plane per direction, x fastest. Thread (x, y) reads
+# `f[i, y - CY[i], x - CX[i]]`; the 32 threads of a warp have consecutive x, so for each i
+# they read 32 consecutive floats of one plane. The other layout, `f[ny, nx, 9]`, keeps a
+# node's 9 values together, which looks natural on a CPU.
 
 # %% [markdown]
 # ### Exercise: the fused LBM step

@@ -43,7 +43,7 @@ def test_first_quiz_gives_instant_feedback_in_jupyterlab(lab, browser, tmp_path)
     assert page.locator("text=answer_throughput").count() >= 1  # names its variable
     page.click(".widget-radio-box label:has-text('(b)')")
     page.click("button:has-text('Check')")
-    page.wait_for_selector("text=Not quite", timeout=30_000)
+    page.wait_for_selector("text=Not right", timeout=30_000)
     page.click(".widget-radio-box label:has-text('(a)')")
     page.click("button:has-text('Check')")
     page.wait_for_selector("text=Right.", timeout=30_000)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cudacourse import authoring, quiz
-from cudacourse.grader.quiz_mode import QuizMode, graded_source
+from cudacourse.grader.quiz_mode import QuizMode, graded_source, learner_token
 
 LESSON = '''# %% [readonly] id=setup
 from cudacourse import quiz
@@ -36,10 +36,26 @@ def _master():
 
 
 TOKEN = quiz.token(quiz.keyed("01_gpu_vs_cpu", authoring.ROOT)["01_gpu_vs_cpu.blocks"])
+# A formative learner copy's token: the same sealed entries, without the explanation
+LEARNER_TOKEN = learner_token(TOKEN)
 
 
 def _cells(nb):
     return {c.get("id"): c for c in nb["cells"]}
+
+
+def test_a_learner_token_keeps_the_sealed_feedback_and_drops_the_explanation():
+    """Issue 32: the explanation names the answer, so only the master's token holds it; the
+    learner's token still judges and explains each choice it is given."""
+    key = quiz.keyed("01_gpu_vs_cpu", authoring.ROOT)["01_gpu_vs_cpu.blocks"]
+    assert LEARNER_TOKEN != TOKEN and len(LEARNER_TOKEN) < len(TOKEN)
+    assert quiz.with_token(key.qid, TOKEN).explain == key.explain
+    learner = quiz.with_token(key.qid, LEARNER_TOKEN)
+    assert learner.explain == "" and learner.is_right("c") and not learner.is_right("b")
+    ok, text = quiz.feedback(key.qid, "c", LEARNER_TOKEN)
+    assert ok and key.why["c"] in text
+    assert learner_token(LEARNER_TOKEN) == LEARNER_TOKEN  # idempotent
+    assert learner_token("not-a-token") == "not-a-token"  # quiz.with_token names the problem
 
 
 def test_graded_source_hides_the_check_and_keeps_a_form_check():
@@ -67,8 +83,9 @@ def test_preprocessor_rewrites_question_cells(mode):
         assert ask.source == 'quiz.ask("01_gpu_vs_cpu.blocks", graded=True)'
     else:
         assert test.metadata["nbgrader"]["points"] == 0
-        assert test.source == f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{TOKEN}")'
-        assert ask.source == f'quiz.ask("01_gpu_vs_cpu.blocks", key="{TOKEN}")'
+        assert test.source == (
+            f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{LEARNER_TOKEN}")')
+        assert ask.source == f'quiz.ask("01_gpu_vs_cpu.blocks", key="{LEARNER_TOKEN}")'
     assert cells["answer_blocks"].source.count('answer_blocks = "c"') == 1  # untouched
 
 
@@ -109,7 +126,7 @@ def test_generate_assignment_formative_by_default(tmp_path):
     release, _ = _generate(tmp_path, [])
     test = _cells(release)["test_answer_blocks"]
     assert "".join(test["source"]) == (
-        f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{TOKEN}")')
+        f'quiz.grade("01_gpu_vs_cpu.blocks", answer_blocks, key="{LEARNER_TOKEN}")')
     assert test["metadata"]["nbgrader"]["points"] == 0
 
 

@@ -97,7 +97,7 @@ def test_quiz_texts_and_feedback_in_japanese(lang):
     # the key token, as the master's cells carry it (its texts English, shown translated)
     key = quiz.token(quiz.keyed("01_gpu_vs_cpu", ROOT)["01_gpu_vs_cpu.blocks"])
     ok, text = quiz.feedback("01_gpu_vs_cpu.blocks", "b", key)
-    assert not ok and text.startswith("惜しい。1000 // 256 = 3 は切り捨てです")
+    assert not ok and text.startswith("違います。1000 // 256 = 3 は切り捨てです")
     ok, text = quiz.feedback("01_gpu_vs_cpu.blocks", "C", key)
     assert ok and text.startswith("正解。ceil(1000 / 256) = 4")
     with pytest.raises(AssertionError, match="正しい答えではありません"):

@@ -216,7 +216,7 @@ def test_formative_widget_judges_a_click(monkeypatch):
     (pick,), button, out = _widgets(box)
     pick.value = "b"
     button.click()
-    assert "Not quite" in out.value and "rounds down" in out.value
+    assert "Not right" in out.value and "rounds down" in out.value  # a wrong letter: not "quite"
     pick.value = "c"
     button.click()
     assert "Right" in out.value and "answer_blocks = &quot;c&quot;" in out.value.replace('"', "&quot;")
@@ -230,7 +230,7 @@ def test_graded_widget_records_without_judging(monkeypatch):
     for choice in ("b", "c"):
         pick.value = choice
         button.click()
-        assert "Right" not in out.value and "Not quite" not in out.value
+        assert "Right" not in out.value and "Not " not in out.value
         assert f"answer_blocks = " in out.value
 
 
@@ -275,3 +275,17 @@ def test_numbers_are_read_the_way_people_type_them():
     q = KEYED["01_gpu_vs_cpu.global_index"]  # 677
     assert q.is_right("677") and not q.is_right("6,77") and not q.is_right(True)
     assert KEYED["03_memory.implicit"].is_right("2_00")
+
+
+def test_wrong_answers_open_by_how_far_off_they_are():
+    """Issue 33: "Not quite" only for a near miss; a far-off answer or a wrong letter is told
+    it is not right (in Japanese, 惜しい only when it is close)."""
+    qid = "01_gpu_vs_cpu.global_index"  # the key is 677
+    assert quiz.feedback(qid, 640, TOKENS[qid])[1].startswith("Not quite. ")  # within 10%
+    assert quiz.feedback(qid, 42, TOKENS[qid])[1].startswith("Not right. ")
+    assert quiz.feedback(qid, 1e12, TOKENS[qid])[1].startswith("Not right. ")
+    assert quiz.feedback("01_gpu_vs_cpu.blocks", "b", TOKENS["01_gpu_vs_cpu.blocks"]
+                         )[1].startswith("Not right. ")
+    multi = "03_memory.streams"  # the key is "a, b"
+    assert quiz.feedback(multi, "a", TOKENS[multi])[1].startswith("Not quite. ")
+    assert quiz.feedback(multi, "c, d", TOKENS[multi])[1].startswith("Not right. ")

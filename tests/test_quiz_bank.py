@@ -156,7 +156,9 @@ def test_no_question_restates_a_bold_sentence_just_above(lesson):
                     f"{q.qid}: the answer {r!r} is printed in bold just above ({b!r})"
 
 
-def test_barrier_question_comes_after_the_tiled_matmul():
+def test_barrier_question_comes_before_the_tiled_matmul():
+    """Issue 32: asked after the exercise, the question was answered by the kernel just
+    written (and the master's comment on its second barrier): it is a prediction now."""
     cells = _cells("04_shared_memory")
     order = [c.id for c in cells]
-    assert order.index("answer_barrier_purpose") > order.index("tiled_matmul")
+    assert order.index("answer_barrier_purpose") < order.index("tiled_matmul")

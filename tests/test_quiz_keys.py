@@ -10,6 +10,7 @@ answer, so the attack is a real one.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import sys
 from pathlib import Path
@@ -93,6 +94,101 @@ def test_a_graded_learner_copy_and_the_package_give_no_answer_away():
 
 def test_a_formative_learner_copy_keeps_its_instant_feedback():
     assert set(_attack([_learner_copy(graded=False)])) == set(quiz.bank(LESSON))
+
+
+def _token_payload(token: str) -> dict:
+    import base64
+    import json
+
+    return json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+
+
+def _formative_tokens(lesson: str = LESSON) -> dict[str, str]:
+    """qid -> the key token a formative learner copy's test cell carries."""
+    return dict(re.findall(r'quiz\.grade\(\\?"([\w.]+)\\?", \w+, key=\\?"([\w-]+)\\?"\)',
+                           _learner_copy(graded=False, lesson=lesson)))
+
+
+@pytest.mark.parametrize("lesson", quiz.lessons())
+def test_a_formative_copy_shows_no_answer_and_no_feedback_in_plain_sight(lesson):
+    """Issue 32: a formative copy's token is salted hashes and sealed entries. Decoded, it
+    holds no choice's why, no wrong value's feedback, no explanation and no answer; the
+    explanation is in the master only."""
+    keyed = quiz.keyed(lesson, ROOT)
+    tokens = _formative_tokens(lesson)
+    assert set(tokens) == set(keyed)
+    for qid, t in tokens.items():
+        payload = _token_payload(t)
+        assert "r" not in payload and "r" in _token_payload(quiz.token(keyed[qid]))
+        shown = _squeezed(json.dumps(payload, ensure_ascii=False))
+        q = keyed[qid]
+        texts = [q.explain, *q.why.values(), *(w for _, w in q.wrong)]
+        texts += [x for t in q.translated.values() for x in (t.get("x"), *t.get("y", {}).values(),
+                                                               *t.get("w", [])) if x]
+        for text in texts:
+            assert _squeezed(text) not in shown, f"{qid}: {text[:60]}"
+        if q.kind == "number":  # a letter is in every word; a number's value is not
+            plain = re.sub(r"[0-9a-f]{32,}|[\w-]{40,}", "", shown)
+            assert not re.search(rf"(?<![\d.,]){re.escape(q.key_answer)}(?![\d.,])", plain), qid
+        assert payload["h"] != quiz._option_hash(q.salt, qid, q.key_answer)
+
+
+def test_only_the_option_given_opens_its_feedback():
+    """Each option's entry opens with that option only: the token of `blocks` gives (b)'s why
+    to an answer "b" and to nothing else, and a wrong number's entry only to values near it."""
+    keyed = quiz.keyed(LESSON, ROOT)
+    tokens = _formative_tokens()
+    q = quiz.with_token(f"{LESSON}.blocks", tokens[f"{LESSON}.blocks"])
+    opened = {c: quiz._opened(q, c) for c in q.choices}
+    assert {c: e["ok"] for c, e in opened.items()} == {"a": False, "b": False, "c": True,
+                                                      "d": False}
+    assert opened["b"]["y"]["en"] == keyed[q.qid].why["b"]
+    assert quiz._opened(q, "e") is None
+    with pytest.raises(UnicodeDecodeError):  # (a)'s entry read with (b)'s key: noise
+        quiz._unseal(q.salt, q.qid, "b", q.sealed[quiz._option_hash(q.salt, q.qid, "a")])
+    ok, text = quiz.feedback(q.qid, "b", tokens[q.qid])
+    assert not ok and keyed[q.qid].why["b"] in text and keyed[q.qid].why["c"] not in text
+    n = quiz.with_token(f"{LESSON}.bytes_moved", tokens[f"{LESSON}.bytes_moved"])
+    assert n.explain == ""  # a learner copy: the explanation is the master's
+    ok, text = quiz.feedback(n.qid, 0.8, tokens[n.qid])
+    assert not ok and "forgets the write" in text
+    ok, text = quiz.feedback(n.qid, 1.21, tokens[n.qid])  # the right entry holds the explanation
+    assert ok and "memory-bound" in text
+
+
+def test_a_wrong_answer_traceback_prints_no_key(capsys):
+    """In IPython (JupyterLab, nbgrader) a wrong answer's traceback shows the test cell with its
+    key token blanked: the why is there, the token is not (issue 32)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    token = quiz.token(quiz.keyed(LESSON, ROOT)[f"{LESSON}.blocks"])
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell(f'from cudacourse import quiz\nanswer_blocks = "b"\n'
+                       f'quiz.grade("{LESSON}.blocks", answer_blocks, key="{token}")')
+        out = capsys.readouterr()
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.out + out.err)
+    finally:
+        InteractiveShell.clear_instance()
+    assert "AssertionError" in text and "1000 // 256" in text
+    assert 'key="…"' in text and token[:16] not in text, text
+
+
+def test_a_traceback_formatted_by_the_traceback_module_prints_no_key():
+    """Tracebacks formatted in Python (the grader's verdict records, pytest) read source lines
+    through linecache too: blanked there."""
+    import linecache
+    import traceback
+
+    token = quiz.token(quiz.keyed(LESSON, ROOT)[f"{LESSON}.blocks"])
+    src = f'quiz.grade("{LESSON}.blocks", "b", key="{token}")\n'
+    linecache.cache["<test cell>"] = (len(src), None, [src], "<test cell>")  # as IPython does
+    text = ""
+    try:
+        exec(compile(src, "<test cell>", "exec"), {"quiz": quiz})  # noqa: S102 - our own line
+    except AssertionError:
+        text = traceback.format_exc()
+    assert "1000 // 256" in text and 'key="…"' in text and token[:16] not in text, text
 
 
 def _every_package_file() -> str:
@@ -204,7 +300,7 @@ def test_every_committed_master_carries_its_keys(lesson):
         m = re.search(r'^quiz\.grade\("([\w.]+)", (\w+), key="([\w-]+)"\)$', cell.source, re.M)
         if m:
             qid, token = m[1], m[3]
-            assert quiz.with_token(qid, token) == keyed[qid], f"{qid}: stale key in the master"
+            assert token == quiz.token(keyed[qid]), f"{qid}: stale key in the master"
             graded += 1
     assert graded == len(keyed)
 

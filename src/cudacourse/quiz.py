@@ -5,8 +5,10 @@ installs) hold only what a learner may see: title, prompt, choices, unit. The ke
 ``why`` of every choice, explanation, hint, common wrong values) are instructor-side, in
 ``lessons/quizkeys/<lesson>.toml`` beside the lesson sources, and reach a notebook only as a
 *key token* that ``cudacourse build`` writes into the master's question cells (``embed_keys``).
-A token carries the answer as a salted SHA-256 hash, never in plain text, and the key's texts in
-every language (their translations are instructor-side too: ``lessons/quizkeys/<lang>/``). In a
+A token carries the answer as a salted SHA-256 hash, never in plain text, and each option's
+feedback sealed under a key derived from that option, so that only the option a learner gives
+opens its own why, in every language (their translations are instructor-side too:
+``lessons/quizkeys/<lang>/``); the explanation travels in the master only (see ``token``). In a
 lesson source::
 
     quiz.ask("01_gpu_vs_cpu.blocks")      # "Question 2: Blocks for 1,000 elements", a widget
@@ -61,6 +63,7 @@ import linecache
 import math
 import os
 import re
+import sys
 import textwrap
 import tomllib
 from dataclasses import dataclass, field
@@ -78,8 +81,8 @@ KEY_DIR = "lessons/quizkeys"  # the keys, relative to the course root: instructo
 KEY_FIELDS = ("answer", "why", "explain", "hint", "wrong")
 
 
-def _digest(qid: str, key: str) -> str:
-    return hashlib.sha256(f"{_SALT}:{qid}:{key}".encode()).hexdigest()
+def _digest(qid: str, key: str, salt: str) -> str:
+    return hashlib.sha256(f"{_SALT}:{salt}:{qid}:{key}".encode()).hexdigest()
 
 
 def _letters(answer: str) -> list[str]:
@@ -108,6 +111,11 @@ class Question:
     # "w": [why of wrong value i]}}: instructor-side like the English (issue 19), carried in
     # the key token; only what is translated and current.
     translated: dict[str, dict] = field(default_factory=dict)
+    salt: str = ""  # the question's salt: every hash of its key is salted with it
+    # Read from a key token: option hash -> sealed entry (see ``token``); only the option a
+    # learner gives opens its own entry. Empty for a question keyed from the key file.
+    sealed: dict[str, str] = field(default_factory=dict)
+    key_answer: str = ""  # the answer itself: only in a question keyed from the key file
 
     @property
     def var(self) -> str:
@@ -146,11 +154,11 @@ class Question:
             if x is None:
                 return False
             k = x / self.tol
-            return any(_digest(self.qid, str(int(b))) == self.answer_hash
+            return any(_digest(self.qid, str(int(b)), self.salt) == self.answer_hash
                        for b in {math.floor(k), math.ceil(k)})
         if not isinstance(answer, str):
             return False
-        return _digest(self.qid, ",".join(_letters(answer))) == self.answer_hash
+        return _digest(self.qid, ",".join(_letters(answer)), self.salt) == self.answer_hash
 
     def right_choices(self) -> list[str]:
         """The key, recovered by trying every possible answer (choice and multi only)."""
@@ -160,7 +168,7 @@ class Question:
         sizes = [1] if self.kind == "choice" else range(1, len(keys) + 1)
         for r in sizes:
             for combo in itertools.combinations(keys, r):
-                if _digest(self.qid, ",".join(sorted(combo))) == self.answer_hash:
+                if _digest(self.qid, ",".join(sorted(combo)), self.salt) == self.answer_hash:
                     return list(combo)
         raise ValueError(f"{self.qid}: no choice matches the stored answer hash")
 
@@ -244,7 +252,8 @@ def _bank(lesson: str, lang: str) -> dict[str, Question]:
             qid, tr(f"{key}.prompt", q["prompt"].strip()),
             {k: tr(f"{key}.choice.{k}", v) for k, v in q.get("choices", {}).items()}, "", "", "",
             title=tr(f"{key}.title", q.get("title", "").strip()), kind=kind, number=n,
-            predict=bool(q.get("predict", False)), unit=q.get("unit", ""),
+            predict=bool(q.get("predict", False)),
+            unit=tr(f"{key}.unit", q.get("unit", "").strip()),
             tol=float(q.get("tol", 0.0)))
     return out
 
@@ -286,16 +295,43 @@ def keyed(lesson: str, root: str | Path) -> dict[str, Question]:
         q = questions[qid]
         if q.format_problem(k["answer"]):
             raise ValueError(f"{path}: {k['id']!r}: {q.format_problem(k['answer'])}")
+        explain, hint = k.get("explain", "").strip(), k.get("hint", "").strip()
+        salt = _salt_of(qid, str(k["answer"]), explain, hint)
         q = dataclasses.replace(
-            q, answer_hash=answer_hash(qid, str(k["answer"])),
-            explain=k.get("explain", "").strip(), hint=k.get("hint", "").strip(),
+            q, answer_hash=answer_hash(qid, str(k["answer"]), salt), salt=salt,
+            key_answer=str(k["answer"]), explain=explain, hint=hint,
             why={c: v.strip() for c, v in k.get("why", {}).items()},
             wrong=tuple((float(w["value"]), w["why"].strip()) for w in k.get("wrong", [])))
-        out[qid] = dataclasses.replace(q, translated=_key_translations(q, lesson, root))
+        out[qid] = _filled(dataclasses.replace(
+            q, translated=_key_translations(q, lesson, root)), root)
     missing = [qid for qid in questions if qid not in out]
     if missing:
         raise ValueError(f"{path}: no key for {', '.join(missing)}")
     return out
+
+
+def _filled(q: Question, root: str | Path) -> Question:
+    """``q`` with the figures of its key texts rendered from their one source
+    (``{{bench.*}}`` from docs/benchmarks.json, ``{{const.*}}``: ``cudacourse.prose``), in
+    every language; the translations were matched against the English as written."""
+    from . import prose
+
+    def fill(text: str) -> str:
+        return prose.fill(text, root=root) if "{{" in text else text
+
+    def fill_all(v):  # noqa: ANN001, ANN202 - a text, a list or a table of them
+        if isinstance(v, str):
+            return fill(v)
+        if isinstance(v, list):
+            return [fill_all(x) for x in v]
+        if isinstance(v, dict):
+            return {k: fill_all(x) for k, x in v.items()}
+        return v
+
+    return dataclasses.replace(
+        q, explain=fill(q.explain), hint=fill(q.hint),
+        why={c: fill(v) for c, v in q.why.items()},
+        wrong=tuple((v, fill(w)) for v, w in q.wrong), translated=fill_all(q.translated))
 
 
 def _key_translations(q: Question, lesson: str, root: str | Path) -> dict[str, dict]:
@@ -331,22 +367,110 @@ def _key_translations(q: Question, lesson: str, root: str | Path) -> dict[str, d
 
 
 # --- key tokens: a key as it travels inside a notebook cell --------------------------------
-# 2: the JSON itself, base64url: a token must be the same bytes on every machine (zlib's
-# output is not: the H200's Python 3.12 compressed to other bytes, so every master built
-# here looked stale there).
-_TOKEN_V = 2
+# 3: sealed (issue 32). Base64url of JSON holding the question's salt, the salted hash of the
+# right answer, the hint, and one *sealed entry* per option (every letter; for a number
+# question, every value the key names, the right one included), filed under a salted hash of
+# the option and encrypted with a keystream derived from the option itself. Reading the token
+# shows how many options there are, never which is right or what any feedback says: only
+# the option a learner gives opens its own entry. The explanation (it gives the answer away)
+# sits beside them in the master only ("r"): `cudacourse.grader.quiz_mode` takes it out of
+# every learner copy, and the grader reads it from the master's cells. Deterministic (the
+# salt comes from the key, the JSON is canonical), so a master is the same bytes on every
+# machine (an earlier zlib form was not: the H200's Python 3.12 compressed to other bytes).
+_TOKEN_V = 3
+
+
+def _salt_of(qid: str, answer: str, explain: str, hint: str) -> str:
+    """A per-question salt, derived from its key: a rebuild gives the same token."""
+    return hashlib.sha256(f"{_SALT}:salt:{qid}:{answer}:{explain}:{hint}".encode()
+                          ).hexdigest()[:32]
+
+
+def _option_hash(salt: str, qid: str, option: str) -> str:
+    """The name of an option's sealed entry. Another domain than the answer's hash, so the
+    right entry is not the one whose name equals ``h``."""
+    return hashlib.sha256(f"{_SALT}:entry:{salt}:{qid}:{option}".encode()).hexdigest()
+
+
+def _keystream(salt: str, qid: str, option: str, n: int) -> bytes:
+    seed = hashlib.sha256(f"{_SALT}:seal:{salt}:{qid}:{option}".encode()).digest()
+    return b"".join(hashlib.sha256(seed + i.to_bytes(4, "big")).digest()
+                    for i in range(n // 32 + 1))[:n]
+
+
+def _canonical(data: object) -> bytes:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _seal(salt: str, qid: str, option: str, plain: dict) -> str:
+    raw = _canonical(plain)
+    sealed = bytes(a ^ b for a, b in zip(raw, _keystream(salt, qid, option, len(raw))))
+    return base64.urlsafe_b64encode(sealed).decode().rstrip("=")
+
+
+def _unseal(salt: str, qid: str, option: str, sealed: str) -> dict:
+    raw = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+    plain = bytes(a ^ b for a, b in zip(raw, _keystream(salt, qid, option, len(raw))))
+    out = json.loads(plain.decode())
+    if not isinstance(out, dict):
+        raise ValueError("a sealed entry that is not a table")
+    return out
+
+
+def _by_lang(q: Question, english: str, code: str, sub: str | int | None = None
+             ) -> dict[str, str]:
+    """{lang: text} of one key text: the English and its current translations."""
+    out = {i18n.DEFAULT: english} if english else {}
+    for lang, t in sorted(q.translated.items()):
+        got = t.get(code)
+        if isinstance(sub, str):
+            got = got.get(sub) if isinstance(got, dict) else None
+        elif isinstance(sub, int):
+            got = got[sub] if isinstance(got, list) and sub < len(got) else None
+        if got:
+            out[lang] = got
+    return out
+
+
+def _in_language(texts: object) -> str:
+    """The text of ``{lang: text}`` in the course's language, else the English."""
+    if not isinstance(texts, dict):
+        return ""
+    return str(texts.get(i18n.language()) or texts.get(i18n.DEFAULT) or "")
+
+
+def _number_option(value: float, tol: float) -> str:
+    """A number's option: its value in units of the tolerance."""
+    return str(round(value / tol))
+
+
+def _entries(q: Question) -> dict[str, dict]:
+    """option -> what its sealed entry holds: whether it is (part of) the key, and its why;
+    for a number, the values the key names there, each with its why."""
+    if q.kind != "number":
+        right = set(q.right_choices())
+        out = {c: {"ok": c in right, "y": _by_lang(q, q.why.get(c, ""), "y", c)}
+               for c in q.choices}
+        if q.kind == "choice":  # the one right letter opens the explanation too
+            out[q.right_choices()[0]]["x"] = _by_lang(q, q.explain, "x")
+        return out
+    out = {_number_option(float(q.key_answer), q.tol): {"ok": True, "w": [],
+                                                        "x": _by_lang(q, q.explain, "x")}}
+    for i, (value, why) in enumerate(q.wrong):
+        entry = out.setdefault(_number_option(value, q.tol), {"ok": False, "w": []})
+        entry["w"].append([i, value, _by_lang(q, why, "w", i)])
+    return out
 
 
 def token(q: Question) -> str:
-    """``q``'s key as one cell-safe string: the answer's hash, the why, explanation and hint."""
-    if not q.has_key:
+    """``q``'s key as one cell-safe string: salted hashes and sealed entries (see above)."""
+    if not q.has_key or not q.key_answer:
         raise ValueError(f"{q.qid}: no key to put in a token")
-    payload = {"v": _TOKEN_V, "q": q.qid, "h": q.answer_hash, "x": q.explain, "n": q.hint,
-               "y": q.why, "w": [list(w) for w in q.wrong]}
-    if q.translated:  # the key's texts in other languages (instructor-side, like the English)
-        payload["t"] = q.translated
-    raw = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    payload = {"v": _TOKEN_V, "q": q.qid, "s": q.salt, "h": q.answer_hash,
+               "o": {_option_hash(q.salt, q.qid, o): _seal(q.salt, q.qid, o, e)
+                     for o, e in _entries(q).items()},
+               "n": _by_lang(q, q.hint, "n"), "r": _by_lang(q, q.explain, "x")}
+    return base64.urlsafe_b64encode(_canonical(payload)).decode().rstrip("=")
 
 
 def with_token(qid: str, key: str) -> Question:
@@ -359,27 +483,28 @@ def with_token(qid: str, key: str) -> Question:
             raise ValueError("unknown token version")
         if p.get("q") != qid:
             raise ValueError(f"it is the key of {p.get('q')!r}")
-        h = p["h"]
+        h, salt, sealed = p["h"], p["s"], p["o"]
         if not (isinstance(h, str) and re.fullmatch(r"[0-9a-f]{64}", h)):
             raise ValueError("no answer hash")
-        # The token's texts are English, with their translations beside them ("t", written
-        # by `cudacourse build` from the instructor-side files): shown in the course's
-        # language where translated. The package holds no key text to translate them from.
-        translated = p.get("t", {})
-        if not isinstance(translated, dict) or not all(
-                isinstance(t, dict) for t in translated.values()):
-            raise ValueError("translations that are not a table")
-        t = translated.get(i18n.language(), {})
-        t_why, t_wrong = dict(t.get("y", {})), list(t.get("w", []))
-        why = {str(c): str(t_why.get(c) or v) for c, v in dict(p.get("y", {})).items()}
-        wrong = tuple((float(v), str((t_wrong[i] if i < len(t_wrong) else None) or w))
-                      for i, (v, w) in enumerate(p.get("w", [])))
-        return dataclasses.replace(q, answer_hash=h, explain=str(t.get("x") or p.get("x", "")),
-                                   hint=str(t.get("n") or p.get("n", "")), why=why,
-                                   wrong=wrong, translated=translated)
+        if not (isinstance(salt, str) and isinstance(sealed, dict)
+                and all(isinstance(v, str) for v in sealed.values())):
+            raise ValueError("no sealed entries")
+        # The hint and, in the master only, the explanation, in every language they were
+        # translated into (instructor-side files, written in by `cudacourse build`).
+        return dataclasses.replace(q, answer_hash=h, salt=salt, sealed=dict(sealed),
+                                   hint=_in_language(p.get("n")),
+                                   explain=_in_language(p.get("r")))
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{qid}: the answer key in this cell is not valid ({exc}); "
                          "rebuild the notebook with `cudacourse build`") from None
+
+
+def _opened(q: Question, option: str) -> dict | None:
+    """What the key says about ``option``: its entry, opened (None: the key names it not)."""
+    if not q.sealed:  # keyed from the key file (instructor-side): the entries themselves
+        return _entries(q).get(option) if q.key_answer else None
+    sealed = q.sealed.get(_option_hash(q.salt, q.qid, option))
+    return None if sealed is None else _unseal(q.salt, q.qid, option, sealed)
 
 
 def _keyed_question(qid: str, key: str | None) -> Question:
@@ -434,39 +559,81 @@ def get(qid: str) -> Question:
         raise KeyError(f"no question {qid!r} in the {lesson!r} bank") from None
 
 
-def answer_hash(qid: str, answer: str) -> str:
-    """The hash a key token holds for ``answer`` being the key to ``qid``.
+def answer_hash(qid: str, answer: str, salt: str | None = None) -> str:
+    """The salted hash a key token holds for ``answer`` being the key to ``qid``.
 
     For a ``number`` question of the bank, ``answer`` is the value (rounded to ``tol``); for
-    ``multi``, the letters that apply ("a, c").
+    ``multi``, the letters that apply ("a, c"). ``salt`` is the question's (``Question.salt``);
+    without it, the salt of the course's instructor-side key (``lessons/quizkeys``).
     """
     try:
         q = get(qid)
     except KeyError:
         q = None
+    if salt is None:
+        salt = _course_salt(qid)
     if q is not None and q.kind == "number":
         x = _as_number(answer)
         if x is None:
             raise ValueError(f"{qid} is a number question; got {answer!r}")
-        return _digest(qid, str(round(x / q.tol)))
-    return _digest(qid, ",".join(_letters(answer)))
+        return _digest(qid, str(round(x / q.tol)), salt)
+    return _digest(qid, ",".join(_letters(answer)), salt)
+
+
+def _course_salt(qid: str) -> str:
+    from .authoring import find_root  # instructor-side: the course checkout's key files
+
+    lesson = qid.split(".", 1)[0]
+    root = find_root(None)
+    key = key_file(lesson, root)
+    got = _salts(lesson, str(root), key.stat().st_mtime_ns if key.exists() else 0).get(qid)
+    if got is None:
+        raise KeyError(f"no question {qid!r} in the {lesson!r} bank")
+    return got
+
+
+@lru_cache(maxsize=32)
+def _salts(lesson: str, root: str, _mtime: int) -> dict[str, str]:
+    """The salts of a lesson's keys (cached while its key file is unchanged)."""
+    return {qid: q.salt for qid, q in keyed(lesson, root).items()}
 
 
 # --- feedback ----------------------------------------------------------------------------
+def _number_feedback(q: Question, answer: object) -> tuple[bool, str]:
+    """(right?, the why) of a number answer: the entries near its value, opened."""
+    x = _as_number(answer)
+    if x is None:
+        return False, ""
+    k = x / q.tol
+    if q.is_right(x):
+        return True, ""
+    found: list[tuple[int, str]] = []
+    for b in range(math.floor(k) - 2, math.ceil(k) + 3):  # every bucket within one tol
+        entry = _opened(q, str(b)) or {}
+        for i, value, why in entry.get("w", []):
+            if abs(x - float(value)) <= q.tol:
+                found.append((int(i), _in_language(why)))
+    return False, min(found)[1] if found else ""
+
+
 def _wrong_why(q: Question, answer: object) -> str:
-    """What the learner's wrong answer most likely got wrong."""
+    """What the learner's wrong answer most likely got wrong: only what its own entry says."""
     if q.kind == "number":
-        x = _as_number(answer)
-        for value, why in q.wrong:
-            if x is not None and abs(x - value) <= q.tol:
-                return why
-        return q.hint or _("Work it out again, step by step.")
+        return _number_feedback(q, answer)[1] or q.hint or _("Work it out again, step by step.")
     picked = _letters(str(answer))
     if q.kind == "choice":
-        return q.why.get(picked[0]) or q.hint or _("Think about it again.")
-    right = set(q.right_choices())
-    notes = [f"({k}) {q.why[k]}" for k in picked if k not in right and k in q.why]
-    missing = len(right - set(picked))
+        entry = _opened(q, picked[0]) or {}
+        return _in_language(entry.get("y")) or q.hint or _("Think about it again.")
+    opened = {k: _opened(q, k) or {} for k in picked}
+    notes = [f"({k}) {_in_language(e.get('y'))}" for k, e in opened.items()
+             if not e.get("ok") and _in_language(e.get("y"))]
+    # How many right letters are missing: found as a learner would, by trying the letters
+    # not picked on top of the right ones picked (the hash says when the set is complete).
+    have = [k for k, e in opened.items() if e.get("ok")]
+    rest = [k for k in q.choices if k not in picked]
+    missing = next((r for r in range(len(rest) + 1) for extra in itertools.combinations(rest, r)
+                    if _digest(q.qid, ",".join(sorted(have + list(extra))), q.salt)
+                    == q.answer_hash), 0)
     if missing:
         notes.append(i18n.ngettext("{n} more choice applies.", "{n} more choices apply.",
                                    missing).format(n=missing)
@@ -474,11 +641,17 @@ def _wrong_why(q: Question, answer: object) -> str:
     return " ".join(notes) or q.hint
 
 
-def _right_why(q: Question) -> str:
-    if q.kind == "number" or not q.why:
+def _right_why(q: Question, answer: object) -> str:
+    """Why the (right) ``answer`` is right: the why of each of its letters, from their entries."""
+    if q.kind == "number":
+        x = _as_number(answer)
+        k = x / q.tol if x is not None else 0.0
+        for b in (math.floor(k), math.ceil(k)):
+            if _digest(q.qid, str(int(b)), q.salt) == q.answer_hash:
+                return _in_language((_opened(q, str(int(b))) or {}).get("x")) or q.explain
         return q.explain
-    keys = q.right_choices()
-    return " ".join(q.why[k] for k in keys if k in q.why) or q.explain
+    whys = [_in_language((_opened(q, k) or {}).get("y")) for k in _letters(str(answer))]
+    return " ".join(w for w in whys if w) or q.explain
 
 
 def feedback(qid: str, answer: object, key: str | None = None) -> tuple[bool, str]:
@@ -488,8 +661,30 @@ def feedback(qid: str, answer: object, key: str | None = None) -> tuple[bool, st
     if problem:
         return False, problem
     if q.is_right(answer):
-        return True, _("Right. ") + _right_why(q)
-    return False, _("Not quite. ") + _wrong_why(q, answer)
+        return True, _("Right. ") + _right_why(q, answer)
+    return False, _opening(q, answer) + _wrong_why(q, answer)
+
+
+def _opening(q: Question, answer: object) -> str:
+    """How a wrong answer's feedback starts, graded by how far off it is: "Not quite" only
+    for a near miss (a number within 10% of the key, some of the letters that apply)."""
+    return _("Not quite. ") if _near_miss(q, answer) else _("Not right. ")
+
+
+def _near_miss(q: Question, answer: object) -> bool:
+    if q.kind == "choice":
+        return False
+    if q.kind == "multi":
+        return any((_opened(q, k) or {}).get("ok") for k in _letters(str(answer)))
+    x = _as_number(answer)
+    if x is None:
+        return False
+    # the key's bucket, looked for as a learner would: every value within 10% of the answer
+    lo, hi = sorted((x * 0.9 / q.tol, x * 1.1 / q.tol))
+    first, last = math.floor(lo) - 1, math.ceil(hi) + 1
+    if last - first > 20_000:  # a huge answer: treat as far off rather than scan
+        return False
+    return any(_digest(q.qid, str(b), q.salt) == q.answer_hash for b in range(first, last + 1))
 
 
 def answer(qid: str, choice: object, key: str | None = None) -> bool:
@@ -520,7 +715,7 @@ def grade(qid: str, choice: object, reveal: bool = False, key: str | None = None
     if problem:
         message = problem
     elif q.is_right(choice):
-        print(_("{header}: right. {why}").format(header=q.header, why=_right_why(q))
+        print(_("{header}: right. {why}").format(header=q.header, why=_right_why(q, choice))
               + (extra if q.kind != "number" else ""))
         return
     else:
@@ -538,8 +733,25 @@ _RAISE = compile("raise _exc from None", _WHERE, "exec")
 _SHOWN = "# your answer, checked: the explanation follows\n"
 
 
+_TOKEN_ARG = re.compile(r'(key\s*=\s*)(["\'])[\w-]{16,}\2')
+
+
+def _hide_tokens(frame) -> None:  # noqa: ANN001 - a frame
+    """Blank every key token in the source lines a traceback would print for ``frame`` and
+    its callers (the test cell's ``quiz.grade(..., key="...")``): tracebacks print source
+    from ``linecache``, so the token is replaced there (issue 32: no key in a traceback)."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        lines = linecache.getlines(name, frame.f_globals)
+        if any(_TOKEN_ARG.search(line) for line in lines):
+            clean = [_TOKEN_ARG.sub(r'\1\2…\2', line) for line in lines]
+            linecache.cache[name] = (sum(map(len, clean)), None, clean, name)
+        frame = frame.f_back
+
+
 def _fail(message: str) -> None:
     __tracebackhide__ = True
+    _hide_tokens(sys._getframe(1))
     # What IPython prints as this frame's source line (mtime None: linecache keeps it).
     linecache.cache[_WHERE] = (len(_SHOWN), None, [_SHOWN], _WHERE)
     # Wrapped: a traceback is preformatted text, which notebooks do not wrap.

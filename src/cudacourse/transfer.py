@@ -304,13 +304,31 @@ def bandwidth_sweep(sizes: Sequence[int], direction: str = "H2D",
 
 # --- when offloading pays -----------------------------------------------------------------------
 
-# Host-to-device copies of 1 GiB measured on the course's NVIDIA H200 on 2026-11-30 (CUDA
-# events; /work/shared/gpu/README.md), and the SGEMM rate of that day's run: the offload
-# model's GPU figures. Lesson 3 quotes them from here.
-H200_PINNED_H2D_GB_S = 52.6
-H200_PAGEABLE_H2D_GB_S = 6.8
-H200_SGEMM_TFLOP_S = 48.8
+# Host-to-device copies of 1 GiB measured on the course's NVIDIA H200 (CUDA events, medians
+# of repeats; `bandwidth_sweep` above). docs/benchmarks.json has no host-device case yet, so
+# this record is the figures' one source, with the day they were measured: lesson 3 renders
+# them from here ({{const.transfer.H200_H2D.date}} and the two rates), never retyped.
+@dataclass(frozen=True)
+class LinkMeasurement:
+    gpu: str
+    date: str  # YYYY-MM-DD
+    nbytes: int
+    pinned_gb_s: float
+    pageable_gb_s: float
+
+
+H200_H2D = LinkMeasurement(gpu="NVIDIA H200", date="2026-11-30", nbytes=2**30,
+                           pinned_gb_s=52.6, pageable_gb_s=6.8)
+H200_PINNED_H2D_GB_S = H200_H2D.pinned_gb_s
+H200_PAGEABLE_H2D_GB_S = H200_H2D.pageable_gb_s
 CPU_GB_S, CPU_TFLOP_S = 200, 1.0  # round assumptions for one multi-core server socket
+
+
+def h200_sgemm_tflop_s() -> float:
+    """cuBLAS SGEMM on the H200 from the course's benchmark (docs/benchmarks.json)."""
+    from . import prose
+
+    return float(prose.value("bench.ceiling.cublas_sgemm_tflop_s"))
 
 
 @dataclass(frozen=True)
@@ -325,10 +343,16 @@ class Machine:
 
     @classmethod
     def h200(cls) -> "Machine":
-        """H2D pinned 52.6 GB/s, SGEMM 48.8 TFLOP/s, measured 2026-11-30 on the NVIDIA H200;
-        the CPU figures are round assumptions for one multi-core socket."""
-        return cls(link=H200_PINNED_H2D_GB_S * 1e9, gpu_flops=H200_SGEMM_TFLOP_S * 1e12,
+        """The NVIDIA H200's pinned host-to-device rate (``H200_H2D``) and its SGEMM rate
+        from docs/benchmarks.json; the CPU figures are round assumptions for one socket."""
+        return cls(link=H200_PINNED_H2D_GB_S * 1e9, gpu_flops=h200_sgemm_tflop_s() * 1e12,
                    cpu_flops=CPU_TFLOP_S * 1e12, cpu_bandwidth=CPU_GB_S * 1e9)
+
+    def describe(self) -> str:
+        """The model's figures, as the lesson prints them under its plot."""
+        return (f"link {self.link / 1e9:.1f} GB/s, GPU {self.gpu_flops / 1e12:.1f} TFLOP/s, "
+                f"host memory {self.cpu_bandwidth / 1e9:.0f} GB/s, CPU "
+                f"{self.cpu_flops / 1e12:.1f} TFLOP/s, {self.launch * 1e6:.0f} us per launch")
 
 
 def offload_times(intensity: Any, nbytes: float, machine: Machine) -> dict[str, Any]:

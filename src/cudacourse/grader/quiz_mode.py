@@ -10,6 +10,8 @@ that ``cudacourse build`` wrote from the instructor-side keys (``cudacourse.quiz
 
 * **formative** (the default): instant right/wrong in the widget and in the test cell, which
   is worth 0 points (a question anyone can check before submitting cannot be worth points);
+  the copy's tokens lose the explanation (``learner_token``): only the option a learner
+  gives opens its own feedback;
 * **graded**: the widget records a choice without judging it, the visible test cell only
   checks the form of the answer (``quiz.record``), and the real check moves into hidden tests
   that nbgrader puts back at autograding, with the full explanation in the feedback. The
@@ -26,6 +28,8 @@ the nbgrader process never chooses a device.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 from nbconvert.preprocessors import Preprocessor
@@ -36,6 +40,29 @@ _GRADE = re.compile(rf'^quiz\.grade\((?P<q>"[\w.]+"),\s*(?P<var>\w+)(?P<key>{_KE
                     re.M)
 _ASK = re.compile(rf'^quiz\.ask\((?P<q>"[\w.]+")(?:{_KEY})?\)\s*$', re.M)
 _HIDDEN = re.compile(r"^### BEGIN HIDDEN TESTS$.*?^### END HIDDEN TESTS$", re.M | re.S)
+
+
+_TOKEN = re.compile(r'(,\s*key=")([\w-]+)(")')
+
+
+def learner_token(token: str) -> str:
+    """A key token as a learner copy may hold it: without the explanation ("r"), which
+    gives the answer away; the sealed entries stay (``cudacourse.quiz``, token version 3).
+    The master keeps it: the grader runs the master's test cells."""
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except ValueError:
+        return token  # not a token this module knows: quiz.with_token names the problem
+    if not isinstance(payload, dict) or "r" not in payload:
+        return token
+    payload.pop("r")
+    raw = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def learner_source(source: str) -> str:
+    """``source`` with every key token in its learner form (``learner_token``)."""
+    return _TOKEN.sub(lambda m: m[1] + learner_token(m[2]) + m[3], source)
 
 
 def graded_source(source: str) -> str:
@@ -73,8 +100,11 @@ class QuizMode(Preprocessor):
                     meta["points"] = self.points
                 else:
                     meta["points"] = 0.0
+                    cell.source = learner_source(cell.source)
             elif graded and not meta and _ASK.search(cell.source):
                 cell.source = _ASK.sub(lambda m: f"quiz.ask({m['q']}, graded=True)", cell.source)
+            elif not graded:
+                cell.source = learner_source(cell.source)
             if graded and re.search(_KEY, _HIDDEN.sub("", cell.source)):
                 raise ValueError(f"{assignment}: a key token would reach the learner copy of a "
                                  f"graded assignment, in cell {cell.get('id')!r}")

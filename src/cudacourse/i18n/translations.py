@@ -33,8 +33,11 @@ Japanese wherever the package is installed; the key file stays beside the lesson
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
+import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +49,14 @@ HASH_PREFIX = "en-sha256: "
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _SETUP_LINE = "import cudacourse"
 _USE_COMMENT = {"ja": "この版の言語: チェッカーのメッセージと問題も日本語で"}
+# The words between a question's header and its answer format in an answer cell's comment
+# ("# Question 1: What a GPU is built for. Answer as: answer_x = ..."), per language.
+_ANSWER_AS = {"en": ". Answer as: ", "ja": "。答え方: "}
+_SOLUTION_REGION = re.compile(r"^\s*### BEGIN SOLUTION$.*?^\s*### END SOLUTION$", re.M | re.S)
+# A comment a learner reads in an exercise's scaffold: a whole-line or trailing comment (no
+# quote before it on the line), or a one-line docstring.
+_COMMENT = re.compile(r'^(?P<pre>[^"\'#\n]*?)(?P<mark>#[ \t]?)(?P<text>\S.*)$'
+                      r'|^(?P<dpre>[ \t]*""")(?P<doc>.+)(?P<dpost>"""[ \t]*)$', re.M)
 
 
 def english_hash(text: str) -> str:
@@ -74,6 +85,77 @@ def cell_keys(cells: list) -> list[str | None]:
     return keys
 
 
+def _scaffold_comments(source: str) -> list[re.Match]:
+    """The comments of an exercise cell's scaffold: outside its solution region, which the
+    learner copy replaces, and never an nbgrader marker."""
+    # blanked to spaces, newlines kept: the matches' offsets are the source's own
+    kept = _SOLUTION_REGION.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+    return [m for m in _COMMENT.finditer(kept) if not (m["text"] or "").startswith("##")]
+
+
+def _comment_text(m: re.Match) -> str:
+    return m["text"] if m["text"] is not None else m["doc"]
+
+
+def code_units(cells: list) -> list[Unit]:
+    """An exercise's scaffold comments (``[solution]`` cells other than a question's answer
+    cell, whose comment is made from the question itself): one unit per cell, keyed
+    ``code.<id>``, one comment per line, in order."""
+    out = []
+    for c in cells:
+        gid = c.attrs.get("id", "")
+        if c.kind != "solution" or gid.startswith("answer_"):
+            continue
+        comments = _scaffold_comments(c.source)
+        if comments:
+            out.append(Unit(f"code.{gid}", "\n".join(_comment_text(m) for m in comments)))
+    return out
+
+
+def _translated_code(source: str, translation: str) -> str:
+    """``source`` with its scaffold comments replaced, line for line, by ``translation``
+    (left as it is when the counts differ: the completeness test reports the unit)."""
+    lines = translation.split("\n")
+    comments = _scaffold_comments(source)
+    if len(lines) != len(comments):
+        return source
+    out, at = [], 0
+    for m, text in zip(comments, lines):
+        part = "text" if m["text"] is not None else "doc"
+        out.append(source[at:m.start(part)])
+        out.append(text)
+        at = m.end(part)
+    return "".join(out) + source[at:]
+
+
+@contextlib.contextmanager
+def _language(lang: str):
+    """Messages in ``lang`` for a moment (the course's language restored after)."""
+    from . import use
+    from .. import i18n
+
+    before, env = i18n._chosen, os.environ.get("CUDACOURSE_LANG")
+    use(lang)
+    try:
+        yield
+    finally:
+        i18n._chosen = before
+        if env is None:
+            os.environ.pop("CUDACOURSE_LANG", None)
+        else:
+            os.environ["CUDACOURSE_LANG"] = env
+
+
+def answer_comment(qid: str, lang: str) -> str:
+    """The comment that heads a question's answer cell in ``lang``: its header and how to
+    write the answer (``# Question 1: <title>. Answer as: answer_x = ...``)."""
+    from .. import quiz
+
+    with _language(lang):
+        q = quiz.get(qid)
+        return f"# {q.header}{_ANSWER_AS.get(lang, _ANSWER_AS['en'])}{q.answer_format()}"
+
+
 def question_units(bank_text: str) -> list[Unit]:
     """The texts of a question bank (TOML), keyed ``q.<id>.<field>``, stripped as
     :func:`cudacourse.quiz.bank` strips them."""
@@ -88,6 +170,8 @@ def question_units(bank_text: str) -> list[Unit]:
                 units.append(Unit(f"{base}.{fld}", q[fld].strip()))
         for k, v in q.get("choices", {}).items():
             units.append(Unit(f"{base}.choice.{k}", v))
+        if q.get("unit", "").strip():  # a unit in words ("cells") is said in the edition's language
+            units.append(Unit(f"{base}.unit", q["unit"].strip()))
         for k, v in q.get("why", {}).items():
             units.append(Unit(f"{base}.why.{k}", v.strip()))
         for i, w in enumerate(q.get("wrong", [])):
@@ -103,6 +187,7 @@ def lesson_units(lesson_text: str, bank_text: str | None, name: str = "<lesson>"
 
     cells = lessonsource.parse(lesson_text, name)
     units = [Unit(k, c.source) for k, c in zip(cell_keys(cells), cells) if k]
+    units += code_units(cells)
     if len({u.key for u in units}) != len(units):
         raise ValueError(f"{name}: two markdown cells share a translation key")
     return units + (question_units(bank_text) if bank_text else [])
@@ -273,10 +358,21 @@ def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
     cells = lessonsource.parse(lesson_text, name)
     have = entries(catalog)
     out = copy.deepcopy(nb)
-    for key, cell in zip(cell_keys(cells), out.cells):
+    stem = Path(name).stem
+    for key, c, cell in zip(cell_keys(cells), cells, out.cells):
+        gid = c.attrs.get("id", "")
+        code = have.get(f"code.{gid}")
         if key and key in have and have[key].string:
             # the translation carries the English's placeholders ({{bench.*}}): same figures
             cell.source = prose.fill(have[key].string, root=root)
+        elif c.kind == "solution" and gid.startswith("answer_"):
+            # the answer cell's first line, made from the question in the edition's language
+            qid = f"{stem}.{gid[len('answer_'):]}"
+            first, _, rest = cell.source.partition("\n")
+            if first.startswith("# "):
+                cell.source = answer_comment(qid, lang) + "\n" + rest
+        elif code is not None and code.string and not code.fuzzy:
+            cell.source = _translated_code(cell.source, code.string)
         elif cell.metadata.get("nbgrader", {}).get("grade_id") == "setup":
             lines = cell.source.split("\n")
             if not lines or not lines[0].startswith(_SETUP_LINE):
