@@ -16,6 +16,7 @@ import pytest
 from numba import cuda
 
 import cudacourse.check
+from cudacourse import lessons
 from cudacourse.authoring import ROOT
 from cudacourse.check import Cases, _cases
 from cudacourse.check import _engine as E
@@ -64,7 +65,7 @@ def test_the_checker_draws_the_masters_cases_and_seed(lesson, name, cases, monke
         drawn.append(got)
         raise _Drawn
 
-    for mod in ("vector", "threads", "memory", "tiling", "attention", "science"):
+    for mod in lessons.CHECKER_MODULES:
         monkeypatch.setattr(f"cudacourse.check.{mod}.resolve", spy)
     # no learner code is needed to see which cases a checker draws
     for req in ("require_kernel", "require_device_function", "require_function"):

@@ -23,7 +23,8 @@ the ones the learner could run, and a kernel that fails them is not "mostly righ
 that is anything but check calls (a quiz, ``quiz.grade(...)``; any assignment or other
 statement) is all or nothing, as are check calls without a ``hidden=Cases(...)`` partner.
 
-Why "technique only" is decided per checker (:data:`TECHNIQUE`), not per cause: a checker
+Why "technique only" is decided per checker (:data:`TECHNIQUE`, collected from the
+``TECHNIQUE`` declaration at the top of each checker module), not per cause: a checker
 raises at its first failure, so a technique diagnosis says "the values were right" only where
 that checker compares the values *before* it looks at the technique. Reading the checkers:
 ``check_vector_add``/``check_saxpy``/``check_mirror`` compare each case then check the work is
@@ -55,18 +56,11 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-# checker name -> causes it raises only after the case's values matched the reference
-TECHNIQUE: dict[str, frozenset[str]] = {
-    "check_vector_add": frozenset({"serial_work", "redundant_work"}),
-    "check_saxpy": frozenset({"serial_work", "redundant_work"}),
-    "check_mirror": frozenset({"serial_work", "redundant_work"}),
-    "check_warp_sum": frozenset({"no_shuffle"}),
-    "check_block_sum": frozenset({"no_tree"}),
-    "check_tiled_matmul": frozenset({"no_tiles"}),
-    "check_heat_step": frozenset({"wrong_technique"}),
-    "check_pipelined_scale": frozenset({"default_stream", "too_few_streams", "sync_copies",
-                                        "pageable_copy"}),
-}
+from cudacourse import lessons  # absolute: verdict.py also runs this file as `partial`
+
+# checker name -> causes it raises only after the case's values matched the reference: each
+# checker module declares its own (``TECHNIQUE`` at its top), the registry collects them
+TECHNIQUE: dict[str, frozenset[str]] = lessons.technique()
 
 THIRD = 1.0 / 3.0
 
