@@ -115,7 +115,7 @@ def _grade_the_class(course: Path) -> dict:
                          isolated=ISOLATED, home=os.path.expanduser("~"))
     before = intake.file_hashes(course / "submitted")
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
+    proc = subprocess.run([sys.executable, "-m", "cudacourse.cli", "grade", A, "--course",
                            str(course), "--timeout", str(TIMEOUT),  # workers: the cores
                            "--no-progress"], cwd=course, env=_env(), capture_output=True,
                           text=True, timeout=3000)
@@ -124,7 +124,7 @@ def _grade_the_class(course: Path) -> dict:
     print(f"\ncudacourse grade: {len(want)} samples in {seconds:.0f} s ({WHY})")
     feedback = _nbgrader(course, "generate_feedback", A, "--force")
     export = _nbgrader(course, "export", "--to", str(course / "grades.csv"))
-    report = subprocess.run([sys.executable, "-m", "cudacourse_cli", "report", A, "--course",
+    report = subprocess.run([sys.executable, "-m", "cudacourse.cli", "report", A, "--course",
                              str(course), "--no-plot"], cwd=course, env=_env(),
                             capture_output=True, text=True, timeout=900)
     # Plain nbgrader, without `cudacourse grade`, on a copy of one hostile submission.

@@ -51,12 +51,11 @@ def doctor(args: argparse.Namespace) -> int:
         print(f"gpu           " + _("none: {why}").format(why=why))
     policy = os.environ.get("CUDACOURSE_DEVICE", "auto")
     try:
-        choice = (device._choice or device.choose(policy)) if not bad_numpy else None
+        choice = device.ensure(policy) if not bad_numpy else None
     except device.DeviceError as exc:
         problems.append(str(exc))
         choice = None
     if choice is not None:
-        device._set_choice(choice)
         print(f"mode          {choice.mode} (CUDACOURSE_DEVICE={policy}: {choice.reason})")
         try:
             from numba import cuda
@@ -323,6 +322,9 @@ def class_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The command's own process prints no device line (doctor, build and grade say more);
+    # workspace.CLI_ONLY_VARIABLES keeps a learner's kernel from inheriting the silence.
+    os.environ.setdefault("CUDACOURSE_QUIET", "1")
     p = argparse.ArgumentParser(prog="cudacourse", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("doctor", help="describe the environment, exit 1 if broken").set_defaults(f=doctor)

@@ -15,6 +15,8 @@ shared memory; ``driver_blocks_per_sm`` asks the driver, to compare against the 
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from dataclasses import dataclass, field
 from typing import Any

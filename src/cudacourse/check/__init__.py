@@ -19,6 +19,8 @@ This module cannot be modified after import: an answer cell that assigns
 
 from __future__ import annotations
 
+from .. import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import functools
 import importlib
 import sys

@@ -22,6 +22,7 @@ from typing import Any
 
 import nbformat
 
+from .. import device  # the ctypes probe only: importing it chooses nothing
 from . import partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
@@ -178,27 +179,13 @@ def _gpu_env(opts: dict[str, Any]) -> dict[str, str]:
 _PROBED: list[str] = []  # the grader's device probe, as JSON (once per grading process)
 
 
-def _device_module() -> Any:
-    """``cudacourse.device`` (the ctypes probe, which imports nothing of the package), also
-    when nbgrader loaded this package by path as ``cudacourse_grader``: there ``..`` does not
-    exist, so the file beside the package is loaded on its own."""
-    if __package__ and "." in __package__:
-        from .. import device
-
-        return device
-    from . import bypath
-
-    return bypath.course_file("device.py", "cudacourse_grader_device")
-
-
 def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
     """The verdict server's environment: the grader's device probe handed down, so that the
     server never initialises CUDA itself and can fork one clean child per test cell."""
-    device = _device_module()
     env = {**GRADING_ENV, **_gpu_env(opts)}
     if not _PROBED:
         try:
-            _PROBED.append(device.probe_json() if device is not None else "")
+            _PROBED.append(device.probe_json())
         except Exception:  # noqa: BLE001 - the server then probes in a child of its own
             _PROBED.append("")
     if _PROBED[0] and "CUDA_VISIBLE_DEVICES" not in env:  # another GPU: let it probe
