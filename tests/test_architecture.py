@@ -184,3 +184,33 @@ def test_a_scratch_package_with_a_cycle_and_stray_grading_is_caught(tmp_path):
     assert cycles(import_graph(known)) == {frozenset({"cudacourse.a", "cudacourse.b"})}
     assert grading_outside_grader(known, config) & set(known) == {
         "cudacourse.marks", "cudacourse.grading_extra", "cudacourse.helper"}
+
+
+# --- one name per module; private modules stay private --------------------------------------
+
+def _owner(module: str) -> str:
+    """The package a module belongs to: ``cudacourse.check._engine`` -> ``cudacourse.check``."""
+    return module.rsplit(".", 1)[0]
+
+
+def private_uses(known: dict[str, Path]) -> set[tuple[str, str]]:
+    """(importer, module) where an underscored module is imported from outside its package
+    (``cudacourse.check._failure`` from ``cudacourse.grader.partial``). A package's own
+    modules, and its subpackages, may use it: that is what the underscore says."""
+    graph = import_graph(known)
+    out = set()
+    for importer, targets in graph.items():
+        for target in targets:
+            if not target.rsplit(".", 1)[-1].startswith("_"):
+                continue
+            inside = importer == _owner(target) or importer.startswith(_owner(target) + ".")
+            if not inside:
+                out.add((importer, target))
+    return out
+
+
+def test_no_underscored_module_is_used_outside_its_package():
+    found = private_uses(KNOWN)
+    assert not found, ("private modules used from outside their package (give the part they "
+                       "need a public home, as check.kit does for the checkers): "
+                       + "; ".join(f"{a} -> {b}" for a, b in sorted(found)))

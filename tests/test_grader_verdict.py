@@ -214,7 +214,7 @@ def test_on_a_gpu_the_server_forks_and_each_child_makes_its_own_context():
 
     from cudacourse.grader import prepare
 
-    ctx = ("import cudacourse\nimport numpy as np\nfrom numba import cuda\n"
+    ctx = ("import cudacourse\ncudacourse.setup()\nimport numpy as np\nfrom numba import cuda\n"
            "@cuda.jit\ndef _twice(x):\n    i = cuda.grid(1)\n    if i < x.size:\n"
            "        x[i] = 2 * x[i]\n")
     test = ("d = cuda.to_device(np.arange(100, dtype=np.float32)); _twice[1, 128](d)\n"

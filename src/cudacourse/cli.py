@@ -109,9 +109,9 @@ def _doctor_sm90(problems: list[str]) -> None:
     """Simulator mode: are learner kernels also compiled for a real GPU (sm_90)?"""
     import time
 
-    from .check import _compile
+    from .check import kit
 
-    ok, why = _compile.status()
+    ok, why = kit.compile_status()
     if not ok:
         print(f"sm_90 compile kernels NOT compiled for a GPU: {why}")
         return
@@ -122,7 +122,7 @@ def _doctor_sm90(problems: list[str]) -> None:
         x[0] = 42
 
     t0 = time.perf_counter()
-    result = _compile.compile_kernel(cuda.jit(_probe_sm90), [_compile.type_spec(
+    result = kit.compile_kernel(cuda.jit(_probe_sm90), [kit.type_spec(
         np.zeros(1, np.int32))])
     took = time.perf_counter() - t0
     if result.get("ok"):

@@ -40,7 +40,8 @@ COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
                   "cudacourse.check._compile", "cudacourse.check._replay",
                   "cudacourse.check._source", "cudacourse.check._instrument",
                   "cudacourse.check._buffers", "cudacourse.check._budget",
-                  "cudacourse.check._cases", "cudacourse.quiz", "cudacourse.device",
+                  "cudacourse.check._cases", "cudacourse.check.kit", "cudacourse.quiz",
+                  "cudacourse.device",
                   "cudacourse.arrays", "cudacourse.check._names",
                   "cudacourse.check._launches")
 OTHER_MODULES = ("numpy", "numpy.testing", "hashlib")
