@@ -25,6 +25,7 @@ import nbformat
 import pytest
 
 from cudacourse.authoring import ROOT
+from test_toy_exercise import _fill  # a learner copy with its answer cells filled in
 
 STEM, CHECKER, TOPIC = "07_offset", "offset", "offset"
 SECTION = "## Add a lesson: five files"
@@ -257,15 +258,6 @@ except C.CheckFailure as exc:
     got["wrong"] = [exc.cause, str(exc)]
 print(json.dumps(got))
 """
-
-
-def _fill(learner: nbformat.NotebookNode, answers: dict[str, str]) -> nbformat.NotebookNode:
-    nb = nbformat.from_dict(learner)
-    for cell in nb.cells:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if gid in answers:
-            cell.source = answers[gid]
-    return nb
 
 
 @pytest.mark.grading

@@ -27,7 +27,9 @@ from . import partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
 
-HERE = Path(__file__).resolve().parent
+# The sandboxed processes run the grader's modules by their one name (``-m``); ``-P``: the
+# working folder (the submission's) is not put on sys.path, so no file of it shadows a module.
+MODULE_CMD = (sys.executable, "-P", "-m")
 CONTEXT_TAG = "grading-context"  # a master cell with this tag is context, whole
 BLANK_TEST = "# (graded by the course's grader in a separate process)\n"
 
@@ -202,7 +204,7 @@ def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
     sb = sbx.Sandbox.from_dict(opts.get("sandbox"))
     work = _workdir("verdict")
     try:
-        res = sbx.run([sys.executable, str(HERE / "verdict.py")], workdir=work, sb=sb,
+        res = sbx.run([*MODULE_CMD, "cudacourse.grader.verdict"], workdir=work, sb=sb,
                       course_root=course_root, timeout=opts["timeout"] * n + 60,
                       stdin=json.dumps(request).encode(), db_url=db_url, env=_verdict_env(opts),
                       cap=n * 4 * opts["output_cap"] + 65536)
@@ -279,7 +281,7 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         nbformat.write(sent, os.path.join(work, "in.ipynb"))
         run_opts = {k: opts[k] for k in ("timeout", "max_restarts", "output_cap", "audit")}
         run_opts.update(who)
-        res = sbx.run([sys.executable, str(HERE / "nbrun.py"), "in.ipynb", "out.ipynb",
+        res = sbx.run([*MODULE_CMD, "cudacourse.grader.nbrun", "in.ipynb", "out.ipynb",
                        json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
                       timeout=opts["notebook_timeout"], db_url=db_url,
                       env={**GRADING_ENV, **_gpu_env(opts)},
