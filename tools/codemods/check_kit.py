@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import sys
 import tokenize
 from pathlib import Path
@@ -180,12 +181,61 @@ def _realign(text: str, shifts: list[tuple[int, int, int, int]]) -> str:
     return "".join(lines)
 
 
+_IN_EXPR = re.compile(r"(?<![\w.])([EO])(?:\.([A-Za-z_]\w*))?(?![\w])")
+
+
+def _is_fstring(token: str) -> bool:
+    prefix = re.match(r"[A-Za-z]*", token).group(0)
+    return "f" in prefix.lower()
+
+
+def _rewrite_fstring(token: str, path: str, line: int, known: set[str]) -> str:
+    """The names inside an f-string's replacement fields (Python 3.11 tokenizes the whole
+    f-string as one STRING; 3.12 gives its NAME tokens, rewritten like any other)."""
+    out, i, depth, start = [], 0, 0, 0
+    while i < len(token):
+        ch = token[i]
+        if depth == 0 and token.startswith(("{{", "}}"), i):
+            i += 2
+            continue
+        if ch == "{":
+            if depth == 0:
+                out.append(token[start:i + 1])
+                start = i + 1
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(_IN_EXPR.sub(lambda m: _kit_name(m, path, line, known),
+                                        token[start:i]))
+                start = i
+        i += 1
+    out.append(token[start:])
+    return "".join(out)
+
+
+def _kit_name(m: re.Match, path: str, line: int, known: set[str]) -> str:
+    if m.group(2) is None:
+        return "K"
+    name = public(m.group(1), m.group(2))
+    if name not in known:
+        raise SystemExit(f"{path}:{line}: {m.group(1)}.{m.group(2)} has no kit name "
+                         f"({name!r}): add it to check/kit.py")
+    return f"K.{name}"
+
+
 def _rewrite_names(text: str, path: str, known: set[str]) -> str:
     shifts = _shifts(text, path)
     toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
     starts = _offsets(text)
     edits = []
     for i, tok in enumerate(toks):
+        if tok.type == tokenize.STRING and _is_fstring(tok.string):  # Python 3.11: one token
+            new = _rewrite_fstring(tok.string, path, tok.start[0], known)
+            if new != tok.string:
+                begin = starts[tok.start[0] - 1] + tok.start[1]
+                edits.append((begin, begin + len(tok.string), new))
+            continue
         if tok.type != tokenize.NAME or tok.string not in ("E", "O"):
             continue
         if i and toks[i - 1].type == tokenize.OP and toks[i - 1].string == ".":
