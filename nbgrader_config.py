@@ -27,61 +27,49 @@ c.ExecutePreprocessor.timeout = 240
 c.Execute.timeout = 240
 
 
-# --- autograding: cudacourse.grader.autograde.ResilientExecute replaces nbgrader's Execute -----------
+# --- autograding: cudacourse.grader.autograde.ResilientExecute replaces nbgrader's Execute ---
 # Learner code never runs in nbgrader's process: each test cell is scored by a clean,
 # sandboxed verdict process, and the whole notebook runs in a sandbox for feedback only.
 # `cudacourse grade ASSIGNMENT` is the documented way in (parallel, broken submissions
 # reported as "not graded"); plain `nbgrader autograde` uses the same sandboxed step.
 # See docs/instructors.md.
-# Loaded by path: importing the cudacourse package here would choose a device in the nbgrader
-# process and set NUMBA_* variables that every grading kernel would inherit.
-def _load_by_path(filename, name):
-    """cudacourse/<filename> as module ``name``, without importing the package (the
-    package's one by-path loader, cudacourse.grader.bypath, run from its file); None when
-    cudacourse is not importable."""
-    import importlib.util
-    import runpy
-
-    spec = importlib.util.find_spec("cudacourse")  # finds it, imports nothing
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    bypath = f"{list(spec.submodule_search_locations)[0]}/grader/bypath.py"
-    return runpy.run_path(bypath)["course_file"](filename, name)
+# The package is imported as itself: importing it chooses no device (cudacourse.setup does), so
+# nbgrader's process and every grading kernel it starts stay device-neutral.
+def _load_grading():
+    """cudacourse.grader.autograde, or None when cudacourse is not installed here."""
+    try:
+        from cudacourse.grader import autograde
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "cudacourse":
+            return None
+        raise  # a module the grader needs is missing: say which, never grade without it
+    return autograde
 
 
-def _load_grading_executor():
-    module = _load_by_path("grader/autograde.py", "cudacourse_grading")
-    if module is None:
-        import sys
+_grading = _load_grading()
+if _grading is None:
+    import sys
 
-        print("nbgrader_config.py: cudacourse is not importable; autograde uses stock "
-              "nbgrader Execute (no crash recovery, no tamper checks)", file=sys.stderr)
-        return None
-    return module.ResilientExecute
-
-
-_executor = _load_grading_executor()
-if _executor is None and __import__("os").environ.get("CUDACOURSE_REQUIRE_GRADER") == "1":
-    # `cudacourse grade` sets this: never fall back to stock Execute (learner code in-process)
-    raise SystemExit("nbgrader_config.py: cudacourse.grader.autograde cannot be loaded; refusing to "
-                     "autograde with stock nbgrader")
-if _executor is not None:
+    print("nbgrader_config.py: cudacourse is not importable; autograde uses stock "
+          "nbgrader Execute (no crash recovery, no tamper checks)", file=sys.stderr)
+    if __import__("os").environ.get("CUDACOURSE_REQUIRE_GRADER") == "1":
+        # `cudacourse grade` sets this: never fall back to stock Execute (learner code in-process)
+        raise SystemExit("nbgrader_config.py: cudacourse.grader.autograde cannot be imported; "
+                         "refusing to autograde with stock nbgrader")
+else:
     from nbconvert.preprocessors import ClearMetadataPreprocessor
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern,
                                         LimitOutput, SaveAutoGrades)
 
+    from cudacourse.grader import policy as _policy
+
     # SyncDeadlines first: the configured due date reaches the gradebook before nbgrader's
     # AssignLatePenalties reads it (cudacourse.grader.policy).
-    import importlib as _importlib
-    import sys as _sys
-
-    _grader = _sys.modules["cudacourse_grading"].load_grader()  # cudacourse_grader, by path
-    _policy = _importlib.import_module(f"{_grader.__name__}.policy")
     # SanitizeSubmission right after the verdicts: the autograded notebook (what formgrader
     # shows the instructor and feedback is made from) holds sanitized markup only.
-    _sanitize = _sys.modules["cudacourse_grading"].SanitizeSubmission
-    c.Autograde.autograde_preprocessors = [_policy.SyncDeadlines, _executor, _sanitize,
-                                           IgnorePattern,
+    _sanitize = _grading.SanitizeSubmission
+    c.Autograde.autograde_preprocessors = [_policy.SyncDeadlines, _grading.ResilientExecute,
+                                           _sanitize, IgnorePattern,
                                            ClearMetadataPreprocessor, LimitOutput,
                                            SaveAutoGrades, AssignLatePenalties,
                                            CheckCellMetadata]
@@ -120,17 +108,13 @@ c.QuizMode.graded = []  # e.g. ["03_memory", "04_shared_memory"]
 c.QuizMode.points = 1  # points per graded question
 
 
-def _load_quiz_mode():
-    module = _load_by_path("grader/quiz_mode.py", "cudacourse_quiz_mode")
-    return None if module is None else module.QuizMode
-
-
-_quiz_mode = _load_quiz_mode()
-if _quiz_mode is not None:
+if _grading is not None:
     from nbgrader.converters import GenerateAssignment as _GA
 
+    from cudacourse.grader.quiz_mode import QuizMode as _QuizMode
+
     c.GenerateAssignment.preprocessors = [
-        _quiz_mode, *_GA.class_traits()["preprocessors"].make_dynamic_default()]
+        _QuizMode, *_GA.class_traits()["preprocessors"].make_dynamic_default()]
 
 
 # --- the gradebook (cudacourse.grader.course.DB_ENV) -----------------------------------------

@@ -14,7 +14,8 @@
 # cells after them check your work.
 
 # %% [readonly] id=setup
-import cudacourse  # first: it chooses a real GPU or the CUDA simulator before numba.cuda loads
+import cudacourse
+cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 import cudacourse.check
 from cudacourse import quiz, cpu_vs_gpu, device, bench
 

@@ -15,6 +15,7 @@
 
 # %% [readonly] id=setup
 import cudacourse
+cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 import cudacourse.check
 from cudacourse import quiz
 from cudacourse import device, indexing, occupancy, warps

@@ -26,6 +26,7 @@
 
 # %% [readonly] id=setup
 import cudacourse
+cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 from cudacourse import quiz
 import cudacourse.check
 import math

@@ -17,6 +17,7 @@
 #    it).
 # %% [readonly] id=setup
 import cudacourse
+cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 from cudacourse import quiz
 import cudacourse.check
 import math

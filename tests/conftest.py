@@ -1,6 +1,6 @@
 """Shared test setup: choose the device first, mark GPU-only tests, share what is built.
 
-``import cudacourse`` must run before anything imports numba.cuda, so it happens here, at
+``cudacourse.setup()`` must run before anything imports numba.cuda, so it happens here, at
 collection time. Tests run on a real GPU when one is usable (or CUDACOURSE_DEVICE=gpu), and
 in Numba's CUDA simulator otherwise.
 
@@ -42,8 +42,10 @@ os.environ.setdefault("CUDACOURSE_QUIET", "1")
 
 import pytest  # noqa: E402
 
-import cudacourse  # noqa: E402,F401 - chooses the device before numba.cuda is imported
+import cudacourse  # noqa: E402
 from cudacourse import device  # noqa: E402
+
+cudacourse.setup()  # the device, before any test module imports numba.cuda
 
 
 def pytest_report_header(config):

@@ -125,7 +125,7 @@ def grade_the_class(course: Path) -> dict[str, Any]:
                          isolated=ISOLATED, home=os.path.expanduser("~"))
     before = intake.file_hashes(course / "submitted")
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
+    proc = subprocess.run([sys.executable, "-m", "cudacourse.cli", "grade", A, "--course",
                            str(course), "--timeout", str(TIMEOUT),  # workers: the cores
                            "--feedback-timeout", str(FEEDBACK_TIMEOUT), "--no-progress"],
                           cwd=course, env=env(), capture_output=True, text=True, timeout=3000)
@@ -134,7 +134,7 @@ def grade_the_class(course: Path) -> dict[str, Any]:
     print(f"\ncudacourse grade: {len(want)} samples in {seconds:.0f} s ({WHY})")
     feedback = nbgrader(course, "generate_feedback", A, "--force")
     export = nbgrader(course, "export", "--to", str(course / "grades.csv"))
-    report = subprocess.run([sys.executable, "-m", "cudacourse_cli", "report", A, "--course",
+    report = subprocess.run([sys.executable, "-m", "cudacourse.cli", "report", A, "--course",
                              str(course), "--no-plot"], cwd=course, env=env(),
                             capture_output=True, text=True, timeout=900)
     # Plain nbgrader, without `cudacourse grade`, on a copy of one hostile submission.

@@ -1,4 +1,5 @@
-"""The package's shape: no import cycle in src/cudacourse, grading only in cudacourse.grader.
+"""The package's shape: no import cycle in src/cudacourse, grading only in cudacourse.grader,
+one name per module, private modules private.
 
 A cycle is a set of modules that import each other, directly or through others (a strongly
 connected component of the import graph, read from the source with ``ast``, every import
@@ -118,10 +119,18 @@ def _imports_nbgrader(path: Path) -> bool:
 
 
 def loaded_by_nbgrader_config(config: Path = ROOT / "nbgrader_config.py") -> set[str]:
-    """The package files nbgrader_config.py loads by path, as dotted module names."""
-    text = config.read_text(encoding="utf-8")
-    return {"cudacourse." + m.group(1).removesuffix(".py").replace("/", ".")
-            for m in re.finditer(r'_load_by_path\(\s*"([\w/]+\.py)"', text)}
+    """The package modules nbgrader_config.py imports (``from cudacourse.x import y`` is
+    cudacourse.x, and cudacourse.x.y when that is a module)."""
+    tree = ast.parse(config.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "cudacourse"}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module and \
+                node.module.split(".")[0] == "cudacourse":
+            out |= {node.module} - {"cudacourse"}  # the package itself is not a grading module
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
 
 
 def grading_outside_grader(known: dict[str, Path],
@@ -171,8 +180,110 @@ def test_a_scratch_package_with_a_cycle_and_stray_grading_is_caught(tmp_path):
     for rel, text in files.items():
         (pkg / rel).write_text(text)
     config = tmp_path / "nbgrader_config.py"
-    config.write_text('_load_by_path("helper.py", "x")\n_load_by_path("grader/__init__.py", "y")\n')
+    config.write_text("from cudacourse import helper\nfrom cudacourse.grader import x\n")
     known = modules(pkg)
     assert cycles(import_graph(known)) == {frozenset({"cudacourse.a", "cudacourse.b"})}
-    assert grading_outside_grader(known, config) == {
+    assert grading_outside_grader(known, config) & set(known) == {
         "cudacourse.marks", "cudacourse.grading_extra", "cudacourse.helper"}
+
+
+# --- one name per module; private modules stay private --------------------------------------
+
+def _owner(module: str) -> str:
+    """The package a module belongs to: ``cudacourse.check._engine`` -> ``cudacourse.check``."""
+    return module.rsplit(".", 1)[0]
+
+
+def private_uses(known: dict[str, Path]) -> set[tuple[str, str]]:
+    """(importer, module) where an underscored module is imported from outside its package
+    (``cudacourse.check._failure`` from ``cudacourse.grader.partial``). A package's own
+    modules, and its subpackages, may use it: that is what the underscore says."""
+    graph = import_graph(known)
+    out = set()
+    for importer, targets in graph.items():
+        for target in targets:
+            if not target.rsplit(".", 1)[-1].startswith("_"):
+                continue
+            inside = importer == _owner(target) or importer.startswith(_owner(target) + ".")
+            if not inside:
+                out.add((importer, target))
+    return out
+
+
+def test_no_underscored_module_is_used_outside_its_package():
+    found = private_uses(KNOWN)
+    assert not found, ("private modules used from outside their package (give the part they "
+                       "need a public home, as check.kit does for the checkers): "
+                       + "; ".join(f"{a} -> {b}" for a, b in sorted(found)))
+
+
+# By-path loading that stays, each for a reason: the compile/replay child must choose its
+# mode (a fake sm_90 GPU, or the simulator) before anything of the package is imported, and
+# must never appear among the package's modules (the grading audit compares them).
+BY_PATH_ALLOWED = {"cudacourse.check._child", "cudacourse.check._compile"}
+BY_PATH = re.compile(r"spec_from_file_location|run_path|SourceFileLoader|sys\.path\.insert")
+
+
+def by_path_loaders(known: dict[str, Path]) -> set[str]:
+    """Modules that load a file by path or put a folder on sys.path."""
+    return {n for n, p in known.items() if BY_PATH.search(p.read_text(encoding="utf-8"))}
+
+
+def test_no_module_loads_the_package_by_path():
+    found = by_path_loaders(KNOWN) - BY_PATH_ALLOWED
+    assert not found, f"modules that load files by path or edit sys.path: {sorted(found)}"
+
+
+NAMES = """
+import importlib, json, pkgutil, sys
+from pathlib import Path
+import cudacourse, cudacourse.grader
+from cudacourse.grader import policy
+for m in pkgutil.iter_modules(cudacourse.grader.__path__):
+    if m.name != "instructor_server_config":  # a Jupyter config file, run by Jupyter
+        importlib.import_module(f"cudacourse.grader.{m.name}")
+policy.load_config(sys.argv[1])  # nbgrader_config.py, as nbgrader loads it
+import cudacourse.check, cudacourse.lessons, cudacourse.cli
+src = Path(cudacourse.__file__).resolve().parent.parent
+names = {}
+for name, mod in list(sys.modules.items()):
+    f = getattr(mod, "__file__", None)
+    if f and Path(f).resolve().is_relative_to(src / "cudacourse"):
+        names.setdefault(str(Path(f).resolve().relative_to(src)), []).append(name)
+print(json.dumps(names))
+"""
+
+
+def test_every_module_is_imported_under_one_name_its_own():
+    """The grader, the checkers and nbgrader's configuration loaded in one process: each
+    file of the package is one module, named by its path."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", NAMES, str(ROOT)], capture_output=True,
+                          text=True, timeout=300,
+                          env={**__import__("os").environ, "CUDACOURSE_QUIET": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "cudacourse/grader/autograde.py" in names and "cudacourse/check/kit.py" in names
+    wrong = {}
+    for rel, got in names.items():
+        want = rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        if got != [want]:
+            wrong[rel] = got
+    assert not wrong, f"modules under another name, or two: {wrong}"
+
+
+def test_the_scans_catch_a_second_name_and_a_private_use(tmp_path):
+    pkg = tmp_path / "cudacourse"
+    (pkg / "check").mkdir(parents=True)
+    files = {"__init__.py": "", "check/__init__.py": "", "check/_engine.py": "",
+             "check/vector.py": "from . import _engine\n",
+             "occupancy.py": "from .check import _engine\n",
+             "loader.py": "import runpy\nrunpy.run_path('grader/x.py')\n"}
+    for rel, text in files.items():
+        (pkg / rel).write_text(text)
+    known = modules(pkg)
+    assert private_uses(known) == {("cudacourse.occupancy", "cudacourse.check._engine")}
+    assert by_path_loaders(known) == {"cudacourse.loader"}

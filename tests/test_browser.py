@@ -20,7 +20,7 @@ pytest.importorskip("jupyterlab", reason="JupyterLab is not installed here")
 @pytest.fixture()
 def lab(tmp_path, jupyter_server):
     with jupyter_server(lambda port: [
-            sys.executable, "-c", "import sys, cudacourse_cli; sys.exit(cudacourse_cli.main())",
+            sys.executable, "-m", "cudacourse.cli",
             "lab", "--workspace", str(tmp_path / "ws"), "--no-browser",
             f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
             "--IdentityProvider.token="], "/lab") as url:

@@ -113,7 +113,7 @@ def course(tmp_path_factory):
         d = course / "submitted" / student / A
         d.mkdir(parents=True)
         nbformat.write(_submission(learner, master, hostile), d / f"{A}.ipynb")
-    proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
+    proc = subprocess.run([sys.executable, "-m", "cudacourse.cli", "grade", A, "--course",
                            str(course), "--workers", "2", "--timeout", "60",
                            "--no-feedback-run", "--no-progress"], cwd=course, env=_env(),
                           capture_output=True, text=True, timeout=1800)

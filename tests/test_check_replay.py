@@ -266,6 +266,7 @@ sys.path.insert(0, SRC)
 child.setup_offline_sm90(child.find_toolkit(), SRC)
 import numpy as np
 import cudacourse
+cudacourse.setup()
 from numba import cuda
 from cudacourse.check import CheckFailure, _engine as E, _origin, _replay as R
 from cudacourse import vector as V

@@ -271,7 +271,7 @@ def test_a_class_of_hostile_folders_ends_records_everyone_and_leaks_nothing(tmp_
     want = samples.write(course, course / "notebooks" / A / NB, course / "solutions" / A / NB,
                          only=names)
     assert set(want) == names
-    proc = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", A, "--course",
+    proc = subprocess.run([sys.executable, "-m", "cudacourse.cli", "grade", A, "--course",
                            str(course), "--timeout", "20", "--no-feedback-run",
                            "--no-progress"], cwd=course, env=env, capture_output=True,
                           text=True, timeout=1200)

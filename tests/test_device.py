@@ -1,4 +1,4 @@
-"""Device choice at import: policies, notices, and the errors a learner can hit."""
+"""Device choice at setup (or first use): policies, notices, and the errors a learner can hit."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def run_py(code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_sim_policy_forces_the_simulator_with_a_one_line_notice():
-    p = run_py("import cudacourse, numba.cuda as c; print('MODE', cudacourse.MODE, "
+    p = run_py("import cudacourse; cudacourse.setup(); import numba.cuda as c; "
+               "print('MODE', cudacourse.MODE, "
                "c.simulator is not None if hasattr(c, 'simulator') else None)",
                CUDACOURSE_DEVICE="sim")
     assert p.returncode == 0, p.stderr
@@ -42,7 +43,7 @@ def test_quiet_silences_the_notice():
 
 
 def test_unknown_policy_is_named():
-    p = run_py("import cudacourse", CUDACOURSE_DEVICE="tpu")
+    p = run_py("import cudacourse; cudacourse.setup()", CUDACOURSE_DEVICE="tpu")
     assert p.returncode != 0
     assert "CUDACOURSE_DEVICE='tpu' is not one of auto, sim, gpu" in p.stderr
 
@@ -50,7 +51,7 @@ def test_unknown_policy_is_named():
 def test_gpu_policy_without_gpu_fails_clearly():
     if not device.is_simulator():
         pytest.skip("a GPU is present: the 'no GPU' error cannot happen here")
-    p = run_py("import cudacourse", CUDACOURSE_DEVICE="gpu")
+    p = run_py("import cudacourse; cudacourse.setup()", CUDACOURSE_DEVICE="gpu")
     assert p.returncode != 0
     assert "CUDACOURSE_DEVICE=gpu demands a GPU, but" in p.stderr
     assert "nvidia-smi" in p.stderr
@@ -68,7 +69,7 @@ def test_auto_without_gpu_falls_back_to_the_simulator_and_says_why():
 def test_numba_cuda_imported_first_in_real_mode_without_gpu_is_explained():
     if not device.is_simulator():
         pytest.skip("a GPU is present: importing numba.cuda first is harmless there")
-    p = run_py("import numba.cuda\nimport cudacourse")
+    p = run_py("import numba.cuda\nimport cudacourse\ncudacourse.setup()")
     assert p.returncode != 0
     assert "numba.cuda was imported before cudacourse" in p.stderr
     assert "restart the Python kernel" in p.stderr
@@ -83,10 +84,50 @@ def test_numba_cuda_imported_first_in_sim_mode_is_adopted():
 
 
 def test_gpu_demanded_after_numba_imported_in_sim_mode_fails():
-    p = run_py("import numba.cuda\nimport cudacourse", NUMBA_ENABLE_CUDASIM="1",
+    p = run_py("import numba.cuda\nimport cudacourse\ncudacourse.setup()", NUMBA_ENABLE_CUDASIM="1",
                CUDACOURSE_DEVICE="gpu")
     assert p.returncode != 0
     assert "demands a GPU" in p.stderr
+
+
+def test_importing_the_package_does_nothing():
+    """No device chosen, no NUMBA_* variable, no simulator patch, no notice: the grader and
+    the command import the package like any other."""
+    p = run_py("""
+        import os, sys
+        before = dict(os.environ)
+        import cudacourse, cudacourse.grader.autograde, cudacourse.lessons, cudacourse.quiz
+        from cudacourse import device
+        print(sorted(k for k in os.environ if os.environ[k] != before.get(k)),
+              "numba.cuda" in sys.modules, device.chosen(),
+              any(m in sys.modules for m in ("cudacourse.simwarp", "cudacourse.simblock")))
+    """)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[] False False False"
+
+
+def test_setup_sets_the_language_first_then_prints_the_device_line_in_it():
+    p = run_py("import cudacourse; c = cudacourse.setup(lang='ja'); "
+               "print(c is cudacourse.setup(), cudacourse.MODE)", CUDACOURSE_DEVICE="sim")
+    assert p.returncode == 0, p.stderr
+    first, second = p.stdout.splitlines()
+    assert first.startswith("cudacourse: シミュレータモード (CUDACOURSE_DEVICE=sim)")
+    assert second == "True sim"
+
+
+def test_a_module_that_needs_numba_chooses_the_device_itself():
+    p = run_py("import cudacourse.vector, sys; from cudacourse import device; "
+               "print(device.chosen(), 'cudacourse.simwarp' in sys.modules)",
+               CUDACOURSE_DEVICE="sim")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [p.stdout.splitlines()[0], "True True"]
+    assert p.stdout.startswith("cudacourse: simulator mode (CUDACOURSE_DEVICE=sim)")
+
+
+def test_asking_for_another_mode_after_the_choice_is_an_error():
+    p = run_py("import cudacourse; cudacourse.setup(); cudacourse.setup(device='gpu')",
+               CUDACOURSE_DEVICE="sim", CUDACOURSE_QUIET="1")
+    assert p.returncode != 0 and "already runs in sim mode" in p.stderr
 
 
 def test_numpy_25_with_numba_cuda_030_is_refused_with_advice(monkeypatch):

@@ -193,14 +193,15 @@ def test_timestamp_round_trips_through_nbgrader():
 
 def test_the_course_config_installs_the_policy_with_nothing_late_by_default():
     """nbgrader_config.py: SyncDeadlines before anything else, LatePenalty as nbgrader's
-    plugin, loaded by path (as cudacourse_grader, like the grader); no due date, no penalty."""
+    plugin, imported as cudacourse.grader.policy (the package's one name); no due date, no
+    penalty."""
     config = policy.load_config(authoring.ROOT)
     steps = config.Autograde.autograde_preprocessors
     names = [(s.__module__, s.__name__) for s in steps]
-    assert names[0] == ("cudacourse_grader.policy", "SyncDeadlines")
+    assert names[0] == ("cudacourse.grader.policy", "SyncDeadlines")
     assert ("nbgrader.preprocessors.latesubmissions", "AssignLatePenalties") in names[1:]
     plugin = config.AssignLatePenalties.plugin_class
-    assert (plugin.__module__, plugin.__name__) == ("cudacourse_grader.policy", "LatePenalty")
+    assert (plugin.__module__, plugin.__name__) == ("cudacourse.grader.policy", "LatePenalty")
     course_policy, late = policy.CoursePolicy(config=config), policy.LatePenalty(config=config)
     assert course_policy.due == {} and late.penalty_method == "none"
     assert late.late_submission_penalty("s", 10.0, 30 * 86400) is None

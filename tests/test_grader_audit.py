@@ -48,15 +48,24 @@ def test_audit_source_runs_standalone_like_in_a_kernel():
 
 def test_audit_watches_every_checker_module():
     """Each module under cudacourse/check/ (but the by-path child and the seam list) is
-    watched, loaded or not, so a rebound topic checker is noticed."""
+    watched: the engine's by name, loaded or not; the registry's checker modules because
+    loading ``cudacourse.check`` loads them all. So a rebound topic checker is noticed."""
     from pathlib import Path
 
     import cudacourse.check
+    from cudacourse import lessons
 
     here = Path(cudacourse.check.__file__).parent
     modules = {f"cudacourse.check.{p.stem}" for p in here.glob("*.py") if p.stem != "__init__"}
-    assert modules - {"cudacourse.check._child", "cudacourse.check._numba_hooks"} <= set(
+    engine = {m for m in modules if m.rsplit(".", 1)[1].startswith("_")}
+    assert engine - {"cudacourse.check._child", "cudacourse.check._numba_hooks"} <= set(
         grading_audit.COURSE_MODULES)
+    topics = {lesson.checker_module for lesson in lessons.LESSONS}
+    assert "cudacourse.check.kit" in grading_audit.COURSE_MODULES
+    assert topics == modules - engine - {"cudacourse.check.kit"}, \
+        "a checker module outside the registry, or missing"
+    snap = grading_audit.snapshot({}, load=True)
+    assert all(snap.get(f"mod:{m}", "missing") != "missing" for m in topics), topics
 
 
 def test_audit_notices_a_rebound_topic_checker(monkeypatch):

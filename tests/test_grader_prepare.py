@@ -1,44 +1,28 @@
 """grader.prepare: what the verdict server's environment is built from."""
-import importlib.util
+import json
 import subprocess
 import sys
-from pathlib import Path
 
-GRADER = Path(__file__).resolve().parents[1] / "src" / "cudacourse" / "grader"
-
-BY_PATH = f"""
-import importlib.util, json, sys
-spec = importlib.util.spec_from_file_location(
-    "cudacourse_grader", {str(GRADER / '__init__.py')!r},
-    submodule_search_locations=[{str(GRADER)!r}])
-m = importlib.util.module_from_spec(spec); sys.modules["cudacourse_grader"] = m
-spec.loader.exec_module(m)
-import cudacourse_grader.prepare as P
-env = P._verdict_env({{}})
-print(json.dumps([P._device_module().__name__, "cudacourse" in sys.modules,
+CHILD = """
+import json, sys
+import cudacourse.grader.prepare as P
+env = P._verdict_env({})
+print(json.dumps([P.device.__name__, P.device.chosen(), "numba.cuda" in sys.modules,
                   env.get("CUDACOURSE_GRADING")]))
 """
 
 
-def test_the_verdict_env_is_built_when_nbgrader_loads_the_grader_by_path():
-    """nbgrader's config loads the grader by path as ``cudacourse_grader`` (no parent
-    package): the device probe handed to the verdict server must still be made there,
-    without importing the cudacourse package (a GPU grader failed every autograde with
-    'attempted relative import beyond top-level package')."""
-    out = subprocess.run([sys.executable, "-c", BY_PATH], capture_output=True, text=True,
+def test_the_verdict_env_is_built_in_a_grading_process_that_chooses_no_device():
+    """The grader is imported as itself (nbgrader's config imports cudacourse.grader): the
+    device probe handed to the verdict server is made there with the ctypes probe only, and
+    the grading process chooses no device and never imports numba.cuda."""
+    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    name, imported_package, grading = __import__("json").loads(out.stdout.splitlines()[-1])
-    assert name == "cudacourse_grader_device"
-    assert imported_package is False  # device chosen by nobody in the grading process
+    name, chosen, numba_cuda, grading = json.loads(out.stdout.splitlines()[-1])
+    assert name == "cudacourse.device"
+    assert chosen is False and numba_cuda is False
     assert grading == "1"
-
-
-def test_inside_the_package_the_device_module_is_the_packages_own():
-    from cudacourse import device
-    from cudacourse.grader import prepare
-
-    assert prepare._device_module() is device
 
 
 def _feedback_argv_timeout(monkeypatch, options: dict) -> int:

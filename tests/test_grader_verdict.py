@@ -13,6 +13,10 @@ from cudacourse.grader import verdict
 DOUBLE = ("f", "def f(x):\n    return x * 2\n")
 
 
+# the verdict process as the grader starts it: the module by its one name
+VERDICT_CMD = (sys.executable, "-P", "-m", "cudacourse.grader.verdict")
+
+
 def _job(test: str, answers=(DOUBLE,), context=("import math",), cap=1000) -> dict:
     return {"grade_id": "t", "context": list(context), "answers": [list(a) for a in answers],
             "test": test, "cap": cap}
@@ -49,7 +53,7 @@ def test_output_is_capped():
 def test_the_script_forks_one_process_per_test_cell_and_answers_on_its_own_channel():
     jobs = [dict(_job("import os\nprint(os.getpid())"), grade_id=f"t{i}") for i in range(3)]
     jobs.append(dict(_job("while True:\n    pass"), grade_id="hang"))
-    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+    proc = subprocess.run([*VERDICT_CMD], input=json.dumps(
         {"jobs": jobs, "timeout": 3}), capture_output=True, text=True, timeout=120)
     results = {v["grade_id"]: v for v in map(json.loads, proc.stdout.splitlines())}
     pids = {results[f"t{i}"]["output"] for i in range(3)}
@@ -195,7 +199,7 @@ def test_the_server_takes_the_device_probe_from_a_child_and_still_forks(tmp_path
            if k not in ("NUMBA_ENABLE_CUDASIM", "CUDACOURSE_GPU_PROBED", "CUDACOURSE_DEVICE")}
     jobs = [dict(_job("import os\nprint(os.getpid(), os.environ.get('CUDACOURSE_GPU_PROBED'))"),
                  grade_id=f"t{i}") for i in range(2)]
-    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+    proc = subprocess.run([*VERDICT_CMD], input=json.dumps(
         {"jobs": jobs, "timeout": 60}), capture_output=True, text=True, timeout=180, env=env)
     results = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [r.get("grade_id") for r in results] == ["t0", "t1"], proc.stdout
@@ -214,7 +218,7 @@ def test_on_a_gpu_the_server_forks_and_each_child_makes_its_own_context():
 
     from cudacourse.grader import prepare
 
-    ctx = ("import cudacourse\nimport numpy as np\nfrom numba import cuda\n"
+    ctx = ("import cudacourse\ncudacourse.setup()\nimport numpy as np\nfrom numba import cuda\n"
            "@cuda.jit\ndef _twice(x):\n    i = cuda.grid(1)\n    if i < x.size:\n"
            "        x[i] = 2 * x[i]\n")
     test = ("d = cuda.to_device(np.arange(100, dtype=np.float32)); _twice[1, 128](d)\n"
@@ -222,7 +226,7 @@ def test_on_a_gpu_the_server_forks_and_each_child_makes_its_own_context():
             "print(os.getpid())")
     jobs = [dict(_job(test, context=(ctx,)), grade_id=f"k{i}") for i in range(3)]
     env = {**os.environ, **prepare._verdict_env({})}
-    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+    proc = subprocess.run([*VERDICT_CMD], input=json.dumps(
         {"jobs": jobs, "timeout": 120}), capture_output=True, text=True, timeout=300, env=env)
     results = [json.loads(line) for line in proc.stdout.splitlines()]
     assert results and results[0].get("fork") is not False, \
@@ -270,7 +274,7 @@ def test_on_a_gpu_the_server_forks_only_when_a_child_can_use_it(initialised, to_
     jobs = [dict(_job("import os\nprint(os.getpid())", context=("import numba", ctx)),
                  grade_id=f"t{i}") for i in range(2)]
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, verdict.__file__], input=json.dumps(
+    proc = subprocess.run([*VERDICT_CMD], input=json.dumps(
         {"jobs": jobs, "timeout": 60}), capture_output=True, text=True, timeout=180, env=env)
     results = [json.loads(line) for line in proc.stdout.splitlines()]
     if forks:

@@ -73,3 +73,40 @@ def test_the_lesson_uses_what_the_registry_says(lesson):
 def test_the_command_line_prints_both():
     assert L.main(["readme"]) == 0 and L.main(["markers"]) == 0
     assert L.main([]) == 2
+
+
+@pytest.mark.parametrize("lesson", L.LESSONS, ids=lambda lesson: lesson.stem)
+def test_technique_causes_are_declared_by_the_checkers_they_name(lesson):
+    """Each ``TECHNIQUE`` entry names a checker of that module and causes its module (or the
+    observation helpers under it) raises; partial credit reads exactly these."""
+    from cudacourse.check import _observe
+    from cudacourse.grader import partial
+
+    text = lesson.checker_path.read_text() + Path(_observe.__file__).read_text()
+    for name, causes in lesson.technique.items():
+        assert name in lesson.checkers, f"{lesson.checker}.py: TECHNIQUE names {name}"
+        for cause in causes:
+            assert f'"{cause}"' in text, (name, cause)
+        assert partial.TECHNIQUE[name] == causes
+
+
+def test_checker_modules_come_from_the_registry():
+    import cudacourse.check
+
+    assert cudacourse.check._TOPICS == tuple(lesson.checker for lesson in L.LESSONS)
+    public = {n for lesson in L.LESSONS for n in lesson.checkers}
+    assert public == {n for n in cudacourse.check.__all__ if n.startswith("check_")}
+
+
+def test_an_entry_that_is_incomplete_is_refused_by_name(tmp_path):
+    (tmp_path / "01_x.toml").write_text('[lesson]\nnumber = 1\ntitle = "x"\n')
+    with pytest.raises(L.RegistryError, match=r"01_x.toml: \[lesson\] lacks summary"):
+        L.load(tmp_path)
+    (tmp_path / "01_x.toml").write_text('[[question]]\nid = "q"\n')
+    with pytest.raises(L.RegistryError, match=r"no \[lesson\] table"):
+        L.load(tmp_path)
+    bank = (ROOT / "src/cudacourse/quizzes" / L.LESSONS[0].questions).read_text()
+    (tmp_path / "01_x.toml").unlink()
+    (tmp_path / "02_y.toml").write_text(bank.replace("number = 1", "number = 2"))
+    with pytest.raises(L.RegistryError, match="without gaps"):
+        L.load(tmp_path)

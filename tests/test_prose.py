@@ -8,6 +8,7 @@ import re
 import pytest
 
 from cudacourse import authoring, hardware, occupancy, prose
+from cudacourse import lessons as registry
 
 LESSONS = authoring.lessons()
 
@@ -118,21 +119,10 @@ def test_every_placeholder_of_a_lesson_resolves(lesson):
 
 # --- every term defined where it is first used --------------------------------------------
 
-# Per lesson, the terms a newcomer does not know. At its first use in the lesson's markdown
-# a term is defined: set in bold or italics there, where the sentence explains it.
-TERMS = {
-    "01": ["kernel", "host", "device", "streaming multiprocessors", "bounds guard",
-           "coalescing", "memory-bound", "grid", "blocks"],
-    "02": ["warps?", "grid-stride loops?", "occupancy", "registers", "compute capability",
-           "lanes?"],
-    "03": ["pinned"],
-    "04": ["shared memory", "bank conflicts?", r"ld\.shared\.v4\.f32", "barrier"],
-    "05": ["online softmax", r"running \(max, sum\) pairs?", r"TR x TC", "lanes sharing",
-           "ptxas", r"ld\.shared\.v4\.f32", "tensor cores", "causal", "sliding window",
-           "SDPA"],
-    "06": ["discrete Laplacian", "BGK", "lattice units", "Reynolds number",
-           "bounce-back"],
-}
+# Per lesson, the terms a newcomer does not know (the registry's ``terms``: the lesson's
+# [lesson] table in its question bank). At its first use in the lesson's markdown a term is
+# defined: set in bold or italics there, where the sentence explains it.
+TERMS = {lesson.stem[:2]: list(lesson.terms) for lesson in registry.LESSONS}
 
 
 def _defined_at(text: str, start: int, end: int) -> bool:

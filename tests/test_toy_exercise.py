@@ -266,7 +266,7 @@ def test_a_toy_exercise_goes_from_lesson_source_to_scores(tmp_path):
         where.mkdir(parents=True)
         nbformat.write(_fill(learner, answers), where / f"{TOY}.ipynb")
 
-    graded = subprocess.run([sys.executable, "-m", "cudacourse_cli", "grade", TOY, "--course",
+    graded = subprocess.run([sys.executable, "-m", "cudacourse.cli", "grade", TOY, "--course",
                              str(course), "--timeout", str(TIMEOUT), "--no-progress"],
                             cwd=course, env=_env(), capture_output=True, text=True,
                             timeout=1200)

@@ -70,11 +70,11 @@ def test_learner_config_hides_instructor_tools_and_the_news(tmp_path):
 def test_lab_environment_drops_the_cli_variables_and_adds_the_config(tmp_path):
     from cudacourse.workspace import lab_environment
 
-    env = {"CUDACOURSE_QUIET": "1", "CUDACOURSE_CLI": "1", "CUDACOURSE_DEVICE": "sim",
+    env = {"CUDACOURSE_QUIET": "1", "CUDACOURSE_DEVICE": "sim",
            "JUPYTER_CONFIG_PATH": "/elsewhere", "PATH": "/bin"}
     out = lab_environment(env, tmp_path)
-    assert "CUDACOURSE_QUIET" not in out and "CUDACOURSE_CLI" not in out
+    assert "CUDACOURSE_QUIET" not in out
     assert out["CUDACOURSE_DEVICE"] == "sim" and out["PATH"] == "/bin"
     assert out["JUPYTER_CONFIG_PATH"].split(os.pathsep) == [str(tmp_path), "/elsewhere"]
-    assert "JUPYTER_CONFIG_PATH" not in lab_environment({"CUDACOURSE_CLI": "1"})
-    assert env["CUDACOURSE_CLI"] == "1"  # the caller's dict is left alone
+    assert "JUPYTER_CONFIG_PATH" not in lab_environment({"CUDACOURSE_QUIET": "1"})
+    assert env["CUDACOURSE_QUIET"] == "1"  # the caller's dict is left alone

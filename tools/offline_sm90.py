@@ -2,7 +2,7 @@
 
 Imported first by tools/ptx_*.py. The work is done by the same code the simulator's compile
 gate uses (src/cudacourse/check/_child.py, loaded by path so that ``cudacourse`` is not
-imported before its mode is chosen): ``import cudacourse`` then chooses GPU mode (a fake
+imported before its mode is chosen): ``cudacourse.MODE`` then chooses GPU mode (a fake
 H200 answers the driver probe; no driver call is ever made), and Numba uses libNVVM,
 libdevice and ptxas from the nvidia-nvvm / nvidia-cuda-nvcc pip wheels (or $CUDA_HOME).
 After this, ``cuda.compile_ptx(..., cc=(9, 0))`` works, and ``PTXAS -v`` reports registers,

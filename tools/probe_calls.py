@@ -21,7 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import cudacourse  # noqa: E402,F401  (chooses GPU or simulator first)
+import cudacourse  # noqa: E402
+
+cudacourse.setup()  # the device, before numba.cuda is imported
 import numpy as np  # noqa: E402
 
 from cudacourse import attention, device, lbm, matmul, softmax, stencil  # noqa: E402

@@ -16,7 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import cudacourse  # noqa: E402,F401
+import cudacourse  # noqa: E402
+
+cudacourse.setup()  # the device, before numba.cuda is imported
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402

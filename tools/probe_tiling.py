@@ -19,7 +19,9 @@ import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-import cudacourse  # noqa: E402  - chooses GPU or simulator before numba.cuda
+import cudacourse  # noqa: E402
+
+cudacourse.setup()  # the device, before numba.cuda is imported
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 

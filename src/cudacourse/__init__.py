@@ -1,35 +1,46 @@
 """cudacourse: learn to program NVIDIA GPUs from Python.
 
-Importing this package chooses the device (a real GPU, or Numba's CUDA simulator) before
-``numba.cuda`` is imported, and prints one line saying which. Set ``CUDACOURSE_DEVICE`` to
-``sim`` or ``gpu`` to force a mode, and ``CUDACOURSE_QUIET=1`` to silence the notice.
+Importing the package does nothing but define it. The first line of every lesson's setup
+cell chooses the device and the language::
+
+    import cudacourse
+    cudacourse.setup()            # or cudacourse.setup(lang="ja") in the Japanese edition
+
+which picks a real GPU or Numba's CUDA simulator before ``numba.cuda`` is imported, and
+prints one line saying which (in the edition's language). A module of the package that needs
+``numba.cuda`` makes the same choice itself if nothing made it yet. Set ``CUDACOURSE_DEVICE``
+to ``sim`` or ``gpu`` to force a mode, and ``CUDACOURSE_QUIET=1`` to silence the notice.
 """
 
 from __future__ import annotations
 
-import os as _os
+from typing import TYPE_CHECKING, Any
 
-from . import device as _device
+if TYPE_CHECKING:
+    from .device import Choice
 
 __version__ = "0.1.0"
 
-_problem = _device.numpy_problem()
-if _problem and _os.environ.get("CUDACOURSE_CLI") != "1":  # the CLI's doctor explains it
-    raise ImportError(_problem)
 
-_choice = _device.choose()
-_device._set_choice(_choice)
+def setup(lang: str | None = None, *, device: str | None = None) -> "Choice":
+    """Choose the course's language (first: the device notice is printed in it), then the
+    device (``device``: ``"auto"``, ``"sim"`` or ``"gpu"``; default ``CUDACOURSE_DEVICE`` or
+    auto). Returns the device choice; calling it again returns the same."""
+    from . import device as _device
 
-MODE = _choice.mode  # "gpu" or "sim"
+    if lang is not None:
+        from . import i18n
 
-if MODE == "sim":
-    from . import simblock as _simblock  # a block scheduler that waits, not spins
-    from . import simwarp as _simwarp  # warp intrinsics the stock simulator lacks
+        i18n.use(lang)
+    return _device.ensure(device)
 
-    _simblock.install()  # first: simwarp wraps the thread class it patches
-    _simwarp.install()
 
-if _os.environ.get("CUDACOURSE_QUIET") != "1":
-    print(_choice.notice())
+def __getattr__(name: str) -> Any:
+    if name == "MODE":  # "gpu" or "sim": the device of this process (chosen on first use)
+        from . import device as _device
 
-__all__ = ["MODE", "__version__"]
+        return _device.ensure().mode
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["MODE", "__version__", "setup"]

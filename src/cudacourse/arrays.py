@@ -8,6 +8,8 @@ the input came (host in, host out; device in, device out; ``out`` written in pla
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 from typing import Any
 
 import numpy as np

@@ -14,6 +14,8 @@ accepted too and flattened to batch * heads.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from dataclasses import astuple, dataclass
 from typing import Any, Callable

@@ -114,7 +114,19 @@ def to_notebook(text: str, name: str = "<lesson>",
 
 
 def lessons(root: str | Path | None = None) -> list[Path]:
-    return sorted((find_root(root) / "lessons").glob("[0-9][0-9]_*.py"))
+    """The sources of the registry's lessons (:mod:`cudacourse.lessons`) in this course, by
+    number; a source there without a registry entry is an error naming what it lacks."""
+    from . import lessons as registry
+
+    folder = find_root(root) / "lessons"
+    unregistered = sorted(p.name for p in folder.glob("[0-9][0-9]_*.py")
+                          if p.stem not in registry.BY_STEM)
+    if unregistered:
+        raise registry.RegistryError(
+            f"{', '.join(unregistered)}: no registry entry (a [lesson] table in "
+            f"cudacourse/quizzes/<stem>.toml, see docs/authoring.md)")
+    return [folder / f"{lesson.stem}.py" for lesson in registry.LESSONS
+            if (folder / f"{lesson.stem}.py").exists()]
 
 
 def master_path(lesson: Path, root: str | Path | None = None, lang: str = "en") -> Path:

@@ -6,6 +6,8 @@ simple the copies over PCIe cost far more than the arithmetic.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 from dataclasses import dataclass, field
 
 import numpy as np

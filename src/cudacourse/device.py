@@ -3,6 +3,11 @@
 The choice has to be made before ``numba.cuda`` is imported, because Numba reads
 ``NUMBA_ENABLE_CUDASIM`` exactly once, at that import. So this module never imports
 ``numba.cuda`` itself while deciding: it asks the NVIDIA driver directly through ctypes.
+Importing it does nothing: the choice is made by :func:`ensure`, called by
+``cudacourse.setup()`` (the first line of every lesson's setup cell) or, lazily, by the first
+module of the package that needs ``numba.cuda`` (``cudacourse._device_first``). It sets the
+``NUMBA_*`` variables, installs the simulator's additions in simulator mode and prints one
+line saying which device, in the course's language.
 
 ``CUDACOURSE_DEVICE`` selects the policy:
 
@@ -58,12 +63,15 @@ class Choice:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def notice(self) -> str:
+        """One line saying where kernels run, in the course's language."""
+        from .i18n import T
+
         if self.mode == "gpu":
             assert self.gpu is not None
-            return f"cudacourse: GPU mode on {self.gpu.describe()}."
-        return ("cudacourse: simulator mode (" + self.reason + "): kernels run on the CPU in "
-                "Numba's CUDA simulator, thousands of times slower than a GPU, so demos use "
-                "reduced sizes and timings say nothing about GPU speed.")
+            return T("cudacourse: GPU mode on {gpu}.", gpu=self.gpu.describe()).shown()
+        return T("cudacourse: simulator mode ({reason}): kernels run on the CPU in Numba's "
+                 "CUDA simulator, thousands of times slower than a GPU, so demos use reduced "
+                 "sizes and timings say nothing about GPU speed.", reason=self.reason).shown()
 
 
 # --- asking the driver, without numba --------------------------------------------------
@@ -182,8 +190,9 @@ def choose(policy: str | None = None) -> Choice:
     if policy not in POLICIES:
         raise DeviceError(f"CUDACOURSE_DEVICE={policy!r} is not one of {', '.join(POLICIES)}")
     already = _numba_cuda_already_imported()
-    early = ("numba.cuda was imported before cudacourse, so the mode can no longer be "
-             "changed: restart the Python kernel and run `import cudacourse` first")
+    early = ("numba.cuda was imported before cudacourse.setup(), so the mode can no longer "
+             "be changed: restart the Python kernel and run `import cudacourse; "
+             "cudacourse.setup()` first")
 
     if policy == "sim":
         if already == "gpu":
@@ -223,21 +232,47 @@ def choose(policy: str | None = None) -> Choice:
     return Choice(mode=mode, policy=policy, reason=reason, gpu=gpu)
 
 
-# --- sizes per mode ----------------------------------------------------------------------
+# --- the one choice of a process --------------------------------------------------------
 
 _choice: Choice | None = None
+QUIET_ENV = "CUDACOURSE_QUIET"  # "1": no notice line
 
 
-def _set_choice(choice: Choice) -> None:
+def ensure(policy: str | None = None) -> Choice:
+    """The device of this process, chosen now if nothing chose it yet: the mode, the
+    ``NUMBA_*`` variables, in simulator mode the block scheduler and warp intrinsics the stock
+    simulator lacks, and one notice line (unless ``CUDACOURSE_QUIET=1``). A later call returns
+    the same choice; asking then for another policy's mode is an error."""
     global _choice
+    if _choice is not None:
+        wanted = (policy or "").strip().lower()
+        if wanted in ("sim", "gpu") and wanted != _choice.mode:
+            raise DeviceError(f"this process already runs in {_choice.mode} mode "
+                              f"({_choice.reason}): restart the Python kernel to use {wanted}")
+        return _choice
+    problem = numpy_problem()
+    if problem:
+        raise DeviceError(problem)
+    choice = choose(policy)
+    if choice.mode == "sim":
+        from . import simblock, simwarp
+
+        simblock.install()  # first: simwarp wraps the thread class it patches
+        simwarp.install()
     _choice = choice
+    if os.environ.get(QUIET_ENV) != "1":
+        print(choice.notice())
+    return choice
+
+
+def chosen() -> bool:
+    """Whether this process has chosen its device (without choosing it)."""
+    return _choice is not None
 
 
 def current() -> Choice:
-    """The choice made at ``import cudacourse``."""
-    if _choice is None:
-        raise DeviceError("import cudacourse first: it chooses the device")
-    return _choice
+    """The device of this process (chosen now, by :func:`ensure`, if it was not yet)."""
+    return ensure()
 
 
 def mode() -> Mode:

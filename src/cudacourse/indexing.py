@@ -15,6 +15,8 @@ so ``c, r = cuda.grid(2)`` and ``out[r, c]``.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from typing import Any, NamedTuple
 

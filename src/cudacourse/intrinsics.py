@@ -24,6 +24,8 @@ context's ``make_array``/``cast``/``make_tuple``, and llvmlite IR.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 from typing import Any
 
 from ._numba_private import simulating

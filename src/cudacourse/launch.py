@@ -24,6 +24,8 @@ A new topic module needs its reference, its kernels, a ``Variants`` entry and a 
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Mapping, TypeVar

@@ -16,6 +16,8 @@ kernel and its flattened parameters, and on later calls only write the new data 
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 from typing import Any, Callable
 
 import numpy as np

@@ -26,6 +26,8 @@ copied from x = nx - 1, a zero-gradient outlet); y is periodic (walls are rows o
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from typing import Any, Callable
 

@@ -1,36 +1,68 @@
-"""The one registry of lessons: everything a lesson is made of, listed in one place.
+"""The registry of lessons: one entry per lesson, from which every list of lessons derives.
 
-Each ``Lesson`` names its source stem (``lessons/<stem>.py``, built into ``solutions/<stem>/``
-and ``notebooks/<stem>/``), its title and summary (the README's lessons table), what the
-learner writes, its topic modules, checkers, question bank, plots and pytest marker.
+A lesson's entry is the ``[lesson]`` table of its question bank,
+``cudacourse/quizzes/<stem>.toml`` (the one file of a lesson that is data, in the package,
+and that every lesson has)::
 
-The README table and the pytest markers in ``pyproject.toml`` come from here::
+    [lesson]
+    number = 7
+    title = 'Scans'                       # the README row: title, summary, you_write
+    summary = 'prefix sums in a block'
+    you_write = '`block_scan`'
+    topics = ['scan']                     # modules cudacourse.<topic> the lesson teaches with
+    checker = 'scan'                      # its checkers: cudacourse/check/<checker>.py
+    plots = []                            # modules whose plots it draws
+    marker = 'scans'                      # pytest marker lesson7's description
+    terms = ['prefix sum']                # terms defined at their first use (test_prose)
+
+What the entry does not say is read from the files it names, never copied: the checkers are
+the ``check_*`` functions of ``check/<checker>.py``, and their technique causes the
+``TECHNIQUE`` declaration at the top of that module (:func:`technique`; the grader's partial
+credit, :mod:`cudacourse.grader.partial`, uses it). ``cudacourse.check`` imports the checker
+modules in the registry's order; the README table and the pytest markers in
+``pyproject.toml`` are printed from here and ``tests/test_lessons.py`` fails when either
+differs::
 
     python -m cudacourse.lessons readme     # the README's lessons table
     python -m cudacourse.lessons markers    # the lesson lines of [tool.pytest.ini_options]
 
-and ``tests/test_lessons.py`` fails when either disagrees with the registry, or when a file
-named here is missing. Adding a lesson: write ``lessons/NN_topic.py``, add its entry below,
-paste the two outputs above, and run ``cudacourse build NN``.
+This module reads files only (standard library): grading processes and the checkers import
+it without importing Numba.
 """
 
 from __future__ import annotations
 
+import ast
 import sys
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent  # src/cudacourse
+BANKS = PACKAGE_DIR / "quizzes"
+CHECKERS = PACKAGE_DIR / "check"
+
+_FIELDS = {"number": int, "title": str, "summary": str, "you_write": str, "topics": list,
+           "checker": str, "plots": list, "marker": str, "terms": list}
+
+
+class RegistryError(ValueError):
+    """A lesson's entry is missing, incomplete or names a file that is not there."""
 
 
 @dataclass(frozen=True)
 class Lesson:
     number: int
-    stem: str  # lessons/<stem>.py; also the nbgrader assignment name
+    stem: str  # lessons/<stem>.py; also the nbgrader assignment name and the bank's name
     title: str
     summary: str  # after the title in the README table
     you_write: str  # the README table's last column (Markdown)
     topics: tuple[str, ...]  # modules under cudacourse/ that the lesson teaches with
-    checkers: tuple[str, ...]  # functions of cudacourse.check the exercises are graded by
+    checker: str  # its checker module: cudacourse/check/<checker>.py
     plots: tuple[str, ...]  # modules whose plots the lesson draws
     marker_text: str  # what ``pytest --markers`` says about the marker
+    terms: tuple[str, ...] = ()  # regexes of the terms its prose defines at their first use
 
     @property
     def marker(self) -> str:
@@ -41,6 +73,19 @@ class Lesson:
     master = property(lambda self: f"solutions/{self.stem}/{self.stem}.ipynb")
     release = property(lambda self: f"notebooks/{self.stem}/{self.stem}.ipynb")
     questions = property(lambda self: f"{self.stem}.toml")
+    checker_module = property(lambda self: f"cudacourse.check.{self.checker}")
+    checker_path = property(lambda self: CHECKERS / f"{self.checker}.py")
+
+    @property
+    def checkers(self) -> tuple[str, ...]:
+        """The ``check_*`` functions its checker module defines, in their order there."""
+        return tuple(_checker_names(self.checker_path))
+
+    @property
+    def technique(self) -> dict[str, frozenset[str]]:
+        """The checker module's ``TECHNIQUE``: checker -> causes it raises only after the
+        case's values matched the reference."""
+        return _declared_technique(self.checker_path)
 
     def readme_row(self) -> str:
         return (f"| {self.number} | [{self.title}]({self.release}): {self.summary} | "
@@ -50,52 +95,84 @@ class Lesson:
         return f"{self.marker}: lesson {self.number}, {self.marker_text}"
 
 
-LESSONS: tuple[Lesson, ...] = (
-    Lesson(1, "01_gpu_vs_cpu", "GPU vs CPU",
-           "throughput vs latency, CUDA's model, your first kernel, timing CPU against GPU",
-           "`vector_add`",
-           topics=("vector", "cpu_vs_gpu"), checkers=("check_vector_add",),
-           plots=("cpu_vs_gpu",), marker_text="GPU vs CPU"),
-    Lesson(2, "02_threads_blocks_warps", "Threads, blocks, warps",
-           "1D/2D grids, grid-stride loops, SIMT, divergence, occupancy, warp shuffles",
-           "2D kernel, grid-stride loop, warp sum",
-           topics=("indexing", "warps", "occupancy", "simwarp"),
-           checkers=("check_mirror", "check_saxpy", "check_warp_sum"),
-           plots=("viz.threads",), marker_text="threads, blocks and warps"),
-    Lesson(3, "03_memory", "Host and device memory",
-           "the allocation/copy/launch/free lifecycle, pinned memory, streams, launch cost, "
-           "when offloading pays",
-           "full lifecycle, data kept on the device across steps, stream pipeline",
-           topics=("transfer", "launch_cost"),
-           checkers=("check_gpu_scale", "check_smooth_on_device", "check_pipelined_scale"),
-           plots=("viz.memory",), marker_text="host and device memory"),
-    Lesson(4, "04_shared_memory", "Shared memory and tiling",
-           "`syncthreads`, tiled and register-blocked matmul, reductions, transpose and bank "
-           "conflicts",
-           "tiled matmul, block reduction",
-           topics=("matmul", "reduce", "transpose"),
-           checkers=("check_tiled_matmul", "check_block_sum"),
-           plots=("viz.tiling",), marker_text="shared memory and tiling"),
-    Lesson(5, "05_fused_attention", "Fused attention",
-           "why unfused attention is memory-bound, online softmax, a FlashAttention-style kernel",
-           "online softmax update, the fused kernel's inner loop",
-           topics=("softmax", "attention"),
-           checkers=("check_online_update", "check_flash_rows"),
-           plots=("viz.attention",), marker_text="fused attention"),
-    Lesson(6, "06_stencils_lbm", "Scientific computing",
-           "a 2D heat stencil with shared-memory tiles and halos, double buffering, why "
-           "stencils are memory-bound; the lattice Boltzmann method (D2Q9, pull streaming, "
-           "bounce-back, SoA) for the flow past a cylinder and a NACA 0012 wing",
-           "tiled heat step with halo, double-buffered time loop, fused LBM step",
-           topics=("stencil", "lbm"),
-           checkers=("check_heat_step", "check_diffuse", "check_lbm_step"),
-           plots=("viz.flow",), marker_text="stencils and the lattice Boltzmann method"),
-)
+def _module_tree(path: Path) -> ast.Module:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except FileNotFoundError:
+        raise RegistryError(f"no checker module {path}") from None
+
+
+@lru_cache(maxsize=None)
+def _checker_names(path: Path) -> list[str]:
+    return [node.name for node in _module_tree(path).body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")]
+
+
+@lru_cache(maxsize=None)
+def _declared_technique(path: Path) -> dict[str, frozenset[str]]:
+    """The literal ``TECHNIQUE = {...}`` at the top level of a checker module, read without
+    importing it (so without Numba); {} when the module declares none."""
+    for node in _module_tree(path).body:
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value else [])
+        if [getattr(t, "id", None) for t in targets] == ["TECHNIQUE"]:
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                raise RegistryError(f"{path.name}: TECHNIQUE must be a literal dict of "
+                                    "checker name -> cause ids") from None
+            return {str(k): frozenset(map(str, v)) for k, v in value.items()}
+    return {}
+
+
+def _entry(bank: Path) -> Lesson:
+    try:
+        data = tomllib.loads(bank.read_text(encoding="utf-8")).get("lesson")
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{bank.name}: not valid TOML ({exc})") from None
+    if not isinstance(data, dict):
+        raise RegistryError(f"{bank.name}: no [lesson] table (the lesson's registry entry)")
+    missing = [k for k in _FIELDS if k not in data]
+    wrong = [k for k, kind in _FIELDS.items() if k in data and not isinstance(data[k], kind)]
+    unknown = sorted(set(data) - set(_FIELDS))
+    if missing or wrong or unknown:
+        raise RegistryError(f"{bank.name}: [lesson] " + "; ".join(filter(None, (
+            missing and f"lacks {', '.join(missing)}",
+            wrong and f"has the wrong type for {', '.join(wrong)}",
+            unknown and f"has unknown keys {', '.join(unknown)}"))))
+    stem = bank.stem
+    if not stem.startswith(f"{data['number']:02d}_"):
+        raise RegistryError(f"{bank.name}: number = {data['number']} but the file is {stem}")
+    return Lesson(data["number"], stem, data["title"], data["summary"], data["you_write"],
+                  tuple(data["topics"]), data["checker"], tuple(data["plots"]), data["marker"],
+                  tuple(data["terms"]))
+
+
+def load(banks: Path = BANKS) -> tuple[Lesson, ...]:
+    """Every lesson, by number, from the question banks in ``banks``."""
+    found = tuple(sorted((_entry(p) for p in sorted(banks.glob("[0-9][0-9]_*.toml"))),
+                         key=lambda lesson: lesson.number))
+    numbers = [lesson.number for lesson in found]
+    if numbers != list(range(1, len(found) + 1)):
+        raise RegistryError(f"lesson numbers must run 1, 2, ... without gaps: {numbers}")
+    return found
+
+
+LESSONS: tuple[Lesson, ...] = load()
 
 BY_STEM = {lesson.stem: lesson for lesson in LESSONS}
 BY_MARKER = {lesson.marker: lesson for lesson in LESSONS}
+CHECKER_MODULES: tuple[str, ...] = tuple(dict.fromkeys(lesson.checker for lesson in LESSONS))
 
 README_HEADER = "| # | lesson | you write |\n|---|---|---|"
+
+
+def technique() -> dict[str, frozenset[str]]:
+    """Every checker's technique causes, from the declarations of all checker modules."""
+    out: dict[str, frozenset[str]] = {}
+    for lesson in LESSONS:
+        out.update(lesson.technique)
+    return out
 
 
 def readme_table() -> str:

@@ -17,6 +17,8 @@ with zeros on load and not written back.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from typing import Any
 

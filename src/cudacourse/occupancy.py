@@ -15,6 +15,8 @@ shared memory; ``driver_blocks_per_sm`` asks the driver, to compare against the 
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +145,7 @@ def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
 
     On a GPU the numbers come from the compiled kernel (``specialize`` compiles it for those
     argument types). In the simulator they come from a real sm_90 compile of the same kernel
-    by libNVVM and ptxas from the pip wheels (``cudacourse.check._compile``); without those
+    by libNVVM and ptxas from the pip wheels (``cudacourse.check.kit.compile_resources``); without those
     wheels the result is ``EXAMPLE_RESOURCES``, whose ``source`` says so.
     """
     if is_simulator():
@@ -159,11 +161,11 @@ def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
 
 def _sm90_resources(kernel: Any, args: tuple) -> KernelResources:
     """The simulator's answer: ptxas's report for an sm_90 build, else the examples."""
-    from .check import _compile
+    from .check import kit
 
     try:
-        res = _compile.resources(kernel, *args)
-    except _compile.CompileRefused:
+        res = kit.compile_resources(kernel, *args)
+    except kit.CompileRefused:
         res = None
     if res is None:
         return EXAMPLE_RESOURCES

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from dataclasses import dataclass
 from typing import Any

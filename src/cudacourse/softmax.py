@@ -10,6 +10,8 @@ block reduction (shared memory) merge the pairs.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from typing import Any
 

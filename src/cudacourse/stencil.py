@@ -25,6 +25,8 @@ step t + 1 reads ``b`` and writes ``a`` (no copy, no host round trip).
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import math
 from typing import Any
 

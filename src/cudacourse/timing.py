@@ -20,6 +20,8 @@ work, and the GPU stamps them when it gets there: the difference is GPU time.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import statistics
 import time
 from typing import Any, Callable

@@ -9,6 +9,8 @@ mapped (zero-copy) memory, and a small model of when offloading pays at all.
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 from dataclasses import dataclass
 from typing import Any, Sequence
 

@@ -14,6 +14,8 @@ Each thread of a 32 x 8 block moves 4 elements (32 / 8), so more loads are in fl
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import functools
 from dataclasses import dataclass
 from typing import Any

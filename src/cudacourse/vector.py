@@ -26,6 +26,8 @@ x work per thread x grid size x cache hint in one run; ``REGISTRY.chosen_by`` sa
 """
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import functools
 from dataclasses import dataclass, replace
 from typing import Any

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 from typing import Any
 
 import numpy as np

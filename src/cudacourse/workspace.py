@@ -75,10 +75,9 @@ LEARNER_DISABLED_SERVER_EXTENSIONS = (
     "nbgrader.server_extensions.formgrader",
     "nbgrader.server_extensions.course_list",
 )
-# Set by the `cudacourse` command for its own process only (quiet import, no numpy refusal
-# while the doctor explains it); a kernel that inherited them would hide the device line
-# and skip the numpy compatibility check.
-CLI_ONLY_VARIABLES = ("CUDACOURSE_QUIET", "CUDACOURSE_CLI")
+# Set by the `cudacourse` command for its own process only (no device line); a kernel that
+# inherited it would hide the device line.
+CLI_ONLY_VARIABLES = ("CUDACOURSE_QUIET",)
 
 
 def learner_config_dir(workspace: Path) -> Path:

@@ -19,9 +19,10 @@ This module cannot be modified after import: an answer cell that assigns
 
 from __future__ import annotations
 
+from .. import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
+
 import functools
 import importlib
-import importlib.util
 import sys
 import types
 
@@ -30,11 +31,13 @@ import types
 from . import _cases, _engine, _origin, _source, _compile, _replay  # noqa: F401
 from . import _numba_hooks, _budget  # noqa: F401
 from . import _observe, _instrument  # noqa: F401
+from . import kit  # noqa: F401 - the checkers' one import
+from .. import lessons
 from ._cases import Cases
 from ._engine import CheckFailure
 
-# One module per lesson topic; each defines check_* functions.
-_TOPICS = ("vector", "threads", "memory", "tiling", "attention", "science")
+# One checker module per lesson, in the registry's order; each defines check_* functions.
+_TOPICS = lessons.CHECKER_MODULES
 
 
 def _in_ipython() -> bool:
@@ -77,8 +80,6 @@ def _public(fn):
 
 __all__ = ["Cases", "CheckFailure"]
 for _topic in _TOPICS:
-    if importlib.util.find_spec(f"{__name__}.{_topic}") is None:
-        continue
     _mod = importlib.import_module(f"{__name__}.{_topic}")
     for _name in dir(_mod):
         if _name.startswith("check_") and callable(getattr(_mod, _name)):

@@ -62,7 +62,7 @@ def find_toolkit() -> dict | str:
 
 
 def setup_offline_sm90(tk: dict, src_dir: str = _SRC) -> None:
-    """Make ``import cudacourse`` choose GPU mode with a fake H200 and point Numba at ``tk``.
+    """Make ``cudacourse.setup()`` choose GPU mode with a fake H200 and point Numba at ``tk``.
 
     Must run before anything imports ``numba.cuda`` or ``cudacourse``.
     """
@@ -191,7 +191,9 @@ def ptxas_resources(ptxas: str, ptx: str, maxreg: int | None = None) -> dict:
 def do_compile(req: dict) -> dict:
     tk = req["toolkit"]
     setup_offline_sm90(tk, req.get("src_dir", _SRC))
-    import cudacourse  # noqa: F401 - GPU mode, so the course's helpers compile too
+    import cudacourse
+
+    cudacourse.setup()  # GPU mode, so the course's helpers compile too
     from numba import cuda
 
     ns = rebuild(req["bundle"])
@@ -224,7 +226,9 @@ def do_replay(req: dict) -> dict:
     os.environ["CUDACOURSE_COMPILE_GATE"] = "0"  # the real launch already compiled it
     import importlib
 
-    import cudacourse  # noqa: F401 - simulator mode, warp intrinsics installed
+    import cudacourse
+
+    cudacourse.setup()  # simulator mode, warp intrinsics installed
 
     ns = rebuild(req["bundle"])
     subjects = [ns[name] for name in req["entries"]]

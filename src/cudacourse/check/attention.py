@@ -11,6 +11,11 @@ launched with grid (ceil(seq / 16), batch_heads) and 16 threads per block.
 
 from __future__ import annotations
 
+# Causes each checker here raises only after a case's values matched the reference (the
+# technique, not the values, was wrong): partial credit keeps the value thirds for them
+# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+TECHNIQUE: dict[str, tuple[str, ...]] = {}  # every cause here is raised before the comparison
+
 import math
 from typing import Any
 

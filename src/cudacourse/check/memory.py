@@ -9,6 +9,14 @@ streams without synchronization, returning before queued copies finished.
 
 from __future__ import annotations
 
+# Causes each checker here raises only after a case's values matched the reference (the
+# technique, not the values, was wrong): partial credit keeps the value thirds for them
+# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+TECHNIQUE = {
+    "check_pipelined_scale": ("default_stream", "too_few_streams",
+                              "sync_copies", "pageable_copy"),
+}
+
 from typing import Any, Callable
 
 from . import _engine as E

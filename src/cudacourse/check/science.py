@@ -14,6 +14,13 @@ bounce-back.
 
 from __future__ import annotations
 
+# Causes each checker here raises only after a case's values matched the reference (the
+# technique, not the values, was wrong): partial credit keeps the value thirds for them
+# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+TECHNIQUE = {
+    "check_heat_step": ("wrong_technique",),
+}
+
 import math
 from typing import Any
 

@@ -10,6 +10,15 @@ GPU may happen to sum right).
 
 from __future__ import annotations
 
+# Causes each checker here raises only after a case's values matched the reference (the
+# technique, not the values, was wrong): partial credit keeps the value thirds for them
+# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+TECHNIQUE = {
+    "check_mirror": ("serial_work", "redundant_work"),
+    "check_saxpy": ("serial_work", "redundant_work"),
+    "check_warp_sum": ("no_shuffle",),
+}
+
 from typing import Any
 
 from . import _engine as E

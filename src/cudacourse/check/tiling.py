@@ -14,6 +14,14 @@ a race shows there as results that change from run to run.
 
 from __future__ import annotations
 
+# Causes each checker here raises only after a case's values matched the reference (the
+# technique, not the values, was wrong): partial credit keeps the value thirds for them
+# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+TECHNIQUE = {
+    "check_tiled_matmul": ("no_tiles",),
+    "check_block_sum": ("no_tree",),
+}
+
 import contextlib
 import math
 import sys

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+# Causes each checker here raises only after a case's values matched the reference (the
+# technique, not the values, was wrong): partial credit keeps the value thirds for them
+# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+TECHNIQUE = {
+    "check_vector_add": ("serial_work", "redundant_work"),
+}
+
 from typing import Any
 
 from . import _engine as E

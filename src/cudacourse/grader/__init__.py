@@ -28,8 +28,8 @@ GPUs). At release time ``quiz_mode`` makes questions formative or graded inside
 ``nbgrader generate_assignment``; ``pagepolicy`` and ``instructor_server_config`` guard
 formgrader's pages.
 
-Nothing here imports the ``cudacourse`` package (which chooses a device on import): the
-grading process stays device-neutral and every sandboxed child chooses its own. nbgrader's
-config loads this package by path as ``cudacourse_grader`` for the same reason (``bypath``:
-the one loader of a course file by path).
+Nothing here chooses a device: importing ``cudacourse`` does not (``cudacourse.setup`` or the
+first module that needs ``numba.cuda`` does), and the grader imports no such module, so the
+grading process stays device-neutral and every sandboxed child chooses its own. It is an
+ordinary package, imported one way: nbgrader's config imports ``cudacourse.grader.autograde``.
 """

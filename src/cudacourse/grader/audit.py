@@ -28,9 +28,11 @@ Only the standard library is used here: the text must run in any kernel.
 import json as _json
 import sys as _sys
 
-# Every module a master test cell's verdict depends on: the checkers by topic and the engine
-# under them (check/_child.py runs by path and is never imported; _numba_hooks only lists
-# seams). The verdict process is the first line of defence; this audit the second.
+# Every module a master test cell's verdict depends on: the engine under the checkers
+# (check/_child.py runs by path and is never imported; _numba_hooks only lists seams). The
+# checker modules themselves are not listed: importing cudacourse.check imports every one the
+# lesson registry names, and the snapshot watches every loaded cudacourse.check.* module.
+# The verdict process is the first line of defence; this audit the second.
 COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
                   "cudacourse.check._observe", "cudacourse.check._observation",
                   "cudacourse.check._trace",
@@ -38,11 +40,8 @@ COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
                   "cudacourse.check._compile", "cudacourse.check._replay",
                   "cudacourse.check._source", "cudacourse.check._instrument",
                   "cudacourse.check._buffers", "cudacourse.check._budget",
-                  "cudacourse.check._cases", "cudacourse.check._diagnose",
-                  "cudacourse.check.vector",
-                  "cudacourse.check.threads", "cudacourse.check.memory",
-                  "cudacourse.check.tiling", "cudacourse.check.attention",
-                  "cudacourse.check.science", "cudacourse.quiz", "cudacourse.device",
+                  "cudacourse.check._cases", "cudacourse.check._diagnose", "cudacourse.check.kit", "cudacourse.quiz",
+                  "cudacourse.device",
                   "cudacourse.arrays", "cudacourse.check._names",
                   "cudacourse.check._launches")
 OTHER_MODULES = ("numpy", "numpy.testing", "hashlib")

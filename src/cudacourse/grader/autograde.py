@@ -20,16 +20,13 @@ writes the gradebook, feedback and export); this step only puts outputs into the
 passes ``--ResilientExecute.results_dir``; under plain ``nbgrader autograde`` this step
 computes it itself (same sandbox, one notebook at a time).
 
-This module imports nothing from ``cudacourse`` (``nbgrader_config.py`` loads it by path),
-so nbgrader's process never chooses a device.
+``nbgrader_config.py`` imports it as ``cudacourse.grader.autograde``: importing the package
+chooses no device (``cudacourse.setup`` does), so nbgrader's process stays device-neutral.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import runpy
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,23 +36,10 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
-GRADER_DIR = Path(__file__).resolve().parent  # this package, loaded by path
+from . import feedbackview, policy, prepare, untrusted
+
 NOTE_ID = "cudacourse-grading-note"
 LOG_PREFIX = "cudacourse-grading:"
-
-
-def load_grader() -> Any:
-    """The ``grader`` package, without importing ``cudacourse`` (which picks a device)."""
-    if __package__ == "cudacourse.grader":  # imported as part of the package
-        return sys.modules[__package__]
-    # loaded by path itself (nbgrader_config.py): no package to import the loader from
-    load = runpy.run_path(str(GRADER_DIR / "bypath.py"))["load"]
-    return load("cudacourse_grader", GRADER_DIR / "__init__.py", package=True)
-
-
-def _sub(name: str) -> Any:
-    pkg = load_grader()
-    return importlib.import_module(f"{pkg.__name__}.{name}")
 
 
 class ResilientExecute(Execute):
@@ -101,7 +85,6 @@ class ResilientExecute(Execute):
         student, assignment = info.get("student", "?"), info.get("assignment", "?")
         notebook = info.get("notebook", "notebook")
         who = f"{student}/{assignment}/{notebook}"
-        prepare = _sub("prepare")
         prepared = None
         if self.results_dir:
             path = Path(self.results_dir) / student / assignment / f"{notebook}.json"
@@ -122,13 +105,13 @@ class ResilientExecute(Execute):
         incidents = list(prepared.get("incidents", [])) + problems
         isolation = [i for i in prepared.get("isolation", []) if i != "bwrap"]
         incidents += [f"sandbox: {i}" for i in isolation]
-        clean = _sub("untrusted").line  # incidents quote the submission: one clean line each
+        clean = untrusted.line  # incidents quote the submission: one clean line each
         for line in incidents:
             self.log.error("%s %s: %s", LOG_PREFIX, clean(who), clean(line))
         self._note(nb, incidents)
         late = self._lateness(info)
         try:  # the summary on top, questions and messages readable; never a lost grade
-            _sub("feedbackview").annotate(nb, prepared.get("cells", {}), late=late)
+            feedbackview.annotate(nb, prepared.get("cells", {}), late=late)
         except Exception as exc:  # noqa: BLE001 - scores do not depend on the view
             self.log.error("%s %s: no summary: %s: %s", LOG_PREFIX, who, type(exc).__name__,
                            exc)
@@ -151,7 +134,6 @@ class ResilientExecute(Execute):
         stored the submission's time by now); None without a due date."""
         if not info.get("db_url"):
             return None
-        policy = _sub("policy")
         try:
             return policy.lateness(info["db_url"], info.get("assignment", ""),
                                    info.get("student", ""), policy.LatePenalty(config=self.config))
@@ -165,7 +147,7 @@ class ResilientExecute(Execute):
             return
         # Incidents quote the submission (messages its kernel reported, names it chose):
         # each is escaped, as text, never markup (SanitizeSubmission then cleans it again).
-        escaped = _sub("untrusted").markdown_text
+        escaped = untrusted.markdown_text
         lines = ["**Grading note (cudacourse autograder).** Something in this notebook "
                  "needed the grader's attention:", ""]
         lines += [f"- {escaped(i)}" for i in incidents[:40]]
@@ -186,8 +168,8 @@ class SanitizeSubmission(Preprocessor):
     enabled = Bool(True, help="Sanitize the notebook (never turn this off).").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: Any = None) -> tuple[NotebookNode, Any]:
-        _sub("untrusted").clean_notebook(nb)
+        untrusted.clean_notebook(nb)
         return nb, resources
 
 
-__all__ = ["ResilientExecute", "SanitizeSubmission", "load_grader", "LOG_PREFIX", "NOTE_ID"]
+__all__ = ["ResilientExecute", "SanitizeSubmission", "LOG_PREFIX", "NOTE_ID"]

@@ -29,8 +29,12 @@ def gpu_count() -> int:
     given one of them (CUDA_VISIBLE_DEVICES) in turn when there are several."""
     from .. import device
 
-    choice = device.current()
-    return choice.gpu.device_count if choice.mode == "gpu" and choice.gpu else 0
+    # asked of the driver, not chosen: the grading process stays device-neutral
+    policy = os.environ.get("CUDACOURSE_DEVICE", "auto").strip().lower()
+    if policy == "sim" or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return 0
+    info, _why = device.probe_gpu()
+    return info.device_count if info else 0
 
 
 def nbgrader_env() -> dict[str, str]:

@@ -115,7 +115,7 @@ def _incidents(course_root: Path, assignment: str, student: str) -> list[dict]:
 
 def default_job() -> Job:
     """The isolated grader's per-submission job when installed, else :func:`autograde_one`."""
-    try:  # relative: this package is also loaded by path as ``cudacourse_grader``
+    try:
         from .runner import grade_submission  # type: ignore[attr-defined]
     except ImportError:
         return autograde_one

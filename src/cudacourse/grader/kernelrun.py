@@ -35,20 +35,16 @@ from nbformat import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
-AUDIT_PATH = Path(__file__).resolve().with_name("audit.py")
+from . import audit
+
+AUDIT_PATH = Path(audit.__file__).resolve()
+# Its text, for the learner's kernel: run there as text (its own name), never imported, so a
+# learner cell that rebinds a course module cannot change what watches the modules.
 AUDIT_SOURCE = AUDIT_PATH.read_text()
 NOTE_ID = "cudacourse-grading-note"
 LOG_PREFIX = "cudacourse-grading:"
 
-
-def _load_compare():
-    """``audit.compare`` without importing the cudacourse package."""
-    namespace: dict[str, Any] = {"__name__": "cudacourse_grading_audit"}
-    exec(compile(AUDIT_SOURCE, str(AUDIT_PATH), "exec"), namespace)  # noqa: S102 - our file
-    return namespace["compare"]
-
-
-compare_snapshots = _load_compare()
+compare_snapshots = audit.compare
 
 
 class KernelTrouble(Exception):

@@ -1,6 +1,6 @@
-"""Execute one submission for its feedback outputs. Run as a script, inside the sandbox:
+"""Execute one submission for its feedback outputs. Run inside the sandbox:
 
-    python nbrun.py IN.ipynb OUT.ipynb OPTIONS_JSON
+    python -P -m cudacourse.grader.nbrun IN.ipynb OUT.ipynb OPTIONS_JSON
 
 Its test cells were blanked by the caller (their outputs come from the verdicts), so neither
 the hidden tests nor the checkers run in the learner's kernel. The learner controls this
@@ -11,15 +11,14 @@ outputs, never the cells).
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 
 def main() -> int:
     src, dst, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import nbformat
-    from kernelrun import KernelExecute  # type: ignore[import-not-found]
+
+    from .kernelrun import KernelExecute
 
     nb = nbformat.read(src, as_version=4)
     ex = KernelExecute(timeout=opts.get("timeout", 60), max_restarts=opts.get("max_restarts", 3),

@@ -23,7 +23,8 @@ the ones the learner could run, and a kernel that fails them is not "mostly righ
 that is anything but check calls (a quiz, ``quiz.grade(...)``; any assignment or other
 statement) is all or nothing, as are check calls without a ``hidden=Cases(...)`` partner.
 
-Why "technique only" is decided per checker (:data:`TECHNIQUE`), not per cause: a checker
+Why "technique only" is decided per checker (:data:`TECHNIQUE`, collected from the
+``TECHNIQUE`` declaration at the top of each checker module), not per cause: a checker
 raises at its first failure, so a technique diagnosis says "the values were right" only where
 that checker compares the values *before* it looks at the technique. Reading the checkers:
 ``check_vector_add``/``check_saxpy``/``check_mirror`` compare each case then check the work is
@@ -52,21 +53,15 @@ enters :func:`credit`.
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-# checker name -> causes it raises only after the case's values matched the reference
-TECHNIQUE: dict[str, frozenset[str]] = {
-    "check_vector_add": frozenset({"serial_work", "redundant_work"}),
-    "check_saxpy": frozenset({"serial_work", "redundant_work"}),
-    "check_mirror": frozenset({"serial_work", "redundant_work"}),
-    "check_warp_sum": frozenset({"no_shuffle"}),
-    "check_block_sum": frozenset({"no_tree"}),
-    "check_tiled_matmul": frozenset({"no_tiles"}),
-    "check_heat_step": frozenset({"wrong_technique"}),
-    "check_pipelined_scale": frozenset({"default_stream", "too_few_streams", "sync_copies",
-                                        "pageable_copy"}),
-}
+from .. import lessons
+
+# checker name -> causes it raises only after the case's values matched the reference: each
+# checker module declares its own (``TECHNIQUE`` at its top), the registry collects them
+TECHNIQUE: dict[str, frozenset[str]] = lessons.technique()
 
 THIRD = 1.0 / 3.0
 
@@ -164,11 +159,11 @@ def trusted_cause(exc: BaseException, failure_type: type | None) -> str | None:
 
 
 def _failure_type() -> type | None:
-    try:
-        from cudacourse.check._failure import CheckFailure
-    except Exception:  # noqa: BLE001 - no checkers here: no technique credit
-        return None
-    return CheckFailure
+    """The checkers' ``CheckFailure`` when the checkers ran in this process (never imported
+    here for it: no checkers, no technique credit)."""
+    check = sys.modules.get("cudacourse.check")
+    failure = getattr(check, "CheckFailure", None)
+    return failure if isinstance(failure, type) else None
 
 
 def run_cell(source: str, ns: dict[str, Any], grade_id: str, record: dict[str, Any]) -> Any:

@@ -22,11 +22,14 @@ from typing import Any
 
 import nbformat
 
+from .. import device  # the ctypes probe only: importing it chooses nothing
 from . import partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
 
-HERE = Path(__file__).resolve().parent
+# The sandboxed processes run the grader's modules by their one name (``-m``); ``-P``: the
+# working folder (the submission's) is not put on sys.path, so no file of it shadows a module.
+MODULE_CMD = (sys.executable, "-P", "-m")
 CONTEXT_TAG = "grading-context"  # a master cell with this tag is context, whole
 BLANK_TEST = "# (graded by the course's grader in a separate process)\n"
 
@@ -179,27 +182,13 @@ def _gpu_env(opts: dict[str, Any]) -> dict[str, str]:
 _PROBED: list[str] = []  # the grader's device probe, as JSON (once per grading process)
 
 
-def _device_module() -> Any:
-    """``cudacourse.device`` (the ctypes probe, which imports nothing of the package), also
-    when nbgrader loaded this package by path as ``cudacourse_grader``: there ``..`` does not
-    exist, so the file beside the package is loaded on its own."""
-    if __package__ and "." in __package__:
-        from .. import device
-
-        return device
-    from . import bypath
-
-    return bypath.course_file("device.py", "cudacourse_grader_device")
-
-
 def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
     """The verdict server's environment: the grader's device probe handed down, so that the
     server never initialises CUDA itself and can fork one clean child per test cell."""
-    device = _device_module()
     env = {**GRADING_ENV, **_gpu_env(opts)}
     if not _PROBED:
         try:
-            _PROBED.append(device.probe_json() if device is not None else "")
+            _PROBED.append(device.probe_json())
         except Exception:  # noqa: BLE001 - the server then probes in a child of its own
             _PROBED.append("")
     if _PROBED[0] and "CUDA_VISIBLE_DEVICES" not in env:  # another GPU: let it probe
@@ -216,7 +205,7 @@ def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
     sb = sbx.Sandbox.from_dict(opts.get("sandbox"))
     work = _workdir("verdict")
     try:
-        res = sbx.run([sys.executable, str(HERE / "verdict.py")], workdir=work, sb=sb,
+        res = sbx.run([*MODULE_CMD, "cudacourse.grader.verdict"], workdir=work, sb=sb,
                       course_root=course_root, timeout=opts["timeout"] * n + 60,
                       stdin=json.dumps(request).encode(), db_url=db_url, env=_verdict_env(opts),
                       cap=n * 4 * opts["output_cap"] + 65536)
@@ -295,7 +284,7 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         # the feedback run decides no points: its cells may have a shorter leash than a check
         run_opts["timeout"] = opts.get("feedback_timeout") or opts["timeout"]
         run_opts.update(who)
-        res = sbx.run([sys.executable, str(HERE / "nbrun.py"), "in.ipynb", "out.ipynb",
+        res = sbx.run([*MODULE_CMD, "cudacourse.grader.nbrun", "in.ipynb", "out.ipynb",
                        json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
                       timeout=opts["notebook_timeout"], db_url=db_url,
                       env={**GRADING_ENV, **_gpu_env(opts)},

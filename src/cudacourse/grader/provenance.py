@@ -123,7 +123,7 @@ def stamp(course_root: str | os.PathLike | None = None,
 def snapshot(course_root: str | os.PathLike, assignment: str,
              db_url: str | None = None) -> dict[str, Any]:
     """The stamp plus every student's score and diagnosis per test cell."""
-    from . import classdata  # relative: also loaded by path as cudacourse_grader
+    from . import classdata
 
     return snapshot_of(classdata.collect(course_root, assignment, db_url), course_root)
 

@@ -21,12 +21,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-try:
-    from ..i18n import T
-except ImportError:  # loaded by path as cudacourse_grader: the catalogue module by its file
-    from .bypath import course_file
-
-    T = course_file("i18n/__init__.py", "cudacourse_i18n").T
+from ..i18n import T
 
 MAX_ENTRIES = 1000  # entries of one submission folder that are looked at, at most
 MAX_NAME = 255

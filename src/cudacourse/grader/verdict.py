@@ -1,6 +1,7 @@
-"""The clean process that scores one test cell. Run as a script, inside the sandbox:
+"""The clean process that scores one test cell. Run inside the sandbox:
 
-    python verdict.py < job.json        (the result is the only thing on the original stdout)
+    python -P -m cudacourse.grader.verdict < job.json    (the result is the only thing on the
+                                                           original stdout)
 
 The job (JSON on stdin) holds the master's context sources, the answer cells' sources, the
 master test cell's source and its grade_id. The process
@@ -28,12 +29,7 @@ import sys
 import traceback
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: the sibling module, by path
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import allowlist  # type: ignore[no-redef]
-    import partial  # type: ignore[no-redef]
-else:
-    from . import allowlist, partial
+from . import allowlist, partial
 
 DEFAULT_CAP = 20_000  # characters of printed output kept per test cell
 
@@ -353,7 +349,9 @@ def main() -> None:
             for i, src in enumerate(shared):
                 exec(compile(src, f"<master context {i}>", "exec"), ns)  # noqa: S102
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-            on_gpu = getattr(sys.modules.get("cudacourse"), "MODE", None) == "gpu" or (
+            # the setup's choice, if it made one (asking cudacourse.MODE would make one here)
+            chose = sys.modules.get("cudacourse.device")
+            on_gpu = (chose is not None and chose.chosen() and chose.mode() == "gpu") or (
                 "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1")
             forkable = hasattr(os, "fork") and (
                 not on_gpu or (not _cuda_initialised() and _probe_in_child(_GPU_WORKS) == "ok"))

@@ -47,8 +47,8 @@ from babel.messages.pofile import read_po, write_po
 
 HASH_PREFIX = "en-sha256: "
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-_SETUP_LINE = "import cudacourse"
-_USE_COMMENT = {"ja": "この版の言語: チェッカーのメッセージと問題も日本語で"}
+_SETUP_LINES = ("import cudacourse", "cudacourse.setup()")
+_USE_COMMENT = {"ja": "この版の言語: デバイスの表示、チェッカーのメッセージと問題も日本語で"}
 # The words between a question's header and its answer format in an answer cell's comment
 # ("# Question 1: What a GPU is built for. Answer as: answer_x = ..."), per language.
 _ANSWER_AS = {"en": ". Answer as: ", "ja": "。答え方: "}
@@ -374,11 +374,13 @@ def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
         elif code is not None and code.string and not code.fuzzy:
             cell.source = _translated_code(cell.source, code.string)
         elif cell.metadata.get("nbgrader", {}).get("grade_id") == "setup":
+            # the language is set by the setup call itself, first: the device line is shown
+            # in the edition's language too
             lines = cell.source.split("\n")
-            if not lines or not lines[0].startswith(_SETUP_LINE):
-                raise ValueError(f"{name}: the setup cell must start with {_SETUP_LINE!r}")
-            lines[1:1] = ["import cudacourse.i18n",
-                          f'cudacourse.i18n.use("{lang}")  # {_USE_COMMENT.get(lang, "")}']
+            if len(lines) < 2 or [l.split("#")[0].strip() for l in lines[:2]] != list(_SETUP_LINES):
+                raise ValueError(f"{name}: the setup cell must start with "
+                                 f"{chr(10).join(_SETUP_LINES)!r}")
+            lines[1] = f'cudacourse.setup(lang="{lang}")  # {_USE_COMMENT.get(lang, "")}'
             cell.source = "\n".join(lines)
     out.metadata.setdefault("cudacourse", {})["lang"] = lang
     return out
