@@ -23,6 +23,7 @@ import pytest  # noqa: E402
 
 import cudacourse  # noqa: E402,F401 - chooses the device before numba.cuda is imported
 from cudacourse import device  # noqa: E402
+from japanese_edition import pytest_runtest_call  # noqa: E402,F401 - diagnoses in Japanese too
 
 
 def pytest_report_header(config):

@@ -34,6 +34,15 @@ CHECK = ROOT / "src" / "cudacourse" / "check"
 MODULES = ("vector", "threads", "memory", "tiling", "attention", "science", "_engine",
            "_observe", "_observation", "_trace", "_replay", "_budget", "_compile")
 
+# The plots: their labels, titles and legends, translated when the figure is made (viz._words.T
+# returns the text in the course's language, and sets the Japanese font when it is Japanese).
+PLOTS = ("viz/attention", "viz/bench", "viz/flow", "viz/memory", "viz/threads", "viz/tiling",
+         "cpu_vs_gpu")
+PLOT_CALLS = {"set_xlabel", "set_ylabel", "set_title", "suptitle", "set_text", "annotate",
+              "text", "figtext"}
+PLOT_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
+IMPORTS = {"cpu_vs_gpu": "from .viz._words import T"}  # default: from ..i18n import T
+
 # Calls whose string arguments are not messages for a learner.
 EXCLUDED_CALLS = {"print", "TypeError", "RuntimeError", "ValueError", "KeyError",
                   "NotImplementedError", "NotInstrumentable", "AssertionError", "warn",
@@ -250,8 +259,9 @@ def render(template: str, values: list[tuple[str, str]], col: int, tail: int = 0
 class _Finder(ast.NodeVisitor):
     """Collects the string nodes to convert."""
 
-    def __init__(self, skip: set[str] = frozenset()) -> None:
+    def __init__(self, skip: set[str] = frozenset(), plots: bool = False) -> None:
         self.skip = skip
+        self.plots = plots
         self.found: list[ast.AST] = []
         self.stack: list[ast.AST] = []
 
@@ -316,6 +326,12 @@ class _Finder(ast.NodeVisitor):
             for kw in node.keywords:
                 if kw.arg == "hint":
                     self._take(kw.value, True)
+        if self.plots and fn in PLOT_CALLS and node.args:
+            self._take(node.args[0], True)
+        if self.plots:
+            for kw in node.keywords:
+                if kw.arg in PLOT_KEYWORDS:
+                    self._take(kw.value, True)
         if fn in FACT_CALLS:
             for a in node.args[1:]:
                 self._take(a, True)
@@ -358,7 +374,8 @@ def _offsets(src: str) -> list[int]:
 def convert(src: str, module: str = "") -> str:
     """``src`` with its messages as ``T(...)``; unchanged when there are none left."""
     tree = ast.parse(src)
-    finder = _Finder(SKIP_FUNCTIONS.get(module, set()))
+    plots = module in PLOTS
+    finder = _Finder(SKIP_FUNCTIONS.get(module, set()), plots)
     finder.visit(tree)
     raw = src.encode()
     starts = _offsets(src)
@@ -385,10 +402,12 @@ def convert(src: str, module: str = "") -> str:
     out = raw
     for a, b, text in reversed(edits):
         out = out[:a] + text.encode() + out[b:]
-    return add_import(out.decode())
+    line = IMPORTS.get(module, "from ._words import T" if module.startswith("viz/") else
+                       "from ..i18n import T")
+    return add_import(out.decode(), line)
 
 
-def add_import(src: str) -> str:
+def add_import(src: str, line: str = "from ..i18n import T") -> str:
     """``from ..i18n import T`` after the module's first block of imports, unless T is
     already imported there."""
     tree = ast.parse(src)
@@ -405,13 +424,20 @@ def add_import(src: str) -> str:
             break
     lines = src.splitlines(keepends=True)
     at = last.end_lineno if last is not None else 0
-    lines.insert(at, "from ..i18n import T\n")
+    lines.insert(at, line + "\n")
     return "".join(lines)
 
 
 def files(argv: list[str]) -> list[Path]:
     named = [Path(a) for a in argv if not a.startswith("-")]
-    return named or [CHECK / f"{m}.py" for m in MODULES]
+    return named or ([CHECK / f"{m}.py" for m in MODULES] +
+                     [CHECK.parent / f"{m}.py" for m in PLOTS])
+
+
+def module_of(path: Path) -> str:
+    """``_engine`` for check/_engine.py, ``viz/flow`` for viz/flow.py, ``cpu_vs_gpu``."""
+    path = path.resolve()
+    return f"viz/{path.stem}" if path.parent.name == "viz" else path.stem
 
 
 def main(argv: list[str]) -> int:
@@ -419,7 +445,7 @@ def main(argv: list[str]) -> int:
     changed = []
     for path in files(argv):
         src = path.read_text()
-        new = convert(src, path.stem)
+        new = convert(src, module_of(path))
         if new != src:
             changed.append(path)
             if not check:

@@ -1,0 +1,142 @@
+"""The Japanese edition of every diagnosis and pass line the checker catalogues produce.
+
+A pytest plugin (tests/conftest.py imports its hook): while a test of a ``test_check_*.py``
+catalogue runs, every :class:`CheckFailure` that the course's code makes and every pass line
+``passes()`` returns is recorded; after the test, each is rendered again in Japanese
+(``i18n.use("ja")``: ``CheckFailure.shown()``, and ``passes()`` called again with the same
+facts) and :func:`not_japanese` must find no English sentence in it. No mutant runs twice:
+the English run the catalogue makes is the one whose failures are re-rendered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import keyword
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from cudacourse import i18n
+from cudacourse.check import _engine, _failure
+
+_SRC = str(Path(_failure.__file__).resolve().parents[1])
+
+# Latin words a Japanese diagnosis keeps as they are: names of products and formats, units,
+# and the names the exercises give their kernels and arrays (identifiers, not English).
+ALLOWED = {
+    "GPU", "GPUs", "CPU", "Python", "CUDA", "NumPy", "Numba", "NaN", "nan", "inf", "PCIe", "KiB", "JSON",
+    "TILE", "TPB", "SAXPY", "ptxas", "libNVVM", "sm", "dtype", "float32", "float64",
+    "mirror", "saxpy", "diffuse", "img", "out", "partial", "seq", "alpha", "omega", "rho",
+    "scale", "steps", "chunk", "acc", "tile", "fx", "exp", "sqrt", "min", "max", "sum",
+    "print", "yield", "shape", "size", "range", "column", "row", "lane", "rows", "cols",
+    "result", "OPP", "CX", "CY", "NE", "NW", "SE", "SW", "TX", "TY", "head_dim", "causal",
+}
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.']*(?:\[[^\]]*\]|\([^)]*\))?")
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+
+
+def not_japanese(text: str, names: set[str] = frozenset()) -> list[str]:
+    """The English words left in ``text`` once code spans, identifiers (``a[i]``,
+    ``cuda.grid(1)``, ``f_in``, one-letter names), numbers, Python keywords, ``names`` and
+    :data:`ALLOWED` are set aside; and the text itself when it has Latin words but no
+    Japanese at all. Empty: the text reads as Japanese."""
+    rest = _CODE_SPAN.sub(" ", text)
+    words = []
+    for m in _WORD.finditer(rest):
+        w = m.group(0)
+        if (len(w) == 1 or any(c in w for c in "_.[(0123456789'") or w in ALLOWED
+                or w in names or keyword.iskeyword(w) or w.isupper()
+                or re.fullmatch(r"[a-z]+[A-Z]\w*", w)):  # camelCase: an identifier
+            continue
+        words.append(w)
+    if _WORD.search(rest) and not _JAPANESE.search(text) and words:
+        return [text]
+    return words
+
+
+def _names(value: object) -> set[str]:
+    """Identifier-like values filled into a message (array and kernel names)."""
+    out = set()
+    if isinstance(value, i18n.Text):
+        for v in value.values.values():
+            out |= _names(v)
+    elif isinstance(value, str) and re.fullmatch(r"[A-Za-z_]\w*", value):
+        out.add(value)
+    return out
+
+
+@contextlib.contextmanager
+def japanese() -> Iterator[None]:
+    saved, env = i18n._chosen, os.environ.get("CUDACOURSE_LANG")
+    i18n.use("ja")
+    try:
+        yield
+    finally:
+        i18n._chosen = saved
+        if env is None:
+            os.environ.pop("CUDACOURSE_LANG", None)
+        else:
+            os.environ["CUDACOURSE_LANG"] = env
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[tuple[list, list]]:
+    """Record the failures the course's code makes, and the pass lines, while it runs."""
+    failures: list = []
+    lines: list = []
+    init, passes = _failure.CheckFailure.__init__, _failure.passes
+
+    def record_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        caller = sys._getframe(1).f_code.co_filename
+        if caller.startswith(_SRC):  # not the tests' own CheckFailure("...")
+            failures.append(self)
+
+    def record_passes(name, *facts, hidden=False):
+        lines.append((name, facts, hidden))
+        return passes(name, *facts, hidden=hidden)
+
+    _failure.CheckFailure.__init__ = record_init
+    _failure.passes = _engine.passes = record_passes
+    try:
+        yield failures, lines
+    finally:
+        _failure.CheckFailure.__init__ = init
+        _failure.passes = _engine.passes = passes
+
+
+def problems(failures: list, lines: list) -> list[str]:
+    """What does not read as Japanese in the failures and pass lines, re-rendered."""
+    found = []
+    with japanese():
+        for f in failures:
+            names = _names(f.text_message) | _names(f.text_hint)
+            message, hint = f.shown()
+            for part, text in (("diagnosis", message), ("fix", hint)):
+                words = not_japanese(text, names) if text else []
+                if words:
+                    found.append(f"{f.cause} {part}: {text!r} (English: {words})")
+        for name, facts, hidden in lines:
+            text = _failure.passes(name, *facts, hidden=hidden)
+            names = {name} | set().union(*(_names(x) for x in facts))
+            words = not_japanese(text, names)
+            if words:
+                found.append(f"pass line: {text!r} (English: {words})")
+    return found
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    if not Path(str(item.fspath)).name.startswith("test_check_"):
+        return (yield)
+    with recording() as (failures, lines):
+        result = yield
+    found = problems(failures, lines)
+    if found:
+        raise AssertionError("not Japanese under CUDACOURSE_LANG=ja:\n" + "\n".join(found[:12]))
+    return result
