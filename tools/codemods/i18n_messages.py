@@ -49,7 +49,7 @@ EXCLUDED_CALLS = {"print", "TypeError", "RuntimeError", "ValueError", "KeyError"
                   "compile", "search", "match", "fullmatch", "sub", "findall", "finditer",
                   "split", "getattr", "hasattr", "setattr", "resolve", "startswith",
                   "endswith", "replace", "get", "setdefault", "pop", "T", "_", "N_",
-                  "gettext", "Op", "host_write", "encode", "format_exc", "strip_ansi",
+                  "gettext", "Op", "host_write", "require_gpu", "encode", "format_exc", "strip_ansi",
                   "sim_part", "join"}
 MESSAGE_CALLS = {"fail", "CheckFailure"}
 FACT_CALLS = {"passes", "passed"}
@@ -335,6 +335,13 @@ class _Finder(ast.NodeVisitor):
         if fn in FACT_CALLS:
             for a in node.args[1:]:
                 self._take(a, True)
+        if self.plots:  # other keywords are matplotlib's options (loc="lower right")
+            self.stack.append(node)
+            for child in [node.func, *node.args] + [kw.value for kw in node.keywords
+                                                    if kw.arg in PLOT_KEYWORDS]:
+                self.visit(child)
+            self.stack.pop()
+            return
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
