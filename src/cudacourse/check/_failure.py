@@ -272,17 +272,17 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-_N = _i18n.N_  # the words replacing simulator internals, translated where they are shown
+# the words replacing simulator internals, translated where they are shown
 _SIM_WORDS = [
     (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\] ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"),
-     _N(r"thread (\1, \2, \3) of block (\4, \5, \6)")),
-    (re.compile(r"ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"), _N(r"block (\1, \2, \3)")),
-    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\]"), _N(r"thread (\1, \2, \3)")),
+     _i18n.N_(r"thread (\1, \2, \3) of block (\4, \5, \6)")),
+    (re.compile(r"ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"), _i18n.N_(r"block (\1, \2, \3)")),
+    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\]"), _i18n.N_(r"thread (\1, \2, \3)")),
     (re.compile(r"np\.(?:float|int|uint|bool)\d*\(([^()]*)\)"), r"\1"),
-    (re.compile(r"\bFakeCUDAArray\b"), _N("device array")),
-    (re.compile(r"\bFakeCUDAKernel\b"), _N("kernel")),
+    (re.compile(r"\bFakeCUDAArray\b"), _i18n.N_("device array")),
+    (re.compile(r"\bFakeCUDAKernel\b"), _i18n.N_("kernel")),
     (re.compile(r"\bFakeCUDAModule\b"), "cuda"),
-    (re.compile(r"\bFakeShared\w*\b"), _N("shared array")),
+    (re.compile(r"\bFakeShared\w*\b"), _i18n.N_("shared array")),
 ]
 _SIM_TRANSLATED = {rep for _pat, rep in _SIM_WORDS} - {r"\1", "cuda"}
 
