@@ -4,7 +4,9 @@
 matplotlib keeps what it is given). When that language is Japanese, the first label also
 sets matplotlib's font to IPAexGothic, which the ``matplotlib-fontja`` package ships (the
 default DejaVu Sans has no Japanese glyphs: each character would be drawn as an empty box);
-back in English the default font returns.
+back in English the default font returns. The font is set when the language is chosen
+(``i18n.use`` calls :func:`use_font`) and when this module is imported: a figure's labels
+take the font of the moment the figure is made, before its words are filled in.
 """
 
 from __future__ import annotations
@@ -28,10 +30,16 @@ def use_font(lang: str) -> None:
     rc = matplotlib.rcParams
     if lang == "ja":
         if _state["saved"] is None:
+            saved = list(rc["font.family"])
             import matplotlib_fontja  # noqa: F401 - registers IPAexGothic with matplotlib
 
-            _state["saved"] = list(rc["font.family"])
+            _state["saved"] = saved
         rc["font.family"] = [JAPANESE_FONT, "sans-serif"]  # sans-serif: DejaVu's symbols
     elif _state["saved"] is not None:
         rc["font.family"] = _state["saved"]
         _state["saved"] = None
+
+
+if use_font not in i18n.LISTENERS:
+    i18n.LISTENERS.append(use_font)
+use_font(i18n.language())

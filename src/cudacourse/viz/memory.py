@@ -86,7 +86,7 @@ def plot_offload(model: dict[str, Any], title: str = "", ax: Any = None,
         ax.text(break_even, ax.get_ylim()[1], T(" GPU wins above {break_even:.1f} FLOP/byte",
                                                 break_even=break_even),
                 va="top", fontsize=8)
-    return _finish_log_plot(ax, T("arithmetic intensity (FLOP per byte moved)"), "seconds",
+    return _finish_log_plot(ax, T("arithmetic intensity (FLOP per byte moved)"), T("seconds"),
                             title or T("when offloading pays"))
 
 
