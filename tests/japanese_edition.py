@@ -31,7 +31,7 @@ ALLOWED = {
     "GPU", "GPUs", "CPU", "Python", "CUDA", "NumPy", "Numba", "NaN", "nan", "inf", "PCIe", "KiB", "JSON",
     "TILE", "TPB", "SAXPY", "ptxas", "libNVVM", "sm", "dtype", "float32", "float64",
     "mirror", "saxpy", "diffuse", "img", "out", "partial", "seq", "alpha", "omega", "rho",
-    "scale", "steps", "chunk", "acc", "tile", "fx", "exp", "sqrt", "min", "max", "sum",
+    "scale", "steps", "chunk", "offset", "acc", "tile", "fx", "exp", "sqrt", "min", "max", "sum",
     "print", "yield", "shape", "size", "range", "column", "row", "lane", "rows", "cols",
     "result", "OPP", "CX", "CY", "NE", "NW", "SE", "SW", "TX", "TY", "head_dim", "causal",
 }

@@ -435,7 +435,7 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
     more = T(" (and in {count_minus_1} other threads)",
              count_minus_1=count - 1) if count > 1 else ""
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    fail(T("{name} raised {first_line}{who}{more}.", name=name, first_line=first_line, who=who,
+    fail(T("{name} raised `{first_line}`{who}{more}.", name=name, first_line=first_line, who=who,
            more=more), cause="kernel_raised",
          hint=T("read the line of your kernel that does this operation; a GPU would not raise "
                 "but give garbage"), context=ctx)
