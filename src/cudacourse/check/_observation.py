@@ -184,11 +184,18 @@ def _thread_words(threads: list, total: int = 0) -> str:
                     flat=flat[0]) if len(flat) == 1 else T("threads {flat} to {flat_2}",
                                                                flat=flat[0], flat_2=flat[-1])
         else:
-            who = "threads " + ", ".join(map(str, flat[:6])) + (", ..." if len(flat) > 6 else "")
+            who = T("threads {ids}", ids=", ".join(map(str, flat[:6])) + (
+                ", ..." if len(flat) > 6 else ""))
         return T("{who} of block {b}", who=who, b=b)
     eg = _dims(ids[0])
     return T("{n_ids} threads of block {b} (thread {eg} among them)", n_ids=len(ids), b=b,
              eg=eg)
+
+
+def verb(write: bool) -> str:
+    """What a thread did to an element, as a message's verb: ``wrote`` or ``read``."""
+    # TRANSLATORS: the verb of "thread 3 wrote a[4]" / "thread 3 read a[4]"
+    return T("wrote") if write else T("read")
 
 
 def thread_name(key: tuple) -> str:
@@ -432,8 +439,8 @@ class Observation:
         return (T("{thread_name} {what1} slot [{slot}] of {array} (line {l1}) and "
                   "{thread_name_2} {what2} it (line {l2}), {between}: nothing orders the two, "
                   "so on a GPU either can happen first", thread_name=thread_name(t1),
-                  what1=what1, slot=slot, array=r.array, l1=l1, thread_name_2=thread_name(t2),
-                  what2=what2, l2=l2, between=r.between))
+                  what1=verb(what1 == "wrote"), slot=slot, array=r.array, l1=l1, thread_name_2=thread_name(t2),
+                  what2=verb(what2 == "wrote"), l2=l2, between=r.between))
 
     def divergence_words(self) -> str:
         d = self.divergences[0]

@@ -44,6 +44,7 @@ from . import _engine as E
 from ._observation import (POISON, POISON_INT, ArrayLog, Divergence, Fill,  # noqa: F401
                            Observation, OutOfBounds, Race, _dims, _key, _kernel_site, _SIM,
                            _sim_dir, thread_name)
+from ._observation import verb as _verb
 from ..i18n import T
 
 _np = E._np
@@ -388,7 +389,7 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
 def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:
     """(cause, message) for the out-of-bounds accesses of a 1D launch."""
     r = recs[0]
-    verb = "wrote" if r.write else "read"
+    verb = _verb(r.write)
     first = (T("{thread_name} {verb} {array}[{index}] (line {line}), outside the array (size "
                "{size})", thread_name=thread_name(r.thread), verb=verb, array=r.array,
                index=r.index, line=r.line, size=r.size))
@@ -414,7 +415,7 @@ def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:
         return ("off_by_one" if abs(shift) == 1 else "out_of_bounds_read",
                 T("thread i = {g}, inside the array, {wrote} {array}[{index}] (line {line}), "
                   "past the end (size {size}): {hint}.", g=g,
-                  wrote='wrote' if x.write else 'read', array=x.array, index=x.index,
+                  wrote=_verb(x.write), array=x.array, index=x.index,
                   line=x.line, size=x.size, hint=hint))
     cause = "out_of_bounds_write" if r.write else "out_of_bounds_read"
     return (cause, T("{first}: missing bounds guard? This launch has more threads than "

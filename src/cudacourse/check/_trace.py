@@ -248,7 +248,7 @@ class Trace:
             if a.space == rng[0] and a.lo < rng[2] and rng[1] < a.hi:
                 return T("the buffer from your call #{k_plus_1} that allocates memory ({kind})",
                          k_plus_1=k + 1, kind=a.kind)
-        return T("the same {device} buffer", device='device' if rng[0] == 'dev' else 'host')
+        return T("the same {device} buffer", device=T("device") if rng[0] == "dev" else T("host"))
 
     def _describe_race(self, a: Op, b: Op) -> str:
         shared = [r for r in b.reads + b.writes if _overlap([r], a.reads + a.writes)]

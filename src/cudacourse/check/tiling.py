@@ -119,7 +119,7 @@ def _matmul_oob(recs: list, m: int, k: int, n: int) -> tuple[str, str]:
     axis_name = {("a", 0): T("row (m)"), ("a", 1): T("column (k)"), ("b", 0): T("row (k)"),
                  ("b", 1): T("column (n)"), ("c", 0): T("row (m)"), ("c", 1): T("column (n)")}
     where = axis_name.get((r.array, r.axis), f"axis {r.axis}")
-    verb = "wrote" if r.write else "read"
+    verb = O._verb(r.write)
     if r.array == "c":
         return ("out_of_bounds_write",
                 T("{thread_name} {verb} c[..] with {where} index {index} (size {size}, line "
