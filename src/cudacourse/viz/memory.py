@@ -35,9 +35,11 @@ def plot_bandwidth(rows: Sequence[dict[str, float]], title: str = "", ax: Any = 
     sizes = [r["bytes"] for r in rows]
     # Distinct line styles and hollow markers: where the two lines coincide (small copies,
     # or the simulator, where both are NumPy copies) both stay visible.
+    words = {"pageable": T("pageable"), "pinned": T("pinned")}  # the rows' keys, in words
     for label, marker, style in (("pageable", "o", "-"), ("pinned", "s", "--")):
         ax.plot(sizes, [r[label] for r in rows], marker=marker, linestyle=style,
-                markerfacecolor="none", markersize=7 if label == "pinned" else 5, label=label)
+                markerfacecolor="none", markersize=7 if label == "pinned" else 5,
+                label=words[label])
     ax.set_xscale("log", base=2)
     return _finish_log_plot(ax, T("bytes per copy"), "GB/s", title or T("host-to-device copy "
                                                                      "bandwidth"))
@@ -62,7 +64,9 @@ def plot_timeline(bars: Sequence[Any], title: str = "", unit: str = "ms",
     from matplotlib.patches import Patch
 
     # Outside the axes, so that it never covers a bar.
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in _COLOURS.items()],
+    words = {"H2D": T("copy to the device"), "kernel": T("kernel"),
+             "D2H": T("copy to the host")}
+    ax.legend(handles=[Patch(color=c, label=words.get(k, k)) for k, c in _COLOURS.items()],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return ax
 
