@@ -439,7 +439,8 @@ class Observation:
         return (T("{thread_name} {what1} slot [{slot}] of {array} (line {l1}) and "
                   "{thread_name_2} {what2} it (line {l2}), {between}: nothing orders the two, "
                   "so on a GPU either can happen first", thread_name=thread_name(t1),
-                  what1=verb(what1 == "wrote"), slot=slot, array=r.array, l1=l1, thread_name_2=thread_name(t2),
+                  what1=verb(what1 == "wrote"), slot=slot, array=r.array, l1=l1,
+                  thread_name_2=thread_name(t2),
                   what2=verb(what2 == "wrote"), l2=l2, between=r.between))
 
     def divergence_words(self) -> str:
