@@ -38,7 +38,7 @@ import numpy as _np
 
 from . import _launches, _origin, _source
 from ._failure import fail
-from ..i18n import T
+from ..i18n import N_, T, Text
 
 _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -443,15 +443,15 @@ _RULES: list[tuple[re.Pattern, str]] = [
        "constant size, or pass an output array in")),
     (re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
                 r"'function'>"),
-     "the kernel calls the plain Python function {0}: a GPU can only call functions "
-     "decorated with @cuda.jit(device=True)"),
+     N_("the kernel calls the plain Python function {name}: a GPU can only call functions "
+        "decorated with @cuda.jit(device=True)")),
     (re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
                 r"'[\w.]*FakeCUDAKernel'>"),
-     "the kernel calls {0}, a @cuda.jit kernel: a kernel cannot call another kernel; "
-     "decorate the helper with @cuda.jit(device=True)"),
+     N_("the kernel calls {name}, a @cuda.jit kernel: a kernel cannot call another kernel; "
+        "decorate the helper with @cuda.jit(device=True)")),
     (re.compile(r"Untyped global name '(\w+)'"),
-     "the kernel uses {0}, which a GPU kernel cannot use (it can use numbers, arrays, "
-     "math functions and other @cuda.jit functions)"),
+     N_("the kernel uses {name}, which a GPU kernel cannot use (it can use numbers, arrays, "
+        "math functions and other @cuda.jit functions)")),
     (re.compile(r"Use of unsupported opcode \(YIELD", re.I),
      T("generators (yield) do not exist on the GPU")),
 ]
@@ -505,7 +505,8 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     for pat, words in _RULES:
         hit = pat.search(error)
         if hit:
-            return words.format(*hit.groups()), line
+            # a rule's words: a T(...) already, or a template naming the global it found
+            return (words if isinstance(words, Text) else T(words, name=hit.group(1))), line
     if "TypingError" in kind or "Failed in cuda mode pipeline" in error:
         return T("the GPU compiler cannot type this code: {first_reason}",
                  first_reason=_first_reason(error)), line
