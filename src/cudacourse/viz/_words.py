@@ -25,6 +25,8 @@ def T(template: str, /, **values: object) -> str:
 
 def use_font(lang: str) -> None:
     """matplotlib's font for ``lang``: IPAexGothic for Japanese, the default otherwise."""
+    if lang != "ja" and _state["saved"] is None:
+        return  # English, and the default font never left: matplotlib need not be loaded
     import matplotlib
 
     rc = matplotlib.rcParams
