@@ -239,7 +239,7 @@ def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
     except subprocess.TimeoutExpired:
         return {"child_error": T("it took longer than {timeout:.0f} s", timeout=timeout)}
     except OSError as exc:  # e.g. a sandbox that forbids starting processes
-        return {"child_error": T("a child process could not be started ({exc})", exc=exc)}
+        return {"child_error": T("a child process could not be started (`{exc}`)", exc=exc)}
     out = proc.stdout
     mark = RESULT_MARK + nonce
     i = out.find(mark)
@@ -259,7 +259,7 @@ def gate_or_fail(kernel: Any, args: Any, name: str) -> Resources | None:
     try:
         return gate(kernel, tuple(args), name)
     except CompileRefused as exc:
-        where = f" ({exc.line})" if exc.line else ""
+        where = T(" ({line})", line=exc.line) if exc.line else ""
         fail(T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
                reason=exc.reason),
              cause="does_not_compile", hint=COMPILE_HINT)
@@ -486,8 +486,8 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
                 first = re.match(r"#line (\d+)\n", source)  # see _unit_source
                 number = (int(first.group(1)) + source.count("\n", 0, hit.start()) - 1
                           if first else 0)
-                line = (T("line {number}: ",
-                          number=number) if number else "") + hit.group(0).strip()
+                line = (T("line {number}: {code}", number=number, code=hit.group(0).strip())
+                        if number else hit.group(0).strip())
         if name in ("zeros", "empty", "ones", "array", "full", "zeros_like", "empty_like"):
             return (T("kernels cannot call numpy.{name}: a GPU thread cannot allocate arrays; "
                       "use cuda.local.array(size, float32) (per thread) or cuda.shared.array "

@@ -199,7 +199,7 @@ def _describe(obj: Any) -> str:
         return T("None (did the cell that defines it run, and does it return something?)")
     name = getattr(obj, "__name__", None)
     return T("the {type_obj_name} {name!r}", type_obj_name=type(obj).__name__,
-             name=name) if name else f"a {type(obj).__name__}"
+             name=name) if name else T("a {type_obj_name}", type_obj_name=type(obj).__name__)
 
 
 def _is_cuda_kernel(obj: Any) -> bool:
@@ -393,7 +393,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             m = _OOB.search(str(exc))
             where = (T(" (index {group} on an axis of size {group_2})", group=m.group(1),
                        group_2=m.group(3)) if m else "")
-            who = plain(str(exc).split(":")[0])
+            who = str(exc).split(":")[0]  # the simulator's words: plain() where it is shown
             fail(T("{name} indexed outside an array{where}, in {who}.", name=name, where=where,
                    who=who),
                  cause="out_of_bounds_read", hint=T("missing bounds guard (if i < n)?"),
@@ -426,11 +426,11 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
     if _is_compile_error(exc, text):  # on a GPU: the real compile, at the first launch
         reason, line = _compile.explain(str(exc), type(exc).__name__,
                                         _compile._unit_source(ctx.get("kernel")))
-        where = f" ({line})" if line else ""
+        where = T(" ({line})", line=line) if line else ""
         fail(T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
                reason=reason),
              cause="does_not_compile")
-    who = f" in {thread}" if thread else ""
+    who = T(" in {thread}", thread=thread) if thread else ""
     ctx = {k: v for k, v in ctx.items() if k != "kernel"}
     more = T(" (and in {count_minus_1} other threads)",
              count_minus_1=count - 1) if count > 1 else ""
@@ -470,7 +470,7 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
     __tracebackhide__ = True
     got = _asarray(got)
     want = _asarray(want)
-    ctx = f" [{context}]" if context else ""
+    ctx = T(" [{context}]", context=context) if context else ""
     if got.shape != want.shape:
         fail(T("{name} has shape {shape}, expected {shape_2}{ctx}.", name=name,
                shape=fmt(got.shape), shape_2=fmt(want.shape), ctx=ctx),
@@ -518,7 +518,7 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
                    "arithmetic.{ctx}", name=name, label=label,
                    value=formula or T('the reference'),
                    ctx=ctx), cause="wrong_formula", formula=label)
-    expect = f" ({formula})" if formula else ""
+    expect = T(" ({formula})", formula=formula) if formula else ""
     fail(T("{at} = {g}, expected {w}{expect}; {size} of {n} elements are wrong: check the "
            "arithmetic.{ctx}", at=at(name, idx), g=fmt(g[first]), w=fmt(w[first]),
            expect=expect, size=bad.size, n=n, ctx=ctx), cause="wrong_values",

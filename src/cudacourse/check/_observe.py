@@ -84,7 +84,7 @@ def ctx_text(context: Any) -> str:
     if isinstance(context, dict):
         fmt = getattr(E, "fmt", str)
         return ", ".join(f"{k}={fmt(v)}" for k, v in context.items())
-    return str(context or "")
+    return context or ""  # a T(...) case stays translatable
 
 
 def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:

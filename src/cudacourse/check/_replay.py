@@ -162,7 +162,7 @@ def _refused_here(failure: dict, objects: dict) -> CheckFailure | None:
             continue
         refusal = _compile.compile_here(kernel, specs)
         if refusal is not None:
-            where = f" ({refusal.line})" if refusal.line else ""
+            where = T(" ({line})", line=refusal.line) if refusal.line else ""
             return CheckFailure(T("{name} would not compile for a GPU{where}: {reason}.",
                                   name=name, where=where,
                                   reason=refusal.reason), cause="does_not_compile",

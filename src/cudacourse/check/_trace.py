@@ -391,10 +391,11 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         host = rs if kind == "H2D" else rd if kind == "D2H" else None
         pageable = bool(host and key != DEFAULT and not trace.is_pinned(host))
         if kind == "H2D" and rs and not trace.is_readonly(rs) and trace.is_pinned(rs):
-            trace.host_write(rs, f"copy #{len(trace.ops) + 1}")
+            trace.host_write(rs, T("copy #{n}", n=len(trace.ops) + 1))
         words = {"H2D": T("copy to the device"), "D2H": T("copy to the host"),
                  "D2D": T("device-to-device copy")}[kind]
-        trace.issue(Op(0, kind, key, f"{words} of {_describe(dst)}",
+        trace.issue(Op(0, kind, key, T("{words} of {describe}", words=words,
+                                       describe=_describe(dst)),
                        reads=[rs] if rs else [], writes=[rd] if rd else [], pageable=pageable),
                     synchronous=synchronous)
 
