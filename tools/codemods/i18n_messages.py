@@ -49,7 +49,7 @@ EXCLUDED_CALLS = {"print", "TypeError", "RuntimeError", "ValueError", "KeyError"
                   "compile", "search", "match", "fullmatch", "sub", "findall", "finditer",
                   "split", "getattr", "hasattr", "setattr", "resolve", "startswith",
                   "endswith", "replace", "get", "setdefault", "pop", "T", "_", "N_",
-                  "gettext", "Op", "host_write", "require_gpu", "encode", "format_exc", "strip_ansi",
+                  "gettext", "require_gpu", "encode", "format_exc", "strip_ansi",
                   "sim_part", "join"}
 MESSAGE_CALLS = {"fail", "CheckFailure"}
 FACT_CALLS = {"passes", "passed"}
@@ -301,7 +301,9 @@ class _Finder(ast.NodeVisitor):
         return
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        self.visit(node.value)  # a key is not a message
+        self.visit(node.value)  # a key is not a message, except a prose key being assigned
+        if isinstance(node.ctx, ast.Store):  # (alts[f"{k} steps (one too few)"] = ...)
+            self._take(node.slice, False)
 
     def visit_Raise(self, node: ast.Raise) -> None:
         exc = node.exc
