@@ -470,7 +470,8 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 s = bound_stream(self, 0)
                 trace._keepalive += [self, value]
                 trace.issue(Op(0, "fill", trace.stream_key(s),
-                               f"assignment into a device array ({_describe(self)})",
+                               T("assignment into a device array ({describe})",
+                                 describe=_describe(self)),
                                reads=[rs] if rs else [], writes=[rd] if rd else []),
                             synchronous=not s)
             return out
@@ -481,7 +482,8 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         a copy to the host, on the default stream, that the host waits for."""
         rng = memory_range(arr)
         trace._keepalive.append(arr)
-        trace.issue(Op(0, "D2H", DEFAULT, f"{what} ({_describe(arr)}) read by the host",
+        trace.issue(Op(0, "D2H", DEFAULT, T("{what} ({describe}) read by the host", what=what,
+                                            describe=_describe(arr)),
                        reads=[rng] if rng else []), synchronous=True)
 
     def make_getitem_read(orig):
@@ -522,7 +524,8 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         shape = f"[{', '.join(map(str, g))}], [{', '.join(map(str, b))}]" if len(g) > 1 or \
             len(b) > 1 else f"{g[0]}, {b[0]}"
         writes = [r for r in ranges if not trace.is_readonly(r)]
-        trace.issue(Op(0, "launch", key, f"launch {name}[{shape}]", reads=list(ranges),
+        trace.issue(Op(0, "launch", key, T("launch {name}[{shape}]", name=name,
+                                           shape=shape), reads=list(ranges),
                        writes=writes, host_args=host_args, args=list(ranges),
                        block=int(b[0])),
                     synchronous=bool(host_args) and not stream)

@@ -307,24 +307,26 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                 _softmax_av(_masked(_scores(q64, k64, 1.0), causal), v64),
         }
         if abs(scale * _sqrt(d) - 1.0) > 1e-3:
-            alts[f"the attention scaled by 1/sqrt(d) = {1 / _sqrt(d):.4g}, not by the scale "
-                 f"argument ({scale:.4g}): multiply each score by the kernel's scale "
-                 "parameter"] = _softmax_av(_masked(_scores(q64, k64, 1.0 / _sqrt(d)), causal),
+            alts[T("the attention scaled by 1/sqrt(d) = {v_1_over_sqrt:.4g}, not by the scale "
+                   "argument ({scale:.4g}): multiply each score by the kernel's scale "
+                   "parameter", v_1_over_sqrt=1 / _sqrt(d),
+                   scale=scale)] = _softmax_av(_masked(_scores(q64, k64, 1.0 / _sqrt(d)), causal),
                                             v64)
         for chunk in (1, ROWS_TILE):
-            alts[f"a result whose accumulator is not rescaled (chunk {chunk}): when the "
-                 "maximum grows, multiply acc by exp(m - m_new)"] = \
+            alts[T("a result whose accumulator is not rescaled (chunk {chunk}): when the "
+                   "maximum grows, multiply acc by exp(m - m_new)", chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "acc", chunk)
-            alts[f"a result whose running sum is not rescaled (chunk {chunk}): when the "
-                 "maximum grows, multiply l by exp(m - m_new)"] = \
+            alts[T("a result whose running sum is not rescaled (chunk {chunk}): when the "
+                   "maximum grows, multiply l by exp(m - m_new)", chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "l", chunk)
-            alts[f"a result computed with exp(s) instead of exp(s - m_new) (chunk {chunk}): "
-                 "the maximum is not subtracted, which overflows for large scores"] = \
+            alts[T("a result computed with exp(s) instead of exp(s - m_new) (chunk {chunk}): "
+                   "the maximum is not subtracted, which overflows for large scores",
+                   chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "max", chunk)
         if causal:
-            alts["the non-causal attention: keys j > row must be skipped"] = \
+            alts[T("the non-causal attention: keys j > row must be skipped")] = \
                 _softmax_av(s, v64)
-            alts["keys j <= row + 1: the causal mask is off by one (keep j <= row)"] = \
+            alts[T("keys j <= row + 1: the causal mask is off by one (keep j <= row)")] = \
                 _softmax_av(_masked(s, True, 1), v64)
         for label, alt in alts.items():
             if E._isclose(got, alt, rtol=1e-4, atol=1e-5).all():

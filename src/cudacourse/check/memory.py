@@ -252,11 +252,13 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
         want = _smooth_ref(x, steps)
         alts = {T("x (no smoothing step applied)"): x}
         if steps > 1:
-            alts["1 step: every launch read x again, so swap the two buffers after each "
-                 "launch"] = _smooth_ref(x, 1)
+            alts[T("1 step: every launch read x again, so swap the two buffers after each "
+                   "launch")] = _smooth_ref(x, 1)
         if steps >= 1:
-            alts[f"{steps - 1} steps (one too few)"] = _smooth_ref(x, steps - 1)
-        alts[f"{steps + 1} steps (one too many)"] = _smooth_ref(x, steps + 1)
+            alts[T("{steps_minus_1} steps (one too few)",
+                   steps_minus_1=steps - 1)] = _smooth_ref(x, steps - 1)
+        alts[T("{steps_plus_1} steps (one too many)",
+               steps_plus_1=steps + 1)] = _smooth_ref(x, steps + 1)
         E.compare(result, want, name=T("the result"), formula=T("{steps} smoothing steps",
                                                              steps=steps),
                   block=launches[0].block if launches else None, context=ctx,

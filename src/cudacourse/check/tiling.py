@@ -175,14 +175,14 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
         kt = k - k % TILE
         alternatives = {}
         if kt != k:
-            alternatives["the sum over the first whole tiles of k only (the last, partial "
-                         "tile is skipped: loop over math.ceil(k / TILE) tiles, with 0.0 "
-                         "loaded past the edge)"] = a[:, :kt] @ b[:kt, :]
+            alternatives[T("the sum over the first whole tiles of k only (the last, partial "
+                           "tile is skipped: loop over math.ceil(k / TILE) tiles, with 0.0 "
+                           "loaded past the edge)")] = a[:, :kt] @ b[:kt, :]
             if kt >= TILE:  # the partial tile's empty slots kept the previous tile's values
                 lo = kt - TILE + k % TILE
-                alternatives["a sum in which the last, partial tile's empty slots still "
-                             "hold the previous tile's values: past the edge of a and b, "
-                             "load 0.0 there"] = want + a[:, lo:kt] @ b[lo:kt, :]
+                alternatives[T("a sum in which the last, partial tile's empty slots still hold "
+                               "the previous tile's values: past the edge of a and b, load 0.0 "
+                               "there")] = want + a[:, lo:kt] @ b[lo:kt, :]
         tol = 1e-4 * k
         for got in runs:
             O.no_computed_nan(got, "c", ctx)

@@ -24,7 +24,7 @@ def reads_per_element(n: int, tiles: Sequence[int]) -> dict[str, float]:
     """How many times each element of A is read from global memory in an n x n product."""
     out = {"naive": float(n)}
     for t in tiles:
-        out[f"{t}x{t} tiles"] = float(np.ceil(n / t))
+        out[T("{t}x{t} tiles", t=t)] = float(np.ceil(n / t))
     return out
 
 
