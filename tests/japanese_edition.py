@@ -36,6 +36,11 @@ ALLOWED = {
     "result", "OPP", "CX", "CY", "NE", "NW", "SE", "SW", "TX", "TY", "head_dim", "causal",
 }
 _CODE_SPAN = re.compile(r"`[^`]*`")
+# a token with code inside it (not a word in parentheses): cuda.grid(1), a[i], x.<locals>.k
+_CODE_TOKEN = re.compile(r"\S*(?:\w[.\[<>=#@/]|[\]>]\w|\w\()\S*")
+# Two-letter English words; any other two-letter token is an identifier (nx, ty, xs, ...).
+_SHORT_WORDS = {"of", "to", "by", "is", "be", "on", "at", "an", "no", "so", "do", "it", "as",
+                "up", "we", "me", "my", "us"}
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.']*(?:\[[^\]]*\]|\([^)]*\))?")
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
@@ -46,12 +51,17 @@ def not_japanese(text: str, names: set[str] = frozenset()) -> list[str]:
     :data:`ALLOWED` are set aside; and the text itself when it has Latin words but no
     Japanese at all. Empty: the text reads as Japanese."""
     rest = _CODE_SPAN.sub(" ", text)
+    for code in sorted((n for n in names if not re.fullmatch(r"\w+", n)), key=len,
+                       reverse=True):
+        rest = rest.replace(code, " ")  # code excerpts filled in (a source line)
+    rest = _CODE_TOKEN.sub(" ", rest)
     words = []
     for m in _WORD.finditer(rest):
         w = m.group(0)
         if (len(w) == 1 or any(c in w for c in "_.[(0123456789'") or w in ALLOWED
                 or w in names or keyword.iskeyword(w) or w.isupper()
-                or re.fullmatch(r"[a-z]+[A-Z]\w*", w)):  # camelCase: an identifier
+                or (len(w) == 2 and w.lower() not in _SHORT_WORDS)
+                or re.fullmatch(r"[A-Za-z][a-z]*[A-Z]\w*", w)):  # camelCase: an identifier
             continue
         words.append(w)
     if _WORD.search(rest) and not _JAPANESE.search(text) and words:
@@ -65,8 +75,9 @@ def _names(value: object) -> set[str]:
     if isinstance(value, i18n.Text):
         for v in value.values.values():
             out |= _names(v)
-    elif isinstance(value, str) and re.fullmatch(r"[A-Za-z_]\w*", value):
-        out.add(value)
+    elif isinstance(value, str) and (re.fullmatch(r"[A-Za-z_]\w*", value)
+                                     or re.search(r"[=\[\](){}]", value)):
+        out.add(value)  # an identifier, or a line of code (a source excerpt, a formula)
     return out
 
 
@@ -93,9 +104,12 @@ def recording() -> Iterator[tuple[list, list]]:
 
     def record_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        caller = sys._getframe(1).f_code.co_filename
-        if caller.startswith(_SRC):  # not the tests' own CheckFailure("...")
-            failures.append(self)
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name in ("fail", "__init__") and \
+                frame.f_code.co_filename.startswith(_SRC):
+            frame = frame.f_back  # past fail() and O.fail(): who wrote the message?
+        if frame is not None and frame.f_code.co_filename.startswith(_SRC):
+            failures.append(self)  # not a test's own fail("msg") or CheckFailure("...")
 
     def record_passes(name, *facts, hidden=False):
         lines.append((name, facts, hidden))

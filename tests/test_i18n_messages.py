@@ -72,6 +72,7 @@ def test_a_pass_line_is_in_one_language():
     "missing bounds guard (if i < n)?",
     "out[3] は missing bounds guard です",
     "vector_add passes: 3 sizes",
+    "img そのもの (nothing mirrored)",
 ])
 def test_the_reader_finds_english(text):
     assert not_japanese(text, {"vector_add"})
