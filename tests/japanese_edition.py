@@ -37,7 +37,13 @@ ALLOWED = {
 }
 _CODE_SPAN = re.compile(r"`[^`]*`")
 # a token with code inside it (not a word in parentheses): cuda.grid(1), a[i], x.<locals>.k
-_CODE_TOKEN = re.compile(r"\S*(?:\w[.\[<>=#@/]|[\]>]\w|\w\()\S*")
+_CODE_TOKEN = re.compile(r"\S*(?:\w[.\[\]<>=#@/]|[\]>]\w|\w\()\S*")
+# Tests whose failures carry English the test itself wrote into the course's template (a
+# stand-in compiler's reason): there the Japanese frame is checked by test_i18n_messages.
+TEST_DATA = {
+    "test_a_child_failure_becomes_does_not_compile_when_this_compiler_refuses":
+        "the refusal's reason and line are the test's own English",
+}
 # Two-letter English words; any other two-letter token is an identifier (nx, ty, xs, ...).
 _SHORT_WORDS = {"of", "to", "by", "is", "be", "on", "at", "an", "no", "so", "do", "it", "as",
                 "up", "we", "me", "my", "us"}
@@ -105,14 +111,16 @@ def recording() -> Iterator[tuple[list, list]]:
     def record_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
         frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_name in ("fail", "__init__") and \
+        while frame is not None and frame.f_code.co_name in (
+                "fail", "__init__", "from_dict", "_rebuild") and \
                 frame.f_code.co_filename.startswith(_SRC):
             frame = frame.f_back  # past fail() and O.fail(): who wrote the message?
         if frame is not None and frame.f_code.co_filename.startswith(_SRC):
             failures.append(self)  # not a test's own fail("msg") or CheckFailure("...")
 
     def record_passes(name, *facts, hidden=False):
-        lines.append((name, facts, hidden))
+        if sys._getframe(1).f_code.co_filename.startswith(_SRC):  # a checker's, not a test's
+            lines.append((name, facts, hidden))
         return passes(name, *facts, hidden=hidden)
 
     _failure.CheckFailure.__init__ = record_init
@@ -146,7 +154,8 @@ def problems(failures: list, lines: list) -> list[str]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    if not Path(str(item.fspath)).name.startswith("test_check_"):
+    if not Path(str(item.fspath)).name.startswith("test_check_") or \
+            getattr(item, "originalname", item.name) in TEST_DATA:
         return (yield)
     with recording() as (failures, lines):
         result = yield
