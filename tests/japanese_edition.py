@@ -38,6 +38,8 @@ ALLOWED = {
 _CODE_SPAN = re.compile(r"`[^`]*`")
 # a token with code inside it (not a word in parentheses): cuda.grid(1), a[i], x.<locals>.k
 _CODE_TOKEN = re.compile(r"\S*(?:\w[.\[\]<>=#@/]|[\]>]\w|\w\()\S*")
+# an indexing or call with its arguments: kernel[blocks, threads, streams[k % n]], f(a, b)
+_INDEXING = re.compile(r"\w+[\[(](?:[^\[\]()]|[\[(][^\[\]()]*[\])])*[\])]")
 # Tests whose failures carry English the test itself wrote into the course's template (a
 # stand-in compiler's reason): there the Japanese frame is checked by test_i18n_messages.
 TEST_DATA = {
@@ -60,6 +62,7 @@ def not_japanese(text: str, names: set[str] = frozenset()) -> list[str]:
     for code in sorted((n for n in names if not re.fullmatch(r"\w+", n)), key=len,
                        reverse=True):
         rest = rest.replace(code, " ")  # code excerpts filled in (a source line)
+    rest = _INDEXING.sub(" ", rest)
     rest = _CODE_TOKEN.sub(" ", rest)
     words = []
     for m in _WORD.finditer(rest):

@@ -82,6 +82,7 @@ def test_the_reader_finds_english(text):
     "境界チェック（if i < n）がありませんか。",
     "ブロック 7 のスレッド 104 が a[1000] を読みました: `if i < n` でチェックしてください",
     "cuda.grid(1) から始め、cuda.gridsize(1) ずつ進めてください。",
+    "チャンク k を kernel[blocks, threads, streams[k % n_streams]] で起動してください",
 ])
 def test_the_reader_passes_japanese(text):
     assert not_japanese(text) == []
