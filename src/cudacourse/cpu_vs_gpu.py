@@ -16,6 +16,7 @@ from numba import cuda, njit, prange
 from . import device
 from .timing import event_median, host_median, median_seconds
 from .vector import _vector_add, launch_config
+from .viz._words import T
 
 
 @njit(parallel=True, cache=False)
@@ -95,15 +96,15 @@ def plot(t: Timings, ax=None):
         _, ax = plt.subplots(figsize=(7, 4.5))
     s = t.seconds
     total = [i + k + o for i, k, o in zip(s["gpu_copy_in"], s["gpu_kernel"], s["gpu_copy_out"])]
-    series = {"NumPy (1 core)": s["numpy"], "Numba CPU, parallel": s["numba_cpu"],
-              "GPU kernel only": s["gpu_kernel"], "GPU incl. copies": total}
+    series = {T("NumPy (1 core)"): s["numpy"], T("Numba CPU, parallel"): s["numba_cpu"],
+              T("GPU kernel only"): s["gpu_kernel"], T("GPU incl. copies"): total}
     for label, ys in series.items():
         ax.loglog(t.sizes, ys, marker="o", label=label)
-    ax.set_xlabel("elements (float32)")
-    ax.set_ylabel("seconds (median)")
-    title = "vector add: CPU vs GPU"
+    ax.set_xlabel(T("elements (float32)"))
+    ax.set_ylabel(T("seconds (median)"))
+    title = T("vector add: CPU vs GPU")
     if t.mode == "sim":
-        title += "\n(simulator: the 'GPU' is Python threads on the CPU; times mean nothing)"
+        title += T("\n(simulator: the 'GPU' is Python threads on the CPU; times mean nothing)")
     ax.set_title(title)
     ax.legend()
     ax.grid(True, which="both", alpha=0.3)

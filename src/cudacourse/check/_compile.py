@@ -38,6 +38,7 @@ import numpy as _np
 
 from . import _launches, _origin, _source
 from ._failure import fail
+from ..i18n import N_, T, Text
 
 _CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_child.py")
 _SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -190,7 +191,8 @@ def compile_kernel(kernel: Any, specs: list) -> dict:
     answer = run_child("compile", req)
     _STATE["last_seconds"] = time.perf_counter() - t0
     if "child_error" in answer:
-        return {"skipped": "the sm_90 compiler could not run: " + answer["child_error"]}
+        return {"skipped": T("the sm_90 compiler could not run: {child_error}",
+                             child_error=answer['child_error'])}
     result = answer["results"][0]
     _STATE["memo"][key] = result
     try:
@@ -235,19 +237,20 @@ def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
         proc = subprocess.run([sys.executable, _CHILD, mode], input=json.dumps(req),
                               capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return {"child_error": f"it took longer than {timeout:.0f} s"}
+        return {"child_error": T("it took longer than {timeout:.0f} s", timeout=timeout)}
     except OSError as exc:  # e.g. a sandbox that forbids starting processes
-        return {"child_error": f"a child process could not be started ({exc})"}
+        return {"child_error": T("a child process could not be started (`{exc}`)", exc=exc)}
     out = proc.stdout
     mark = RESULT_MARK + nonce
     i = out.find(mark)
     if i < 0:
         tail = (proc.stderr or out).strip().splitlines()[-6:]
-        return {"child_error": f"exit status {proc.returncode}: " + " | ".join(tail)}
+        return {"child_error": T("exit status {returncode}: {tail}", returncode=proc.returncode,
+                                 tail=' | '.join(tail))}
     return json.loads(out[i + len(mark):].splitlines()[0])
 
 
-COMPILE_HINT = "The simulator runs any Python; a GPU runs only what Numba compiles."
+COMPILE_HINT = T("The simulator runs any Python; a GPU runs only what Numba compiles.")
 
 
 def gate_or_fail(kernel: Any, args: Any, name: str) -> Resources | None:
@@ -256,8 +259,9 @@ def gate_or_fail(kernel: Any, args: Any, name: str) -> Resources | None:
     try:
         return gate(kernel, tuple(args), name)
     except CompileRefused as exc:
-        where = f" ({exc.line})" if exc.line else ""
-        fail(f"{name} would not compile for a GPU{where}: {exc.reason}.",
+        where = T(" ({line})", line=exc.line) if exc.line else ""
+        fail(T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+               reason=exc.reason),
              cause="does_not_compile", hint=COMPILE_HINT)
     return None
 
@@ -421,35 +425,35 @@ def _resources(kernel: Any, args: tuple, warn: bool) -> Resources | None:
 _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"must have void return type|return type must be void|"
                 r"No conversion from [\w()\[\], ]+ to none", re.I),
-     "a kernel returns nothing: write the result into an output array instead of "
-     "`return`ing it (only a @cuda.jit(device=True) function returns a value)"),
+     T("a kernel returns nothing: write the result into an output array instead of `return`ing "
+       "it (only a @cuda.jit(device=True) function returns a value)")),
     (re.compile(r"built-in function sum>\) found for signature:\s*>>> sum\(list|"
                 r"sum\(list\("),
-     "sum() of a list is not supported on the GPU: add the values with +, or in a loop"),
+     T("sum() of a list is not supported on the GPU: add the values with +, or in a loop")),
     (re.compile(r"Overload of function 'str'|unicode_type|UnicodeType|FormatValue|"
                 r"format_string", re.I),
-     "strings (f-strings, str(), .format) do not exist on the GPU; print() accepts only "
-     "numbers and constant strings"),
+     T("strings (f-strings, str(), .format) do not exist on the GPU; print() accepts only "
+       "numbers and constant strings")),
     (re.compile(r"reflected list|list\(\w+\)<iv=|Cannot type list|empty list", re.I),
-     "Python lists do not exist on the GPU: use arrays (cuda.local.array for a small "
-     "scratch array) and loops"),
+     T("Python lists do not exist on the GPU: use arrays (cuda.local.array for a small scratch "
+       "array) and loops")),
     (re.compile(r"NRT required but not enabled"),
-     "this needs memory allocated inside the kernel (a list, np.zeros, np.empty, a new "
-     "array), which a GPU thread cannot do: use cuda.local.array or cuda.shared.array with "
-     "a constant size, or pass an output array in"),
+     T("this needs memory allocated inside the kernel (a list, np.zeros, np.empty, a new "
+       "array), which a GPU thread cannot do: use cuda.local.array or cuda.shared.array with a "
+       "constant size, or pass an output array in")),
     (re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
                 r"'function'>"),
-     "the kernel calls the plain Python function {0}: a GPU can only call functions "
-     "decorated with @cuda.jit(device=True)"),
+     N_("the kernel calls the plain Python function {name}: a GPU can only call functions "
+        "decorated with @cuda.jit(device=True)")),
     (re.compile(r"Untyped global name '(\w+)': Cannot determine Numba type of <class "
                 r"'[\w.]*FakeCUDAKernel'>"),
-     "the kernel calls {0}, a @cuda.jit kernel: a kernel cannot call another kernel; "
-     "decorate the helper with @cuda.jit(device=True)"),
+     N_("the kernel calls {name}, a @cuda.jit kernel: a kernel cannot call another kernel; "
+        "decorate the helper with @cuda.jit(device=True)")),
     (re.compile(r"Untyped global name '(\w+)'"),
-     "the kernel uses {0}, which a GPU kernel cannot use (it can use numbers, arrays, "
-     "math functions and other @cuda.jit functions)"),
+     N_("the kernel uses {name}, which a GPU kernel cannot use (it can use numbers, arrays, "
+        "math functions and other @cuda.jit functions)")),
     (re.compile(r"Use of unsupported opcode \(YIELD", re.I),
-     "generators (yield) do not exist on the GPU"),
+     T("generators (yield) do not exist on the GPU")),
 ]
 
 
@@ -482,26 +486,32 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
                 first = re.match(r"#line (\d+)\n", source)  # see _unit_source
                 number = (int(first.group(1)) + source.count("\n", 0, hit.start()) - 1
                           if first else 0)
-                line = (f"line {number}: " if number else "") + hit.group(0).strip()
+                line = (T("line {number}: {code}", number=number, code=hit.group(0).strip())
+                        if number else hit.group(0).strip())
         if name in ("zeros", "empty", "ones", "array", "full", "zeros_like", "empty_like"):
-            return (f"kernels cannot call numpy.{name}: a GPU thread cannot allocate arrays; "
-                    "use cuda.local.array(size, float32) (per thread) or cuda.shared.array "
-                    "(per block) with a constant size", line)
-        return (f"kernels cannot call numpy.{name}: a GPU thread has no NumPy; compute it "
-                "with loops and arithmetic on array elements (math.* works)", line)
+            return (T("kernels cannot call numpy.{name}: a GPU thread cannot allocate arrays; "
+                      "use cuda.local.array(size, float32) (per thread) or cuda.shared.array "
+                      "(per block) with a constant size", name=name), line)
+        return (T("kernels cannot call numpy.{name}: a GPU thread has no NumPy; compute it "
+                  "with loops and arithmetic on array elements (math.* works)",
+                  name=name), line)
     other = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", error)
     if other:
-        return (f"kernels cannot use {other.group(2)}.{other.group(1)}: the GPU compiler does "
-                "not support it", line)
+        return (T("kernels cannot use {group}.{group_2}: the GPU compiler does not support it",
+                  group=other.group(2), group_2=other.group(1)), line)
     if kind == "ptxas":
-        return ("ptxas (the GPU assembler) refused the kernel: " + error[-300:], line)
+        return (T("ptxas (the GPU assembler) refused the kernel: {error}",
+                  error=error[-300:]), line)
     for pat, words in _RULES:
         hit = pat.search(error)
         if hit:
-            return words.format(*hit.groups()), line
+            # a rule's words: a T(...) already, or a template naming the global it found
+            return (words if isinstance(words, Text) else T(words, name=hit.group(1))), line
     if "TypingError" in kind or "Failed in cuda mode pipeline" in error:
-        return f"the GPU compiler cannot type this code: {_first_reason(error)}", line
-    return f"the GPU compiler refused the kernel: {_first_reason(error)}", line
+        return T("the GPU compiler cannot type this code: {first_reason}",
+                 first_reason=_first_reason(error)), line
+    return T("the GPU compiler refused the kernel: {first_reason}",
+             first_reason=_first_reason(error)), line
 
 
 def _first_reason(error: str) -> str:
@@ -523,7 +533,8 @@ def _source_line(error: str) -> str:
             continue
         code = [ln.strip() for ln in m.group(3).splitlines()
                 if ln.strip() and "<source elided>" not in ln]
-        return f"line {m.group(2)}: {code[-1]}" if code else f"line {m.group(2)}"
+        return T("line {group}: {code}", group=m.group(2),
+                 code=code[-1]) if code else T("line {group}", group=m.group(2))
     return ""
 
 

@@ -49,6 +49,7 @@ import numpy as _np
 from .. import device as _device
 from ..i18n import T
 from . import _buffers, _origin
+from ..i18n import T
 
 # --- trusted references, captured before any learner cell runs --------------------------
 _asarray = _np.asarray
@@ -99,21 +100,24 @@ def _require(sub: "_origin.Subject", name: str, want: str, nparams: int | None) 
     """Shared tail of the require_* detectors: the stub, the course's own code, the arity."""
     __tracebackhide__ = True
     if sub.package:
-        fail(f"{name} is the course's own code ({sub.package}), not yours: write your own "
-             f"{want}.", cause="package_kernel", hint="", context=None)
+        fail(T("{name} is the course's own code ({package}), not yours: write your own {want}.",
+               name=name, package=sub.package,
+               want=want), cause="package_kernel", hint="", context=None)
     if sub.stub == "stub":
-        fail(f"{name} is not written yet: replace `raise NotImplementedError()` with your "
-             "code.", cause="stub")
+        fail(T("{name} is not written yet: replace `raise NotImplementedError()` with your "
+               "code.", name=name), cause="stub")
     if sub.stub == "leftover":
-        fail(f"{name} still contains `raise NotImplementedError()`: delete that line now that "
-             "your code is there.", cause="stub")
+        fail(T("{name} still contains `raise NotImplementedError()`: delete that line now that "
+               "your code is there.", name=name), cause="stub")
     if sub.kind in ("kernel", "device_function"):
         helpers = _origin.package_helpers(sub.py_func)
         if helpers:
-            fail(f"{name} calls the course's own {'code' if len(helpers) > 1 else 'function'} "
-                 f"{', '.join(helpers)}: write that part yourself.", cause="package_kernel")
+            fail(T("{name} calls the course's own {code} {helpers}: write that part yourself.",
+                   name=name, code='code' if len(helpers) > 1 else 'function',
+                   helpers=', '.join(helpers)), cause="package_kernel")
     if nparams is not None and sub.nparams is not None and sub.nparams != nparams:
-        fail(f"{name} must take {nparams} parameters, yours takes {sub.nparams}.",
+        fail(T("{name} must take {nparams} parameters, yours takes {nparams_2}.", name=name,
+               nparams=nparams, nparams_2=sub.nparams),
              cause="wrong_signature")
 
 
@@ -129,11 +133,13 @@ def _require_jit(obj: Any, name: str, nparams: int | None, *, kind: str, want: s
     if sub.kind == "function":
         if sub.package:
             _require(sub, name, want, None)
-        fail(f"{name} must be {a_want}, but got the plain Python function "
-             f"{getattr(obj, '__name__', obj)!r}: add {decorator} above its def.",
+        fail(T("{name} must be {a_want}, but got the plain Python function {name_2!r}: add "
+               "{decorator} above its def.", name=name, a_want=a_want,
+               name_2=getattr(obj, '__name__', obj), decorator=decorator),
              cause="not_a_kernel")
     if sub.kind != kind:
-        fail(f"{name} must be a {decorator} {want.split()[-1]}, got {_describe(obj)}.",
+        fail(T("{name} must be a {decorator} {split}, got {describe}.", name=name,
+               decorator=decorator, split=want.split()[-1], describe=_describe(obj)),
              cause="not_a_kernel")
     _require(sub, name, want, nparams)
 
@@ -144,20 +150,20 @@ def require_kernel(kernel: Any, name: str, nparams: int | None = None) -> None:
     not the course's own kernel."""
     __tracebackhide__ = True
     _require_jit(kernel, name, nparams, kind="kernel", want="kernel", decorator="@cuda.jit",
-                 a_want="a GPU kernel decorated with @cuda.jit", other="device_function",
-                 other_words=f"{name} is a device function (@cuda.jit(device=True)); write a "
-                             "kernel instead: @cuda.jit alone.")
+                 a_want=T("a GPU kernel decorated with @cuda.jit"), other="device_function",
+                 other_words=T("{name} is a device function (@cuda.jit(device=True)); write a "
+                               "kernel instead: @cuda.jit alone.", name=name))
 
 
 def require_device_function(fn: Any, name: str, nparams: int | None = None) -> None:
     """A ``@cuda.jit(device=True)`` function of the learner's own."""
     __tracebackhide__ = True
-    _require_jit(fn, name, nparams, kind="device_function", want="device function",
-                 decorator="@cuda.jit(device=True)", a_want="a device function",
+    _require_jit(fn, name, nparams, kind="device_function", want=T("device function"),
+                 decorator="@cuda.jit(device=True)", a_want=T("a device function"),
                  other="kernel",
-                 other_words=f"{name} must be a device function: decorate it with "
-                             "@cuda.jit(device=True), not @cuda.jit (a kernel cannot return "
-                             "a value).")
+                 other_words=T("{name} must be a device function: decorate it with "
+                               "@cuda.jit(device=True), not @cuda.jit (a kernel cannot return "
+                               "a value).", name=name))
 
 
 def require_function(fn: Any, name: str, nparams: int | None = None) -> None:
@@ -165,11 +171,12 @@ def require_function(fn: Any, name: str, nparams: int | None = None) -> None:
     __tracebackhide__ = True
     sub = _origin.examine(fn)
     if sub.kind in ("kernel", "device_function"):
-        fail(f"{name} must be a plain Python function that runs on the host (it launches "
-             "kernels and moves data), not a @cuda.jit kernel: remove the decorator, or wrap "
-             "your launch in a def.", cause="not_a_function")
+        fail(T("{name} must be a plain Python function that runs on the host (it launches "
+               "kernels and moves data), not a @cuda.jit kernel: remove the decorator, or wrap "
+               "your launch in a def.", name=name), cause="not_a_function")
     if sub.kind != "function":
-        fail(f"{name} must be a Python function, got {_describe(fn)}.",
+        fail(T("{name} must be a Python function, got {describe}.", name=name,
+               describe=_describe(fn)),
              cause="not_a_function")
     _require(sub, name, "function", nparams)
 
@@ -180,17 +187,20 @@ def require_device_array(arr: Any, name: str) -> None:
     if _origin.is_device_array(arr):
         return
     if isinstance(arr, _ndarray):
-        fail(f"{name} is a NumPy array in host memory; it must stay on the device: return "
-             "the device array (cuda.to_device / cuda.device_array), not copy_to_host().",
+        fail(T("{name} is a NumPy array in host memory; it must stay on the device: return the "
+               "device array (cuda.to_device / cuda.device_array), not copy_to_host().",
+               name=name),
              cause="not_device_array")
-    fail(f"{name} must be a device array, got {_describe(arr)}.", cause="not_device_array")
+    fail(T("{name} must be a device array, got {describe}.", name=name,
+           describe=_describe(arr)), cause="not_device_array")
 
 
 def _describe(obj: Any) -> str:
     if obj is None:
-        return "None (did the cell that defines it run, and does it return something?)"
+        return T("None (did the cell that defines it run, and does it return something?)")
     name = getattr(obj, "__name__", None)
-    return f"the {type(obj).__name__} {name!r}" if name else f"a {type(obj).__name__}"
+    return T("the {type_obj_name} {name!r}", type_obj_name=type(obj).__name__,
+             name=name) if name else T("a {type_obj_name}", type_obj_name=type(obj).__name__)
 
 
 def _is_cuda_kernel(obj: Any) -> bool:
@@ -204,19 +214,23 @@ def validate_launch(grid: int | tuple, block: int | tuple) -> tuple[tuple, tuple
     b = (block,) if isinstance(block, int) else tuple(block)
     __tracebackhide__ = True
     if not (1 <= len(g) <= 3 and 1 <= len(b) <= 3):
-        fail(f"grid {grid} and block {block} must have 1 to 3 dimensions each.",
+        fail(T("grid {grid} and block {block} must have 1 to 3 dimensions each.", grid=grid,
+               block=block),
              cause="bad_launch")
     if any((not isinstance(v, (int, _np.integer))) or v < 1 for v in g + b):
-        fail(f"grid {grid} and block {block} must be positive integers.", cause="bad_launch")
+        fail(T("grid {grid} and block {block} must be positive integers.", grid=grid,
+               block=block), cause="bad_launch")
     threads = int(_prod(b))
     if threads > MAX_THREADS_PER_BLOCK:
-        fail(f"block {block} has {threads} threads; a GPU allows at most "
-             f"{MAX_THREADS_PER_BLOCK} per block (the simulator would not tell you).",
+        fail(T("block {block} has {threads} threads; a GPU allows at most "
+               "{max_threads_per_block} per block (the simulator would not tell you).",
+               block=block, threads=threads, max_threads_per_block=MAX_THREADS_PER_BLOCK),
              cause="bad_launch")
     for v, lim, what in [(v, l, "block") for v, l in zip(b, MAX_BLOCK_DIM)] + \
                         [(v, l, "grid") for v, l in zip(g, MAX_GRID_DIM)]:
         if v > lim:
-            fail(f"{what} dimension {v} exceeds the GPU limit of {lim}.", cause="bad_launch")
+            fail(T("{what} dimension {v} exceeds the GPU limit of {lim}.", what=what, v=v,
+                   lim=lim), cause="bad_launch")
     return g, b
 
 
@@ -231,12 +245,14 @@ def validate_shared(resources: Any, dynamic: int = 0, name: str = "kernel") -> N
     static = int(getattr(resources, "shared", 0) or 0)
     total = static + int(dynamic or 0)
     if total > MAX_SHARED_PER_BLOCK:
-        parts = (f" ({static} bytes static + {int(dynamic)} dynamic)" if static and dynamic
+        parts = (T(" ({static} bytes static + {dynamic} dynamic)", static=static,
+                   dynamic=int(dynamic)) if static and dynamic
                  else "")
-        fail(f"{name} asks for {total} bytes of shared memory per block{parts}; a GPU "
-             f"launches a block with at most {MAX_SHARED_PER_BLOCK} bytes (48 KiB), and "
-             "refuses this launch (the simulator would not tell you). Use smaller tiles, "
-             "or fewer shared arrays.", cause="bad_launch")
+        fail(T("{name} asks for {total} bytes of shared memory per block{parts}; a GPU "
+               "launches a block with at most {max_shared_per_block} bytes (48 KiB), and "
+               "refuses this launch (the simulator would not tell you). Use smaller tiles, or "
+               "fewer shared arrays.", name=name, total=total, parts=parts,
+               max_shared_per_block=MAX_SHARED_PER_BLOCK), cause="bad_launch")
 
 
 # --- guarded, poisoned outputs ------------------------------------------------------------
@@ -283,7 +299,7 @@ class Guarded:
     def result(self) -> _np.ndarray:
         return self.view.copy_to_host().reshape(self.shape)
 
-    def check_guards(self, hint: str = "missing bounds guard (if i < n)?") -> None:
+    def check_guards(self, hint: str = T("missing bounds guard (if i < n)?")) -> None:
         host = self.buffer.copy_to_host()
         n = int(_prod(self.shape))
         guard = (host.size - n) // 2
@@ -291,11 +307,13 @@ class Guarded:
         before = _flatnonzero(host[:guard] != sentinel)
         after = _flatnonzero(host[guard + n:] != sentinel)
         if after.size:
-            fail(f"wrote past the end of {self.name} (size {n}) at index {n + int(after[0])}: "
-                 f"{hint}", cause="out_of_bounds_write", index=n + int(after[0]))
+            fail(T("wrote past the end of {name} (size {n}) at index {n_plus_after}: {hint}",
+                   name=self.name, n=n, n_plus_after=n + int(after[0]),
+                   hint=hint), cause="out_of_bounds_write", index=n + int(after[0]))
         if before.size:
-            fail(f"wrote before the start of {self.name} at index {int(before[-1]) - guard}: "
-                 "a negative index? check how you compute it.", cause="out_of_bounds_write",
+            fail(T("wrote before the start of {name} at index {before_minus_guard}: a negative "
+                   "index? check how you compute it.", name=self.name,
+                   before_minus_guard=int(before[-1]) - guard), cause="out_of_bounds_write",
                  index=int(before[-1]) - guard)
 
 
@@ -341,8 +359,9 @@ class _ThreadErrors:
                 t = args.thread
                 tid, bid = getattr(t, "threadIdx", None), getattr(t, "blockIdx", None)
                 if tid is not None and bid is not None:
-                    self.thread = (f"thread ({tid.x}, {tid.y}, {tid.z}) of block "
-                                   f"({bid.x}, {bid.y}, {bid.z})")
+                    self.thread = (T("thread ({tid_x}, {tid_y}, {tid_z}) of block ({bid_x}, "
+                                     "{bid_y}, {bid_z})", tid_x=tid.x, tid_y=tid.y, tid_z=tid.z,
+                                     bid_x=bid.x, bid_y=bid.y, bid_z=bid.z))
         threading.excepthook = hook
         return self
 
@@ -373,7 +392,8 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             raise
         except IndexError as exc:  # the simulator checks every index; a GPU would not
             m = _OOB.search(str(exc))
-            where = (f" (index {m.group(1)} on an axis of size {m.group(3)})" if m else "")
+            where = (T(" (index {group} on an axis of size {group_2})", group=m.group(1),
+                       group_2=m.group(3)) if m else "")
             who = plain(str(exc).split(":")[0])
             if m and len(g) > 1 and int(m.group(1)) >= int(m.group(3)) >= 0:
                 # a 2-D launch: the guard may be there, on the wrong axis (x < ny)
@@ -385,8 +405,9 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
                             "other axis' size? Guard each index with its own axis: y (a row) "
                             "with the number of rows, x (a column) with the number of "
                             "columns"))
-            fail(f"{name} indexed outside an array{where}, in {who}.",
-                 cause="out_of_bounds_read", hint="missing bounds guard (if i < n)?",
+            fail(T("{name} indexed outside an array{where}, in {who}.", name=name, where=where,
+                   who=who),
+                 cause="out_of_bounds_read", hint=T("missing bounds guard (if i < n)?"),
                  context=ctx)
         except Exception as exc:  # noqa: BLE001 - anything else the kernel raised or caused
             _launch_error(exc, name, {**ctx, "kernel": kernel})
@@ -410,22 +431,25 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
 
     text = plain(_compile.strip_ansi(f"{type(exc).__name__}: {exc}"))
     if "ILLEGAL_ADDRESS" in text or "illegal address" in text.lower():
-        fail(f"{name} accessed memory it does not own (illegal address): an index far out "
-             "of bounds. The GPU context is now unusable: restart the kernel.",
+        fail(T("{name} accessed memory it does not own (illegal address): an index far out of "
+               "bounds. The GPU context is now unusable: restart the kernel.", name=name),
              cause="illegal_address", context={k: v for k, v in ctx.items() if k != "kernel"})
     if _is_compile_error(exc, text):  # on a GPU: the real compile, at the first launch
         reason, line = _compile.explain(str(exc), type(exc).__name__,
                                         _compile._unit_source(ctx.get("kernel")))
-        where = f" ({line})" if line else ""
-        fail(f"{name} would not compile for a GPU{where}: {reason}.",
+        where = T(" ({line})", line=line) if line else ""
+        fail(T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+               reason=reason),
              cause="does_not_compile")
-    who = f" in {thread}" if thread else ""
+    who = T(" in {thread}", thread=thread) if thread else ""
     ctx = {k: v for k, v in ctx.items() if k != "kernel"}
-    more = f" (and in {count - 1} other threads)" if count > 1 else ""
+    more = T(" (and in {count_minus_1} other threads)",
+             count_minus_1=count - 1) if count > 1 else ""
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    fail(f"{name} raised {first_line}{who}{more}.", cause="kernel_raised",
-         hint="read the line of your kernel that does this operation; a GPU would not "
-              "raise but give garbage", context=ctx)
+    fail(T("{name} raised `{first_line}`{who}{more}.", name=name, first_line=first_line, who=who,
+           more=more), cause="kernel_raised",
+         hint=T("read the line of your kernel that does this operation; a GPU would not raise "
+                "but give garbage"), context=ctx)
 
 
 # --- comparing against the NumPy reference ---------------------------------------------------
@@ -471,9 +495,10 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
 
     got = _asarray(got)
     want = _asarray(want)
-    ctx = f" [{context}]" if context else ""
+    ctx = T(" [{context}]", context=context) if context else ""
     if got.shape != want.shape:
-        fail(f"{name} has shape {fmt(got.shape)}, expected {fmt(want.shape)}{ctx}.",
+        fail(T("{name} has shape {shape}, expected {shape_2}{ctx}.", name=name,
+               shape=fmt(got.shape), shape_2=fmt(want.shape), ctx=ctx),
              cause="wrong_shape")
     g = got.ravel()
     w = want.ravel()
@@ -498,27 +523,32 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
             gs, ws = (g[:-1], w[1:]) if shift == 1 else (g[1:], w[:-1])
             m = (written[:-1] if shift == 1 else written[1:])
             if _isclose(gs[m], ws[m], rtol=rtol, atol=atol).mean() > 0.9:
-                fail(f"{name}[i] holds the value expected at {hint}: off by one in your "
-                     f"index?{ctx}", cause="off_by_one")
+                fail(T("{name}[i] holds the value expected at {hint}: off by one in your "
+                       "index?{ctx}", name=name, hint=hint, ctx=ctx), cause="off_by_one")
     if unwritten.any():
         nw = _flatnonzero(unwritten)
         if block and nw[0] >= block and ok[:block].all() and unwritten[block:].all():
-            fail(f"{name}[{block}:] was never written, only the first block of {block} "
-                 f"threads did its work: does your index use cuda.blockIdx.x * "
-                 f"cuda.blockDim.x (or cuda.grid(1))?{ctx}", cause="only_first_block")
+            fail(T("{name}[{block}:] was never written, only the first block of {block} "
+                   "threads did its work: does your index use cuda.blockIdx.x * "
+                   "cuda.blockDim.x (or cuda.grid(1))?{ctx}", name=name, block=block,
+                   ctx=ctx), cause="only_first_block")
         if want.ndim == 2:
             _wrong_axis_guard(unwritten.reshape(want.shape), name, ctx)
         if unwritten[int(nw[0]):].all() and nw[0] > 0:
-            fail(f"{name}[{int(nw[0])}:] was never written (the last {n - int(nw[0])} of {n} "
-                 f"elements): does your launch or loop cover every element?{ctx}",
+            fail(T("{name}[{nw}:] was never written (the last {n_minus_nw} of {n} elements): "
+                   "does your launch or loop cover every element?{ctx}", name=name,
+                   nw=int(nw[0]), n_minus_nw=n - int(nw[0]), n=n, ctx=ctx),
                  cause="unwritten", first=int(nw[0]))
-        fail(f"{int(nw.size)} of {n} elements of {name} were never written, the first at "
-             f"index {int(nw[0])}: does every element get a thread?{ctx}",
+        fail(T("{size} of {n} elements of {name} were never written, the first at index {nw}: "
+               "does every element get a thread?{ctx}", size=int(nw.size), n=n, name=name,
+               nw=int(nw[0]), ctx=ctx),
              cause="unwritten", first=int(nw[0]))
     for label, alt in (alternatives or {}).items():
         if _isclose(g, _asarray(alt).ravel(), rtol=rtol, atol=atol).all():
-            fail(f"{name} holds {label}, but it should hold {formula or 'the reference'}: "
-                 f"check the arithmetic.{ctx}", cause="wrong_formula", formula=label)
+            fail(T("{name} holds {label}, but it should hold {value}: check the "
+                   "arithmetic.{ctx}", name=name, label=label,
+                   value=formula or T('the reference'),
+                   ctx=ctx), cause="wrong_formula", formula=label)
     D.nonfinite(got, want, name, inputs, computed, ctx)
     D.swapped(got, want, name, rtol, atol, ctx)
     D.factor(got, want, name, rtol, atol, factors, ctx)

@@ -45,6 +45,58 @@ CAUSES = {
     "wrong_signature": "the kernel takes the wrong number of parameters",
     "package_kernel": "the course's own kernel or function handed in as the answer",
     "replay_error": "the simulator re-run of the kernel could not be carried out",
+    "not_checked": "the check was stopped before it could finish",
+    # lesson 1 and the shared verdicts on what each thread did (_observe)
+    "off_by_one_guard": "the bounds guard lets one thread too many through (i <= n)",
+    "nan_result": "the kernel computed NaN",
+    "kernel_returns_value": "the kernel returns a value, which a GPU throws away",
+    "redundant_work": "several threads (or blocks) redo the same elements",
+    "serial_work": "one thread does the work of many",
+    # lesson 2: 2D grids, grid-stride loops, warp shuffles
+    "swapped_axes": "x and y (columns and rows) swapped",
+    "no_grid_stride": "no grid-stride loop: some elements get no thread",
+    "early_return": "lanes left before the warp's shuffles",
+    "no_shuffle": "the warp's sum is not made with shuffles",
+    # lesson 3: memory between host and device
+    "host_function_raised": "the host function raised an exception",
+    "implicit_copy": "a host array passed to a kernel: an implicit copy on every launch",
+    "result_on_device": "the result was left in GPU memory",
+    "no_result": "no NumPy array returned",
+    "wrong_dtype": "the result has the wrong dtype",
+    "returned_before_sync": "returned while queued GPU work could still be running",
+    "stream_race": "two streams use one buffer with nothing ordering them",
+    "copied_back_early": "the result was copied back before the kernel ran",
+    "no_kernel": "no kernel launched: the work did not run on the GPU",
+    "same_buffer_in_out": "one buffer as a step's input and output",
+    "copies_in_loop": "copies between host and device inside the loop",
+    "launch_count": "the wrong number of kernel launches",
+    "allocs_in_loop": "device memory allocated inside the loop",
+    "dropped_tail": "the last elements were dropped when splitting into chunks",
+    "default_stream": "everything on the default stream: nothing overlaps",
+    "too_few_streams": "fewer streams used than asked for",
+    "sync_copies": "copies not made asynchronously on the streams",
+    "pageable_copy": "an asynchronous copy from pageable (not pinned) host memory",
+    # lesson 4: shared memory, tiles and reductions
+    "unfilled_tile": "a shared tile read where no thread had stored a value",
+    "no_tiles": "no shared-memory tiles: the technique the exercise asks for is missing",
+    "no_tree": "the block's sum is not a tree reduction",
+    # lesson 5: fused attention
+    "overflow": "exp overflowed: the running maximum was not subtracted",
+    "causal_mask_off_by_one": "the causal mask is off by one",
+    "stale_tile_keys": "keys of an earlier tile read again from a shared tile not reloaded",
+    # lesson 6: stencils and the lattice Boltzmann method
+    "halo_missing": "the tile's halo (the cells around it) was not loaded",
+    "nondeterministic": "different results for the same input: a race",
+    "buffers_reallocated": "new device arrays made instead of swapping the two buffers",
+    "buffers_not_swapped": "the two buffers are not swapped between steps",
+    "wrong_buffer": "the state returned is not the last step's",
+    "periodic_wrap": "the periodic wrap-around at the lattice's edges is wrong",
+    "push_race": "populations pushed into neighbours' slots: a race",
+    "pulled_from_output": "populations read from the output array, not the input",
+    "solid_not_copied": "solid nodes do not keep their populations",
+    "lost_population": "populations are lost at the walls",
+    "mass_not_conserved": "mass is not conserved",
+    "wrong_opposite": "bounce-back takes the wrong opposite direction",
 }
 
 WIDTH = 88  # the width of a notebook's traceback box
@@ -65,6 +117,10 @@ class CheckFailure(AssertionError):
         self.text_message = message if isinstance(message, _i18n.Text) else None
         self.text_hint = hint if isinstance(hint, _i18n.Text) else None
         self.message = plain(str(message)).strip()
+        if self.text_message is not None and self.message == message:
+            # the Text itself: a checker that builds a new diagnosis from this one's message
+            # (``T("{message} ...", message=exc.message)``) keeps it translatable
+            self.message = self.text_message
         self.cause = cause
         self.hint = _capital(plain(str(hint)).strip())
         self.context = dict(context or {})
@@ -83,10 +139,10 @@ class CheckFailure(AssertionError):
         """(diagnosis, hint) in the course's language (``cudacourse.i18n``): the catalogue's
         translation of each, else the English, headed by the translated cause so that every
         failure says in the learner's language what kind of mistake it is."""
-        message = (plain(self.text_message.shown()).strip() if self.text_message is not None
-                   else _i18n.gettext(self.message))
-        hint = (_capital(plain(self.text_hint.shown()).strip()) if self.text_hint is not None
-                else _i18n.gettext(self.hint))
+        message = (plain(self.text_message.shown(), translate=True).strip()
+                   if self.text_message is not None else _i18n.gettext(self.message))
+        hint = (_capital(plain(self.text_hint.shown(), translate=True).strip())
+                if self.text_hint is not None else _i18n.gettext(self.hint))
         if _i18n.language() != _i18n.DEFAULT and message == self.message and \
                 self.cause in CAUSES:
             cause = _i18n.gettext(CAUSES[self.cause])
@@ -162,10 +218,14 @@ def passes(name: str, *facts: str, hidden: bool = False) -> Passed:
     adds (``vector_add passes: 3 sizes, 2 block sizes, a spare block; grading reruns it on
     hidden cases (other sizes and seeds)``): the hidden tests, which the learner's copy does
     not contain, call the same checker with ``hidden=True``."""
-    _ = _i18n.gettext  # the facts: T(...) texts by their template, plain phrases if listed
-    what = f": {', '.join(_i18n.shown(f) for f in facts)}" if facts else ""
+    _ = _i18n.gettext  # the whole line in one language: its frame, joints and facts
+    if facts:  # the facts: T(...) texts by their template, plain phrases if listed
+        line = _("{name} passes: {facts}").format(
+            name=name, facts=_(", ").join(_i18n.shown(f) for f in facts))
+    else:
+        line = _("{name} passes").format(name=name)
     tail = "" if hidden else _("; grading reruns it on hidden cases (other sizes and seeds)")
-    return Passed(_("{name} passes").format(name=name) + what + tail)
+    return Passed(line + tail)
 
 
 # --- values in the learner's words ----------------------------------------------------------
@@ -212,21 +272,26 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+# the words replacing simulator internals, translated where they are shown
 _SIM_WORDS = [
     (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\] ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"),
-     r"thread (\1, \2, \3) of block (\4, \5, \6)"),
-    (re.compile(r"ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"), r"block (\1, \2, \3)"),
-    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\]"), r"thread (\1, \2, \3)"),
+     _i18n.N_(r"thread (\1, \2, \3) of block (\4, \5, \6)")),
+    (re.compile(r"ctaid=\[(-?\d+), (-?\d+), (-?\d+)\]"), _i18n.N_(r"block (\1, \2, \3)")),
+    (re.compile(r"tid=\[(-?\d+), (-?\d+), (-?\d+)\]"), _i18n.N_(r"thread (\1, \2, \3)")),
     (re.compile(r"np\.(?:float|int|uint|bool)\d*\(([^()]*)\)"), r"\1"),
-    (re.compile(r"\bFakeCUDAArray\b"), "device array"),
-    (re.compile(r"\bFakeCUDAKernel\b"), "kernel"),
+    (re.compile(r"\bFakeCUDAArray\b"), _i18n.N_("device array")),
+    (re.compile(r"\bFakeCUDAKernel\b"), _i18n.N_("kernel")),
     (re.compile(r"\bFakeCUDAModule\b"), "cuda"),
-    (re.compile(r"\bFakeShared\w*\b"), "shared array"),
+    (re.compile(r"\bFakeShared\w*\b"), _i18n.N_("shared array")),
 ]
+_SIM_TRANSLATED = {rep for _pat, rep in _SIM_WORDS} - {r"\1", "cuda"}
 
 
-def plain(text: str) -> str:
-    """Simulator internals in plain words, for any message shown to a learner."""
+def plain(text: str, translate: bool = False) -> str:
+    """Simulator internals in plain words, for any message shown to a learner (in the
+    course's language with ``translate``; the English otherwise)."""
     for pat, rep in _SIM_WORDS:
+        if translate and rep in _SIM_TRANSLATED:
+            rep = _i18n.gettext(rep)
         text = pat.sub(rep, text)
     return text

@@ -25,6 +25,7 @@ from typing import Any
 
 from . import _buffers as _B
 from . import _engine as E
+from ..i18n import T
 
 _np = E._np
 # trusted references, captured at import (before any learner cell can rebind them)
@@ -144,9 +145,11 @@ class Fill:
     read_unstored: int  # distinct slots read that were never stored
 
     def words(self) -> str:
-        return (f"in block {_dims(self.block)}, {self.stored} of the {self.total} cells of "
-                f"{self.array} were stored and {self.total - self.stored} never were; "
-                f"{self.read_unstored} of those were read")
+        return (T("in block {block}, {stored} of the {total} cells of {array} were stored and "
+                  "{total_minus_stored} never were; {read_unstored} of those were read",
+                  block=_dims(self.block), stored=self.stored, total=self.total,
+                  array=self.array, total_minus_stored=self.total - self.stored,
+                  read_unstored=self.read_unstored))
 
 
 @dataclass
@@ -170,24 +173,34 @@ def _dims(v: tuple) -> Any:
 def _thread_words(threads: list, total: int = 0) -> str:
     """'threads 64 to 127 of block 0' for a list of (block, thread) keys."""
     if not threads:
-        return "no thread"
+        return T("no thread")
     ids = sorted(tuple(t[1]) for t in threads)
     b = _dims(threads[0][0])
     one_d = all(i[1:] == (0,) * (len(i) - 1) for i in ids)
     if one_d:
         flat = [i[0] for i in ids]
         if flat == list(range(flat[0], flat[0] + len(flat))):
-            who = f"thread {flat[0]}" if len(flat) == 1 else f"threads {flat[0]} to {flat[-1]}"
+            who = T("thread {flat}",
+                    flat=flat[0]) if len(flat) == 1 else T("threads {flat} to {flat_2}",
+                                                               flat=flat[0], flat_2=flat[-1])
         else:
-            who = "threads " + ", ".join(map(str, flat[:6])) + (", ..." if len(flat) > 6 else "")
-        return f"{who} of block {b}"
+            who = T("threads {ids}", ids=", ".join(map(str, flat[:6])) + (
+                ", ..." if len(flat) > 6 else ""))
+        return T("{who} of block {b}", who=who, b=b)
     eg = _dims(ids[0])
-    return f"{len(ids)} threads of block {b} (thread {eg} among them)"
+    return T("{n_ids} threads of block {b} (thread {eg} among them)", n_ids=len(ids), b=b,
+             eg=eg)
+
+
+def verb(write: bool) -> str:
+    """What a thread did to an element, as a message's verb: ``wrote`` or ``read``."""
+    # TRANSLATORS: the verb of "thread 3 wrote a[4]" / "thread 3 read a[4]"
+    return T("wrote") if write else T("read")
 
 
 def thread_name(key: tuple) -> str:
     block, thread = key
-    return f"thread {_dims(thread)} of block {_dims(block)}"
+    return T("thread {thread} of block {block}", thread=_dims(thread), block=_dims(block))
 
 
 def _enclosing_if(filename: str, line: int) -> str:
@@ -208,7 +221,8 @@ def _enclosing_if(filename: str, line: int) -> str:
                 getattr(n, "end_lineno", 0) or 0 for n in node.orelse)
             if lo <= line <= hi or in_else:
                 cond = ast.unparse(node.test)
-                best = f"else of `if {cond}`" if in_else and not lo <= line <= hi else \
+                best = T("else of `if {cond}`",
+                         cond=cond) if in_else and not lo <= line <= hi else \
                     f"`if {cond}:`"
     return best
 
@@ -371,12 +385,13 @@ class Observation:
                     st["readers"].setdefault(k, line)
 
     def _shared_name(self, meta: dict) -> str:
-        return f"the shared array allocated at line {meta['site'][1]}"
+        return T("the shared array allocated at line {site}", site=meta['site'][1])
 
     def _race(self, meta: dict, slot: int, first: tuple, second: tuple, epoch: int) -> None:
         idx = tuple(int(i) for i in _unravel(slot, meta["shape"]))
-        between = ("before the first cuda.syncthreads()" if epoch == 0 else
-                   f"between the block's barriers number {epoch} and {epoch + 1}")
+        between = (T("before the first cuda.syncthreads()") if epoch == 0 else
+                   T("between the block's barriers number {epoch} and {epoch_plus_1}",
+                     epoch=epoch, epoch_plus_1=epoch + 1))
         self.races.append(Race(self._shared_name(meta), idx, first, second, between))
 
     def _end_block(self, block: tuple, block_dim: tuple) -> None:
@@ -421,18 +436,23 @@ class Observation:
         r = self.races[0]
         (t1, what1, l1), (t2, what2, l2) = r.first, r.second
         slot = ", ".join(map(str, r.slot))
-        return (f"{thread_name(t1)} {what1} slot [{slot}] of {r.array} (line {l1}) and "
-                f"{thread_name(t2)} {what2} it (line {l2}), {r.between}: nothing orders "
-                "the two, so on a GPU either can happen first")
+        return (T("{thread_name} {what1} slot [{slot}] of {array} (line {l1}) and "
+                  "{thread_name_2} {what2} it (line {l2}), {between}: nothing orders the two, "
+                  "so on a GPU either can happen first", thread_name=thread_name(t1),
+                  what1=verb(what1 == "wrote"), slot=slot, array=r.array, l1=l1,
+                  thread_name_2=thread_name(t2),
+                  what2=verb(what2 == "wrote"), l2=l2, between=r.between))
 
     def divergence_words(self) -> str:
         d = self.divergences[0]
-        where = f" inside {d.condition}" if d.condition else ""
-        went = (f"went on to the cuda.syncthreads() at line {d.other_line}" if d.other_line
-                else "never reached it")
-        return (f"the cuda.syncthreads() at line {d.line}{where} was reached by "
-                f"{_thread_words(d.reached)} but {_thread_words(d.others)} {went}. Every "
-                "thread of a block must reach the same barrier: one inside a branch that "
-                "only some threads take is undefined behaviour (a GPU may hang, or let the "
-                "threads run on past it). Move cuda.syncthreads() out of the `if`, to a line "
-                "every thread reaches")
+        where = T(" inside {condition}", condition=d.condition) if d.condition else ""
+        went = (T("went on to the cuda.syncthreads() at line {other_line}",
+                  other_line=d.other_line) if d.other_line
+                else T("never reached it"))
+        return (T("the cuda.syncthreads() at line {line}{where} was reached by {thread_words} "
+                  "but {thread_words_2} {went}. Every thread of a block must reach the same "
+                  "barrier: one inside a branch that only some threads take is undefined "
+                  "behaviour (a GPU may hang, or let the threads run on past it). Move "
+                  "cuda.syncthreads() out of the `if`, to a line every thread reaches",
+                  line=d.line, where=where, thread_words=_thread_words(d.reached),
+                  thread_words_2=_thread_words(d.others), went=went))

@@ -45,6 +45,8 @@ from ..i18n import T
 from ._observation import (POISON, POISON_INT, ArrayLog, Divergence, Fill,  # noqa: F401
                            Observation, OutOfBounds, Race, _dims, _key, _kernel_site, _SIM,
                            _sim_dir, thread_name)
+from ._observation import verb as _verb
+from ..i18n import T
 
 _np = E._np
 # trusted references, captured at import (before any learner cell can rebind them)
@@ -151,10 +153,10 @@ def no_computed_nan(got: Any, name: str, context: str, why: str = "") -> None:
         idx = E._unravel_index(int(bad[0]), got.shape) if got.ndim > 1 else (int(bad[0]),)
         where = ", ".join(str(int(i)) for i in idx)
         fail("nan_result",
-             f"{name}[{where}] = nan, and {bad.size} of {got.size} elements are NaN: your "
-             "kernel wrote NaN there (they were written, not skipped). "
-             + (why or "Look for 0 / 0, inf - inf, or a value read from memory no thread "
-                       "had written yet."), context)
+             T("{name}[{where}] = nan, and {size} of {size_2} elements are NaN: your kernel "
+               "wrote NaN there (they were written, not skipped). {value}", name=name,
+               where=where, size=bad.size, size_2=got.size,
+               value=why or T('Look for 0 / 0, inf - inf, or a value read from memory no thread had written yet.')), context)
 
 
 def check_guards(g: "E.Guarded", hint: str, context: str = "") -> None:
@@ -166,8 +168,9 @@ def check_guards(g: "E.Guarded", hint: str, context: str = "") -> None:
     after = E._flatnonzero(host[guard + n:] != sentinel)
     if after.size == 1 and after[0] == 0:
         fail("off_by_one_guard",
-             f"off by one: the guard lets thread n write ({g.name}[{n}] was written, one past "
-             f"the last element {g.name}[{n - 1}]). Use `if i < n`, not `if i <= n`.",
+             T("off by one: the guard lets thread n write ({name}[{n}] was written, one past "
+               "the last element {name}[{n_minus_1}]). Use `if i < n`, not `if i <= n`.",
+               name=g.name, n=n, n_minus_1=n - 1),
              context)
     try:
         g.check_guards(hint)
@@ -329,14 +332,16 @@ def no_return_value(obs: Observation, name: str, out: str, context: str = "") ->
     if obs.live and obs.returned:
         key, value = obs.returned[0]
         fail("kernel_returns_value",
-             f"{name} returned a value ({thread_name(key)} returned {_short(value)}), but a "
-             f"kernel returns nothing: the GPU throws the value away. Write the result into "
-             f"{out} instead of returning it.", context)
+             T("{name} returned a value ({thread_name} returned {value}), but a kernel returns "
+               "nothing: the GPU throws the value away. Write the result into {out} instead of "
+               "returning it.", name=name, thread_name=thread_name(key), value=_short(value),
+               out=out), context)
 
 
 def no_divergent_barrier(obs: Observation, name: str, context: str = "") -> None:
     if obs.live and obs.divergences:
-        fail("divergent_barrier", f"{name}: {obs.divergence_words()}.", context)
+        fail("divergent_barrier", T("{name}: {divergence_words}.", name=name,
+                                    divergence_words=obs.divergence_words()), context)
 
 
 def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, name: str,
@@ -371,18 +376,21 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
 def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:
     """(cause, message) for the out-of-bounds accesses of a 1D launch."""
     r = recs[0]
-    verb = "wrote" if r.write else "read"
-    first = (f"{thread_name(r.thread)} {verb} {r.array}[{r.index}] (line {r.line}), outside "
-             f"the array (size {r.size})")
+    verb = _verb(r.write)
+    first = (T("{thread_name} {verb} {array}[{index}] (line {line}), outside the array (size "
+               "{size})", thread_name=thread_name(r.thread), verb=verb, array=r.array,
+               index=r.index, line=r.line, size=r.size))
     if r.index < 0:
-        return ("out_of_bounds_read", f"{first}: a negative index. On a GPU that reads or "
-                "writes memory before the array; check how the index is computed.")
+        return ("out_of_bounds_read", T("{first}: a negative index. On a GPU that reads or "
+                                        "writes memory before the array; check how the index "
+                                        "is computed.", first=first))
     gids = {x.grid_index(block) for x in recs}
     if len(block) == 1 and all(x.index == x.size for x in recs) and             gids == {recs[0].size}:
         return ("off_by_one_guard",
-                f"off by one: the guard lets thread n through. Only thread i = n = {r.size} "
-                f"went outside: it {verb} {r.array}[{r.size}] (line {r.line}), one past the "
-                "last element. Use `if i < n`, not `if i <= n`.")
+                T("off by one: the guard lets thread n through. Only thread i = n = {size} "
+                  "went outside: it {verb} {array}[{size}] (line {line}), one past the last "
+                  "element. Use `if i < n`, not `if i <= n`.", size=r.size, verb=verb,
+                  array=r.array, line=r.line))
     inside = [x for x in recs if x.grid_index(block) < x.size]
     if len(block) == 1 and inside:
         x = inside[0]
@@ -398,19 +406,23 @@ def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:
                 verb=T("wrote") if x.write else T("read"), array=x.array, index=x.index,
                 line=x.line, size=x.size))
         shift = x.index - g
-        hint = (f"off by one in the index: element i is at index i, not i {'+' if shift > 0 else '-'} {abs(shift)}"
-                if abs(shift) == 1 else "check how the index is computed")
+        hint = (T("off by one in the index: element i is at index i, not i {value} {shift}",
+                  value='+' if shift > 0 else '-', shift=abs(shift))
+                if abs(shift) == 1 else T("check how the index is computed"))
         return ("off_by_one" if abs(shift) == 1 else "out_of_bounds_read",
-                f"thread i = {g}, inside the array, {'wrote' if x.write else 'read'} "
-                f"{x.array}[{x.index}] (line {x.line}), past the end (size {x.size}): {hint}.")
+                T("thread i = {g}, inside the array, {wrote} {array}[{index}] (line {line}), "
+                  "past the end (size {size}): {hint}.", g=g,
+                  wrote=_verb(x.write), array=x.array, index=x.index,
+                  line=x.line, size=x.size, hint=hint))
     cause = "out_of_bounds_write" if r.write else "out_of_bounds_read"
-    return (cause, f"{first}: missing bounds guard? This launch has more threads than "
-            f"elements, and {len(gids)} threads past the end used the array; guard with "
-            "`if i < n` (n = the array's length) before touching it.")
+    return (cause, T("{first}: missing bounds guard? This launch has more threads than "
+                     "elements, and {n_gids} threads past the end used the array; guard with "
+                     "`if i < n` (n = the array's length) before touching it.", first=first,
+                     n_gids=len(gids)))
 
 
 def spread(obs: Observation, out: str, n: int, threads: int, name: str, context: str,
-           per_thread: str = "one element") -> None:
+           per_thread: str = T("one element")) -> None:
     """The work is spread over the threads: each element of ``out`` written once, and no
     thread writing more than its share (ceil(n / threads)) of the ``n`` elements."""
     if not obs.live or out not in obs.arrays:
@@ -421,16 +433,19 @@ def spread(obs: Observation, out: str, n: int, threads: int, name: str, context:
     if ew.size and int(ew.max()) > 1:
         i = int(E._flatnonzero(ew > 1)[0])
         fail("redundant_work",
-             f"{out}[{i}] was written {int(ew[i])} times, and {int((ew > 1).sum())} of {n} "
-             f"elements more than once ({log.total_writes} writes for {n} elements): several "
-             "threads (or every block) redo the same elements. Each element belongs to one "
-             "thread: start at cuda.grid(1) and step by cuda.gridsize(1).", context)
+             T("{out}[{i}] was written {ew} times, and {sum} of {n} elements more than once "
+               "({total_writes} writes for {n} elements): several threads (or every block) "
+               "redo the same elements. Each element belongs to one thread: start at "
+               "cuda.grid(1) and step by cuda.gridsize(1).", out=out, i=i, ew=int(ew[i]),
+               sum=int((ew > 1).sum()), n=n, total_writes=log.total_writes), context)
     who, most = log.busiest_writer()
     if most > share:
         fail("serial_work",
-             f"{thread_name(who)} wrote {most} elements of {out} by itself, while this launch "
-             f"has {threads} threads for {n} elements (at most {share} each): the work is not "
-             f"spread over the threads. Give each thread {per_thread} (i = cuda.grid(1)).",
+             T("{thread_name} wrote {most} elements of {out} by itself, while this launch has "
+               "{threads} threads for {n} elements (at most {share} each): the work is not "
+               "spread over the threads. Give each thread {per_thread} (i = cuda.grid(1)).",
+               thread_name=thread_name(who), most=most, out=out, threads=threads, n=n,
+               share=share, per_thread=per_thread),
              context)
 
 
@@ -478,7 +493,7 @@ def _remaining(part: Any, kernel: Any, hidden: bool, seed: int | None) -> None:
     from . import _replay
 
     _replay.run_remaining_sim_checks(
-        "warp-level undefined behaviour (a shuffle or vote that some lanes do not reach)",
+        T("warp-level undefined behaviour (a shuffle or vote that some lanes do not reach)"),
         part, kernel, hidden=hidden, seed=seed)
 
 

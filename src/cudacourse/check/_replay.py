@@ -48,6 +48,7 @@ from typing import Any, Callable
 
 from . import _cases, _compile, _origin, _source
 from ._engine import COMPILE_HINT, CheckFailure, fail
+from ..i18n import T
 
 # Well before any cell's timeout, and within "no check runs longer than 30 s": a replay that
 # needs longer ends in "not checked: <why>" instead of hanging the notebook.
@@ -113,10 +114,10 @@ def replay(part: Callable, *subjects: Any, **kw: Any) -> CheckFailure | None:
     bundle, objects = _source.bundle_with_objects(*subjects)
     if bundle["problems"]:
         return CheckFailure(
-            "the simulator part of this check cannot run on a GPU for your code: "
-            + "; ".join(bundle["problems"]) + ".", cause="replay_error",
-            hint="define the kernel (and what it uses) with def in a cell or a file, using "
-                 "only numbers, arrays, modules and other @cuda.jit functions as globals")
+            T("the simulator part of this check cannot run on a GPU for your code: {problems}.",
+              problems='; '.join(bundle['problems'])), cause="replay_error",
+            hint=T("define the kernel (and what it uses) with def in a cell or a file, using "
+                   "only numbers, arrays, modules and other @cuda.jit functions as globals"))
     kw = {k: _cases.wire(v) for k, v in kw.items()}  # hidden=Cases(...) crosses as JSON
     _check_json(kw)
     req = {"bundle": bundle, "entries": bundle["entries"], "checker": f"{mod}:{qual}",
@@ -128,12 +129,14 @@ def replay(part: Callable, *subjects: Any, **kw: Any) -> CheckFailure | None:
     if "child_error" in answer:
         if answer["child_error"].startswith("it took longer than"):
             return CheckFailure(
-                f"not checked: the simulator re-run of your kernel (for what a GPU cannot "
-                f"show) {answer['child_error']}, its time budget.", cause="replay_error",
-                hint="a kernel that does less work per thread, or fewer loop trips, is "
-                     "re-run faster", context={"timed_out": True})
-        return CheckFailure("the simulator re-run of your kernel could not be carried out: "
-                            + answer["child_error"], cause="replay_error",
+                T("not checked: the simulator re-run of your kernel (for what a GPU cannot "
+                  "show) {child_error}, its time budget.",
+                  child_error=answer['child_error']), cause="replay_error",
+                hint=T("a kernel that does less work per thread, or fewer loop trips, is "
+                       "re-run faster"), context={"timed_out": True})
+        return CheckFailure(T("the simulator re-run of your kernel could not be carried out: "
+                              "{child_error}",
+                              child_error=answer['child_error']), cause="replay_error",
                             context={"traceback": answer.get("traceback", "")[-800:]})
     if answer.get("ok"):
         return None
@@ -159,9 +162,10 @@ def _refused_here(failure: dict, objects: dict) -> CheckFailure | None:
             continue
         refusal = _compile.compile_here(kernel, specs)
         if refusal is not None:
-            where = f" ({refusal.line})" if refusal.line else ""
-            return CheckFailure(f"{name} would not compile for a GPU{where}: "
-                                f"{refusal.reason}.", cause="does_not_compile",
+            where = T(" ({line})", line=refusal.line) if refusal.line else ""
+            return CheckFailure(T("{name} would not compile for a GPU{where}: {reason}.",
+                                  name=name, where=where,
+                                  reason=refusal.reason), cause="does_not_compile",
                                 hint=COMPILE_HINT)
     return None
 
@@ -172,7 +176,7 @@ def _check_json(kw: dict) -> None:
     try:
         json.dumps(kw)
     except TypeError as exc:
-        fail(f"internal: a sim part's keyword arguments must be JSON values ({exc})",
+        fail(T("internal: a sim part's keyword arguments must be JSON values ({exc})", exc=exc),
              cause="replay_error")
 
 
@@ -195,6 +199,8 @@ def selfcheck_plus_one(kernel: Any, *, n: int = 100, block: int = 32) -> None:
     out.check_guards()
     E.compare(out.result(), a + 1, name="out", formula="a[i] + 1", block=block)
     if reads.n != n:
-        E.fail(f"plus_one read a {reads.n} times for {n} elements; each element once is "
-               "enough.", cause="wrong_technique", hint="Read a[i] once into a local variable.",
+        E.fail(T("plus_one read a {n} times for {n_2} elements; each element once is enough.",
+                 n=reads.n,
+                 n_2=n), cause="wrong_technique", hint=T("Read a[i] once into a local "
+                                                          "variable."),
                context={"n": n, "reads": reads.n})

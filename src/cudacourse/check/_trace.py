@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as _np
+from ..i18n import T
 
 _nan = _np.nan
 _ndarray = _np.ndarray
@@ -148,7 +149,7 @@ class Trace:
         self.races: list[str] = []
         self.pinned: list[tuple[str, int, int]] = []
         self.readonly = [r for r in (memory_range(a) for a in readonly) if r]
-        self.stream_names: dict[int, str] = {DEFAULT: "the default stream"}
+        self.stream_names: dict[int, str] = {DEFAULT: T("the default stream")}
         self.streams_created = 0
         self._stream_vc: dict[int, dict] = {}
         self._host_vc: dict = {}
@@ -177,7 +178,8 @@ class Trace:
                 self._sim_keys[id(stream)] = key
                 self._keepalive.append(stream)
         if key not in self.stream_names:
-            self.stream_names[key] = f"stream {len(self.stream_names)}"
+            self.stream_names[key] = T("stream {n_stream_names}",
+                                       n_stream_names=len(self.stream_names))
         return key
 
     def default_key(self, stream: Any) -> None:
@@ -217,10 +219,11 @@ class Trace:
         for prev in self.ops:
             if _overlap(prev.reads + prev.writes, [rng]) and not self.host_done(prev):
                 self.races.append(
-                    f"the host refilled a pinned buffer for {what} while operation "
-                    f"#{prev.index + 1} ({prev.what} on {self.stream_names[prev.stream]}) "
-                    f"could still be using it: synchronize that stream before reusing the "
-                    f"buffer")
+                    T("the host refilled a pinned buffer for {what} while operation "
+                      "#{index_plus_1} ({what_2} on {stream_names}) could still be using it: "
+                      "synchronize that stream before reusing the buffer", what=what,
+                      index_plus_1=prev.index + 1, what_2=prev.what,
+                      stream_names=self.stream_names[prev.stream]))
 
     def sync_stream(self, key: int) -> None:
         self.syncs.append((len(self.ops), f"{self.stream_names.get(key, 'a stream')}"
@@ -266,16 +269,19 @@ class Trace:
         """Which allocation a memory range belongs to, in words."""
         for k, a in enumerate(self.allocs):
             if a.space == rng[0] and a.lo < rng[2] and rng[1] < a.hi:
-                return f"the buffer from your call #{k + 1} that allocates memory ({a.kind})"
-        return "the same " + ("device" if rng[0] == "dev" else "host") + " buffer"
+                return T("the buffer from your call #{k_plus_1} that allocates memory ({kind})",
+                         k_plus_1=k + 1, kind=a.kind)
+        return T("the same {device} buffer", device=T("device") if rng[0] == "dev" else T("host"))
 
     def _describe_race(self, a: Op, b: Op) -> str:
         shared = [r for r in b.reads + b.writes if _overlap([r], a.reads + a.writes)]
-        where = self.buffer_name(shared[0]) if shared else "the same memory"
-        return (f"operation #{b.index + 1} ({b.what} on {self.stream_names[b.stream]}) and "
-                f"operation #{a.index + 1} ({a.what} on {self.stream_names[a.stream]}) both "
-                f"use {where}, and nothing orders them, so on a GPU they can run at the "
-                f"same time")
+        where = self.buffer_name(shared[0]) if shared else T("the same memory")
+        return (T("operation #{index_plus_1} ({what} on {stream_names}) and operation "
+                  "#{index_plus_1_2} ({what_2} on {stream_names_2}) both use {where}, and "
+                  "nothing orders them, so on a GPU they can run at the same time",
+                  index_plus_1=b.index + 1, what=b.what,
+                  stream_names=self.stream_names[b.stream], index_plus_1_2=a.index + 1,
+                  what_2=a.what, stream_names_2=self.stream_names[a.stream], where=where))
 
     # --- memory kinds ------------------------------------------------------------------
     def is_pinned(self, rng: tuple) -> bool:
@@ -321,7 +327,7 @@ class Trace:
         lines = []
         for op in self.ops:
             lines.append(f"#{op.index + 1:<3} {self.stream_names[op.stream]:<20} {op.what}")
-        return "\n".join(lines) or "(no GPU operations)"
+        return "\n".join(lines) or T("(no GPU operations)")
 
 
 # --- wrapping Numba ----------------------------------------------------------------------
@@ -428,10 +434,11 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         host = rs if kind == "H2D" else rd if kind == "D2H" else None
         pageable = bool(host and key != DEFAULT and not trace.is_pinned(host))
         if kind == "H2D" and rs and not trace.is_readonly(rs) and trace.is_pinned(rs):
-            trace.host_write(rs, f"copy #{len(trace.ops) + 1}")
-        words = {"H2D": "copy to the device", "D2H": "copy to the host",
-                 "D2D": "device-to-device copy"}[kind]
-        trace.issue(Op(0, kind, key, f"{words} of {_describe(dst)}",
+            trace.host_write(rs, T("copy #{n}", n=len(trace.ops) + 1))
+        words = {"H2D": T("copy to the device"), "D2H": T("copy to the host"),
+                 "D2D": T("device-to-device copy")}[kind]
+        trace.issue(Op(0, kind, key, T("{words} of {describe}", words=words,
+                                       describe=_describe(dst)),
                        reads=[rs] if rs else [], writes=[rd] if rd else [], pageable=pageable),
                     synchronous=synchronous)
 
@@ -506,7 +513,8 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 s = bound_stream(self, 0)
                 trace._keepalive += [self, value]
                 trace.issue(Op(0, "fill", trace.stream_key(s),
-                               f"assignment into a device array ({_describe(self)})",
+                               T("assignment into a device array ({describe})",
+                                 describe=_describe(self)),
                                reads=[rs] if rs else [], writes=[rd] if rd else []),
                             synchronous=not s)
             return out
@@ -517,7 +525,8 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         a copy to the host, on the default stream, that the host waits for."""
         rng = memory_range(arr)
         trace._keepalive.append(arr)
-        trace.issue(Op(0, "D2H", DEFAULT, f"{what} ({_describe(arr)}) read by the host",
+        trace.issue(Op(0, "D2H", DEFAULT, T("{what} ({describe}) read by the host", what=what,
+                                            describe=_describe(arr)),
                        reads=[rng] if rng else []), synchronous=True)
 
     def make_getitem_read(orig):
@@ -525,7 +534,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
             out = orig(self, idx)
             if _outer() and not hasattr(threading.current_thread(), "threadIdx") and \
                     memory_range(out) is None:  # a value, not a device view
-                host_read(self, "an element of a device array")
+                host_read(self, T("an element of a device array"))
             return out
         return getitem
 
@@ -533,7 +542,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         def as_host(self, *args, **kwargs):
             out = orig(self, *args, **kwargs)
             if _outer():
-                host_read(self, "np.asarray of a device array")
+                host_read(self, T("np.asarray of a device array"))
             return out
         return as_host
 
@@ -558,7 +567,8 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
         shape = f"[{', '.join(map(str, g))}], [{', '.join(map(str, b))}]" if len(g) > 1 or \
             len(b) > 1 else f"{g[0]}, {b[0]}"
         writes = [r for r in ranges if not trace.is_readonly(r)]
-        trace.issue(Op(0, "launch", key, f"launch {name}[{shape}]", reads=list(ranges),
+        trace.issue(Op(0, "launch", key, T("launch {name}[{shape}]", name=name,
+                                           shape=shape), reads=list(ranges),
                        writes=writes, host_args=host_args, args=list(ranges),
                        block=int(b[0]), grid_dims=g, block_dims=b),
                     synchronous=bool(host_args) and not stream)
@@ -653,7 +663,7 @@ def _wrap(trace: Trace) -> list[tuple[Any, str, Any]]:
                 out = orig(self, name)
                 host = not hasattr(threading.current_thread(), "threadIdx")
                 if name in _AS_HOST and _outer() and host:
-                    host_read(self, "np.asarray of a device array")
+                    host_read(self, T("np.asarray of a device array"))
                 return out
             return getattr_
 

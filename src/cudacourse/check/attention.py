@@ -10,6 +10,7 @@ launched with grid (ceil(seq / 16), batch_heads) and 16 threads per block.
 """
 
 from __future__ import annotations
+from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
@@ -44,9 +45,9 @@ _inf = math.inf
 
 ROWS_TILE = 16
 
-_OVERFLOW = ("exp overflowed (or underflowed to 0) for large scores, giving inf or NaN: subtract the running "
-             "maximum before exponentiating, exp(s - m_new), and rescale with "
-             "exp(m - m_new); never compute exp(s) or exp(m) on their own.")
+_OVERFLOW = (T("exp overflowed (or underflowed to 0) for large scores, giving inf or NaN: "
+               "subtract the running maximum before exponentiating, exp(s - m_new), and "
+               "rescale with exp(m - m_new); never compute exp(s) or exp(m) on their own."))
 
 
 def _launch_caught(kernel: Any, grid: Any, block: Any, *args: Any, name: str,
@@ -65,7 +66,7 @@ def _launch_caught(kernel: Any, grid: Any, block: Any, *args: Any, name: str,
         text = str(exc)
         if "OverflowError" in text or "math range error" in text or (
                 extreme and "ZeroDivisionError" in text):
-            O.fail("overflow", f"{name}: {_OVERFLOW}")
+            O.fail("overflow", T("{name}: {overflow}", name=name, overflow=_OVERFLOW))
         raise
 
 
@@ -140,36 +141,36 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
         p = _exp(s - m_new)
         l_new = l * alpha + p
         acc_new = acc * alpha + p * v
-        ctx = f"{n} random states; the first 4 start a row (m=-inf, l=0, acc=0)"
+        ctx = T("{n} random states; the first 4 start a row (m=-inf, l=0, acc=0)", n=n)
         E.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
                   computed=True, inputs=c,
-                  alternatives={"min(m, s)": _minimum(m, s), "s (the old max is lost)": s,
-                                "m (never updated)": m})
+                  alternatives={"min(m, s)": _minimum(m, s), T("s (the old max is lost)"): s,
+                                T("m (never updated)"): m})
         E.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
                   context=ctx, computed=True, inputs=c, alternatives={
-                      "l + exp(s - m_new): the running sum is not rescaled when the maximum "
-                      "grows; multiply it by exp(m - m_new)": l + p,
-                      "l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
-                      "overflows for large scores": l * alpha + _exp(s),
-                      "l + exp(s): no maximum at all, which overflows for large scores":
+                      T("l + exp(s - m_new): the running sum is not rescaled when the maximum "
+                        "grows; multiply it by exp(m - m_new)"): l + p,
+                      T("l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
+                        "overflows for large scores"): l * alpha + _exp(s),
+                      T("l + exp(s): no maximum at all, which overflows for large scores"):
                           l + _exp(s),
-                      "l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
-                      "old maximum m (infinite when a row starts, m = -inf); subtract the "
-                      "new one, exp(s - m_new)": l * alpha + _exp(s - m)})
+                      T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
+                        "old maximum m (infinite when a row starts, m = -inf); subtract the "
+                        "new one, exp(s - m_new)"): l * alpha + _exp(s - m)})
         E.compare(got["acc"], acc_new, name="acc_new",
                   formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
                   computed=True, inputs=c,
                   alternatives={
-                      "acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
-                      "maximum grows; multiply it by exp(m - m_new)": acc + p * v,
-                      "acc * exp(m - m_new) + v: the new value is not weighted by "
-                      "exp(s - m_new)": acc * alpha + v,
-                      "acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted":
+                      T("acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
+                        "maximum grows; multiply it by exp(m - m_new)"): acc + p * v,
+                      T("acc * exp(m - m_new) + v: the new value is not weighted by exp(s - "
+                        "m_new)"): acc * alpha + v,
+                      T("acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted"):
                           acc * alpha + _exp(s) * v,
-                      "acc * exp(m - m_new) + exp(s - m) * v: the new value is weighted with "
-                      "the old maximum m; use exp(s - m_new)": acc * alpha + _exp(s - m) * v,
-                      "the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
-                      "un-normalised here and divide by l once, at the end":
+                      T("acc * exp(m - m_new) + exp(s - m) * v: the new value is weighted with "
+                        "the old maximum m; use exp(s - m_new)"): acc * alpha + _exp(s - m) * v,
+                      T("the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
+                        "un-normalised here and divide by l once, at the end"):
                           (acc * alpha * l + p * v) / l_new})
     # a whole row at a time, with scores far beyond exp's range: only a stable update survives
     x = E.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
@@ -180,15 +181,17 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                    extreme=True)
     res = out.result()
     if not _isfinite(res).all():
-        O.fail("overflow", f"online_update: {_OVERFLOW}", {"scores": "up to +-3000"})
+        O.fail("overflow", T("online_update: {overflow}",
+                             overflow=_OVERFLOW), {"scores": "up to +-3000"})
     xs = x.astype(E._float64)
     w = _exp(xs - xs.max(axis=1, keepdims=True))
     want = (w * vals).sum(axis=1) / w.sum(axis=1)
-    E.compare(res, want, name="acc / l after a row", rtol=1e-4, atol=1e-4,
-              formula="the softmax-weighted average of v",
-              context="scores up to +-3000, streamed one at a time")
-    return O.passed("online_update", f"{n} single steps (4 of them starting a row)",
-             f"{rows} rows of {cols} scores up to +-3000 streamed one at a time",
+    E.compare(res, want, name=T("acc / l after a row"), rtol=1e-4, atol=1e-4,
+              formula=T("the softmax-weighted average of v"),
+              context=T("scores up to +-3000, streamed one at a time"))
+    return O.passed("online_update", T("{n} single steps (4 of them starting a row)", n=n),
+             T("{rows} rows of {cols} scores up to +-3000 streamed one at a time", rows=rows,
+               cols=cols),
              hidden=hidden)
 
 
@@ -251,7 +254,7 @@ def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
     views = [w.watch(g.view, nm) for g, nm in zip(ins, ("q", "k", "v"))]
     _launch_caught(kernel, grid, ROWS_TILE, *views, w.watch(out.view, "out"),
                    E._float32(scale), bool(causal), name="flash_rows", extreme=extreme, obs=w)
-    O.check_guards(out, "missing `if row < seq` guard before writing out?")
+    O.check_guards(out, T("missing `if row < seq` guard before writing out?"))
     return out.result()
 
 
@@ -263,20 +266,22 @@ def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
     O.no_return_value(obs, "flash_rows", "out", ctx)
     O.no_divergent_barrier(obs, "flash_rows", ctx)
     if obs.races:
-        O.fail("missing_barrier", f"flash_rows races on shared memory: {obs.race_words()}. "
-               "Wait with cuda.syncthreads() after loading a tile (before reading it) and "
-               "after using it (before the next loads overwrite it).", ctx)
+        O.fail("missing_barrier", T("flash_rows races on shared memory: {race_words}. Wait "
+                                    "with cuda.syncthreads() after loading a tile (before "
+                                    "reading it) and after using it (before the next loads "
+                                    "overwrite it).", race_words=obs.race_words()), ctx)
     tiled = -(-n // ROWS_TILE) * bh * n * d  # element reads of k (or v) by a tiled kernel
     for name in ("k", "v"):
         reads = obs.log(name).total_reads
         if reads > 3 * tiled:
             O.fail("no_tiles",
-                   f"flash_rows read elements of {name} {reads} times for seq={n}, head_dim={d}"
-                   f", {bh} head(s): each query row reads every key from global memory. A "
-                   f"tiled kernel reads each element once per block of {ROWS_TILE} rows "
-                   f"({tiled} reads): load the tile into the shared arrays with all threads "
-                   f"of the block, cuda.syncthreads(), then read {name}_tile[jj, c] in the "
-                   f"loop instead of {name}[bh, j, c].", ctx)
+                   T("flash_rows read elements of {name} {reads} times for seq={n}, "
+                     "head_dim={d}, {bh} head(s): each query row reads every key from global "
+                     "memory. A tiled kernel reads each element once per block of {rows_tile} "
+                     "rows ({tiled} reads): load the tile into the shared arrays with all "
+                     "threads of the block, cuda.syncthreads(), then read {name}_tile[jj, c] "
+                     "in the loop instead of {name}[bh, j, c].", name=name, reads=reads, n=n,
+                     d=d, bh=bh, rows_tile=ROWS_TILE, tiled=tiled), ctx)
 
 
 def _qkv(gen: Any, bh: int, n: int, d: int, mag: float = 1.0) -> list:
@@ -307,23 +312,25 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
         if E._isclose(got, want, rtol=1e-4, atol=1e-5).all():
             continue
         alts = {
-            "the attention without the 1/sqrt(d) scale: multiply each score by scale":
+            T("the attention without the 1/sqrt(d) scale: multiply each score by scale"):
                 _softmax_av(_masked(_scores(q64, k64, 1.0), causal), v64),
         }
         if abs(scale * _sqrt(d) - 1.0) > 1e-3:
-            alts[f"the attention scaled by 1/sqrt(d) = {1 / _sqrt(d):.4g}, not by the scale "
-                 f"argument ({scale:.4g}): multiply each score by the kernel's scale "
-                 "parameter"] = _softmax_av(_masked(_scores(q64, k64, 1.0 / _sqrt(d)), causal),
+            alts[T("the attention scaled by 1/sqrt(d) = {v_1_over_sqrt:.4g}, not by the scale "
+                   "argument ({scale:.4g}): multiply each score by the kernel's scale "
+                   "parameter", v_1_over_sqrt=1 / _sqrt(d),
+                   scale=scale)] = _softmax_av(_masked(_scores(q64, k64, 1.0 / _sqrt(d)), causal),
                                             v64)
         for chunk in (1, ROWS_TILE):
-            alts[f"a result whose accumulator is not rescaled (chunk {chunk}): when the "
-                 "maximum grows, multiply acc by exp(m - m_new)"] = \
+            alts[T("a result whose accumulator is not rescaled (chunk {chunk}): when the "
+                   "maximum grows, multiply acc by exp(m - m_new)", chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "acc", chunk)
-            alts[f"a result whose running sum is not rescaled (chunk {chunk}): when the "
-                 "maximum grows, multiply l by exp(m - m_new)"] = \
+            alts[T("a result whose running sum is not rescaled (chunk {chunk}): when the "
+                   "maximum grows, multiply l by exp(m - m_new)", chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "l", chunk)
-            alts[f"a result computed with exp(s) instead of exp(s - m_new) (chunk {chunk}): "
-                 "the maximum is not subtracted, which overflows for large scores"] = \
+            alts[T("a result computed with exp(s) instead of exp(s - m_new) (chunk {chunk}): "
+                   "the maximum is not subtracted, which overflows for large scores",
+                   chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "max", chunk)
         alts[T("a result whose running maximum is never updated (chunk 1): `m = m_new` "
                "is missing after the update, so every key is weighed against the old "
@@ -333,19 +340,19 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                "multiply each score by scale once")] = \
             _softmax_av(_masked(_scores(q64, k64, scale * scale), causal), v64)
         if causal:
-            alts["the non-causal attention: keys j > row must be skipped"] = \
+            alts[T("the non-causal attention: keys j > row must be skipped")] = \
                 _softmax_av(s, v64)
-            alts["keys j <= row + 1: the causal mask is off by one (keep j <= row)"] = \
+            alts[T("keys j <= row + 1: the causal mask is off by one (keep j <= row)")] = \
                 _softmax_av(_masked(s, True, 1), v64)
         for label, alt in alts.items():
             if E._isclose(got, alt, rtol=1e-4, atol=1e-5).all():
-                O.fail("wrong_formula", f"out holds {label}.", ctx)
+                O.fail("wrong_formula", T("out holds {label}.", label=label), ctx)
         if causal and n > 1:  # row 0 then sees no key at all: 0 / 0
             excl = _softmax_av(_masked(s, True, -1), v64)
             if E._isclose(got[:, 1:], excl[:, 1:], rtol=1e-4, atol=1e-5).all():
                 O.fail("causal_mask_off_by_one",
-                       "out holds keys j < row only: the causal mask is off by one and drops "
-                       "the diagonal (keep j <= row); row 0 then has no key at all.", ctx)
+                       T("out holds keys j < row only: the causal mask is off by one and drops "
+                         "the diagonal (keep j <= row); row 0 then has no key at all."), ctx)
         if not causal and n % ROWS_TILE:
             # right when seq is a multiple of the tile? then keys past the end leak in
             n2 = n - n % ROWS_TILE
@@ -354,9 +361,9 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
             want2 = _softmax_av(s[:, :n2, :n2], v64[:, :n2])
             if E._isclose(got2, want2, rtol=1e-4, atol=1e-5).all():
                 O.fail("stale_tile_keys",
-                       f"out is right when seq is a multiple of {ROWS_TILE} but wrong for "
-                       f"seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
-                       "stale data).", ctx)
+                       T("out is right when seq is a multiple of {rows_tile} but wrong for "
+                         "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
+                         "stale data).", rows_tile=ROWS_TILE, n=n), ctx)
         O.no_computed_nan(got, "out", ctx)
         O.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)
@@ -367,7 +374,8 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
     scale = 1.0 / _sqrt(d)
     got = _run_rows(kernel, q, k, v, True, scale, extreme=True)
     if not _isfinite(got).all():
-        O.fail("overflow", f"flash_rows: {_OVERFLOW}", {"scores": "magnitude ~1000"})
+        O.fail("overflow", T("flash_rows: {overflow}",
+                             overflow=_OVERFLOW), {"scores": "magnitude ~1000"})
     q64, k64, v64 = (a.astype(E._float64) for a in (q, k, v))
     s64 = _scores(q64, k64, scale)
     want = _softmax_av(_masked(s64, True), v64)
@@ -376,7 +384,7 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
     # here, while the mistakes this case exists for (no running maximum) give inf or NaN.
     tol = max(1e-4, 16 * 1.1920929e-07 * float(E._abs(s64).max()))
     E.compare(got, want, name="out", rtol=tol, atol=tol, formula="softmax(q k^T * scale) v",
-              context=f"scores of magnitude ~1000, seq={n}, causal")
+              context=T("scores of magnitude ~1000, seq={n}, causal", n=n))
     return cases
 
 
@@ -391,6 +399,7 @@ def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = No
     master's shapes.
     """
     cases = O.kernel_cases(_flash_rows_cases, kernel, "flash_rows", 6, hidden=hidden, seed=seed)
-    return O.passed("flash_rows", f"{len(cases)} shapes (causal and not, partial last tiles)",
-             "scales other than 1/sqrt(d)", "scores of magnitude ~1000",
-             "k and v read through the shared tiles", hidden=hidden)
+    return O.passed("flash_rows", T("{n_cases} shapes (causal and not, partial last tiles)",
+                                    n_cases=len(cases)),
+             T("scales other than 1/sqrt(d)"), T("scores of magnitude ~1000"),
+             T("k and v read through the shared tiles"), hidden=hidden)

@@ -8,6 +8,7 @@ streams without synchronization, returning before queued copies finished.
 """
 
 from __future__ import annotations
+from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
@@ -42,7 +43,9 @@ def _run(fn: Any, name: str, args: tuple, readonly: list) -> tuple[Any, Trace]:
         except E.CheckFailure:
             raise
         except Exception as exc:  # noqa: BLE001 - report whatever the learner's code raised
-            O.fail("host_function_raised", f"{name}{args[1:]!r} raised {type(exc).__name__}: {exc}")
+            O.fail("host_function_raised", T("{name}{args!r} raised {type_exc_name}: {exc}",
+                                             name=name, args=args[1:],
+                                             type_exc_name=type(exc).__name__, exc=exc))
     return result, trace
 
 
@@ -50,30 +53,38 @@ def _no_host_arguments(trace: Trace, name: str) -> None:
     for op in trace.of("launch"):
         if op.host_args:
             pos = op.host_args[0]
-            O.fail("implicit_copy", f"{name} passed a host (NumPy) array to a kernel (argument {pos + 1} of "
-                   f"operation #{op.index + 1}, {op.what}). Numba then copies it to the "
-                   "device before the launch and back after it, implicitly, on every launch "
-                   "(on a GPU it warns with NumbaPerformanceWarning). Copy inputs once with "
-                   "cuda.to_device, allocate outputs with cuda.device_array, and pass those "
-                   "device arrays to the kernel.")
+            O.fail("implicit_copy", T("{name} passed a host (NumPy) array to a kernel "
+                                      "(argument {pos_plus_1} of operation #{index_plus_1}, "
+                                      "{what}). Numba then copies it to the device before the "
+                                      "launch and back after it, implicitly, on every launch "
+                                      "(on a GPU it warns with NumbaPerformanceWarning). Copy "
+                                      "inputs once with cuda.to_device, allocate outputs with "
+                                      "cuda.device_array, and pass those device arrays to the "
+                                      "kernel.", name=name, pos_plus_1=pos + 1,
+                                      index_plus_1=op.index + 1, what=op.what))
 
 
 def _host_result(result: Any, name: str, n: int) -> E._np.ndarray:
     from ..arrays import is_device_array
 
     if is_device_array(result):
-        O.fail("result_on_device", f"{name} returned a device array ({type(result).__name__}): the result is "
-               "still in GPU memory. Bring it back with .copy_to_host() and return that "
-               "NumPy array.")
+        O.fail("result_on_device", T("{name} returned a device array ({type_result_name}): the "
+                                     "result is still in GPU memory. Bring it back with "
+                                     ".copy_to_host() and return that NumPy array.", name=name,
+                                     type_result_name=type(result).__name__))
     if result is None:
-        O.fail("no_result", f"{name} returned None: return the result as a NumPy array.")
+        O.fail("no_result", T("{name} returned None: return the result as a NumPy array.",
+                              name=name))
     if not isinstance(result, _ndarray_type):
-        O.fail("no_result", f"{name} must return a NumPy array, got {type(result).__name__}.")
+        O.fail("no_result", T("{name} must return a NumPy array, got {type_result_name}.",
+                              name=name, type_result_name=type(result).__name__))
     if result.shape != (n,):
-        O.fail("wrong_shape", f"{name} returned shape {result.shape}, expected ({n},).")
+        O.fail("wrong_shape", T("{name} returned shape {shape}, expected ({n},).", name=name,
+                                shape=result.shape, n=n))
     if result.dtype != E._float32:
-        O.fail("wrong_dtype", f"{name} returned dtype {result.dtype}, expected float32: keep the data in "
-               "float32 (a float64 copy doubles the bytes every transfer moves).")
+        O.fail("wrong_dtype", T("{name} returned dtype {dtype}, expected float32: keep the "
+                                "data in float32 (a float64 copy doubles the bytes every "
+                                "transfer moves).", name=name, dtype=result.dtype))
     return result
 
 
@@ -81,30 +92,39 @@ def _no_pending(trace: Trace, name: str) -> None:
     pending = trace.pending()
     if pending:
         op = pending[0]
-        O.fail("returned_before_sync", f"{name} returned while {len(pending)} operation(s) it queued could still be "
-               f"running, the first: #{op.index + 1}, {op.what} on "
-               f"{trace.stream_names[op.stream]}. Asynchronous copies and launches return "
-               "at once; call .synchronize() on every stream you used (or "
-               "cuda.synchronize()) before returning the result.")
+        O.fail("returned_before_sync", T("{name} returned while {n_pending} operation(s) it "
+                                         "queued could still be running, the first: "
+                                         "#{index_plus_1}, {what} on {stream_names}. "
+                                         "Asynchronous copies and launches return at once; "
+                                         "call .synchronize() on every stream you used (or "
+                                         "cuda.synchronize()) before returning the result.",
+                                         name=name, n_pending=len(pending),
+                                         index_plus_1=op.index + 1, what=op.what,
+                                         stream_names=trace.stream_names[op.stream]))
 
 
 def _no_races(trace: Trace, name: str, hint: str) -> None:
     if trace.races:
-        O.fail("stream_race", f"{name}: {trace.races[0]}. {hint}")
+        O.fail("stream_race", T("{name}: {races}. {hint}", name=name, races=trace.races[0],
+                                hint=hint))
 
 
 def _input_unchanged(x: E._np.ndarray, before: E._np.ndarray, name: str) -> None:
     if not E._array_equal(x, before, equal_nan=True):
-        O.fail("inputs_changed", f"{name} changed its input x; only the returned array should hold the result.")
+        O.fail("inputs_changed", T("{name} changed its input x; only the returned array should "
+                                   "hold the result.", name=name))
 
 
 def _copied_back_early(trace: Trace, name: str) -> None:
     launches = trace.of("launch")
     d2h = trace.of("D2H")
     if launches and d2h and all(op.index < launches[0].index for op in d2h):
-        O.fail("copied_back_early", f"{name} copied the result to the host (operation #{d2h[0].index + 1}) before "
-               f"launching the kernel (operation #{launches[0].index + 1}): the copy took "
-               "whatever the device buffer held then. Launch first, then copy back.")
+        O.fail("copied_back_early", T("{name} copied the result to the host (operation "
+                                      "#{index_plus_1}) before launching the kernel (operation "
+                                      "#{index_plus_1_2}): the copy took whatever the device "
+                                      "buffer held then. Launch first, then copy back.",
+                                      name=name, index_plus_1=d2h[0].index + 1,
+                                      index_plus_1_2=launches[0].index + 1))
 
 
 def _read_after_sync(result: E._np.ndarray, trace: Trace, name: str, ctx: str) -> None:
@@ -116,11 +136,12 @@ def _read_after_sync(result: E._np.ndarray, trace: Trace, name: str, ctx: str) -
     if early.any():
         first = int(E._flatnonzero(early)[0])
         O.fail("race",
-               f"{name} read results out of a pinned buffer before the stream copying them "
-               f"there was synchronized: result[{first}] and {int(early.sum()) - 1} other "
-               "element(s) were taken before their copy was guaranteed to have arrived. "
-               "copy_to_host(h, stream=s) only queues the copy and returns at once: call "
-               "s.synchronize() (or cuda.synchronize()) for every stream first, then read h.",
+               T("{name} read results out of a pinned buffer before the stream copying them "
+                 "there was synchronized: result[{first}] and {sum_minus_1} other element(s) "
+                 "were taken before their copy was guaranteed to have arrived. copy_to_host(h, "
+                 "stream=s) only queues the copy and returns at once: call s.synchronize() (or "
+                 "cuda.synchronize()) for every stream first, then read h.", name=name,
+                 first=first, sum_minus_1=int(early.sum()) - 1),
                ctx)
 
 
@@ -143,8 +164,8 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         ctx = f"n={n}, alpha={alpha}"
         result, trace = _run(fn, name, (x, alpha), [x])
         if not trace.of("launch"):
-            O.fail("no_kernel", f"{name} launched no kernel: the multiplication must run on the GPU "
-                   f"(launch scale_kernel)", ctx)
+            O.fail("no_kernel", T("{name} launched no kernel: the multiplication must run on "
+                                  "the GPU (launch scale_kernel)", name=name), ctx)
         _no_host_arguments(trace, name)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
@@ -153,12 +174,12 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         a32 = E._float32(alpha)
         want = x * a32
         block = trace.of("launch")[0].block
-        E.compare(result, want, name="the result", formula="alpha * x[i]", block=block,
-                  factors={"alpha": a32}, context=ctx, alternatives={"x (not scaled)": x, "x * x": x * x,
+        E.compare(result, want, name=T("the result"), formula="alpha * x[i]", block=block,
+                  factors={"alpha": a32}, context=ctx, alternatives={T("x (not scaled)"): x, "x * x": x * x,
                                              "alpha + x[i]": x + a32, "x[i] / alpha": x / a32})
-    return O.passed("gpu_scale", f"{len(cases)} sizes with different alphas",
-             "device arrays passed to the kernel", "the result copied back after the launch",
-             "nothing left running", hidden=hidden)
+    return O.passed("gpu_scale", T("{n_cases} sizes with different alphas", n_cases=len(cases)),
+             T("device arrays passed to the kernel"), T("the result copied back after the launch"),
+             T("nothing left running"), hidden=hidden)
 
 
 # --- exercise 2: keep the data on the device ------------------------------------------------------
@@ -197,52 +218,66 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
             for i, a in enumerate(op.args):
                 for b in op.args[i + 1:]:
                     if a[0] == b[0] and a[1] < b[2] and b[1] < a[2]:
-                        O.fail("same_buffer_in_out", f"{name}: operation #{op.index + 1} ({op.what}) passes the same "
-                               "buffer as the step's input and output. Threads then read "
-                               "neighbours that other threads have already overwritten (on "
-                               "a GPU, in an order nobody controls). Use two buffers and "
-                               f"swap them after each step", ctx)
+                        O.fail("same_buffer_in_out", T("{name}: operation #{index_plus_1} "
+                                                       "({what}) passes the same buffer as the "
+                                                       "step's input and output. Threads then "
+                                                       "read neighbours that other threads "
+                                                       "have already overwritten (on a GPU, in "
+                                                       "an order nobody controls). Use two "
+                                                       "buffers and swap them after each step",
+                                                       name=name, index_plus_1=op.index + 1,
+                                                       what=op.what), ctx)
         _copies_instead_of_swap(trace, name, steps, ctx)
         h2d = [op for op in trace.ops if op.kind == "H2D" or
                (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
         if len(h2d) > 1:
-            O.fail("copies_in_loop", f"{name} copied data to the device {len(h2d)} times for {steps} steps "
-                   f"(operations {', '.join('#' + str(op.index + 1) for op in h2d[:4])}): "
-                   "copy x once before the loop and keep it on the device between launches; "
-                   f"each copy crosses the PCIe bus, ~80x slower than device memory", ctx)
+            O.fail("copies_in_loop", T("{name} copied data to the device {n_h2d} times for "
+                                       "{steps} steps (operations {h2d}): copy x once before "
+                                       "the loop and keep it on the device between launches; "
+                                       "each copy crosses the PCIe bus, ~80x slower than "
+                                       "device memory", name=name, n_h2d=len(h2d), steps=steps,
+                                       h2d=', '.join(('#' + str(op.index + 1) for op in h2d[:4]))), ctx)
         d2h = trace.of("D2H")
         if len(d2h) > 1:
-            O.fail("copies_in_loop", f"{name} copied data back to the host {len(d2h)} times for {steps} steps: "
-                   "the intermediate results are only needed on the device; copy back once, "
-                   f"after the last step", ctx)
+            O.fail("copies_in_loop", T("{name} copied data back to the host {n_d2h} times for "
+                                       "{steps} steps: the intermediate results are only "
+                                       "needed on the device; copy back once, after the last "
+                                       "step", name=name, n_d2h=len(d2h), steps=steps), ctx)
         if len(launches) != steps:
-            O.fail("launch_count", f"{name} launched {len(launches)} kernel(s) for steps={steps}: one launch "
-                   f"of smooth_step per step", ctx)
+            O.fail("launch_count", T("{name} launched {n_launches} kernel(s) for "
+                                     "steps={steps}: one launch of smooth_step per step",
+                                     name=name, n_launches=len(launches), steps=steps), ctx)
         device_allocs = [a for a in trace.allocs if a.space == "dev"]
         if len(device_allocs) > 3:
-            O.fail("allocs_in_loop", f"{name} allocated {len(device_allocs)} device arrays for steps={steps}: "
-                   "allocate the two buffers once, before the loop, and swap them; "
-                   "allocating inside the loop pays a cudaMalloc (and later a cudaFree) per "
-                   f"step", ctx)
+            O.fail("allocs_in_loop", T("{name} allocated {n_device_allocs} device arrays for "
+                                       "steps={steps}: allocate the two buffers once, before "
+                                       "the loop, and swap them; allocating inside the loop "
+                                       "pays a cudaMalloc (and later a cudaFree) per step",
+                                       name=name, n_device_allocs=len(device_allocs),
+                                       steps=steps), ctx)
         _stale_copy_back(trace, name, ctx)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
         _copied_back_early(trace, name)
         _no_pending(trace, name)
         want = _smooth_ref(x, steps)
-        alts = {"x (no smoothing step applied)": x}
+        alts = {T("x (no smoothing step applied)"): x}
         if steps > 1:
-            alts["1 step: every launch read x again, so swap the two buffers after each "
-                 "launch"] = _smooth_ref(x, 1)
+            alts[T("1 step: every launch read x again, so swap the two buffers after each "
+                   "launch")] = _smooth_ref(x, 1)
         if steps >= 1:
-            alts[f"{steps - 1} steps (one too few)"] = _smooth_ref(x, steps - 1)
-        alts[f"{steps + 1} steps (one too many)"] = _smooth_ref(x, steps + 1)
-        E.compare(result, want, name="the result", formula=f"{steps} smoothing steps",
+            alts[T("{steps_minus_1} steps (one too few)",
+                   steps_minus_1=steps - 1)] = _smooth_ref(x, steps - 1)
+        alts[T("{steps_plus_1} steps (one too many)",
+               steps_plus_1=steps + 1)] = _smooth_ref(x, steps + 1)
+        E.compare(result, want, name=T("the result"), formula=T("{steps} smoothing steps",
+                                                             steps=steps),
                   block=launches[0].block if launches else None, context=ctx,
                   alternatives=alts)
-    return O.passed("smooth_on_device", f"{len(cases)} cases of 1 to 6 steps",
-             "one copy in and one copy back whatever the steps", "one launch per step",
-             "two buffers swapped, no allocation in the loop", hidden=hidden)
+    return O.passed("smooth_on_device", T("{n_cases} cases of 1 to 6 steps",
+                                          n_cases=len(cases)),
+             T("one copy in and one copy back whatever the steps"), T("one launch per step"),
+             T("two buffers swapped, no allocation in the loop"), hidden=hidden)
 
 
 def _copies_instead_of_swap(trace: Trace, name: str, steps: int, ctx: str) -> None:
@@ -301,52 +336,65 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
         _no_host_arguments(trace, name)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
-        _no_races(trace, name, "Give each stream its own device buffers (chunk k uses the "
-                               "buffers of stream k % n_streams), or make the streams wait "
-                               "for each other before a buffer is reused.")
+        _no_races(trace, name, T("Give each stream its own device buffers (chunk k uses the "
+                                 "buffers of stream k % n_streams), or make the streams wait "
+                                 "for each other before a buffer is reused."))
         _no_pending(trace, name)
         _read_after_sync(result, trace, name, ctx)
         want = x * E._float32(alpha)
         ok = E._isclose(result, want, rtol=1e-5, atol=1e-5)
         bad = E._flatnonzero(~ok)
         if bad.size and bad[0] > 0 and bad.size == n - int(bad[0]):
-            O.fail("dropped_tail", f"the last {bad.size} elements of the result are missing or wrong "
-                   f"(n={n}, n_chunks={n_chunks}, n % n_chunks = {n % n_chunks}): with "
-                   "chunk = n // n_chunks the tail is dropped when n_chunks does not divide "
-                   "n. Round the chunk size up, chunk = -(-n // n_chunks), and clip the last "
-                   f"chunk at n", ctx)
-        E.compare(result, want, name="the result", formula="alpha * x[i]", context=ctx,
-                  factors={"alpha": E._float32(alpha)}, alternatives={"x (not scaled)": x, "alpha + x[i]": x + E._float32(alpha)})
+            O.fail("dropped_tail", T("the last {size} elements of the result are missing or "
+                                     "wrong (n={n}, n_chunks={n_chunks}, n % n_chunks = "
+                                     "{n_mod_n_chunks}): with chunk = n // n_chunks the tail "
+                                     "is dropped when n_chunks does not divide n. Round the "
+                                     "chunk size up, chunk = -(-n // n_chunks), and clip the "
+                                     "last chunk at n", size=bad.size, n=n, n_chunks=n_chunks,
+                                     n_mod_n_chunks=n % n_chunks), ctx)
+        E.compare(result, want, name=T("the result"), formula="alpha * x[i]", context=ctx,
+                  factors={"alpha": E._float32(alpha)}, alternatives={T("x (not scaled)"): x, "alpha + x[i]": x + E._float32(alpha)})
         expected_chunks = len(range(0, n, max(1, -(-n // n_chunks))))
         launches = trace.of("launch")
         on_streams = {op.stream for op in launches if op.stream != DEFAULT}
         want_streams = min(n_streams, expected_chunks)
         if not on_streams:
-            O.fail("default_stream", f"{name} launched every kernel on the default stream, which runs one "
-                   "operation at a time: create streams with cuda.stream() and launch chunk "
-                   f"k with kernel[blocks, threads, streams[k % n_streams]]", ctx)
+            O.fail("default_stream", T("{name} launched every kernel on the default stream, "
+                                       "which runs one operation at a time: create streams "
+                                       "with cuda.stream() and launch chunk k with "
+                                       "kernel[blocks, threads, streams[k % n_streams]]",
+                                       name=name), ctx)
         if len(on_streams) < want_streams:
-            O.fail("too_few_streams", f"{name} used {len(on_streams)} stream(s) for n_streams={n_streams}: spread "
-                   f"the chunks round-robin, chunk k on streams[k % n_streams]", ctx)
-        for kind, words in (("H2D", "to the device"), ("D2H", "back to the host")):
+            O.fail("too_few_streams", T("{name} used {n_on_streams} stream(s) for "
+                                        "n_streams={n_streams}: spread the chunks round-robin, "
+                                        "chunk k on streams[k % n_streams]", name=name,
+                                        n_on_streams=len(on_streams), n_streams=n_streams), ctx)
+        for kind, words in (("H2D", T("to the device")), ("D2H", T("back to the host"))):
             async_copies = [op for op in trace.of(kind) if op.stream != DEFAULT]
             if len(async_copies) < expected_chunks:
-                O.fail("sync_copies", f"{name} made {len(async_copies)} asynchronous copies {words} for "
-                       f"{expected_chunks} chunks: copy each chunk on its stream (stream= "
-                       "argument), so that one chunk's copies overlap another chunk's "
-                       f"kernel; a copy on the default stream waits for everything", ctx)
+                O.fail("sync_copies", T("{name} made {n_async_copies} asynchronous copies "
+                                        "{words} for {expected_chunks} chunks: copy each chunk "
+                                        "on its stream (stream= argument), so that one chunk's "
+                                        "copies overlap another chunk's kernel; a copy on the "
+                                        "default stream waits for everything", name=name,
+                                        n_async_copies=len(async_copies), words=words,
+                                        expected_chunks=expected_chunks), ctx)
         for op in trace.ops:
             if op.pageable:
-                O.fail("pageable_copy", f"{name}: operation #{op.index + 1} ({op.what} on "
-                       f"{trace.stream_names[op.stream]}) copies pageable host memory. The "
-                       "GPU's copy engines can only read and write pinned (page-locked) "
-                       "memory, so the driver stages such copies through a pinned buffer and "
-                       "they stop being asynchronous. Stage the data in cuda.pinned_array "
-                       f"buffers and copy those", ctx)
+                O.fail("pageable_copy", T("{name}: operation #{index_plus_1} ({what} on "
+                                          "{stream_names}) copies pageable host memory. The "
+                                          "GPU's copy engines can only read and write pinned "
+                                          "(page-locked) memory, so the driver stages such "
+                                          "copies through a pinned buffer and they stop being "
+                                          "asynchronous. Stage the data in cuda.pinned_array "
+                                          "buffers and copy those", name=name,
+                                          index_plus_1=op.index + 1, what=op.what,
+                                          stream_names=trace.stream_names[op.stream]), ctx)
         _overlaps(trace, name, expected_chunks, want_streams, ctx)
-    return O.passed("pipelined_scale", f"{len(cases)} cases, chunks that do not divide n",
-             "copies and launches spread over the streams, from pinned memory",
-             "no buffer shared without ordering", "results read after the synchronization",
+    return O.passed("pipelined_scale", T("{n_cases} cases, chunks that do not divide n",
+                                         n_cases=len(cases)),
+             T("copies and launches spread over the streams, from pinned memory"),
+             T("no buffer shared without ordering"), T("results read after the synchronization"),
              hidden=hidden)
 
 

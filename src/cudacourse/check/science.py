@@ -13,6 +13,7 @@ bounce-back.
 """
 
 from __future__ import annotations
+from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
@@ -34,6 +35,7 @@ from ..i18n import T
 from .tiling import poisoned_shared
 from .. import lbm as _lbm
 from .. import stencil as _stencil
+from ..i18n import T
 
 TX, TY = 16, 8  # the stencil exercise's block (= tile) shape
 LBM_BLOCK = (16, 4)  # the LBM exercise's block shape
@@ -56,11 +58,11 @@ def _heat_case(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> Any:
     out = E.Guarded.make((ny, nx), E._float32, "out")
     grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
     E.launch(kernel, grid, (TX, TY), gu.view, out.view, E._float32(alpha), name="heat_step")
-    out.check_guards("a write outside out: guard the store with `if y < ny and x < nx`")
+    out.check_guards(T("a write outside out: guard the store with `if y < ny and x < nx`"))
     if not E._array_equal(gu.result(), u):
-        E.fail("heat_step wrote into its input u: an in-place update races its neighbours "
-               "(another block may still be loading the old value as its halo). Read only "
-               f"u, write the new values to out; the time loop swaps the two [{ctx}].",
+        E.fail(T("heat_step wrote into its input u: an in-place update races its neighbours "
+                 "(another block may still be loading the old value as its halo). Read only u, "
+                 "write the new values to out; the time loop swaps the two [{ctx}].", ctx=ctx),
                cause="inputs_changed")
     return out.result()
 
@@ -99,28 +101,28 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     if grid is not None and E._isnan(got).any():
         D.swapped_coverage(E._isnan(got), grid, (TX, TY), "out", f" [{ctx}]")
     if E._isnan(got).any():
-        E.compare(got, want, name="out", formula="the 9-point heat step", rtol=1e-5,
+        E.compare(got, want, name="out", formula=T("the 9-point heat step"), rtol=1e-5,
                   atol=1e-5 * scale, context=ctx)
     bad = ~ok
     boundary, edge, corner = _tile_masks(*u.shape)
     # The wrong cells' place names the mistake; the first mask that holds them all wins.
     for where, cause, why in (
             (boundary, "boundary_overwritten",
-             "only boundary cells are wrong: the boundary rows and columns are walls at a "
-             "fixed temperature, so out must equal u there (copy it; update only cells "
-             "with 0 < y < ny - 1 and 0 < x < nx - 1)"),
+             T("only boundary cells are wrong: the boundary rows and columns are walls at a "
+               "fixed temperature, so out must equal u there (copy it; update only cells with "
+               "0 < y < ny - 1 and 0 < x < nx - 1)")),
             (corner, "halo_corners_missing",
-             "only the cells at the corners of each tile are wrong: they need the corner "
-             "cells of the halo (the diagonal neighbours in the diagonal tiles), which were "
-             "not loaded. Load the whole (TY + 2) x (TX + 2) tile, corners included, for "
-             "example with one loop over its cells strided by the block's threads"),
+             T("only the cells at the corners of each tile are wrong: they need the corner "
+               "cells of the halo (the diagonal neighbours in the diagonal tiles), which were "
+               "not loaded. Load the whole (TY + 2) x (TX + 2) tile, corners included, for "
+               "example with one loop over its cells strided by the block's threads")),
             (edge, "halo_missing",
-             "only the cells on the edges of each tile are wrong: their neighbours in the "
-             "next tile, the halo, were not loaded into shared memory (or not at the right "
-             "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x "
-             "(TX + 2) cells, before the barrier")):
+             T("only the cells on the edges of each tile are wrong: their neighbours in the "
+               "next tile, the halo, were not loaded into shared memory (or not at the right "
+               "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x (TX + "
+               "2) cells, before the barrier"))):
         if not (bad & ~where).any():
-            E.fail(f"{why} [{ctx}].", cause=cause)
+            E.fail(T("{why} [{ctx}].", why=why, ctx=ctx), cause=cause)
     if alpha is not None:
         tol = dict(rtol=1e-5, atol=1e-5 * scale)
         for words, alt in _heat_centre_alternatives(u, alpha).items():
@@ -130,7 +132,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                          "one-cell halo the tile is shifted by one on both axes, so the "
                          "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "
                          "neighbours are tile[ty + 1 +- 1, tx + 1 +- 1]", where=words),
-                       cause="off_by_one", context={"case": ctx, "region": "tile centre"})
+                       cause="off_by_one", context={"case": ctx, "region": T("tile centre")})
         # the update term out - u a constant multiple of the right one: a factor twice or
         # missing (alpha, the 1/6 of the 9-point weights)
         D.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
@@ -139,13 +141,13 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     if finite.size and E._abs(finite).max() > _BIG:
         if rerun is not None:
             rerun()  # the simulator watches the tile: which of the two it is, in words
-        E.fail("heat_step used shared memory that no thread had written yet, in the middle "
-               "of tiles too: either cells of the (TY + 2) x (TX + 2) tile are never loaded "
-               "(does the load cover all of them, halo included?), or a cuda.syncthreads() "
-               f"is missing between loading the tile and computing from it [{ctx}].",
+        E.fail(T("heat_step used shared memory that no thread had written yet, in the middle "
+                 "of tiles too: either cells of the (TY + 2) x (TX + 2) tile are never loaded "
+                 "(does the load cover all of them, halo included?), or a cuda.syncthreads() "
+                 "is missing between loading the tile and computing from it [{ctx}].", ctx=ctx),
                cause="missing_barrier")
-    E.compare(got, want, name="out", formula="u + alpha * (4 (N + S + E + W) + (NE + NW + "
-              "SE + SW) - 20 u) / 6 inside, u on the boundary", rtol=1e-5,
+    E.compare(got, want, name="out", formula=T("u + alpha * (4 (N + S + E + W) + (NE + NW + SE "
+                                               "+ SW) - 20 u) / 6 inside, u on the boundary"), rtol=1e-5,
               atol=1e-5 * scale, context=ctx, tile=(TY, TX))
 
 
@@ -163,14 +165,16 @@ def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = Non
         for ny, nx, spare in cases:
             _heat_run(kernel, gen, ny, nx, spare)
     _heat_technique(kernel, seed=int(gen.integers(2**31)), hidden=hidden)
-    return E.passes("heat_step", f"{len(cases)} grids that are not tile multiples",
-                    "tile edges, corners and walls right", "each run twice", hidden=hidden)
+    return E.passes("heat_step", T("{n_cases} grids that are not tile multiples",
+                                   n_cases=len(cases)),
+                    T("tile edges, corners and walls right"), T("each run twice"), hidden=hidden)
 
 
 def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
     u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
     alpha = float(gen.uniform(0.1, 0.3))
-    ctx = f"u {ny}x{nx}, alpha {alpha:.3f}, blocks of {TX}x{TY}"
+    ctx = T("u {ny}x{nx}, alpha {alpha:.3f}, blocks of {tx}x{ty}", ny=ny, nx=nx, alpha=alpha,
+            tx=TX, ty=TY)
     want = _heat_ref(u.astype(E._float64), alpha)
     runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
     grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
@@ -179,9 +183,9 @@ def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
                        rerun=lambda: _unloaded_or_race(kernel, u, alpha, spare, ctx),
                        alpha=alpha, grid=grid)
     if not E._array_equal(runs[0], runs[1]):
-        E.fail("heat_step gave different results for the same input: a race. Is there a "
-               "cuda.syncthreads() between loading the tile and computing from it? "
-               f"[{ctx}]", cause="missing_barrier")
+        E.fail(T("heat_step gave different results for the same input: a race. Is there a "
+                 "cuda.syncthreads() between loading the tile and computing from it? [{ctx}]",
+                 ctx=ctx), cause="missing_barrier")
 
 
 def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> None:
@@ -198,19 +202,22 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
         E.launch(kernel, grid, (TX, TY), gu.view, out.view, E._float32(alpha),
                  name="heat_step")
     if obs.races:
-        E.fail(f"heat_step races on its shared tile: {obs.race_words()}. Put a "
-               "cuda.syncthreads() between loading the tile and computing from it "
-               f"[{ctx}].", cause="missing_barrier")
+        E.fail(T("heat_step races on its shared tile: {race_words}. Put a cuda.syncthreads() "
+                 "between loading the tile and computing from it [{ctx}].",
+                 race_words=obs.race_words(), ctx=ctx), cause="missing_barrier")
     if obs.fill:
         f = max(obs.fill, key=lambda f: f.total - f.stored)
         arr, idx, who, line = obs.unfilled[0] if obs.unfilled else ("", (), None, 0)
-        first = (f" (the first: {O.thread_name(who)} read slot [{', '.join(map(str, idx))}]"
-                 f", line {line})" if who is not None else "")
-        E.fail(f"heat_step reads cells of its shared tile that no thread ever loaded: "
-               f"{f.words()}{first}. The tile with its halo has (TY + 2) x (TX + 2) = "
-               f"{(TY + 2) * (TX + 2)} cells for {TX * TY} threads, so some threads must "
-               "load more than one: loop over the tile's cells strided by the block's "
-               f"threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].",
+        first = (T(" (the first: {thread_name} read slot [{map}], line {line})",
+                   thread_name=O.thread_name(who), map=', '.join(map(str, idx)),
+                   line=line) if who is not None else "")
+        E.fail(T("heat_step reads cells of its shared tile that no thread ever loaded: "
+                 "{words}{first}. The tile with its halo has (TY + 2) x (TX + 2) = "
+                 "{ty_plus_2_times_tx_plus_2} cells for {tx_times_ty} threads, so some threads "
+                 "must load more than one: loop over the tile's cells strided by the block's "
+                 "threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].", words=f.words(),
+                 first=first, ty_plus_2_times_tx_plus_2=(TY + 2) * (TX + 2),
+                 tx_times_ty=TX * TY, ctx=ctx),
                cause="halo_missing")
 
 
@@ -230,10 +237,12 @@ def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = Fals
     E.launch(kernel, (2, 2), (TX, TY), cu, out.view, E._float32(0.2), name="heat_step")
     per_cell = count.n / (ny * nx)
     if per_cell > 3.0:
-        E.fail(f"heat_step read u {count.n} times for {ny * nx} cells ({per_cell:.1f} reads "
-               "per cell), like a kernel without shared memory (9 per cell); a tiled one "
-               f"reads each value about {(TX + 2) * (TY + 2) / (TX * TY):.2f} times. Load "
-               "tile + halo into cuda.shared.array once, then compute from shared memory.",
+        E.fail(T("heat_step read u {n} times for {ny_times_nx} cells ({per_cell:.1f} reads per "
+                 "cell), like a kernel without shared memory (9 per cell); a tiled one reads "
+                 "each value about {tx_plus_2_times_ty_plus_2_over_t:.2f} times. Load tile + "
+                 "halo into cuda.shared.array once, then compute from shared memory.",
+                 n=count.n, ny_times_nx=ny * nx, per_cell=per_cell,
+                 tx_plus_2_times_ty_plus_2_over_t=(TX + 2) * (TY + 2) / (TX * TY)),
                cause="wrong_technique")
 
 
@@ -255,7 +264,8 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
     for ny, nx, steps in cases:
         u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
         alpha = float(gen.uniform(0.1, 0.3))
-        ctx = f"u {ny}x{nx}, {steps} steps, alpha {alpha:.3f}"
+        ctx = T("u {ny}x{nx}, {steps} steps, alpha {alpha:.3f}", ny=ny, nx=nx, steps=steps,
+                alpha=alpha)
         du = cuda.to_device(u)
         dt = cuda.to_device(E._full((ny, nx), E._np.nan, E._float32))
         with tracing() as trace:  # every host step diffuse takes, at one seam
@@ -264,19 +274,21 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
             except E.CheckFailure:
                 raise
             except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
-                E.fail(f"diffuse raised {type(exc).__name__}: {exc} [{ctx}].",
+                E.fail(T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
+                         type_exc_name=type(exc).__name__, exc=exc, ctx=ctx),
                        cause="host_function_raised")
         if res is None:
-            E.fail(f"diffuse returned None: return the device array that holds the last "
-                   f"step's result [{ctx}].", cause="not_device_array")
+            E.fail(T("diffuse returned None: return the device array that holds the last "
+                     "step's result [{ctx}].", ctx=ctx), cause="not_device_array")
         if isinstance(res, E._ndarray):
-            E.fail("diffuse returned a NumPy array: keep the data on the device and return "
-                   f"the device buffer written last (copying back is the caller's job) [{ctx}].",
+            E.fail(T("diffuse returned a NumPy array: keep the data on the device and return "
+                     "the device buffer written last (copying back is the caller's job) "
+                     "[{ctx}].", ctx=ctx),
                    cause="not_device_array")
         if res is not du and res is not dt:
-            E.fail("diffuse returned a new array: swap the two buffers it was given (d_u, "
-                   "d_tmp) after each step instead of allocating or copying, so the data "
-                   f"stays where it is [{ctx}].", cause="buffers_reallocated")
+            E.fail(T("diffuse returned a new array: swap the two buffers it was given (d_u, "
+                     "d_tmp) after each step instead of allocating or copying, so the data "
+                     "stays where it is [{ctx}].", ctx=ctx), cause="buffers_reallocated")
         _diffuse_steps(trace, steps, ctx)
         _diffuse_buffers(trace, res, ctx)
         got = res.copy_to_host()
@@ -291,20 +303,21 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
         if same(steps):
             continue
         if steps > 1 and same(1):
-            E.fail("diffuse's result is one step from u, whatever the number of steps: the "
-                   "buffers are not swapped, so every step reads the same input. After each "
-                   f"launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].",
+            E.fail(T("diffuse's result is one step from u, whatever the number of steps: the "
+                     "buffers are not swapped, so every step reads the same input. After each "
+                     "launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].", ctx=ctx),
                    cause="buffers_not_swapped")
         if same(steps - 1) or same(steps + 1):
             n_got = steps - 1 if same(steps - 1) else steps + 1
-            E.fail(f"diffuse returned the state after {n_got} steps, not {steps}: after the "
-                   "last swap the newest values are in the "
-                   "buffer now called d_u (the one the next step would read); return that, "
-                   f"and launch exactly `steps` times [{ctx}].", cause="wrong_buffer")
+            E.fail(T("diffuse returned the state after {n_got} steps, not {steps}: after the "
+                     "last swap the newest values are in the buffer now called d_u (the one "
+                     "the next step would read); return that, and launch exactly `steps` times "
+                     "[{ctx}].", n_got=n_got, steps=steps, ctx=ctx), cause="wrong_buffer")
         _diffuse_grid(trace, ny, nx, ctx)
-        E.compare(got, refs[steps], name="the result", formula=f"{steps} heat steps from u",
+        E.compare(got, refs[steps], name=T("the result"), formula=T("{steps} heat steps from u",
+                                                                 steps=steps),
                   rtol=1e-5, atol=tol, context=ctx)
-    return E.passes("diffuse", "buffers swapped on the device", "the right buffer returned",
+    return E.passes("diffuse", T("buffers swapped on the device"), T("the right buffer returned"),
                     hidden=hidden)
 
 
@@ -333,23 +346,27 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
     implicit = [op for op in trace.of("launch") if op.host_args]
     if moved or implicit:
         op = (moved or implicit)[0]
-        what = (f"{len(moved)} copies between the host and the device" if moved else
-                f"{len(implicit)} launches with a NumPy array, which Numba copies to the "
-                "device and back each time")
-        E.fail(f"diffuse made {what} for {steps} steps (the first: operation #{op.index + 1}, "
-               f"{op.what}): the field crossed the PCIe bus instead of staying on the "
-               "device. Launch heat_step on the two device arrays and swap them; no "
-               f"copy_to_host, no cuda.to_device inside diffuse [{ctx}].",
+        what = (T("{n_moved} copies between the host and the device",
+                  n_moved=len(moved)) if moved else
+                T("{n_implicit} launches with a NumPy array, which Numba copies to the device "
+                  "and back each time", n_implicit=len(implicit)))
+        E.fail(T("diffuse made {what} for {steps} steps (the first: operation #{index_plus_1}, "
+                 "{what_2}): the field crossed the PCIe bus instead of staying on the device. "
+                 "Launch heat_step on the two device arrays and swap them; no copy_to_host, no "
+                 "cuda.to_device inside diffuse [{ctx}].", what=what, steps=steps,
+                 index_plus_1=op.index + 1, what_2=op.what, ctx=ctx),
                cause="copies_in_loop")
     allocs = [a for a in trace.allocs if a.space == "dev"]
     if allocs:
-        E.fail(f"diffuse allocated {len(allocs)} device array(s) ({allocs[0].kind}) for "
-               f"{steps} steps: the two buffers it was given are all it needs; swap them "
-               f"after each step instead of allocating [{ctx}].", cause="buffers_reallocated")
+        E.fail(T("diffuse allocated {n_allocs} device array(s) ({kind}) for {steps} steps: the "
+                 "two buffers it was given are all it needs; swap them after each step instead "
+                 "of allocating [{ctx}].", n_allocs=len(allocs), kind=allocs[0].kind,
+                 steps=steps, ctx=ctx), cause="buffers_reallocated")
     launches = trace.of("launch")
     if len(launches) != steps:
-        E.fail(f"diffuse launched {len(launches)} kernel(s) for steps={steps}: one launch "
-               f"of heat_step per step [{ctx}].", cause="launch_count")
+        E.fail(T("diffuse launched {n_launches} kernel(s) for steps={steps}: one launch of "
+                 "heat_step per step [{ctx}].", n_launches=len(launches), steps=steps,
+                 ctx=ctx), cause="launch_count")
 
 
 def _diffuse_buffers(trace: Any, res: Any, ctx: str) -> None:
@@ -446,17 +463,17 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
                      line=T("row") if y_axis else T("column"),
                      fix="ys = (y - CY[i]) % ny" if y_axis else "xs = (x - CX[i]) % nx"),
                    cause="periodic_wrap", context={"case": ctx})
-        E.fail(f"lbm_step read a neighbour outside the lattice (index {edge[0]} on an axis "
-               f"of size {edge[1]}): the lattice is periodic, so the upstream neighbour of "
-               "the last column is column 0 (and of the last row, row 0). Wrap the "
-               "neighbour's coordinates: xs = (x - CX[i]) % nx, ys = (y - CY[i]) % ny "
-               f"[{ctx}].", cause="periodic_wrap")
-    out.check_guards("a write outside f_out: guard with `if x < nx and y < ny`")
+        E.fail(T("lbm_step read a neighbour outside the lattice (index {edge} on an axis of "
+                 "size {edge_2}): the lattice is periodic, so the upstream neighbour of the "
+                 "last column is column 0 (and of the last row, row 0). Wrap the neighbour's "
+                 "coordinates: xs = (x - CX[i]) % nx, ys = (y - CY[i]) % ny [{ctx}].",
+                 edge=edge[0], edge_2=edge[1], ctx=ctx), cause="periodic_wrap")
+    out.check_guards(T("a write outside f_out: guard with `if x < nx and y < ny`"))
     if not E._array_equal(gf.result(), f):
-        E.fail("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
-               "the array others are still reading is a race (push instead of pull). Pull: "
-               "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
-               f"node [{ctx}].", cause="push_race")
+        E.fail(T("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
+                 "the array others are still reading is a race (push instead of pull). Pull: "
+                 "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
+                 "node [{ctx}].", ctx=ctx), cause="push_race")
     return out.result()
 
 
@@ -480,10 +497,11 @@ def _lbm_reads_output(kernel: Any, f: Any, solid: Any, omega: float, fx: float, 
     log = obs.arrays["f_out"]
     if log.total_reads:
         who, n = log.busiest_reader()
-        E.fail(f"lbm_step reads f_out ({log.total_reads} reads; {O.thread_name(who)} made "
-               f"{n}), the array it is writing: f_out holds nothing yet (here NaN), so the "
-               "populations pulled from it are garbage. Pull from f_in: "
-               f"g_i = f_in[i, y - CY[i], x - CX[i]], and only write f_out [{ctx}].",
+        E.fail(T("lbm_step reads f_out ({total_reads} reads; {thread_name} made {n}), the "
+                 "array it is writing: f_out holds nothing yet (here NaN), so the populations "
+                 "pulled from it are garbage. Pull from f_in: g_i = f_in[i, y - CY[i], x - "
+                 "CX[i]], and only write f_out [{ctx}].", total_reads=log.total_reads,
+                 thread_name=O.thread_name(who), n=n, ctx=ctx),
                cause="pulled_from_output")
 
 
@@ -505,21 +523,21 @@ def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]
                           f64[_lbm.OPP[i]], _roll(f64[i], shift, axis=(0, 1)))
     pulled_wrong = st.collide(wrong)
     return {
-        ("collided before streaming: each node's own populations were collided, then "
-         "streamed (push order) so the stored populations are not the post-collision ones "
-         "of this step. Pull first (gather f_in[i] from x - c_i, or bounce back), then "
-         "compute rho and u from those 9 and collide", "collide_before_stream"):
+        (T("collided before streaming: each node's own populations were collided, then "
+           "streamed (push order) so the stored populations are not the post-collision ones of "
+           "this step. Pull first (gather f_in[i] from x - c_i, or bounce back), then compute "
+           "rho and u from those 9 and collide"), "collide_before_stream"):
             st.stream(st.collide(f64.copy())),
-        ("the equilibrium from rho and u of f_in at the node before streaming: compute rho "
-         "and u from the 9 populations just pulled, then collide them",
+        (T("the equilibrium from rho and u of f_in at the node before streaming: compute rho "
+           "and u from the 9 populations just pulled, then collide them"),
          "moments_before_stream"): mixed,
-        ("the streamed populations without collision: add omega * (feq - f) to each",
+        (T("the streamed populations without collision: add omega * (feq - f) to each"),
          "no_collision"): streamed,
-        ("the collision of the node's own populations without streaming: pull "
-         "f_in[i, y - CY[i], x - CX[i]] first", "no_streaming"): st.collide(f64.copy()),
-        ("populations pulled from x + c_i: the population moving with velocity c_i comes "
-         "from the upstream node x - c_i", "pull_wrong_direction"): pulled_wrong,
-        ("the step without the force term: add 3 * W[i] * CX[i] * fx to each population",
+        (T("the collision of the node's own populations without streaming: pull f_in[i, y - "
+           "CY[i], x - CX[i]] first"), "no_streaming"): st.collide(f64.copy()),
+        (T("populations pulled from x + c_i: the population moving with velocity c_i comes "
+           "from the upstream node x - c_i"), "pull_wrong_direction"): pulled_wrong,
+        (T("the step without the force term: add 3 * W[i] * CX[i] * fx to each population"),
          "force_missing"): _Stepper(solid, omega, (0.0, 0.0)).step(f64),
     }
 
@@ -534,8 +552,8 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
     fluid = ~solid
     node_bad = ~ok.all(axis=0)
     if not (node_bad & fluid).any():
-        E.fail("only the solid nodes are wrong: a solid node must copy its 9 populations "
-               f"from f_in to f_out unchanged (and do nothing else) [{ctx}].",
+        E.fail(T("only the solid nodes are wrong: a solid node must copy its 9 populations "
+                 "from f_in to f_out unchanged (and do nothing else) [{ctx}].", ctx=ctx),
                cause="solid_not_copied")
     if E._isnan(got[:, fluid]).any():
         if grid is not None:
@@ -543,11 +561,11 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                                f" [{ctx}]")
         if rerun is not None:
             rerun()  # the simulator watches f_in and f_out: did it read the output?
-        E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
-                  formula="one pull-stream-collide step", context=ctx, **tol)
+        E.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
+                  formula=T("one pull-stream-collide step"), context=ctx, **tol)
     for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
         if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
-            E.fail(f"f_out holds {label} [{ctx}].", cause=cause)
+            E.fail(T("f_out holds {label} [{ctx}].", label=label, ctx=ctx), cause=cause)
     for label, cause, alt in _table_alternatives(f, solid, omega, fx):
         if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
             E.fail(label, cause=cause, context={"case": ctx})
@@ -559,25 +577,27 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
     if not (node_bad & fluid & ~near).any():
         _diagnose_bounce(got, f, solid, omega, fx, tol, ctx)
         if lost:
-            E.fail(f"mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
-                   f"before the step and {mass_out:.6f} after), and only nodes next to a wall "
-                   "or the obstacle are wrong: a population is lost (or counted twice) at "
-                   "bounce-back. When the upstream node x - c_i is solid, f_i must become "
-                   "f_in[OPP[i], y, x], the population that left towards the wall, reversed "
-                   f"[{ctx}].", cause="lost_population")
-        E.fail("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
-               "bounce-back takes the wrong opposite direction. When x - c_i is solid, "
-               "f_i = f_in[OPP[i], y, x] with c[OPP[i]] = -c[i] (both components reversed, "
-               f"not a mirror image) [{ctx}].", cause="wrong_opposite")
+            E.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
+                     "before the step and {mass_out:.6f} after), and only nodes next to a wall "
+                     "or the obstacle are wrong: a population is lost (or counted twice) at "
+                     "bounce-back. When the upstream node x - c_i is solid, f_i must become "
+                     "f_in[OPP[i], y, x], the population that left towards the wall, reversed "
+                     "[{ctx}].", mass_in=mass_in, mass_out=mass_out,
+                     ctx=ctx), cause="lost_population")
+        E.fail(T("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
+                 "bounce-back takes the wrong opposite direction. When x - c_i is solid, f_i = "
+                 "f_in[OPP[i], y, x] with c[OPP[i]] = -c[i] (both components reversed, not a "
+                 "mirror image) [{ctx}].", ctx=ctx), cause="wrong_opposite")
     if lost:
-        E.fail(f"mass is not conserved (the fluid's populations summed to {mass_in:.6f} before "
-               f"the step and {mass_out:.6f} after): a population is lost, or counted twice. "
-               "Each of the 9 must be pulled (from x - c_i, wrapping around the periodic "
-               f"edges) or bounced back, and collision must keep rho [{ctx}].",
+        E.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
+                 "before the step and {mass_out:.6f} after): a population is lost, or counted "
+                 "twice. Each of the 9 must be pulled (from x - c_i, wrapping around the "
+                 "periodic edges) or bounced back, and collision must keep rho [{ctx}].",
+                 mass_in=mass_in, mass_out=mass_out, ctx=ctx),
                cause="mass_not_conserved")
     _momentum_by_axis(got, want, fluid, ctx)
-    E.compare(got[:, fluid], want[:, fluid], name="f_out at fluid nodes",
-              formula="f_i + omega (feq_i - f_i) + 3 w_i c_i,x fx of the pulled populations",
+    E.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
+              formula=T("f_i + omega (feq_i - f_i) + 3 w_i c_i,x fx of the pulled populations"),
               context=ctx, **tol)
 
 
@@ -672,10 +692,10 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
     fluid = ~solid
     f64 = f.astype(E._float64)
     if E._isclose(got[:, fluid], _bounced(f64, solid, omega, fx, None)[:, fluid], **tol).all():
-        E.fail("a population is lost at the walls: where the upstream node x - c_i is solid, "
-               "f_i came out as 0 (the population was dropped), and mass leaks away. Bounce "
-               "it back: f_i = f_in[OPP[i], y, x], the population that left towards the "
-               f"wall [{ctx}].", cause="lost_population")
+        E.fail(T("a population is lost at the walls: where the upstream node x - c_i is solid, "
+                 "f_i came out as 0 (the population was dropped), and mass leaks away. Bounce "
+                 "it back: f_i = f_in[OPP[i], y, x], the population that left towards the wall "
+                 "[{ctx}].", ctx=ctx), cause="lost_population")
     right = list(_lbm.OPP)
     for group in ((1, 2, 3, 4), (5, 6, 7, 8)):
         targets = [right[i] for i in group]
@@ -690,11 +710,12 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
                 wrong = [i for i in group if opp[i] != right[i]]
                 i = wrong[0]
                 c = (int(_lbm.CX[i]), int(_lbm.CY[i]))
-                E.fail("bounce-back takes the wrong opposite direction for "
-                       f"i = {', '.join(map(str, wrong))}: for c_{i} = {c} your kernel bounces "
-                       f"back population {opp[i]}, but the reversed direction -c_{i} is "
-                       f"population {right[i]}. Check OPP: c[OPP[i]] = -c[i], both "
-                       f"components reversed [{ctx}].", cause="wrong_opposite")
+                E.fail(T("bounce-back takes the wrong opposite direction for i = {map}: for "
+                         "c_{i} = {c} your kernel bounces back population {opp}, but the "
+                         "reversed direction -c_{i} is population {right}. Check OPP: "
+                         "c[OPP[i]] = -c[i], both components reversed [{ctx}].",
+                         map=', '.join(map(str, wrong)), i=i, c=c, opp=opp[i], right=right[i],
+                         ctx=ctx), cause="wrong_opposite")
 
 
 def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> Any:
@@ -708,16 +729,19 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
     for k, (ny, nx, spare) in enumerate(cases):
         walls = k % 2 == 0  # every second lattice is periodic in y as well (no walls)
         f, solid, omega, fx = _lbm_inputs(ny, nx, gen, walls)
-        ctx = (f"{ny}x{nx} lattice, {'channel' if walls else 'periodic in x and y'}, omega "
-               f"{omega:.3f}, fx {fx:.4f}, blocks of {LBM_BLOCK}")
+        ctx = (T("{ny}x{nx} lattice, {channel}, omega {omega:.3f}, fx {fx:.4f}, blocks of "
+                 "{lbm_block}", ny=ny, nx=nx,
+                 channel='channel' if walls else T('periodic in x and y'), omega=omega, fx=fx,
+                 lbm_block=LBM_BLOCK))
         runs = [_lbm_case(kernel, f, solid, omega, fx, spare, ctx) for _ in range(2)]
         for got in runs:
             _diagnose_lbm(got, f, solid, omega, fx, ctx, rerun=lambda: _lbm_reads_output(
                 kernel, f, solid, omega, fx, spare, ctx),
                 grid=(math.ceil(nx / LBM_BLOCK[0]) + spare, math.ceil(ny / LBM_BLOCK[1])))
         if not E._array_equal(runs[0], runs[1]):
-            E.fail(f"lbm_step gave different results for the same input: a race [{ctx}].",
+            E.fail(T("lbm_step gave different results for the same input: a race [{ctx}].",
+                     ctx=ctx),
                    cause="nondeterministic")
     return E.passes("lbm_step", T("{k} lattices with an obstacle, walls in some",
-                                  k=len(cases)), T("periodic in x and in y"), "mass conserved", "each run twice",
+                                  k=len(cases)), T("periodic in x and in y"), T("mass conserved"), T("each run twice"),
                     hidden=hidden)

@@ -70,35 +70,37 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
         gimg = E.to_device_guarded(img, "img")
         out = O.output((rows, cols), "out")
         grid = (-(-cols // bx) + spare, -(-rows // by) + spare)
-        ctx = {"image (rows, columns)": (rows, cols), "grid (x, y)": grid,
-               "block (x, y)": (bx, by)}
+        ctx = {T("image (rows, columns)"): (rows, cols), T("grid (x, y)"): grid,
+               T("block (x, y)"): (bx, by)}
         exact = spare == 0 and rows % by == 0 and cols % bx == 0
 
         def oob(recs: list, block: tuple) -> tuple[str, str]:
             r = recs[0]
-            axis = "rows (y)" if r.axis == 0 else "columns (x)"
+            axis = T("rows (y)") if r.axis == 0 else T("columns (x)")
             if exact:
                 if r.axis == 1 and r.index == cols:
                     return ("off_by_one",
-                            "read or wrote column W (one past the last): off by one? The "
-                            "mirror of column c is W - 1 - c.")
+                            T("read or wrote column W (one past the last): off by one? The "
+                              "mirror of column c is W - 1 - c."))
                 return ("swapped_axes",
-                        f"indexed {r.index} on the {axis}, of size {r.size}, although this "
-                        "launch has no spare threads: are x and y swapped? cuda.grid(2) "
-                        "returns (x, y) = (column, row): c, r = cuda.grid(2).")
+                        T("indexed {index} on the {axis}, of size {size}, although this launch "
+                          "has no spare threads: are x and y swapped? cuda.grid(2) returns (x, "
+                          "y) = (column, row): c, r = cuda.grid(2).", index=r.index, axis=axis,
+                          size=r.size))
             check = "r < img.shape[0]" if r.axis == 0 else "c < img.shape[1]"
             return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
-                    f"a thread outside the image indexed {r.index} on the {axis}, of size "
-                    f"{r.size}: missing bounds guard on the {axis}? Guard both: "
-                    f"if r < img.shape[0] and c < img.shape[1] (here {check} failed).")
+                    T("a thread outside the image indexed {index} on the {axis}, of size "
+                      "{size}: missing bounds guard on the {axis}? Guard both: if r < "
+                      "img.shape[0] and c < img.shape[1] (here {check} failed).", index=r.index,
+                      axis=axis, size=r.size, check=check))
 
         with O.observing() as obs:
             O.launch(obs, kernel, grid, (bx, by), obs.watch(gimg.view, "img"),
                      obs.watch(out.view, "out"), name="mirror", context=ctx, oob=oob)
         O.no_return_value(obs, "mirror", "out[r, c]", ctx)
-        hint = ("this launch has no spare threads, so an index is computed wrongly: are x and "
-                "y swapped? x is the column and y the row (c, r = cuda.grid(2))" if exact else
-                "missing bounds guard on the rows or columns (if r < H and c < W)?")
+        hint = (T("this launch has no spare threads, so an index is computed wrongly: are x "
+                  "and y swapped? x is the column and y the row (c, r = cuda.grid(2))") if exact else
+                T("missing bounds guard on the rows or columns (if r < H and c < W)?"))
         O.check_guards(out, hint, ctx)
         got = out.result()
         O.no_computed_nan(got, "out", ctx)
@@ -116,17 +118,18 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
             first[:by, :bx] = True
             if (written == first).all():
                 O.fail("only_first_block",
-                       f"only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
-                       "index must include cuda.blockIdx (cuda.grid(2) does it for you).", ctx)
+                       T("only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
+                         "index must include cuda.blockIdx (cuda.grid(2) does it for you).",
+                         by=by, bx=bx), ctx)
         O.compare(got, want, name="out", formula="img[r, W - 1 - c]", context=ctx,
-                  alternatives={"img itself (nothing mirrored)": img,
-                                "img flipped upside down (rows mirrored, not columns)":
+                  alternatives={T("img itself (nothing mirrored)"): img,
+                                T("img flipped upside down (rows mirrored, not columns)"):
                                     img[::-1, :],
-                                "img flipped both ways": img[::-1, ::-1]})
+                                T("img flipped both ways"): img[::-1, ::-1]})
         if not E._array_equal(gimg.result(), img):
-            O.fail("inputs_changed", "mirror changed img; only out should be written.", ctx)
+            O.fail("inputs_changed", T("mirror changed img; only out should be written."), ctx)
         O.spread(obs, "out", rows * cols, grid[0] * grid[1] * bx * by, "mirror", ctx,
-                 per_thread="one pixel: c, r = cuda.grid(2)")
+                 per_thread=T("one pixel: c, r = cuda.grid(2)"))
     return cases
 
 
@@ -141,8 +144,9 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
     of its own (or a grid-stride loop): one thread mirroring the whole image fails.
     """
     cases = O.kernel_cases(_mirror_cases, kernel, "mirror", 2, hidden=hidden, seed=seed)
-    return O.passed("mirror", f"{len(cases)} image shapes", "exact and ragged edges",
-             "a spare block row and column", "each pixel written once, by its own thread",
+    return O.passed("mirror", T("{n_cases} image shapes",
+                                n_cases=len(cases)), T("exact and ragged edges"),
+             T("a spare block row and column"), T("each pixel written once, by its own thread"),
              hidden=hidden)
 
 
@@ -169,24 +173,26 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
                 return None
             if small:
                 return ("off_by_one" if r.index == r.size else "out_of_bounds_read",
-                        f"indexed {r.array}[{r.index}] (size {r.size}, line {r.line}) although "
-                        "this launch has fewer threads than elements: off by one in the index "
-                        "or the loop bounds? Loop i in range(cuda.grid(1), n, "
-                        "cuda.gridsize(1)).")
+                        T("indexed {array}[{index}] (size {size}, line {line}) although this "
+                          "launch has fewer threads than elements: off by one in the index or "
+                          "the loop bounds? Loop i in range(cuda.grid(1), n, "
+                          "cuda.gridsize(1)).", array=r.array, index=r.index, size=r.size,
+                          line=r.line))
             words = O.out_of_bounds_words(recs, block, "saxpy")
             if words[0] in ("off_by_one_guard", "off_by_one"):
                 return words
             return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
-                    f"a thread past the end used {r.array}[{r.index}] (size {r.size}, line "
-                    f"{r.line}): missing bounds guard? range(cuda.grid(1), n, "
-                    "cuda.gridsize(1)) is empty for such a thread.")
+                    T("a thread past the end used {array}[{index}] (size {size}, line {line}): "
+                      "missing bounds guard? range(cuda.grid(1), n, cuda.gridsize(1)) is empty "
+                      "for such a thread.", array=r.array, index=r.index, size=r.size,
+                      line=r.line))
 
         with O.observing() as obs:
             O.launch(obs, kernel, blocks, tpb, a, obs.watch(gx.view, "x"),
                      obs.watch(gy.view, "y"), obs.watch(out.view, "out"), name="saxpy",
                      context=ctx, oob=oob)
         O.no_return_value(obs, "saxpy", "out[i]", ctx)
-        O.check_guards(out, "missing bounds guard (loop while i < n)?", ctx)
+        O.check_guards(out, T("missing bounds guard (loop while i < n)?"), ctx)
         got = out.result()
         O.no_computed_nan(got, "out", ctx)
         want = a.astype(E._float64) * x + y
@@ -195,24 +201,24 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
             nw = E._flatnonzero(~written)
             if written[:threads].all() and not written[threads:].any():
                 O.fail("no_grid_stride",
-                       f"out[{threads}:] was never written: this launch has {threads} threads "
-                       f"for {n} elements on purpose, and each thread did one element. Did you "
-                       "loop with cuda.gridsize(1)? for i in range(cuda.grid(1), n, "
-                       "cuda.gridsize(1))", ctx)
+                       T("out[{threads}:] was never written: this launch has {threads} threads "
+                         "for {n} elements on purpose, and each thread did one element. Did "
+                         "you loop with cuda.gridsize(1)? for i in range(cuda.grid(1), n, "
+                         "cuda.gridsize(1))", threads=threads, n=n), ctx)
             O.fail("unwritten",
-                   f"{nw.size} of {n} elements of out were never written, the first at index "
-                   f"{int(nw[0])}: did you loop with cuda.gridsize(1), starting at "
-                   "cuda.grid(1)?", ctx)
+                   T("{size} of {n} elements of out were never written, the first at index "
+                     "{nw}: did you loop with cuda.gridsize(1), starting at cuda.grid(1)?",
+                     size=nw.size, n=n, nw=int(nw[0])), ctx)
         O.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
-                  alternatives={"a * x[i] (y ignored)": a * x, "x[i] + y[i] (a ignored)": x + y,
-                                "a * y[i] + x[i] (x and y swapped)": a * y + x,
+                  alternatives={T("a * x[i] (y ignored)"): a * x, T("x[i] + y[i] (a ignored)"): x + y,
+                                T("a * y[i] + x[i] (x and y swapped)"): a * y + x,
                                 "a * (x[i] + y[i])": a * (x + y)})
         if not E._array_equal(gx.result(), x) or not E._array_equal(gy.result(), y):
-            O.fail("inputs_changed", "saxpy changed x or y; only out should be written.", ctx)
+            O.fail("inputs_changed", T("saxpy changed x or y; only out should be written."), ctx)
         O.spread(obs, "out", n, threads, "saxpy", ctx,
-                 per_thread="the elements cuda.grid(1), + cuda.gridsize(1), + 2 * "
-                            "cuda.gridsize(1)... (for i in range(cuda.grid(1), n, "
-                            "cuda.gridsize(1)))")
+                 per_thread=T("the elements cuda.grid(1), + cuda.gridsize(1), + 2 * "
+                              "cuda.gridsize(1)... (for i in range(cuda.grid(1), n, "
+                              "cuda.gridsize(1)))"))
     return cases
 
 
@@ -223,8 +229,10 @@ def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -
     do its share only: one thread looping over everything, or every block redoing the whole
     array, fails although the numbers are right."""
     cases = O.kernel_cases(_saxpy_cases, kernel, "saxpy", 4, hidden=hidden, seed=seed)
-    return O.passed("saxpy", f"{len(cases)} cases with fewer and more threads than elements",
-             "each element written once", "each thread doing its share of the grid-stride loop",
+    return O.passed("saxpy", T("{n_cases} cases with fewer and more threads than elements",
+                               n_cases=len(cases)),
+             T("each element written once"), T("each thread doing its share of the grid-stride "
+                                            "loop"),
              hidden=hidden)
 
 
@@ -257,13 +265,15 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = Non
             r = recs[0]
             if r.array == "x" and r.index >= n:
                 return ("out_of_bounds_read",
-                        f"read x[{r.index}] past its end (size {n}, line {r.line}): lanes past "
-                        "the end must take part in the shuffles with the value 0 instead of "
-                        "reading x (v = 0.0; if i < n: v = x[i]).")
+                        T("read x[{index}] past its end (size {n}, line {line}): lanes past "
+                          "the end must take part in the shuffles with the value 0 instead of "
+                          "reading x (v = 0.0; if i < n: v = x[i]).", index=r.index, n=n,
+                          line=r.line))
             if r.array == "out" and r.index >= groups:
                 return ("out_of_bounds_write",
-                        f"wrote out[{r.index}] past its end (size {groups}, line {r.line}): "
-                        "the spare warps must not write: guard with i // 32 < out.shape[0].")
+                        T("wrote out[{index}] past its end (size {groups}, line {line}): the "
+                          "spare warps must not write: guard with i // 32 < out.shape[0].",
+                          index=r.index, groups=groups, line=r.line))
             return None
 
         with O.observing() as obs:
@@ -272,41 +282,44 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = Non
                          obs.watch(out.view, "out"), name="warp_sum", context=ctx, oob=oob)
             except E.CheckFailure as exc:
                 if _warp_error(exc):
-                    O.fail("warp_ub", f"{getattr(exc, 'message', exc)} Every lane that runs "
-                           "the shuffle must be named in its mask: use 0xFFFFFFFF when all 32 "
-                           "lanes take part.", ctx)
+                    O.fail("warp_ub", T("{message} Every lane that runs the shuffle must be "
+                                        "named in its mask: use 0xFFFFFFFF when all 32 lanes "
+                                        "take part.",
+                                        message=getattr(exc, 'message', exc)), ctx)
                 raise
         O.no_return_value(obs, "warp_sum", "out[i // 32]", ctx)
-        O.check_guards(out, "the spare warps must not write: guard with i // 32 < "
-                            "out.shape[0]", ctx)
+        O.check_guards(out, T("the spare warps must not write: guard with i // 32 < "
+                              "out.shape[0]"), ctx)
         got = out.result()
         O.no_computed_nan(got, "out", ctx)
         want, table = _warp_sums(x)
         ok = E._isclose(got, want, rtol=1e-4, atol=1e-4)
         if n % 32 and ok[:-1].all() and not ok[-1]:
             O.fail("early_return",
-                   f"every warp's sum is right except the last, partial warp's (out[{groups - 1}]"
-                   f" = {E.fmt(got[-1]) if hasattr(E, 'fmt') else got[-1]}, expected "
-                   f"{E.fmt(want[-1]) if hasattr(E, 'fmt') else want[-1]}): lanes past the end "
-                   "of x must still take part in every shuffle, with the value 0. Do not "
-                   "return before the shuffles.", ctx)
-        O.compare(got, want, name="out", formula="the sum of x[32 w : 32 w + 32]",
+                   T("every warp's sum is right except the last, partial warp's "
+                     "(out[{groups_minus_1}] = {got}, expected {want}): lanes past the end of "
+                     "x must still take part in every shuffle, with the value 0. Do not return "
+                     "before the shuffles.", groups_minus_1=groups - 1,
+                     got=E.fmt(got[-1]) if hasattr(E, 'fmt') else got[-1],
+                     want=E.fmt(want[-1]) if hasattr(E, 'fmt') else want[-1]), ctx)
+        O.compare(got, want, name="out", formula=T("the sum of x[32 w : 32 w + 32]"),
                   rtol=1e-4, atol=1e-4, context=ctx,
                   alternatives={
-                      "x[32 w], lane 0's own value (nothing reached lane 0: shfl_up_sync "
-                      "moves values to higher lanes; use shfl_down_sync or shfl_xor_sync)":
+                      T("x[32 w], lane 0's own value (nothing reached lane 0: shfl_up_sync "
+                        "moves values to higher lanes; use shfl_down_sync or shfl_xor_sync)"):
                           table[:, 0],
-                      "32 * x[32 w], lane 0's own value doubled on each of 5 steps (lane 0 "
-                      "got its own value back every time: shfl_up_sync moves values to "
-                      "higher lanes; use shfl_down_sync or shfl_xor_sync)": 32 * table[:, 0],
-                      "the sum of only 16 lanes (start the offsets at 16, not 8)": table[:, :16].sum(1),
-                      "the sum of only 8 lanes (start the offsets at 16, not 4)": table[:, :8].sum(1),
-                      "the sum of only 2 lanes (halve the offset on every step, from 16 to 1)":
+                      T("32 * x[32 w], lane 0's own value doubled on each of 5 steps (lane 0 "
+                        "got its own value back every time: shfl_up_sync moves values to "
+                        "higher lanes; use shfl_down_sync or shfl_xor_sync)"): 32 * table[:, 0],
+                      T("the sum of only 16 lanes (start the offsets at 16, not 8)"): table[:, :16].sum(1),
+                      T("the sum of only 8 lanes (start the offsets at 16, not 4)"): table[:, :8].sum(1),
+                      T("the sum of only 2 lanes (halve the offset on every step, from 16 to "
+                        "1)"):
                           table[:, :2].sum(1),
-                      "twice the sum (an offset of 32 reads the lane itself)": 2 * want,
-                      "the maximum of the 32 values": table.max(axis=1)})
+                      T("twice the sum (an offset of 32 reads the lane itself)"): 2 * want,
+                      T("the maximum of the 32 values"): table.max(axis=1)})
         if not E._array_equal(gx.result(), x):
-            O.fail("inputs_changed", "warp_sum changed x; only out should be written.", ctx)
+            O.fail("inputs_changed", T("warp_sum changed x; only out should be written."), ctx)
         _check_shuffles(obs, n, tpb, ctx)
     return cases
 
@@ -322,10 +335,11 @@ def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None
     or through shared memory fails, however right its sums.
     """
     cases = O.kernel_cases(_warp_sum_cases, kernel, "warp_sum", 2, hidden=hidden, seed=seed)
-    return O.passed("warp_sum", f"{len(cases)} lengths with a partial last warp",
-             "several warps per block and a spare block",
-             f"every lane reading its own element and taking part in {SHUFFLE_STEPS} or more "
-             "shuffle rounds", hidden=hidden)
+    return O.passed("warp_sum", T("{n_cases} lengths with a partial last warp",
+                                  n_cases=len(cases)),
+             T("several warps per block and a spare block"),
+             T("every lane reading its own element and taking part in {shuffle_steps} or more "
+               "shuffle rounds", shuffle_steps=SHUFFLE_STEPS), hidden=hidden)
 
 
 def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:
@@ -337,10 +351,11 @@ def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:
     if most > 1:
         lane = who[1][0] % 32
         O.fail("no_shuffle",
-               f"lane {lane} of a warp ({O.thread_name(who)}) read {most} elements of x by "
-               "itself: the sum is not made with shuffles. Each lane reads its own element "
-               "(v = x[i]) and the warp adds them with v += cuda.shfl_down_sync(0xFFFFFFFF, v, "
-               "offset) for offset = 16, 8, 4, 2, 1.", ctx)
+               T("lane {lane} of a warp ({thread_name}) read {most} elements of x by itself: "
+                 "the sum is not made with shuffles. Each lane reads its own element (v = "
+                 "x[i]) and the warp adds them with v += cuda.shfl_down_sync(0xFFFFFFFF, v, "
+                 "offset) for offset = 16, 8, 4, 2, 1.", lane=lane,
+                 thread_name=O.thread_name(who), most=most), ctx)
     warps_with_data = -(-n // 32)
     short = []
     for w in range(warps_with_data):
@@ -358,8 +373,9 @@ def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:
     if short:
         key, calls = short[0]
         O.fail("no_shuffle",
-               f"{O.thread_name(key)} took part in {calls} warp shuffle(s), but adding a "
-               f"warp's 32 values takes {SHUFFLE_STEPS} rounds in which every lane shuffles "
-               "(offsets 16, 8, 4, 2, 1): the sum must be made with cuda.shfl_down_sync (or "
-               "shfl_xor_sync), by all 32 lanes, not by one lane or through shared memory.",
+               T("{thread_name} took part in {calls} warp shuffle(s), but adding a warp's 32 "
+                 "values takes {shuffle_steps} rounds in which every lane shuffles (offsets "
+                 "16, 8, 4, 2, 1): the sum must be made with cuda.shfl_down_sync (or "
+                 "shfl_xor_sync), by all 32 lanes, not by one lane or through shared memory.",
+                 thread_name=O.thread_name(key), calls=calls, shuffle_steps=SHUFFLE_STEPS),
                ctx)

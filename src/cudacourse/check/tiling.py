@@ -13,6 +13,7 @@ a race shows there as results that change from run to run.
 """
 
 from __future__ import annotations
+from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
@@ -32,6 +33,7 @@ from . import _diagnose as D
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
+from ..i18n import T
 
 TILE = 16  # the exercise's tile size (the notebook's setup cell defines the same TILE)
 TPB = 128  # threads per block of the block-sum exercise (a power of two)
@@ -76,25 +78,28 @@ def poisoned_shared() -> Iterator[None]:
 
 
 def _poison_hint(what: str) -> str:
-    return (f"{what} used shared memory that no thread had written yet: a missing "
-            "cuda.syncthreads() after loading (a thread read its neighbours' slots before "
-            "they were stored), or slots left unwritten at the edges (load 0.0 there)")
+    return (T("{what} used shared memory that no thread had written yet: a missing "
+              "cuda.syncthreads() after loading (a thread read its neighbours' slots before "
+              "they were stored), or slots left unwritten at the edges (load 0.0 there)",
+              what=what))
 
 
 def _race_or_divergence(obs: O.Observation, name: str, ctx: dict, race_fix: str) -> None:
     """Barrier mistakes, seen directly (simulator): whatever numbers the run produced."""
-    O.no_return_value(obs, name, "the output array", ctx)
+    O.no_return_value(obs, name, T("the output array"), ctx)
     O.no_divergent_barrier(obs, name, ctx)
     if obs.live and obs.races:
-        O.fail("missing_barrier", f"{name} races on shared memory: {obs.race_words()}. "
-               f"{race_fix}", ctx)
+        O.fail("missing_barrier", T("{name} races on shared memory: {race_words}. {race_fix}",
+                                    name=name, race_words=obs.race_words(),
+                                    race_fix=race_fix), ctx)
 
 
 def _unfilled_words(obs: O.Observation, what: str) -> str:
     arr, idx, who, line = obs.unfilled[0]
     slot = ", ".join(map(str, idx))
-    return (f"{O.thread_name(who)} read slot [{slot}] of {arr} (line {line}), which no thread "
-            f"of its block ever stored: {what}")
+    return (T("{thread_name} read slot [{slot}] of {arr} (line {line}), which no thread of its "
+              "block ever stored: {what}", thread_name=O.thread_name(who), slot=slot, arr=arr,
+              line=line, what=what))
 
 
 # --- the tiled matmul --------------------------------------------------------------------
@@ -110,29 +115,33 @@ def _matmul_case(kernel: Any, a: Any, b: Any, spare: int, ctx: dict,
     O.launch(w, kernel, grid, (TILE, TILE), w.watch(ga.view, "a"), w.watch(gb.view, "b"),
              w.watch(out.view, "c"), name="tiled_matmul", context=ctx,
              oob=lambda recs, block: _matmul_oob(recs, m, k, n))
-    O.check_guards(out, "a write outside c: missing `if row < m and col < n` before the store?",
+    O.check_guards(out, T("a write outside c: missing `if row < m and col < n` before the "
+                          "store?"),
                    ctx)
     if not E._array_equal(ga.result(), a) or not E._array_equal(gb.result(), b):
-        O.fail("inputs_changed", "tiled_matmul changed its inputs a or b; only c should be "
-               "written.", ctx)
+        O.fail("inputs_changed", T("tiled_matmul changed its inputs a or b; only c should be "
+                                   "written."), ctx)
     return out.result()
 
 
 def _matmul_oob(recs: list, m: int, k: int, n: int) -> tuple[str, str]:
     r = recs[0]
-    axis_name = {("a", 0): "row (m)", ("a", 1): "column (k)", ("b", 0): "row (k)",
-                 ("b", 1): "column (n)", ("c", 0): "row (m)", ("c", 1): "column (n)"}
+    axis_name = {("a", 0): T("row (m)"), ("a", 1): T("column (k)"), ("b", 0): T("row (k)"),
+                 ("b", 1): T("column (n)"), ("c", 0): T("row (m)"), ("c", 1): T("column (n)")}
     where = axis_name.get((r.array, r.axis), f"axis {r.axis}")
-    verb = "wrote" if r.write else "read"
+    verb = O._verb(r.write)
     if r.array == "c":
         return ("out_of_bounds_write",
-                f"{O.thread_name(r.thread)} {verb} c[..] with {where} index {r.index} (size "
-                f"{r.size}, line {r.line}): missing bounds guard on the store, "
-                "`if row < m and col < n`?")
+                T("{thread_name} {verb} c[..] with {where} index {index} (size {size}, line "
+                  "{line}): missing bounds guard on the store, `if row < m and col < n`?",
+                  thread_name=O.thread_name(r.thread), verb=verb, where=where, index=r.index,
+                  size=r.size, line=r.line))
     return ("out_of_bounds_read",
-            f"{O.thread_name(r.thread)} {verb} {r.array} with {where} index {r.index} (size "
-            f"{r.size}, line {r.line}): missing bounds guard on the tile loads. Past an edge "
-            "of a or b (row >= m, column >= k, ...), store 0.0 in the tile instead of reading.")
+            T("{thread_name} {verb} {array} with {where} index {index} (size {size}, line "
+              "{line}): missing bounds guard on the tile loads. Past an edge of a or b (row >= "
+              "m, column >= k, ...), store 0.0 in the tile instead of reading.",
+              thread_name=O.thread_name(r.thread), verb=verb, array=r.array, where=where,
+              index=r.index, size=r.size, line=r.line))
 
 
 def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
@@ -155,53 +164,54 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
             if obs.live and obs.races and k > TILE and not _single_tile_races(kernel, gen, m, n):
                 O.no_divergent_barrier(obs, "tiled_matmul", ctx)
                 O.fail("missing_barrier",
-                       f"tiled_matmul races on shared memory when k spans several tiles: "
-                       f"{obs.race_words()}. Threads overwrite a tile while others still "
-                       "compute from it: add the second cuda.syncthreads(), after the loop "
-                       "over the tile and before the next loads.", ctx)
+                       T("tiled_matmul races on shared memory when k spans several tiles: "
+                         "{race_words}. Threads overwrite a tile while others still compute "
+                         "from it: add the second cuda.syncthreads(), after the loop over the "
+                         "tile and before the next loads.", race_words=obs.race_words()), ctx)
             _race_or_divergence(obs, "tiled_matmul", ctx,
-                                "Add cuda.syncthreads() after loading the tiles (before any "
-                                "thread computes from them), and a second one after using "
-                                "them (before the next loads overwrite them).")
+                                T("Add cuda.syncthreads() after loading the tiles (before any "
+                                  "thread computes from them), and a second one after using "
+                                  "them (before the next loads overwrite them)."))
         for got in runs:
             finite = got[~E._isnan(got)]
             if finite.size and E._abs(finite).max() > _BIG:
                 if obs.live and obs.unfilled:
                     O.fail("unfilled_tile", _unfilled_words(
-                        obs, "a slot past the edge of a or b must still be filled: load 0.0 "
-                             "there (sa[ty, tx] = a[row, col] if row < m and col < k else "
-                             "0.0)."), ctx)
-                O.fail("missing_barrier", _poison_hint("tiled_matmul") + ".", ctx)
+                        obs, T("a slot past the edge of a or b must still be filled: load 0.0 "
+                               "there (sa[ty, tx] = a[row, col] if row < m and col < k else "
+                               "0.0).")), ctx)
+                O.fail("missing_barrier", T("{poison_hint}.",
+                                            poison_hint=_poison_hint('tiled_matmul')), ctx)
         kt = k - k % TILE
         alternatives = {}
         if kt != k:
-            alternatives["the sum over the first whole tiles of k only (the last, partial "
-                         "tile is skipped: loop over math.ceil(k / TILE) tiles, with 0.0 "
-                         "loaded past the edge)"] = a[:, :kt] @ b[:kt, :]
+            alternatives[T("the sum over the first whole tiles of k only (the last, partial "
+                           "tile is skipped: loop over math.ceil(k / TILE) tiles, with 0.0 "
+                           "loaded past the edge)")] = a[:, :kt] @ b[:kt, :]
             if kt >= TILE:  # the partial tile's empty slots kept the previous tile's values
                 lo = kt - TILE + k % TILE
-                alternatives["a sum in which the last, partial tile's empty slots still "
-                             "hold the previous tile's values: past the edge of a and b, "
-                             "load 0.0 there"] = want + a[:, lo:kt] @ b[lo:kt, :]
+                alternatives[T("a sum in which the last, partial tile's empty slots still hold "
+                               "the previous tile's values: past the edge of a and b, load 0.0 "
+                               "there")] = want + a[:, lo:kt] @ b[lo:kt, :]
         tol = 1e-4 * k
         for got in runs:
             O.no_computed_nan(got, "c", ctx)
             try:
-                O.compare(got, want, name="c", formula="sum over k of a[row, k] * b[k, col]",
+                O.compare(got, want, name="c", formula=T("sum over k of a[row, k] * b[k, col]"),
                           rtol=1e-4, atol=tol, context=ctx, alternatives=alternatives)
             except E.CheckFailure:
                 if obs.live and obs.stale and kt != k:
                     O.fail("unfilled_tile",
-                           f"c is wrong and a slot of the last, partial tile kept a value "
-                           f"from the previous tile (read at line {obs.stale[0][3]}): past the "
-                           "edge of a and b, load 0.0 there instead of leaving the slot as "
-                           "it was.", ctx)
+                           T("c is wrong and a slot of the last, partial tile kept a value "
+                             "from the previous tile (read at line {stale}): past the edge of "
+                             "a and b, load 0.0 there instead of leaving the slot as it was.",
+                             stale=obs.stale[0][3]), ctx)
                 raise
         if len(runs) > 1 and not E._array_equal(runs[0], runs[1]):
             O.fail("missing_barrier",
-                   "tiled_matmul gave different results for the same input: a race. Are "
-                   "both cuda.syncthreads() there (after loading a tile, and after using "
-                   "it, before the next loads overwrite it)?", ctx)
+                   T("tiled_matmul gave different results for the same input: a race. Are both "
+                     "cuda.syncthreads() there (after loading a tile, and after using it, "
+                     "before the next loads overwrite it)?"), ctx)
     _check_reuse(kernel, gen)
     return cases
 
@@ -216,9 +226,10 @@ def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = 
     """
     cases = O.kernel_cases(_tiled_matmul_cases, kernel, "tiled_matmul", 3,
                            hidden=hidden, seed=seed)
-    return O.passed("tiled_matmul", f"{len(cases)} shapes with partial tiles",
-             "barriers reached by every thread, no shared-memory race",
-             "tiles reused from shared memory", hidden=hidden)
+    return O.passed("tiled_matmul", T("{n_cases} shapes with partial tiles",
+                                      n_cases=len(cases)),
+             T("barriers reached by every thread, no shared-memory race"),
+             T("tiles reused from shared memory"), hidden=hidden)
 
 
 def _single_tile_races(kernel: Any, gen: Any, m: int, n: int) -> bool:
@@ -248,8 +259,9 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
         except Exception:  # noqa: BLE001 - an unknown dispatcher: nothing to conclude
             return
         if smem == 0:
-            O.fail("no_tiles", "tiled_matmul declares no shared memory: stage TILE x TILE "
-                   "tiles of a and b in cuda.shared.array and compute from those.")
+            O.fail("no_tiles", T("tiled_matmul declares no shared memory: stage TILE x TILE "
+                                 "tiles of a and b in cuda.shared.array and compute from "
+                                 "those."))
         return
     m, k, n = 16, 48, 16
     a = E.random_array(gen, (m, k))
@@ -266,10 +278,11 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
     reads = max(obs.log("a").total_reads, obs.log("b").total_reads)
     if reads > naive / 4:
         O.fail("no_tiles",
-               f"tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
-               f"product, as often as a kernel without shared memory ({naive}); a tiled one "
-               f"reads each element about n / TILE times ({naive // TILE} reads). Load each "
-               "tile into cuda.shared.array once, then compute from shared memory.")
+               T("tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
+                 "product, as often as a kernel without shared memory ({naive}); a tiled one "
+                 "reads each element about n / TILE times ({naive_over_tile} reads). Load each "
+                 "tile into cuda.shared.array once, then compute from shared memory.",
+                 reads=reads, m=m, k=k, n=n, naive=naive, naive_over_tile=naive // TILE))
 
 
 # --- the block sum -------------------------------------------------------------------------
@@ -296,20 +309,19 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = No
                 O.launch(obs, kernel, blocks, TPB, obs.watch(gx.view, "x"),
                          obs.watch(out.view, "partial"), name="block_sum", context=ctx)
             _race_or_divergence(obs, "block_sum", ctx,
-                                "Put a cuda.syncthreads() after the loads and after every "
-                                "level of the tree, where every thread of the block reaches "
-                                "it (outside the `if t < s`).")
-            O.check_guards(out, "a write past partial: only thread 0 of each block writes "
-                                "partial[cuda.blockIdx.x]", ctx)
+                                T("Put a cuda.syncthreads() after the loads and after every "
+                                  "level of the tree, where every thread of the block reaches "
+                                  "it (outside the `if t < s`)."))
+            O.check_guards(out, T("a write past partial: only thread 0 of each block writes "
+                                  "partial[cuda.blockIdx.x]"), ctx)
             runs.append(out.result())
         for got in runs:
             _diagnose_sum(got, want, x, n, blocks, ctx, obs)
         _check_tree(obs, ctx)  # before comparing runs: atomics also change the float order
         if not E._array_equal(runs[0], runs[1]):
             O.fail("missing_barrier",
-                   "block_sum gave different results for the same input: a race. Is "
-                   "there a cuda.syncthreads() after the loads and after every level of "
-                   "the tree?", ctx)
+                   T("block_sum gave different results for the same input: a race. Is there a "
+                     "cuda.syncthreads() after the loads and after every level of the tree?"), ctx)
     return cases
 
 
@@ -324,8 +336,9 @@ def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     shuffles passes.
     """
     cases = O.kernel_cases(_block_sum_cases, kernel, "block_sum", 2, hidden=hidden, seed=seed)
-    return O.passed("block_sum", f"{len(cases)} lengths with a partial last block", "each run twice",
-             "a tree in shared memory", "barriers reached by every thread, no race",
+    return O.passed("block_sum", T("{n_cases} lengths with a partial last block",
+                                   n_cases=len(cases)), T("each run twice"),
+             T("a tree in shared memory"), T("barriers reached by every thread, no race"),
              hidden=hidden)
 
 
@@ -337,33 +350,37 @@ def _check_tree(obs: O.Observation, ctx: dict) -> None:
     if obs.atomics and max(obs.atomics.values()) > TPB // 32:
         block = max(obs.atomics, key=obs.atomics.get)
         O.fail("no_tree",
-               f"block {O._dims(block)} made {obs.atomics[block]} atomic additions: its "
-               "threads add into one place one after another (the hardware serializes "
-               "atomics on one address), which is not a tree. Store each element in shared "
-               "memory and halve the number of active threads at each level (threads t < s "
-               "add slot t + s into slot t), with cuda.syncthreads() between the levels.",
+               T("block {block} made {atomics} atomic additions: its threads add into one "
+                 "place one after another (the hardware serializes atomics on one address), "
+                 "which is not a tree. Store each element in shared memory and halve the "
+                 "number of active threads at each level (threads t < s add slot t + s into "
+                 "slot t), with cuda.syncthreads() between the levels.", block=O._dims(block),
+                 atomics=obs.atomics[block]),
                ctx)
     who, most = obs.log("x").busiest_reader()
     if most > 2:
         O.fail("no_tree",
-               f"{O.thread_name(who)} read {most} elements of x by itself: the block's sum is "
-               "made serially, not by a tree. Each thread loads its own element into shared "
-               "memory; then, for s = TPB // 2, TPB // 4, ..., 1, threads t < s add slot t + s "
-               "into slot t, with cuda.syncthreads() between the levels.", ctx)
+               T("{thread_name} read {most} elements of x by itself: the block's sum is made "
+                 "serially, not by a tree. Each thread loads its own element into shared "
+                 "memory; then, for s = TPB // 2, TPB // 4, ..., 1, threads t < s add slot t + "
+                 "s into slot t, with cuda.syncthreads() between the levels.",
+                 thread_name=O.thread_name(who), most=most), ctx)
     if not obs.shared_reads and not obs.shuffles:
         O.fail("no_tree",
-               "block_sum used neither shared memory nor warp shuffles: the exercise is a "
-               "tree in a cuda.shared.array of TPB slots, one per thread.", ctx)
+               T("block_sum used neither shared memory nor warp shuffles: the exercise is a "
+                 "tree in a cuda.shared.array of TPB slots, one per thread."), ctx)
     if obs.shared_reads:
         who = max(obs.shared_reads, key=obs.shared_reads.get)
         most = obs.shared_reads[who]
         if most > TREE_READS:
             O.fail("no_tree",
-                   f"{O.thread_name(who)} read {most} shared-memory slots by itself, while a "
-                   f"tree over {TPB} threads needs about {2 * int(math.log2(TPB))} per thread: "
-                   "one thread adds the block serially. Halve the number of active threads "
-                   "at each level instead: threads t < s add slot t + s into slot t, for s = "
-                   "TPB // 2 down to 1, with cuda.syncthreads() between the levels.", ctx)
+                   T("{thread_name} read {most} shared-memory slots by itself, while a tree "
+                     "over {tpb} threads needs about {v_2_times_log2} per thread: one thread "
+                     "adds the block serially. Halve the number of active threads at each "
+                     "level instead: threads t < s add slot t + s into slot t, for s = TPB // "
+                     "2 down to 1, with cuda.syncthreads() between the levels.",
+                     thread_name=O.thread_name(who), most=most, tpb=TPB,
+                     v_2_times_log2=2 * int(math.log2(TPB))), ctx)
 
 
 def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
@@ -372,31 +389,33 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
     if finite.size and E._abs(finite).max() > _BIG:
         if obs.live and obs.unfilled:
             O.fail("unfilled_tile", _unfilled_words(
-                obs, "threads past the end of x must store 0.0 in their slot "
-                     "(sh[t] = x[i] if i < n else 0.0)."), ctx)
-        O.fail("missing_barrier", _poison_hint("block_sum") + "; threads past the end of x "
-               "must store 0.0 in their slot.", ctx)
+                obs, T("threads past the end of x must store 0.0 in their slot (sh[t] = x[i] "
+                       "if i < n else 0.0).")), ctx)
+        O.fail("missing_barrier", T("{poison_hint}; threads past the end of x must store 0.0 "
+                                    "in their slot.",
+                                    poison_hint=_poison_hint('block_sum')), ctx)
     O.no_computed_nan(got, "partial", ctx)
     tol = 1e-4 * TPB
     ok = E._isclose(got, want, rtol=1e-4, atol=tol)
     if ok.all():
         return
     if E._isnan(got).any():
-        O.compare(got, want, name="partial", formula="the sum of each block's elements",
+        O.compare(got, want, name="partial", formula=T("the sum of each block's elements"),
                   rtol=1e-4, atol=tol, context=ctx)
     if blocks > 1 and E._isclose(got, want[0], rtol=1e-4, atol=tol).all():
         O.fail("only_first_block",
-               "every block returned the sum of the first block's elements: index x with "
-               "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), "
-               "not cuda.threadIdx.x alone.", ctx)
+               T("every block returned the sum of the first block's elements: index x with "
+                 "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), not "
+                 "cuda.threadIdx.x alone."), ctx)
     if ok[:-1].all() and n % TPB:
         O.fail("wrong_values",
-               f"only the last block, which holds the tail (x[{(blocks - 1) * TPB}:{n}]), is "
-               "wrong: threads past the end of x must add 0.0, and the elements before the "
-               "end must all be counted.", ctx)
+               T("only the last block, which holds the tail "
+                 "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
+                 "must add 0.0, and the elements before the end must all be counted.",
+                 blocks_minus_1_times_tpb=(blocks - 1) * TPB, n=n), ctx)
     halves = {
-        "the sum of each block's first half only": 0.5,
-        "the sum of each block's first quarter only": 0.25,
+        T("the sum of each block's first half only"): 0.5,
+        T("the sum of each block's first quarter only"): 0.25,
     }
     pad = E._full(blocks * TPB, 0.0, dtype=E._float64)
     pad[:n] = x
@@ -404,13 +423,13 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
     for label, frac in halves.items():
         if E._isclose(got, per[:, :int(TPB * frac)].sum(axis=1), rtol=1e-4, atol=tol).all():
             O.fail("wrong_formula",
-                   f"partial holds {label}: check the tree's stride. It starts at half the "
-                   "block (s = TPB // 2), halves each step (s //= 2) and stops after s = 1, "
-                   "with threads t < s adding slot t + s.", ctx)
+                   T("partial holds {label}: check the tree's stride. It starts at half the "
+                     "block (s = TPB // 2), halves each step (s //= 2) and stops after s = 1, "
+                     "with threads t < s adding slot t + s.", label=label), ctx)
     if E._isclose(got, per[:, 0], rtol=1e-4, atol=tol).all():
         O.fail("wrong_formula",
-               "partial holds just each block's first element: the tree never ran. Check its "
-               "loop (while s > 0: ...).", ctx)
+               T("partial holds just each block's first element: the tree never ran. Check its "
+                 "loop (while s > 0: ...)."), ctx)
     try:  # every block's sum the same multiple of the right one: a factor twice or missing
         D.factor(got, want, "partial", 1e-4, tol, None, "")
     except E.CheckFailure as exc:
@@ -418,6 +437,7 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
     bad = int(E._flatnonzero(~ok)[0])
     fmt = getattr(E, "fmt", repr)
     O.fail("wrong_values",
-           f"partial[{bad}] = {fmt(got[bad])}, expected {fmt(want[bad])} (the sum of block "
-           f"{bad}'s elements): check the tree's stride (threads t < s add slot t + s, s "
-           "halving from TPB // 2 to 1) and that every thread loads its own element.", ctx)
+           T("partial[{bad}] = {got}, expected {want} (the sum of block {bad}'s elements): "
+             "check the tree's stride (threads t < s add slot t + s, s halving from TPB // 2 "
+             "to 1) and that every thread loads its own element.", bad=bad, got=fmt(got[bad]),
+             want=fmt(want[bad])), ctx)

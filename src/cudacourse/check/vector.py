@@ -1,6 +1,7 @@
 """Checker for lesson 1's exercise: the vector-add kernel."""
 
 from __future__ import annotations
+from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
@@ -14,6 +15,7 @@ from typing import Any
 from . import _engine as E
 from . import _observe as O
 from ._cases import resolve
+from ..i18n import T
 
 
 def _vector_add_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
@@ -35,17 +37,17 @@ def _vector_add_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
             O.launch(obs, kernel, blocks, tpb, obs.watch(ga.view, "a"), obs.watch(gb.view, "b"),
                      obs.watch(out.view, "out"), name="vector_add", context=ctx)
         O.no_return_value(obs, "vector_add", "out[i]", ctx)
-        O.check_guards(out, "missing bounds guard (if i < n)?", ctx)
+        O.check_guards(out, T("missing bounds guard (if i < n)?"), ctx)
         got = out.result()
         O.no_computed_nan(got, "out", ctx)
         want = a.astype(E._float64) + b.astype(E._float64)
         O.compare(got, want, name="out", formula="a[i] + b[i]", block=tpb,
                   context=ctx, alternatives={"a[i] - b[i]": a - b, "a[i] * b[i]": a * b,
-                                             "a[i] (b ignored)": a, "b[i] (a ignored)": b,
+                                             T("a[i] (b ignored)"): a, T("b[i] (a ignored)"): b,
                                              "2 * a[i]": 2 * a})
         if not E._array_equal(ga.result(), a) or not E._array_equal(gb.result(), b):
-            O.fail("inputs_changed", "vector_add changed its inputs a or b; only out should "
-                   "be written.", ctx)
+            O.fail("inputs_changed", T("vector_add changed its inputs a or b; only out should "
+                                       "be written."), ctx)
         spreads.append((obs, n, blocks * tpb, ctx))
     for obs, n, threads, ctx in spreads:
         O.spread(obs, "out", n, threads, "vector_add", ctx)
@@ -63,6 +65,8 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
     (from the master's hidden test cell) runs its sizes and block sizes, for grading.
     """
     cases = O.kernel_cases(_vector_add_cases, kernel, "vector_add", 3, hidden=hidden, seed=seed)
-    return O.passed("vector_add", f"{len(cases)} sizes ({', '.join(str(n) for n, _ in cases)})",
-             f"{len({t for _, t in cases})} block sizes", "a spare block each",
-             "each element written once, by its own thread", hidden=hidden)
+    return O.passed("vector_add", T("{n_cases} sizes ({cases})", n_cases=len(cases),
+                                    cases=', '.join((str(n) for n, _ in cases))),
+             T("{n_cases} block sizes",
+               n_cases=len({t for _, t in cases})), T("a spare block each"),
+             T("each element written once, by its own thread"), hidden=hidden)

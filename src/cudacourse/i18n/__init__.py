@@ -56,7 +56,12 @@ def use(lang: str) -> str:
     global _chosen
     _chosen = normalize(lang)
     os.environ["CUDACOURSE_LANG"] = _chosen
+    for listener in LISTENERS:  # e.g. the plots' font (viz._words), set before a figure is made
+        listener(_chosen)
     return _chosen
+
+
+LISTENERS: list = []  # called with the language by use(); a module adds itself on import
 
 
 @lru_cache(maxsize=None)

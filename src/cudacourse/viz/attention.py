@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..attention import extra_memory_bytes
+from ._words import T
 
 GIB = 2**30
 
@@ -26,15 +27,17 @@ def plot_memory_model(seqs: Sequence[int], batch_heads: int = 16, head_dim: int 
     seqs = np.asarray(seqs)
     unf = [extra_memory_bytes(batch_heads, int(s), head_dim, "unfused") / GIB for s in seqs]
     fus = [extra_memory_bytes(batch_heads, int(s), head_dim, "fused") / GIB for s in seqs]
-    ax.loglog(seqs, unf, "o-", label="unfused: scores S x S per head + output")
-    ax.loglog(seqs, fus, "s-", label="fused: output only")
-    ax.axhline(0.25, color="grey", ls=":", label="0.25 GiB")
+    ax.loglog(seqs, unf, "o-", label=T("unfused: scores S x S per head + output"))
+    ax.loglog(seqs, fus, "s-", label=T("fused: output only"))
+    ax.axhline(0.25, color="grey", ls=":", label=T("0.25 GiB"))
     if device_gib:
-        ax.axhline(device_gib, color="red", ls="--", label=f"H200 memory ({device_gib:g} GiB)")
+        ax.axhline(device_gib, color="red", ls="--", label=T("H200 memory ({device_gib:g} GiB)",
+                                                             device_gib=device_gib))
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("sequence length S")
-    ax.set_ylabel("extra device memory (GiB)")
-    ax.set_title(f"{batch_heads} heads, head_dim {head_dim}, float32")
+    ax.set_xlabel(T("sequence length S"))
+    ax.set_ylabel(T("extra device memory (GiB)"))
+    ax.set_title(T("{batch_heads} heads, head_dim {head_dim}, float32", batch_heads=batch_heads,
+                   head_dim=head_dim))
     ax.legend(fontsize=8)
     return ax
 
@@ -46,8 +49,8 @@ def plot_timings(seqs: Sequence[int], times_ms: dict[str, Sequence[float]],
     for label, ms in times_ms.items():
         ax.loglog(seqs, ms, "o-", label=label)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("sequence length S")
-    ax.set_ylabel("time per call (ms)")
+    ax.set_xlabel(T("sequence length S"))
+    ax.set_ylabel(T("time per call (ms)"))
     if title:
         ax.set_title(title)
     ax.legend(fontsize=8)
@@ -61,15 +64,15 @@ def plot_online_softmax(scores: Sequence[float], ax: Any = None) -> Any:
     m = np.maximum.accumulate(s)
     l = np.array([np.exp(s[:i + 1] - m[i]).sum() for i in range(s.size)])
     steps = np.arange(1, s.size + 1)
-    ax.plot(steps, s, ".", color="grey", label="score s_j")
-    ax.step(steps, m, where="post", label="running max m")
+    ax.plot(steps, s, ".", color="grey", label=T("score s_j"))
+    ax.step(steps, m, where="post", label=T("running max m"))
     ax2 = ax.twinx()
-    ax2.plot(steps, l, "r-", label="running sum l (right axis)")
+    ax2.plot(steps, l, "r-", label=T("running sum l (right axis)"))
     grow = np.flatnonzero(np.diff(m) > 0) + 2
-    ax2.plot(grow, l[grow - 1], "rv", label="m grew: l rescaled by exp(m_old - m_new)")
-    ax.set_xlabel("scores seen")
-    ax.set_ylabel("score / max")
-    ax2.set_ylabel("l")
+    ax2.plot(grow, l[grow - 1], "rv", label=T("m grew: l rescaled by exp(m_old - m_new)"))
+    ax.set_xlabel(T("scores seen"))
+    ax.set_ylabel(T("score / max"))
+    ax2.set_ylabel(T("l"))
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower right")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from ._words import T
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
@@ -47,23 +48,23 @@ def roofline(report: dict[str, Any], ax: Any = None) -> Any:
     if bw:
         mem = bw * grid / 1e3  # GB/s x flop/B = Gflop/s -> TFLOP/s
         roof = np.minimum(mem, peak) if peak else mem
-        ax.plot(grid, roof, "k-", lw=2, label=f"roof: copy {bw:.0f} GB/s"
-                + (f", cuBLAS {peak:.1f} TFLOP/s" if peak else ""))
+        ax.plot(grid, roof, "k-", lw=2, label=T("roof: copy {bw:.0f} GB/s{t}", bw=bw,
+                                                t=T(', cuBLAS {peak:.1f} TFLOP/s', peak=peak) if peak else ''))
         if peak:
             ax.axvline(peak * 1e3 / bw, color="0.6", ls=":", lw=1)
-            ax.annotate("ridge", (peak * 1e3 / bw, peak), textcoords="offset points",
+            ax.annotate(T("ridge"), (peak * 1e3 / bw, peak), textcoords="offset points",
                         xytext=(4, -14), fontsize=8, color="0.4")
     elif peak:
-        ax.axhline(peak, color="k", lw=2, label=f"cuBLAS {peak:.1f} TFLOP/s")
+        ax.axhline(peak, color="k", lw=2, label=T("cuBLAS {peak:.1f} TFLOP/s", peak=peak))
     markers = "os^Dv<>pP*X"
     for k, (x, y, label) in enumerate(sorted(points)):
         ax.loglog(x, y, markers[k % len(markers)], ms=7, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (flop per compulsory byte)")
-    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_xlabel(T("arithmetic intensity (flop per compulsory byte)"))
+    ax.set_ylabel(T("achieved TFLOP/s"))
     gpu = report.get("environment", {}).get("gpu", "GPU")
-    ax.set_title(f"roofline, {gpu}, {str(report.get('date', ''))[:10]}")
+    ax.set_title(T("roofline, {gpu}, {get}", gpu=gpu, get=str(report.get('date', ''))[:10]))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6.5, loc="upper left")  # above the memory roof: nothing can be there
     return ax
@@ -77,11 +78,12 @@ def ratio_bars(report: dict[str, Any], ax: Any = None) -> Any:
     ax.barh(names, [vals[n] for n in names], color="tab:blue")
     ax.axvline(1.0, color="k", lw=1)
     for y, n in enumerate(names):
-        ax.annotate(f"{vals[n]:.2f}", (vals[n], y), xytext=(3, 0), textcoords="offset points",
+        ax.annotate(T("{vals:.2f}",
+                      vals=vals[n]), (vals[n], y), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=7)
-    ax.set_xlabel("ratio (achieved / ceiling measured in the same run)")
+    ax.set_xlabel(T("ratio (achieved / ceiling measured in the same run)"))
     ax.tick_params(axis="y", labelsize=7)
-    ax.set_title("share of the ceiling")
+    ax.set_title(T("share of the ceiling"))
     return ax
 
 

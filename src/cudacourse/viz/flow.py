@@ -8,9 +8,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..lbm import vorticity
+from ._words import T
 
 
-VORTICITY_LABEL = "vorticity du_y/dx - du_x/dy (1 / time step)\nred: counter-clockwise"
+VORTICITY_LABEL = T("vorticity du_y/dx - du_x/dy (1 / time step)\nred: counter-clockwise")
 
 
 def _solid_overlay(ax: Any, solid: np.ndarray) -> None:
@@ -30,7 +31,7 @@ def plot_heat(fields: Sequence[np.ndarray], titles: Sequence[str]):
         ax.set_title(t)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label="temperature")
+    fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label=T("temperature"))
     return fig
 
 
@@ -43,11 +44,11 @@ def plot_profile(u_sim: np.ndarray, u_ref: np.ndarray, title: str = ""):
     yy = np.linspace(0.5, len(u_ref) - 1.5, 200)
     n = len(u_ref)
     a = u_ref[1] / (0.5 * (n - 2.5))  # u_ref = a (y - 0.5)(n - 1.5 - y) at the nodes
-    ax.plot(a * (yy - 0.5) * (n - 1.5 - yy), yy, "k-", lw=1, label="analytic")
-    ax.plot(u_sim, y, "o", ms=5, label="lattice Boltzmann")
-    ax.set_xlabel("u_x")
-    ax.set_ylabel("y (lattice nodes)")
-    ax.set_title(title or "Poiseuille flow")
+    ax.plot(a * (yy - 0.5) * (n - 1.5 - yy), yy, "k-", lw=1, label=T("analytic"))
+    ax.plot(u_sim, y, "o", ms=5, label=T("lattice Boltzmann"))
+    ax.set_xlabel(T("u_x"))
+    ax.set_ylabel(T("y (lattice nodes)"))
+    ax.set_title(title or T("Poiseuille flow"))
     ax.legend()
     fig.tight_layout()
     return fig
@@ -70,7 +71,7 @@ def plot_vorticity(ux: np.ndarray, uy: np.ndarray, solid: np.ndarray, title: str
     im = ax.imshow(w, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim,
                    interpolation="bilinear")
     _solid_overlay(ax, solid)
-    ax.set_title(title or "vorticity")
+    ax.set_title(title or T("vorticity"))
     ax.set_xticks([])
     ax.set_yticks([])
     fig.colorbar(im, ax=ax, shrink=0.7, label=VORTICITY_LABEL)
@@ -98,25 +99,25 @@ def plot_speed_streamlines(ux: np.ndarray, uy: np.ndarray, solid: np.ndarray,
     _solid_overlay(ax, solid)
     ax.set_xlim(0, nx - 1)
     ax.set_ylim(0, ny - 1)
-    ax.set_title(title or "speed and streamlines")
+    ax.set_title(title or T("speed and streamlines"))
     ax.set_xticks([])
     ax.set_yticks([])
-    fig.colorbar(im, ax=ax, shrink=0.7, label="|u| (lattice units)")
+    fig.colorbar(im, ax=ax, shrink=0.7, label=T("|u| (lattice units)"))
     return fig
 
 
 def plot_forces(aoa: Sequence[float], lift: Sequence[float], drag: Sequence[float],
-                title: str = "", ylabel: str = "coefficient (force / (rho u^2 c / 2))"):
+                title: str = "", ylabel: str = T("coefficient (force / (rho u^2 c / 2))")):
     """Lift and drag (momentum exchange) against the angle of attack."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     ax.axhline(0, color="k", lw=0.6)
-    ax.plot(aoa, lift, "o-", label="lift $C_L$ (across the flow)")
-    ax.plot(aoa, drag, "s--", label="drag $C_D$ (along the flow)")
-    ax.set_xlabel("angle of attack (degrees)")
+    ax.plot(aoa, lift, "o-", label=T("lift $C_L$ (across the flow)"))
+    ax.plot(aoa, drag, "s--", label=T("drag $C_D$ (along the flow)"))
+    ax.set_xlabel(T("angle of attack (degrees)"))
     ax.set_ylabel(ylabel)
-    ax.set_title(title or "NACA 0012: lift grows with the angle")
+    ax.set_title(title or T("NACA 0012: lift grows with the angle"))
     ax.legend()
     fig.tight_layout()
     return fig
@@ -151,7 +152,8 @@ def animate(frames: Sequence[tuple[np.ndarray, np.ndarray]], solid: np.ndarray,
 
     def update(k: int):
         im.set_data(np.where(solid, 0.0, ws[k]))
-        title.set_text(f"vorticity, step {(k + 1) * every}")
+        title.set_text(T("vorticity, step {k_plus_1_times_every}",
+                         k_plus_1_times_every=(k + 1) * every))
         return (im, title)
 
     anim = animation.FuncAnimation(fig, update, frames=len(ws), interval=interval, blit=False)
@@ -173,14 +175,14 @@ def plot_bandwidth(rates: dict[str, float], copy: float, title: str = ""):
     names = list(rates)
     values = [rates[n] for n in names]
     ax.barh(names, values, color="#1a7f37")
-    ax.axvline(copy, color="k", ls="--", label=f"copy {copy:.3g} GB/s (same run)")
+    ax.axvline(copy, color="k", ls="--", label=T("copy {copy:.3g} GB/s (same run)", copy=copy))
     positive = [v for v in [*values, copy] if v > 0]
     if positive and max(positive) > 50 * min(positive):
         ax.set_xscale("log")
         ax.set_xlim(min(positive) / 3, max(positive) * 3)
-        ax.set_xlabel("GB/s (compulsory reads + writes), log scale")
+        ax.set_xlabel(T("GB/s (compulsory reads + writes), log scale"))
     else:
-        ax.set_xlabel("GB/s (compulsory reads + writes)")
+        ax.set_xlabel(T("GB/s (compulsory reads + writes)"))
     ax.set_title(title)
     ax.legend(loc="lower right")
     fig.tight_layout()

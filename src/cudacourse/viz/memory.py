@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+from ._words import T
 
 _COLOURS = {"H2D": "#4c72b0", "kernel": "#55a868", "D2H": "#c44e52"}
 
@@ -34,11 +35,14 @@ def plot_bandwidth(rows: Sequence[dict[str, float]], title: str = "", ax: Any = 
     sizes = [r["bytes"] for r in rows]
     # Distinct line styles and hollow markers: where the two lines coincide (small copies,
     # or the simulator, where both are NumPy copies) both stay visible.
+    words = {"pageable": T("pageable"), "pinned": T("pinned")}  # the rows' keys, in words
     for label, marker, style in (("pageable", "o", "-"), ("pinned", "s", "--")):
         ax.plot(sizes, [r[label] for r in rows], marker=marker, linestyle=style,
-                markerfacecolor="none", markersize=7 if label == "pinned" else 5, label=label)
+                markerfacecolor="none", markersize=7 if label == "pinned" else 5,
+                label=words[label])
     ax.set_xscale("log", base=2)
-    return _finish_log_plot(ax, "bytes per copy", "GB/s", title or "host-to-device copy bandwidth")
+    return _finish_log_plot(ax, T("bytes per copy"), "GB/s", title or T("host-to-device copy "
+                                                                     "bandwidth"))
 
 
 def plot_timeline(bars: Sequence[Any], title: str = "", unit: str = "ms",
@@ -53,14 +57,16 @@ def plot_timeline(bars: Sequence[Any], title: str = "", unit: str = "ms",
         if b.end - b.start > 0:
             ax.text((b.start + b.end) / 2, row[b.stream], str(b.chunk), ha="center",
                     va="center", fontsize=7, color="white")
-    ax.set_yticks(range(len(streams)), [f"stream {s}" for s in streams])
+    ax.set_yticks(range(len(streams)), [T("stream {s}", s=s) for s in streams])
     ax.invert_yaxis()
-    ax.set_xlabel(f"time ({unit})")
-    ax.set_title(title or "pipeline timeline (numbers: chunk)")
+    ax.set_xlabel(T("time ({unit})", unit=unit))
+    ax.set_title(title or T("pipeline timeline (numbers: chunk)"))
     from matplotlib.patches import Patch
 
     # Outside the axes, so that it never covers a bar.
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in _COLOURS.items()],
+    words = {"H2D": T("copy to the device"), "kernel": T("kernel"),
+             "D2H": T("copy to the host")}
+    ax.legend(handles=[Patch(color=c, label=words.get(k, k)) for k, c in _COLOURS.items()],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return ax
 
@@ -74,17 +80,18 @@ def plot_offload(model: dict[str, Any], title: str = "", ax: Any = None,
     """
     ax = _axes(ax, (6.5, 3.8))
     x = np.asarray(model["intensity"])
-    ax.loglog(x, model["cpu"], label="CPU")
-    ax.loglog(x, model["gpu"], label="GPU, copies included")
+    ax.loglog(x, model["cpu"], label=T("CPU"))
+    ax.loglog(x, model["gpu"], label=T("GPU, copies included"))
     if break_even is None:
         wins = np.flatnonzero(np.asarray(model["gpu"]) < np.asarray(model["cpu"]))
         break_even = float(x[wins[0]]) if wins.size else None
     if break_even is not None and np.isfinite(break_even):
         ax.axvline(break_even, color="grey", linestyle="--", linewidth=1)
-        ax.text(break_even, ax.get_ylim()[1], f" GPU wins above {break_even:.1f} FLOP/byte",
+        ax.text(break_even, ax.get_ylim()[1], T(" GPU wins above {break_even:.1f} FLOP/byte",
+                                                break_even=break_even),
                 va="top", fontsize=8)
-    return _finish_log_plot(ax, "arithmetic intensity (FLOP per byte moved)", "seconds",
-                            title or "when offloading pays")
+    return _finish_log_plot(ax, T("arithmetic intensity (FLOP per byte moved)"), T("seconds"),
+                            title or T("when offloading pays"))
 
 
 def plot_launch_costs(costs: dict[str, float], title: str = "", ax: Any = None) -> Any:
@@ -95,6 +102,6 @@ def plot_launch_costs(costs: dict[str, float], title: str = "", ax: Any = None) 
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlabel("microseconds per launch")
-    ax.set_title(title or "what one launch costs from Python")
+    ax.set_xlabel(T("microseconds per launch"))
+    ax.set_title(title or T("what one launch costs from Python"))
     return ax

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..indexing import ThreadMap
 from ..warps import WARP_SIZE, warp_layout_ref
+from ._words import T
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:
@@ -50,11 +51,13 @@ def plot_thread_map(tmap: ThreadMap, block: tuple[int, int], ax: Any = None,
         ax.axvline(c - 0.5, color="black", lw=1.2)
     for r in range(by, rows, by):
         ax.axhline(r - 0.5, color="black", lw=1.2)
-    ax.set_xlabel("column = x (cuda.grid(2)[0])")
-    ax.set_ylabel("row = y (cuda.grid(2)[1])")
-    what = "(threadIdx.x, threadIdx.y)" if label == "thread" else "warp inside its block"
-    ax.set_title(f"{rows}x{cols} array, blocks of {bx}x{by}: colour = block, "
-                 f"text = {what}" if small else f"{rows}x{cols} array, colour = block")
+    ax.set_xlabel(T("column = x (cuda.grid(2)[0])"))
+    ax.set_ylabel(T("row = y (cuda.grid(2)[1])"))
+    what = "(threadIdx.x, threadIdx.y)" if label == "thread" else T("warp inside its block")
+    ax.set_title(T("{rows}x{cols} array, blocks of {bx}x{by}: colour = block, text = {what}",
+                   rows=rows, cols=cols, bx=bx, by=by,
+                   what=what) if small else T("{rows}x{cols} array, colour = block",
+                                                  rows=rows, cols=cols))
     return ax
 
 
@@ -68,10 +71,10 @@ def plot_warps(block: tuple[int, int], ax: Any = None) -> Any:
     for y in range(by):
         for x in range(bx):
             ax.text(x, y, str(lane[y, x]), ha="center", va="center", fontsize=7)
-    ax.set_xlabel("threadIdx.x")
-    ax.set_ylabel("threadIdx.y")
-    ax.set_title(f"block {bx}x{by}: colour = warp ({WARP_SIZE} consecutive linear ids "
-                 "x + blockDim.x*y), text = lane")
+    ax.set_xlabel(T("threadIdx.x"))
+    ax.set_ylabel(T("threadIdx.y"))
+    ax.set_title(T("block {bx}x{by}: colour = warp ({warp_size} consecutive linear ids x + "
+                   "blockDim.x*y), text = lane", bx=bx, by=by, warp_size=WARP_SIZE))
     return ax
 
 
@@ -84,8 +87,8 @@ def plot_coverage(counts: dict[str, np.ndarray], ax: Any = None) -> Any:
     for k, (label, c) in enumerate(counts.items()):
         ax.step(np.arange(c.size), c + 0.08 * k, where="mid", label=label,
                 linestyle=styles[k % len(styles)], linewidth=1.6)
-    ax.set_xlabel("element index")
-    ax.set_ylabel("threads that handled it")
+    ax.set_xlabel(T("element index"))
+    ax.set_ylabel(T("threads that handled it"))
     ax.set_yticks([0, 1, 2])
     ax.set_ylim(-0.3, 2.3)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(counts), fontsize=8,
@@ -99,7 +102,7 @@ def plot_passes(passes: dict[str, np.ndarray], ax: Any = None) -> Any:
     labels = list(passes)
     means = [float(np.mean(p)) for p in passes.values()]
     ax.bar(labels, means, color=["#c0504d", "#4f81bd", "#9bbb59"][:len(labels)])
-    ax.set_ylabel("paths run per warp (mean)")
+    ax.set_ylabel(T("paths run per warp (mean)"))
     ax.set_ylim(0, 2.2)
     for k, m in enumerate(means):
         ax.text(k, m + 0.05, f"{m:.2f}", ha="center")
@@ -117,8 +120,8 @@ def plot_occupancy(curves: dict[str, Sequence[Any]], ax: Any = None) -> Any:
         ax.plot([o.threads_per_block for o in occ], [100 * o.occupancy for o in occ],
                 linestyle=style, marker=marker, markerfacecolor="none", markersize=4 + k,
                 label=label)
-    ax.set_xlabel("threads per block")
-    ax.set_ylabel("occupancy (% of 64 warps)")
+    ax.set_xlabel(T("threads per block"))
+    ax.set_ylabel(T("occupancy (% of 64 warps)"))
     ax.set_ylim(0, 105)
     ax.set_xticks([32, 128, 256, 384, 512, 640, 768, 896, 1024])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the data
@@ -133,7 +136,7 @@ def plot_block_sweep(rows: list[dict[str, float]], ax: Any = None) -> Any:
     ax.plot(sizes, [r["gb_per_s"] for r in rows], marker="o")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(s) for s in sizes])
-    ax.set_xlabel("threads per block")
-    ax.set_ylabel("GB/s (read + write)")
+    ax.set_xlabel(T("threads per block"))
+    ax.set_ylabel(T("GB/s (read + write)"))
     ax.grid(alpha=0.3)
     return ax

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from ._words import T
 
 BANKS = 32
 
@@ -23,7 +24,7 @@ def reads_per_element(n: int, tiles: Sequence[int]) -> dict[str, float]:
     """How many times each element of A is read from global memory in an n x n product."""
     out = {"naive": float(n)}
     for t in tiles:
-        out[f"{t}x{t} tiles"] = float(np.ceil(n / t))
+        out[T("{t}x{t} tiles", t=t)] = float(np.ceil(n / t))
     return out
 
 
@@ -35,8 +36,8 @@ def plot_reads(n: int = 4096, tiles: Sequence[int] = (16, 32, 64, 128)):
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.bar(list(data), list(data.values()), color=["#b35900"] + ["#1a7f37"] * len(tiles))
     ax.set_yscale("log")
-    ax.set_ylabel("reads of each element of A")
-    ax.set_title(f"{n} x {n} matmul: each tile is loaded once, reused by the block")
+    ax.set_ylabel(T("reads of each element of A"))
+    ax.set_title(T("{n} x {n} matmul: each tile is loaded once, reused by the block", n=n))
     for i, v in enumerate(data.values()):
         ax.text(i, v, f"{v:g}", ha="center", va="bottom")
     fig.tight_layout()
@@ -52,14 +53,15 @@ def plot_roofline(points: dict[str, tuple[float, float]], peak_tflops: float,
     fig, ax = plt.subplots(figsize=(6.5, 4))
     x = np.logspace(-1.5, 3, 200)
     ax.plot(x, np.minimum(peak_tflops, x * bandwidth_tbps), "k-", lw=1.5,
-            label=f"roof: {bandwidth_tbps:.2g} TB/s, {peak_tflops:.3g} TFLOP/s")
+            label=T("roof: {bandwidth_tbps:.2g} TB/s, {peak_tflops:.3g} TFLOP/s",
+                    bandwidth_tbps=bandwidth_tbps, peak_tflops=peak_tflops))
     for name, (ai, tf) in points.items():
-        ax.plot([ai], [tf], "o", ms=8, label=f"{name}: {tf:.3g} TFLOP/s")
+        ax.plot([ai], [tf], "o", ms=8, label=T("{name}: {tf:.3g} TFLOP/s", name=name, tf=tf))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of global traffic)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(title or "roofline")
+    ax.set_xlabel(T("arithmetic intensity (FLOP per byte of global traffic)"))
+    ax.set_ylabel(T("TFLOP/s"))
+    ax.set_title(title or T("roofline"))
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
@@ -82,12 +84,14 @@ def plot_banks(pads: Sequence[int] = (0, 1), tile: int = 32):
         ax.imshow(banks, cmap="twilight", interpolation="nearest")
         ax.add_patch(plt.Rectangle((-0.5, -0.5), 1, tile, fill=False, ec="red", lw=2))
         distinct = len(set(banks[:, 0]))
-        ax.set_title(f"pad {pad}: column 0 spans {distinct} bank(s)\n"
-                     f"({tile // distinct}-way conflict)" if distinct < tile else
-                     f"pad {pad}: column 0 spans {distinct} banks\n(no conflict)", fontsize=9)
-        ax.set_xlabel("column")
-        ax.set_ylabel("row")
-    fig.suptitle("bank of each element (colour); red: what one warp reads", fontsize=9)
+        ax.set_title(T("pad {pad}: column 0 spans {distinct} bank(s)\n"
+                       "({tile_over_distinct}-way conflict)", pad=pad, distinct=distinct,
+                       tile_over_distinct=tile // distinct) if distinct < tile else
+                     T("pad {pad}: column 0 spans {distinct} banks\n(no conflict)", pad=pad,
+                       distinct=distinct), fontsize=9)
+        ax.set_xlabel(T("column"))
+        ax.set_ylabel(T("row"))
+    fig.suptitle(T("bank of each element (colour); red: what one warp reads"), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -100,7 +104,8 @@ def plot_bandwidth(results: dict[str, float], ceiling: float, unit: str = "GB/s"
     fig, ax = plt.subplots(figsize=(6, 0.5 * len(results) + 1.2))
     names = list(results)
     ax.barh(names, [results[k] for k in names], color="#1f6feb")
-    ax.axvline(ceiling, color="k", ls="--", label=f"device copy {ceiling:.3g} {unit}")
+    ax.axvline(ceiling, color="k", ls="--", label=T("device copy {ceiling:.3g} {unit}",
+                                                    ceiling=ceiling, unit=unit))
     ax.set_xlabel(unit)
     ax.set_title(title)
     ax.legend(fontsize=8)
