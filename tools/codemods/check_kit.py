@@ -37,7 +37,7 @@ CHECK = ROOT / "src" / "cudacourse" / "check"
 ALIASES = {"_engine": "E", "_observe": "O"}
 FROM_MODULES = ("_cases", "_trace", "_replay")
 RENAMED = {("O", "passed"): "passes", ("O", "launch"): "launch_observed",
-           ("O", "_dims"): "dims"}
+           ("O", "_dims"): "dims", ("O", "_verb"): "verb"}
 OFAIL_PARAMS = ("cause", "message", "context", "hint")
 WIDTH = 99  # the longest line the packing makes
 

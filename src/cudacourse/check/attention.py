@@ -22,12 +22,11 @@ from typing import Any
 
 from numba import cuda  # safe: importing cudacourse.check ran cudacourse's device choice
 
-from . import _engine as E
-from . import _observe as O
-from ._cases import resolve
+from . import kit as K
+from .kit import resolve
 from ..i18n import T
 
-_np = E._np
+_np = K.np
 _exp = _np.exp
 _maximum = _np.maximum
 _matmul = _np.matmul
@@ -59,14 +58,14 @@ def _launch_caught(kernel: Any, grid: Any, block: Any, *args: Any, name: str,
     """
     try:
         if obs is not None:
-            O.launch(obs, kernel, grid, block, *args, name=name)
+            K.launch_observed(obs, kernel, grid, block, *args, name=name)
         else:
-            E.launch(kernel, grid, block, *args, name=name)
-    except E.CheckFailure as exc:
+            K.launch(kernel, grid, block, *args, name=name)
+    except K.CheckFailure as exc:
         text = str(exc)
         if "OverflowError" in text or "math range error" in text or (
                 extreme and "ZeroDivisionError" in text):
-            O.fail("overflow", T("{name}: {overflow}", name=name, overflow=_OVERFLOW))
+            K.fail(T("{name}: {overflow}", name=name, overflow=_OVERFLOW), cause="overflow")
         raise
 
 
@@ -103,11 +102,11 @@ def _stream_kernel(update: Any) -> Any:
 
 
 def _step_cases(gen: Any, n: int) -> dict[str, Any]:
-    m = E.random_array(gen, n)
-    l = E.random_array(gen, n, low=0.5, high=20.0)
-    acc = E.random_array(gen, n)
-    s = E.random_array(gen, n)
-    v = E.random_array(gen, n)
+    m = K.random_array(gen, n)
+    l = K.random_array(gen, n, low=0.5, high=20.0)
+    acc = K.random_array(gen, n)
+    s = K.random_array(gen, n)
+    v = K.random_array(gen, n)
     m[:4] = -_inf  # a fresh row: nothing seen yet
     l[:4] = 0.0
     acc[:4] = 0.0
@@ -120,21 +119,21 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
     Expected: m' = max(m, s); alpha = exp(m - m'); p = exp(s - m');
     l' = l * alpha + p; acc' = acc * alpha + p * v. The state (-inf, 0, 0) starts a row.
     """
-    E.require_device_function(update, "online_update", 5)
+    K.require_device_function(update, "online_update", 5)
     # one case: (n single steps, rows, cols of the whole-row run); hidden: the master's cell
     cases, seed = resolve(hidden, [(203, 5, 40)], seed, name="check_online_update")
     (n, rows, cols), = cases[:1]
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     c = _step_cases(gen, n)
-    f32 = E._float32
-    dev = {k: E.to_device_guarded(v, k) for k, v in c.items()}
-    outs = {k: E.Guarded.make(n, f32, k + "_new") for k in ("m", "l", "acc")}
+    f32 = K.float32
+    dev = {k: K.to_device_guarded(v, k) for k, v in c.items()}
+    outs = {k: K.Guarded.make(n, f32, k + "_new") for k in ("m", "l", "acc")}
     tpb = 64
     _launch_caught(_step_kernel(update), (n + tpb - 1) // tpb, tpb,
                    *(dev[k].view for k in ("m", "l", "acc", "s", "v")),
                    *(outs[k].view for k in ("m", "l", "acc")), name="online_update")
     got = {k: o.result() for k, o in outs.items()}
-    m, l, acc, s, v = (c[k].astype(E._float64) for k in ("m", "l", "acc", "s", "v"))
+    m, l, acc, s, v = (c[k].astype(K.float64) for k in ("m", "l", "acc", "s", "v"))
     with _errstate(invalid="ignore", over="ignore"):
         m_new = _maximum(m, s)
         alpha = _exp(m - m_new)
@@ -142,11 +141,11 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
         l_new = l * alpha + p
         acc_new = acc * alpha + p * v
         ctx = T("{n} random states; the first 4 start a row (m=-inf, l=0, acc=0)", n=n)
-        E.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
+        K.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
                   computed=True, inputs=c,
                   alternatives={"min(m, s)": _minimum(m, s), T("s (the old max is lost)"): s,
                                 T("m (never updated)"): m})
-        E.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
+        K.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
                   context=ctx, computed=True, inputs=c, alternatives={
                       T("l + exp(s - m_new): the running sum is not rescaled when the maximum "
                         "grows; multiply it by exp(m - m_new)"): l + p,
@@ -157,7 +156,7 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                       T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
                         "old maximum m (infinite when a row starts, m = -inf); subtract the "
                         "new one, exp(s - m_new)"): l * alpha + _exp(s - m)})
-        E.compare(got["acc"], acc_new, name="acc_new",
+        K.compare(got["acc"], acc_new, name="acc_new",
                   formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
                   computed=True, inputs=c,
                   alternatives={
@@ -173,23 +172,24 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                         "un-normalised here and divide by l once, at the end"):
                           (acc * alpha * l + p * v) / l_new})
     # a whole row at a time, with scores far beyond exp's range: only a stable update survives
-    x = E.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
-    vals = E.random_array(gen, (rows, cols))
-    out = E.Guarded.make(rows, f32, "out")
-    _launch_caught(_stream_kernel(update), 1, 32, E.to_device_guarded(x, "x").view,
-                   E.to_device_guarded(vals, "v").view, out.view, name="online_update",
+    x = K.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
+    vals = K.random_array(gen, (rows, cols))
+    out = K.Guarded.make(rows, f32, "out")
+    _launch_caught(_stream_kernel(update), 1, 32, K.to_device_guarded(x, "x").view,
+                   K.to_device_guarded(vals, "v").view, out.view, name="online_update",
                    extreme=True)
     res = out.result()
     if not _isfinite(res).all():
-        O.fail("overflow", T("online_update: {overflow}",
-                             overflow=_OVERFLOW), {"scores": "up to +-3000"})
-    xs = x.astype(E._float64)
+        K.fail(T("online_update: {overflow}",
+                             overflow=_OVERFLOW), cause="overflow",
+               context={"scores": "up to +-3000"})
+    xs = x.astype(K.float64)
     w = _exp(xs - xs.max(axis=1, keepdims=True))
     want = (w * vals).sum(axis=1) / w.sum(axis=1)
-    E.compare(res, want, name=T("acc / l after a row"), rtol=1e-4, atol=1e-4,
+    K.compare(res, want, name=T("acc / l after a row"), rtol=1e-4, atol=1e-4,
               formula=T("the softmax-weighted average of v"),
               context=T("scores up to +-3000, streamed one at a time"))
-    return O.passed("online_update", T("{n} single steps (4 of them starting a row)", n=n),
+    return K.passes("online_update", T("{n} single steps (4 of them starting a row)", n=n),
              T("{rows} rows of {cols} scores up to +-3000 streamed one at a time", rows=rows,
                cols=cols),
              hidden=hidden)
@@ -241,20 +241,20 @@ def _emulate(q: Any, k: Any, v: Any, scale: float, causal: bool, bug: str,
 
 
 def _empty_like(a: Any) -> Any:
-    return E._empty(a.shape, dtype=E._float64)
+    return K.empty(a.shape, dtype=K.float64)
 
 
 def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
               extreme: bool = False, obs: Any = None) -> Any:
     bh, n, d = q.shape
-    out = O.output((bh, n, d), "out")
-    ins = [E.to_device_guarded(a, nm) for a, nm in ((q, "q"), (k, "k"), (v, "v"))]
+    out = K.output((bh, n, d), "out")
+    ins = [K.to_device_guarded(a, nm) for a, nm in ((q, "q"), (k, "k"), (v, "v"))]
     grid = ((n + ROWS_TILE - 1) // ROWS_TILE, bh)
-    w = obs if obs is not None else O.Observation(False)
+    w = obs if obs is not None else K.Observation(False)
     views = [w.watch(g.view, nm) for g, nm in zip(ins, ("q", "k", "v"))]
     _launch_caught(kernel, grid, ROWS_TILE, *views, w.watch(out.view, "out"),
-                   E._float32(scale), bool(causal), name="flash_rows", extreme=extreme, obs=w)
-    O.check_guards(out, T("missing `if row < seq` guard before writing out?"))
+                   K.float32(scale), bool(causal), name="flash_rows", extreme=extreme, obs=w)
+    K.check_guards(out, T("missing `if row < seq` guard before writing out?"))
     return out.result()
 
 
@@ -263,29 +263,29 @@ def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
     key's row of k and v once (into the tile), not once per query row."""
     if not obs.live:
         return
-    O.no_return_value(obs, "flash_rows", "out", ctx)
-    O.no_divergent_barrier(obs, "flash_rows", ctx)
+    K.no_return_value(obs, "flash_rows", "out", ctx)
+    K.no_divergent_barrier(obs, "flash_rows", ctx)
     if obs.races:
-        O.fail("missing_barrier", T("flash_rows races on shared memory: {race_words}. Wait "
+        K.fail(T("flash_rows races on shared memory: {race_words}. Wait "
                                     "with cuda.syncthreads() after loading a tile (before "
                                     "reading it) and after using it (before the next loads "
-                                    "overwrite it).", race_words=obs.race_words()), ctx)
+                                    "overwrite it).", race_words=obs.race_words()),
+               cause="missing_barrier", context=ctx)
     tiled = -(-n // ROWS_TILE) * bh * n * d  # element reads of k (or v) by a tiled kernel
     for name in ("k", "v"):
         reads = obs.log(name).total_reads
         if reads > 3 * tiled:
-            O.fail("no_tiles",
-                   T("flash_rows read elements of {name} {reads} times for seq={n}, "
+            K.fail(T("flash_rows read elements of {name} {reads} times for seq={n}, "
                      "head_dim={d}, {bh} head(s): each query row reads every key from global "
                      "memory. A tiled kernel reads each element once per block of {rows_tile} "
                      "rows ({tiled} reads): load the tile into the shared arrays with all "
                      "threads of the block, cuda.syncthreads(), then read {name}_tile[jj, c] "
                      "in the loop instead of {name}[bh, j, c].", name=name, reads=reads, n=n,
-                     d=d, bh=bh, rows_tile=ROWS_TILE, tiled=tiled), ctx)
+                     d=d, bh=bh, rows_tile=ROWS_TILE, tiled=tiled), cause="no_tiles", context=ctx)
 
 
 def _qkv(gen: Any, bh: int, n: int, d: int, mag: float = 1.0) -> list:
-    return [(E.random_array(gen, (bh, n, d), low=-1.0, high=1.0) * mag).astype(E._float32)
+    return [(K.random_array(gen, (bh, n, d), low=-1.0, high=1.0) * mag).astype(K.float32)
             for _ in range(3)]
 
 
@@ -295,21 +295,21 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
     # hidden case's shape. Hidden cases: the master's hidden test cell.
     cases, seed = resolve(hidden, [(1, 37, 16, False), (2, 37, 16, True), (1, 16, 16, True)],
                           seed, name="check_flash_rows")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for case, (bh, n, d, causal) in enumerate(cases):
         q, k, v = _qkv(gen, bh, n, d)
         # The scale is an argument: from the second case on it is not 1/sqrt(d), so a
         # kernel that computes its own 1/sqrt(d) (or ignores scale) is seen.
         scale = 1.0 / _sqrt(d) if case == 0 else float(_f32(gen.uniform(0.6, 1.6) / _sqrt(d)))
-        with O.observing() as obs:
+        with K.observing() as obs:
             got = _run_rows(kernel, q, k, v, causal, scale, obs=obs)
-        q64, k64, v64 = (a.astype(E._float64) for a in (q, k, v))
+        q64, k64, v64 = (a.astype(K.float64) for a in (q, k, v))
         s = _scores(q64, k64, scale)
         want = _softmax_av(_masked(s, causal), v64)
         ctx = f"batch_heads={bh}, seq={n}, head_dim={d}, causal={causal}, scale={scale:.4g}"
         _check_tiles(obs, bh, n, d, {"batch_heads": bh, "seq": n, "head_dim": d,
                                      "causal": causal})
-        if E._isclose(got, want, rtol=1e-4, atol=1e-5).all():
+        if K.isclose(got, want, rtol=1e-4, atol=1e-5).all():
             continue
         alts = {
             T("the attention without the 1/sqrt(d) scale: multiply each score by scale"):
@@ -345,27 +345,27 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
             alts[T("keys j <= row + 1: the causal mask is off by one (keep j <= row)")] = \
                 _softmax_av(_masked(s, True, 1), v64)
         for label, alt in alts.items():
-            if E._isclose(got, alt, rtol=1e-4, atol=1e-5).all():
-                O.fail("wrong_formula", T("out holds {label}.", label=label), ctx)
+            if K.isclose(got, alt, rtol=1e-4, atol=1e-5).all():
+                K.fail(T("out holds {label}.", label=label), cause="wrong_formula", context=ctx)
         if causal and n > 1:  # row 0 then sees no key at all: 0 / 0
             excl = _softmax_av(_masked(s, True, -1), v64)
-            if E._isclose(got[:, 1:], excl[:, 1:], rtol=1e-4, atol=1e-5).all():
-                O.fail("causal_mask_off_by_one",
-                       T("out holds keys j < row only: the causal mask is off by one and drops "
-                         "the diagonal (keep j <= row); row 0 then has no key at all."), ctx)
+            if K.isclose(got[:, 1:], excl[:, 1:], rtol=1e-4, atol=1e-5).all():
+                K.fail(T("out holds keys j < row only: the causal mask is off by one and drops "
+                         "the diagonal (keep j <= row); row 0 then has no key at all."),
+                       cause="causal_mask_off_by_one", context=ctx)
         if not causal and n % ROWS_TILE:
             # right when seq is a multiple of the tile? then keys past the end leak in
             n2 = n - n % ROWS_TILE
             got2 = _run_rows(kernel, q[:, :n2].copy(), k[:, :n2].copy(), v[:, :n2].copy(),
                              False, scale)
             want2 = _softmax_av(s[:, :n2, :n2], v64[:, :n2])
-            if E._isclose(got2, want2, rtol=1e-4, atol=1e-5).all():
-                O.fail("stale_tile_keys",
-                       T("out is right when seq is a multiple of {rows_tile} but wrong for "
+            if K.isclose(got2, want2, rtol=1e-4, atol=1e-5).all():
+                K.fail(T("out is right when seq is a multiple of {rows_tile} but wrong for "
                          "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
-                         "stale data).", rows_tile=ROWS_TILE, n=n), ctx)
-        O.no_computed_nan(got, "out", ctx)
-        O.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
+                         "stale data).", rows_tile=ROWS_TILE, n=n), cause="stale_tile_keys",
+                       context=ctx)
+        K.no_computed_nan(got, "out", ctx)
+        K.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)
     # scores far beyond exp's range: the running maximum keeps every exponent <= 0
     bh, n, d = (1, 20, 16) if not hidden else tuple(cases[0][:3])
@@ -374,16 +374,17 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
     scale = 1.0 / _sqrt(d)
     got = _run_rows(kernel, q, k, v, True, scale, extreme=True)
     if not _isfinite(got).all():
-        O.fail("overflow", T("flash_rows: {overflow}",
-                             overflow=_OVERFLOW), {"scores": "magnitude ~1000"})
-    q64, k64, v64 = (a.astype(E._float64) for a in (q, k, v))
+        K.fail(T("flash_rows: {overflow}",
+                             overflow=_OVERFLOW), cause="overflow",
+               context={"scores": "magnitude ~1000"})
+    q64, k64, v64 = (a.astype(K.float64) for a in (q, k, v))
     s64 = _scores(q64, k64, scale)
     want = _softmax_av(_masked(s64, True), v64)
     # float32 scores this large carry an absolute error of about |s| * 2^-23 per rounding, and
     # exp turns it into that relative error of every weight: a right kernel is off by ~1e-3
     # here, while the mistakes this case exists for (no running maximum) give inf or NaN.
-    tol = max(1e-4, 16 * 1.1920929e-07 * float(E._abs(s64).max()))
-    E.compare(got, want, name="out", rtol=tol, atol=tol, formula="softmax(q k^T * scale) v",
+    tol = max(1e-4, 16 * 1.1920929e-07 * float(K.abs(s64).max()))
+    K.compare(got, want, name="out", rtol=tol, atol=tol, formula="softmax(q k^T * scale) v",
               context=T("scores of magnitude ~1000, seq={n}, causal", n=n))
     return cases
 
@@ -398,8 +399,8 @@ def check_flash_rows(kernel: Any, *, hidden: bool = False, seed: int | None = No
     with barriers every thread reaches and no race. ``hidden=Cases(seed, sizes)`` uses the
     master's shapes.
     """
-    cases = O.kernel_cases(_flash_rows_cases, kernel, "flash_rows", 6, hidden=hidden, seed=seed)
-    return O.passed("flash_rows", T("{n_cases} shapes (causal and not, partial last tiles)",
+    cases = K.kernel_cases(_flash_rows_cases, kernel, "flash_rows", 6, hidden=hidden, seed=seed)
+    return K.passes("flash_rows", T("{n_cases} shapes (causal and not, partial last tiles)",
                                     n_cases=len(cases)),
              T("scales other than 1/sqrt(d)"), T("scores of magnitude ~1000"),
              T("k and v read through the shared tiles"), hidden=hidden)

@@ -86,6 +86,7 @@ output = _observe.output
 poison = _observe.poison
 poisoned = _observe.poisoned
 thread_name = _observe.thread_name
+verb = _observe._verb  # 'wrote' / 'read', in the learner's language
 dims = _observe._dims
 sim_part = _replay.sim_part
 tracing = _trace.tracing

@@ -26,11 +26,8 @@ import math
 from typing import Any
 
 from . import _diagnose as D
-from . import _engine as E
-from . import _observe as O
-from ._cases import resolve
-from ._replay import sim_part
-from ._trace import memory_range, same_memory, tracing
+from . import kit as K
+from .kit import memory_range, resolve, same_memory, sim_part, tracing
 from ..i18n import T
 from .tiling import poisoned_shared
 from .. import lbm as _lbm
@@ -40,7 +37,7 @@ from ..i18n import T
 TX, TY = 16, 8  # the stencil exercise's block (= tile) shape
 LBM_BLOCK = (16, 4)  # the LBM exercise's block shape
 _BIG = 1.0e20
-_np = E._np  # the module; the functions this file calls most are captured below at import
+_np = K.np  # the module; the functions this file calls most are captured below at import
 _heat_ref = _stencil.heat_step_ref
 _Stepper = _lbm.ReferenceStepper
 _equilibrium = _lbm.equilibrium
@@ -54,13 +51,13 @@ _uint8 = _np.uint8
 
 def _heat_case(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> Any:
     ny, nx = u.shape
-    gu = E.to_device_guarded(u, "u")
-    out = E.Guarded.make((ny, nx), E._float32, "out")
+    gu = K.to_device_guarded(u, "u")
+    out = K.Guarded.make((ny, nx), K.float32, "out")
     grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
-    E.launch(kernel, grid, (TX, TY), gu.view, out.view, E._float32(alpha), name="heat_step")
+    K.launch(kernel, grid, (TX, TY), gu.view, out.view, K.float32(alpha), name="heat_step")
     out.check_guards(T("a write outside out: guard the store with `if y < ny and x < nx`"))
-    if not E._array_equal(gu.result(), u):
-        E.fail(T("heat_step wrote into its input u: an in-place update races its neighbours "
+    if not K.array_equal(gu.result(), u):
+        K.fail(T("heat_step wrote into its input u: an in-place update races its neighbours "
                  "(another block may still be loading the old value as its halo). Read only u, "
                  "write the new values to out; the time loop swaps the two [{ctx}].", ctx=ctx),
                cause="inputs_changed")
@@ -80,7 +77,7 @@ def _tile_masks(ny: int, nx: int) -> tuple[Any, Any, Any]:
 def _heat_centre_alternatives(u: Any, alpha: float) -> dict:
     """The step with the centre value c taken from a neighbour (the thread's own cell one
     off in the tile), neighbours right: label -> result."""
-    u = u.astype(E._float64)
+    u = u.astype(K.float64)
     out = {}
     n, s_, w, e = u[:-2, 1:-1], u[2:, 1:-1], u[1:-1, :-2], u[1:-1, 2:]
     diag = u[:-2, :-2] + u[:-2, 2:] + u[2:, :-2] + u[2:, 2:]
@@ -94,14 +91,14 @@ def _heat_centre_alternatives(u: Any, alpha: float) -> dict:
 
 def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                    alpha: float | None = None, grid: tuple | None = None) -> None:
-    scale = float(E._abs(u).max())
-    ok = E._isclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+    scale = float(K.abs(u).max())
+    ok = K.isclose(got, want, rtol=1e-5, atol=1e-5 * scale)
     if ok.all():
         return
-    if grid is not None and E._isnan(got).any():
-        D.swapped_coverage(E._isnan(got), grid, (TX, TY), "out", f" [{ctx}]")
-    if E._isnan(got).any():
-        E.compare(got, want, name="out", formula=T("the 9-point heat step"), rtol=1e-5,
+    if grid is not None and K.isnan(got).any():
+        D.swapped_coverage(K.isnan(got), grid, (TX, TY), "out", f" [{ctx}]")
+    if K.isnan(got).any():
+        K.compare(got, want, name="out", formula=T("the 9-point heat step"), rtol=1e-5,
                   atol=1e-5 * scale, context=ctx)
     bad = ~ok
     boundary, edge, corner = _tile_masks(*u.shape)
@@ -122,12 +119,12 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x (TX + "
                "2) cells, before the barrier"))):
         if not (bad & ~where).any():
-            E.fail(T("{why} [{ctx}].", why=why, ctx=ctx), cause=cause)
+            K.fail(T("{why} [{ctx}].", why=why, ctx=ctx), cause=cause)
     if alpha is not None:
         tol = dict(rtol=1e-5, atol=1e-5 * scale)
         for words, alt in _heat_centre_alternatives(u, alpha).items():
-            if E._isclose(got, alt, **tol).all():
-                E.fail(T("out holds the heat step with the centre value u[y, x] taken from "
+            if K.isclose(got, alt, **tol).all():
+                K.fail(T("out holds the heat step with the centre value u[y, x] taken from "
                          "{where}: the thread's own cell in the tile is one off. With a "
                          "one-cell halo the tile is shifted by one on both axes, so the "
                          "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "
@@ -137,16 +134,16 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
         # missing (alpha, the 1/6 of the 9-point weights)
         D.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
                  {"alpha": alpha, "1/6": 1.0 / 6.0}, f" [{ctx}]")
-    finite = got[~E._isnan(got)]
-    if finite.size and E._abs(finite).max() > _BIG:
+    finite = got[~K.isnan(got)]
+    if finite.size and K.abs(finite).max() > _BIG:
         if rerun is not None:
             rerun()  # the simulator watches the tile: which of the two it is, in words
-        E.fail(T("heat_step used shared memory that no thread had written yet, in the middle "
+        K.fail(T("heat_step used shared memory that no thread had written yet, in the middle "
                  "of tiles too: either cells of the (TY + 2) x (TX + 2) tile are never loaded "
                  "(does the load cover all of them, halo included?), or a cuda.syncthreads() "
                  "is missing between loading the tile and computing from it [{ctx}].", ctx=ctx),
                cause="missing_barrier")
-    E.compare(got, want, name="out", formula=T("u + alpha * (4 (N + S + E + W) + (NE + NW + SE "
+    K.compare(got, want, name="out", formula=T("u + alpha * (4 (N + S + E + W) + (NE + NW + SE "
                                                "+ SW) - 20 u) / 6 inside, u on the boundary"), rtol=1e-5,
               atol=1e-5 * scale, context=ctx, tile=(TY, TX))
 
@@ -155,35 +152,35 @@ def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     """Check ``kernel(u, out, alpha)``: one 9-point heat step from shared-memory tiles with
     a halo, blocks of (TX, TY) threads, grid (ceil(nx / TX), ceil(ny / TY)), x along
     columns; shapes are not tile multiples; boundary cells keep their values."""
-    E.require_kernel(kernel, "heat_step", 3)
+    K.require_kernel(kernel, "heat_step", 3)
     # (ny, nx, spare blocks); the hidden ones come from the master's hidden test cell
     # wide and tall (19 x 9: an axis mistake shows), neither axis a tile multiple but one
     cases, seed = resolve(hidden, [(21, 37, 0), (16, 32, 1), (19, 9, 0)], seed,
                           name="check_heat_step")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     with poisoned_shared():  # in the simulator; on a GPU the technique part below does it
         for ny, nx, spare in cases:
             _heat_run(kernel, gen, ny, nx, spare)
     _heat_technique(kernel, seed=int(gen.integers(2**31)), hidden=hidden)
-    return E.passes("heat_step", T("{n_cases} grids that are not tile multiples",
+    return K.passes("heat_step", T("{n_cases} grids that are not tile multiples",
                                    n_cases=len(cases)),
                     T("tile edges, corners and walls right"), T("each run twice"), hidden=hidden)
 
 
 def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
-    u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
+    u = K.random_array(gen, (ny, nx), low=0.0, high=4.0)
     alpha = float(gen.uniform(0.1, 0.3))
     ctx = T("u {ny}x{nx}, alpha {alpha:.3f}, blocks of {tx}x{ty}", ny=ny, nx=nx, alpha=alpha,
             tx=TX, ty=TY)
-    want = _heat_ref(u.astype(E._float64), alpha)
+    want = _heat_ref(u.astype(K.float64), alpha)
     runs = [_heat_case(kernel, u, alpha, spare, ctx) for _ in range(2)]
     grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
     for got in runs:
         _diagnose_heat(got, want, u, ctx,
                        rerun=lambda: _unloaded_or_race(kernel, u, alpha, spare, ctx),
                        alpha=alpha, grid=grid)
-    if not E._array_equal(runs[0], runs[1]):
-        E.fail(T("heat_step gave different results for the same input: a race. Is there a "
+    if not K.array_equal(runs[0], runs[1]):
+        K.fail(T("heat_step gave different results for the same input: a race. Is there a "
                  "cuda.syncthreads() between loading the tile and computing from it? [{ctx}]",
                  ctx=ctx), cause="missing_barrier")
 
@@ -192,26 +189,26 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
     """Simulator: the case again with shared memory observed, to tell a tile never fully
     loaded (slots read that no thread of the block ever stored) from a missing barrier
     (slots read before the barrier that orders their store). Returns on a GPU."""
-    with O.observing() as obs:
+    with K.observing() as obs:
         if not obs.live:
             return
         ny, nx = u.shape
-        gu = E.to_device_guarded(u, "u")
-        out = E.Guarded.make((ny, nx), E._float32, "out")
+        gu = K.to_device_guarded(u, "u")
+        out = K.Guarded.make((ny, nx), K.float32, "out")
         grid = (math.ceil(nx / TX) + spare, math.ceil(ny / TY))
-        E.launch(kernel, grid, (TX, TY), gu.view, out.view, E._float32(alpha),
+        K.launch(kernel, grid, (TX, TY), gu.view, out.view, K.float32(alpha),
                  name="heat_step")
     if obs.races:
-        E.fail(T("heat_step races on its shared tile: {race_words}. Put a cuda.syncthreads() "
+        K.fail(T("heat_step races on its shared tile: {race_words}. Put a cuda.syncthreads() "
                  "between loading the tile and computing from it [{ctx}].",
                  race_words=obs.race_words(), ctx=ctx), cause="missing_barrier")
     if obs.fill:
         f = max(obs.fill, key=lambda f: f.total - f.stored)
         arr, idx, who, line = obs.unfilled[0] if obs.unfilled else ("", (), None, 0)
         first = (T(" (the first: {thread_name} read slot [{map}], line {line})",
-                   thread_name=O.thread_name(who), map=', '.join(map(str, idx)),
+                   thread_name=K.thread_name(who), map=', '.join(map(str, idx)),
                    line=line) if who is not None else "")
-        E.fail(T("heat_step reads cells of its shared tile that no thread ever loaded: "
+        K.fail(T("heat_step reads cells of its shared tile that no thread ever loaded: "
                  "{words}{first}. The tile with its halo has (TY + 2) x (TX + 2) = "
                  "{ty_plus_2_times_tx_plus_2} cells for {tx_times_ty} threads, so some threads "
                  "must load more than one: loop over the tile's cells strided by the block's "
@@ -225,19 +222,19 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
 def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = False) -> None:
     """Simulator-only (re-run in a simulator on a GPU): one grid with poisoned shared memory
     (a missing barrier or an unloaded halo cell shows), and the count of reads of u."""
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     with poisoned_shared():
         # hidden: the first of the master's hidden grids
         first = resolve(hidden, [(13, 21, 0)], None, name="check_heat_step")[0][0]
         _heat_run(kernel, gen, *first)
     ny, nx = 2 * TY, 2 * TX
-    u = E.random_array(gen, (ny, nx))
-    cu, count = E.counting_array(u)
-    out = E.Guarded.make((ny, nx), E._float32, "out")
-    E.launch(kernel, (2, 2), (TX, TY), cu, out.view, E._float32(0.2), name="heat_step")
+    u = K.random_array(gen, (ny, nx))
+    cu, count = K.counting_array(u)
+    out = K.Guarded.make((ny, nx), K.float32, "out")
+    K.launch(kernel, (2, 2), (TX, TY), cu, out.view, K.float32(0.2), name="heat_step")
     per_cell = count.n / (ny * nx)
     if per_cell > 3.0:
-        E.fail(T("heat_step read u {n} times for {ny_times_nx} cells ({per_cell:.1f} reads per "
+        K.fail(T("heat_step read u {n} times for {ny_times_nx} cells ({per_cell:.1f} reads per "
                  "cell), like a kernel without shared memory (9 per cell); a tiled one reads "
                  "each value about {tx_plus_2_times_ty_plus_2_over_t:.2f} times. Load tile + "
                  "halo into cuda.shared.array once, then compute from shared memory.",
@@ -254,70 +251,70 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
     holds the result (one of the two, still on the device)."""
     from numba import cuda
 
-    E.require_function(diffuse, "diffuse", 4)
+    K.require_function(diffuse, "diffuse", 4)
     # (ny, nx, steps); the hidden ones come from the master's hidden test cell
     # wide and tall, neither axis a multiple of the block's (16 x 8): a grid with its axes
     # swapped misses cells in both (a near-square case needs the same grid either way)
     cases, seed = resolve(hidden, [(9, 37, 1), (29, 11, 2), (12, 19, 5)], seed,
                           name="check_diffuse")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for ny, nx, steps in cases:
-        u = E.random_array(gen, (ny, nx), low=0.0, high=4.0)
+        u = K.random_array(gen, (ny, nx), low=0.0, high=4.0)
         alpha = float(gen.uniform(0.1, 0.3))
         ctx = T("u {ny}x{nx}, {steps} steps, alpha {alpha:.3f}", ny=ny, nx=nx, steps=steps,
                 alpha=alpha)
         du = cuda.to_device(u)
-        dt = cuda.to_device(E._full((ny, nx), E._np.nan, E._float32))
+        dt = cuda.to_device(K.full((ny, nx), K.np.nan, K.float32))
         with tracing() as trace:  # every host step diffuse takes, at one seam
             try:
                 res = diffuse(du, dt, steps, alpha)
-            except E.CheckFailure:
+            except K.CheckFailure:
                 raise
             except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
-                E.fail(T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
+                K.fail(T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
                          type_exc_name=type(exc).__name__, exc=exc, ctx=ctx),
                        cause="host_function_raised")
         if res is None:
-            E.fail(T("diffuse returned None: return the device array that holds the last "
+            K.fail(T("diffuse returned None: return the device array that holds the last "
                      "step's result [{ctx}].", ctx=ctx), cause="not_device_array")
-        if isinstance(res, E._ndarray):
-            E.fail(T("diffuse returned a NumPy array: keep the data on the device and return "
+        if isinstance(res, K.ndarray):
+            K.fail(T("diffuse returned a NumPy array: keep the data on the device and return "
                      "the device buffer written last (copying back is the caller's job) "
                      "[{ctx}].", ctx=ctx),
                    cause="not_device_array")
         if res is not du and res is not dt:
-            E.fail(T("diffuse returned a new array: swap the two buffers it was given (d_u, "
+            K.fail(T("diffuse returned a new array: swap the two buffers it was given (d_u, "
                      "d_tmp) after each step instead of allocating or copying, so the data "
                      "stays where it is [{ctx}].", ctx=ctx), cause="buffers_reallocated")
         _diffuse_steps(trace, steps, ctx)
         _diffuse_buffers(trace, res, ctx)
         got = res.copy_to_host()
-        refs = [u.astype(E._float64)]
+        refs = [u.astype(K.float64)]
         for _ in range(steps + 1):
             refs.append(_heat_ref(refs[-1], alpha))
-        tol = 1e-5 * float(E._abs(u).max())
+        tol = 1e-5 * float(K.abs(u).max())
 
         def same(k: int) -> bool:
-            return bool(E._isclose(got, refs[k], rtol=1e-5, atol=tol).all())
+            return bool(K.isclose(got, refs[k], rtol=1e-5, atol=tol).all())
 
         if same(steps):
             continue
         if steps > 1 and same(1):
-            E.fail(T("diffuse's result is one step from u, whatever the number of steps: the "
+            K.fail(T("diffuse's result is one step from u, whatever the number of steps: the "
                      "buffers are not swapped, so every step reads the same input. After each "
                      "launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].", ctx=ctx),
                    cause="buffers_not_swapped")
         if same(steps - 1) or same(steps + 1):
             n_got = steps - 1 if same(steps - 1) else steps + 1
-            E.fail(T("diffuse returned the state after {n_got} steps, not {steps}: after the "
+            K.fail(T("diffuse returned the state after {n_got} steps, not {steps}: after the "
                      "last swap the newest values are in the buffer now called d_u (the one "
                      "the next step would read); return that, and launch exactly `steps` times "
                      "[{ctx}].", n_got=n_got, steps=steps, ctx=ctx), cause="wrong_buffer")
         _diffuse_grid(trace, ny, nx, ctx)
-        E.compare(got, refs[steps], name=T("the result"), formula=T("{steps} heat steps from u",
+        K.compare(got, refs[steps], name=T("the result"), formula=T("{steps} heat steps from u",
                                                                  steps=steps),
                   rtol=1e-5, atol=tol, context=ctx)
-    return E.passes("diffuse", T("buffers swapped on the device"), T("the right buffer returned"),
+    return K.passes("diffuse", T("buffers swapped on the device"), T("the right buffer returned"),
                     hidden=hidden)
 
 
@@ -325,7 +322,7 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
     """What diffuse asked of the GPU: launches only, one per step, on the two buffers."""
     for op in trace.of("launch"):  # from the record of buffers, never from the values
         if op.aliased():  # a race leaves them right or wrong depending on the device
-            E.fail(T("diffuse: operation #{index} ({what}) passes the same buffer as the "
+            K.fail(T("diffuse: operation #{index} ({what}) passes the same buffer as the "
                      "step's input and output (aliasing): threads then read neighbours that "
                      "other threads have already overwritten, in an order nobody controls, "
                      "so the result depends on the device. Pass d_u as the input and d_tmp "
@@ -334,7 +331,7 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
                    cause="same_buffer_in_out", context={"case": ctx})
     copies = trace.device_copies()
     if copies:
-        E.fail(T("diffuse copied one device buffer into the other {k} time(s) for {steps} "
+        K.fail(T("diffuse copied one device buffer into the other {k} time(s) for {steps} "
                  "steps (the first: operation #{index}, {what}) instead of swapping them. "
                  "A device-to-device copy moves every byte of the field again, as much "
                  "memory traffic as the heat step itself; swapping the two names costs "
@@ -350,7 +347,7 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
                   n_moved=len(moved)) if moved else
                 T("{n_implicit} launches with a NumPy array, which Numba copies to the device "
                   "and back each time", n_implicit=len(implicit)))
-        E.fail(T("diffuse made {what} for {steps} steps (the first: operation #{index_plus_1}, "
+        K.fail(T("diffuse made {what} for {steps} steps (the first: operation #{index_plus_1}, "
                  "{what_2}): the field crossed the PCIe bus instead of staying on the device. "
                  "Launch heat_step on the two device arrays and swap them; no copy_to_host, no "
                  "cuda.to_device inside diffuse [{ctx}].", what=what, steps=steps,
@@ -358,13 +355,13 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
                cause="copies_in_loop")
     allocs = [a for a in trace.allocs if a.space == "dev"]
     if allocs:
-        E.fail(T("diffuse allocated {n_allocs} device array(s) ({kind}) for {steps} steps: the "
+        K.fail(T("diffuse allocated {n_allocs} device array(s) ({kind}) for {steps} steps: the "
                  "two buffers it was given are all it needs; swap them after each step instead "
                  "of allocating [{ctx}].", n_allocs=len(allocs), kind=allocs[0].kind,
                  steps=steps, ctx=ctx), cause="buffers_reallocated")
     launches = trace.of("launch")
     if len(launches) != steps:
-        E.fail(T("diffuse launched {n_launches} kernel(s) for steps={steps}: one launch of "
+        K.fail(T("diffuse launched {n_launches} kernel(s) for steps={steps}: one launch of "
                  "heat_step per step [{ctx}].", n_launches=len(launches), steps=steps,
                  ctx=ctx), cause="launch_count")
 
@@ -376,7 +373,7 @@ def _diffuse_buffers(trace: Any, res: Any, ctx: str) -> None:
     io = launches[-1].io() if launches else None
     rng = memory_range(res)
     if io and same_memory(rng, io[0]) and not same_memory(rng, io[1]):
-        E.fail(T("diffuse returned the buffer the last step read (a stale buffer: operation "
+        K.fail(T("diffuse returned the buffer the last step read (a stale buffer: operation "
                  "#{index} wrote the other one): after the last swap the newest values are "
                  "in the buffer now called d_u (the one the next step would read): return "
                  "that", index=launches[-1].index + 1),
@@ -393,7 +390,7 @@ def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
         if cx >= nx and cy >= ny:
             continue
         swapped = g[0] * b[1] >= ny and g[1] * b[0] >= nx
-        E.fail(T("diffuse launched {what} (operation #{index}): its threads cover {cx} "
+        K.fail(T("diffuse launched {what} (operation #{index}): its threads cover {cx} "
                  "columns and {cy} rows of a {ny} x {nx} field, so cells are never updated. "
                  "{why}", what=op.what, index=op.index + 1, cx=cx, cy=cy, ny=ny, nx=nx,
                  why=T("The grid's axes are swapped: x (columns) comes first, grid = "
@@ -420,11 +417,11 @@ def _lbm_inputs(ny: int, nx: int, gen: Any, walls: bool = True
                 ) -> tuple[Any, Any, float, float]:
     solid = _lbm_geometry(ny, nx, gen, walls)
     f = _lbm.init_f(solid, (float(gen.uniform(0.02, 0.08)), float(gen.uniform(-0.02, 0.02))),
-                    dtype=E._float64)
+                    dtype=K.float64)
     f = f * (1.0 + 0.15 * gen.uniform(-1.0, 1.0, f.shape))  # every population different
     omega = float(gen.uniform(1.1, 1.7))
     fx = float(gen.uniform(2e-3, 5e-3))
-    return f.astype(E._float32), solid, omega, fx
+    return f.astype(K.float32), solid, omega, fx
 
 
 def _near_solid(solid: Any) -> Any:
@@ -438,39 +435,39 @@ def _near_solid(solid: Any) -> Any:
 def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: int,
               ctx: str) -> Any:
     q, ny, nx = f.shape
-    gf = E.to_device_guarded(f, "f_in")
-    out = E.Guarded.make(f.shape, E._float32, "f_out")
+    gf = K.to_device_guarded(f, "f_in")
+    out = K.Guarded.make(f.shape, K.float32, "f_out")
     from numba import cuda
 
     gs = cuda.to_device(solid.astype(_uint8))
     bx, by = LBM_BLOCK
     grid = (math.ceil(nx / bx) + spare, math.ceil(ny / by))
     try:
-        E.launch(kernel, grid, LBM_BLOCK, gf.view, out.view, gs, E._float32(omega),
-                 E._float32(fx), name="lbm_step")
-    except E.CheckFailure as exc:
-        edge = O.off_by_one_index(exc) if exc.cause == "out_of_bounds_read" else None
+        K.launch(kernel, grid, LBM_BLOCK, gf.view, out.view, gs, K.float32(omega),
+                 K.float32(fx), name="lbm_step")
+    except K.CheckFailure as exc:
+        edge = K.off_by_one_index(exc) if exc.cause == "out_of_bounds_read" else None
         if edge is None:
             raise
         # index n on an axis of size n: a neighbour one step past the lattice's last
         # row or column, which on a periodic lattice is the first one
         if ny != nx and edge[1] in (ny, nx):  # the axis, from the size it overran
             y_axis = edge[1] == ny
-            E.fail(T("lbm_step read a neighbour outside the lattice (index {index} on an axis "
+            K.fail(T("lbm_step read a neighbour outside the lattice (index {index} on an axis "
                      "of size {size}): the lattice is periodic in {axis} too, so the upstream "
                      "neighbour of the last {line} is {line} 0. Wrap that coordinate: {fix}",
                      index=edge[0], size=edge[1], axis="y" if y_axis else "x",
                      line=T("row") if y_axis else T("column"),
                      fix="ys = (y - CY[i]) % ny" if y_axis else "xs = (x - CX[i]) % nx"),
                    cause="periodic_wrap", context={"case": ctx})
-        E.fail(T("lbm_step read a neighbour outside the lattice (index {edge} on an axis of "
+        K.fail(T("lbm_step read a neighbour outside the lattice (index {edge} on an axis of "
                  "size {edge_2}): the lattice is periodic, so the upstream neighbour of the "
                  "last column is column 0 (and of the last row, row 0). Wrap the neighbour's "
                  "coordinates: xs = (x - CX[i]) % nx, ys = (y - CY[i]) % ny [{ctx}].",
                  edge=edge[0], edge_2=edge[1], ctx=ctx), cause="periodic_wrap")
     out.check_guards(T("a write outside f_out: guard with `if x < nx and y < ny`"))
-    if not E._array_equal(gf.result(), f):
-        E.fail(T("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
+    if not K.array_equal(gf.result(), f):
+        K.fail(T("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
                  "the array others are still reading is a race (push instead of pull). Pull: "
                  "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
                  "node [{ctx}].", ctx=ctx), cause="push_race")
@@ -483,31 +480,31 @@ def _lbm_reads_output(kernel: Any, f: Any, solid: Any, omega: float, fx: float, 
     (pulls from the output, not yet written) is named. Returns on a GPU, or if it does not."""
     from numba import cuda
 
-    with O.observing() as obs:
+    with K.observing() as obs:
         if not obs.live:
             return
-        gf = E.to_device_guarded(f, "f_in")
-        out = E.Guarded.make(f.shape, E._float32, "f_out")
+        gf = K.to_device_guarded(f, "f_in")
+        out = K.Guarded.make(f.shape, K.float32, "f_out")
         gs = cuda.to_device(solid.astype(_uint8))
         bx, by = LBM_BLOCK
         grid = (math.ceil(f.shape[2] / bx) + spare, math.ceil(f.shape[1] / by))
-        E.launch(kernel, grid, LBM_BLOCK, obs.watch(gf.view, "f_in"),
-                 obs.watch(out.view, "f_out"), gs, E._float32(omega), E._float32(fx),
+        K.launch(kernel, grid, LBM_BLOCK, obs.watch(gf.view, "f_in"),
+                 obs.watch(out.view, "f_out"), gs, K.float32(omega), K.float32(fx),
                  name="lbm_step")
     log = obs.arrays["f_out"]
     if log.total_reads:
         who, n = log.busiest_reader()
-        E.fail(T("lbm_step reads f_out ({total_reads} reads; {thread_name} made {n}), the "
+        K.fail(T("lbm_step reads f_out ({total_reads} reads; {thread_name} made {n}), the "
                  "array it is writing: f_out holds nothing yet (here NaN), so the populations "
                  "pulled from it are garbage. Pull from f_in: g_i = f_in[i, y - CY[i], x - "
                  "CX[i]], and only write f_out [{ctx}].", total_reads=log.total_reads,
-                 thread_name=O.thread_name(who), n=n, ctx=ctx),
+                 thread_name=K.thread_name(who), n=n, ctx=ctx),
                cause="pulled_from_output")
 
 
 def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]:
     st = _Stepper(solid, omega, (fx, 0.0))
-    f64 = f.astype(E._float64)
+    f64 = f.astype(K.float64)
     streamed = st.stream(f64)  # collide() works in place: hand it copies below
     local_rho = f64.sum(axis=0)
     lux = (f64[1] + f64[5] + f64[8] - f64[3] - f64[6] - f64[7]) / local_rho
@@ -544,59 +541,59 @@ def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]
 
 def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: str,
                   rerun: Any = None, grid: tuple | None = None) -> None:
-    want = _Stepper(solid, omega, (fx, 0.0)).step(f.astype(E._float64))
+    want = _Stepper(solid, omega, (fx, 0.0)).step(f.astype(K.float64))
     tol = dict(rtol=2e-5, atol=2e-6)
-    ok = E._isclose(got, want, **tol)
+    ok = K.isclose(got, want, **tol)
     if ok.all():
         return
     fluid = ~solid
     node_bad = ~ok.all(axis=0)
     if not (node_bad & fluid).any():
-        E.fail(T("only the solid nodes are wrong: a solid node must copy its 9 populations "
+        K.fail(T("only the solid nodes are wrong: a solid node must copy its 9 populations "
                  "from f_in to f_out unchanged (and do nothing else) [{ctx}].", ctx=ctx),
                cause="solid_not_copied")
-    if E._isnan(got[:, fluid]).any():
+    if K.isnan(got[:, fluid]).any():
         if grid is not None:
-            D.swapped_coverage(E._isnan(got).any(axis=0), grid, LBM_BLOCK, "f_out",
+            D.swapped_coverage(K.isnan(got).any(axis=0), grid, LBM_BLOCK, "f_out",
                                f" [{ctx}]")
         if rerun is not None:
             rerun()  # the simulator watches f_in and f_out: did it read the output?
-        E.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
+        K.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
                   formula=T("one pull-stream-collide step"), context=ctx, **tol)
     for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
-        if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
-            E.fail(T("f_out holds {label} [{ctx}].", label=label, ctx=ctx), cause=cause)
+        if K.isclose(got[:, fluid], alt[:, fluid], **tol).all():
+            K.fail(T("f_out holds {label} [{ctx}].", label=label, ctx=ctx), cause=cause)
     for label, cause, alt in _table_alternatives(f, solid, omega, fx):
-        if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
-            E.fail(label, cause=cause, context={"case": ctx})
+        if K.isclose(got[:, fluid], alt[:, fluid], **tol).all():
+            K.fail(label, cause=cause, context={"case": ctx})
     _periodic_footprint(node_bad & fluid, solid, ctx)
-    mass_in = float(f.astype(E._float64)[:, fluid].sum())
-    mass_out = float(got.astype(E._float64)[:, fluid].sum())
+    mass_in = float(f.astype(K.float64)[:, fluid].sum())
+    mass_out = float(got.astype(K.float64)[:, fluid].sum())
     lost = abs(mass_out - mass_in) > 1e-5 * mass_in
     near = _near_solid(solid)
     if not (node_bad & fluid & ~near).any():
         _diagnose_bounce(got, f, solid, omega, fx, tol, ctx)
         if lost:
-            E.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
+            K.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
                      "before the step and {mass_out:.6f} after), and only nodes next to a wall "
                      "or the obstacle are wrong: a population is lost (or counted twice) at "
                      "bounce-back. When the upstream node x - c_i is solid, f_i must become "
                      "f_in[OPP[i], y, x], the population that left towards the wall, reversed "
                      "[{ctx}].", mass_in=mass_in, mass_out=mass_out,
                      ctx=ctx), cause="lost_population")
-        E.fail(T("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
+        K.fail(T("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
                  "bounce-back takes the wrong opposite direction. When x - c_i is solid, f_i = "
                  "f_in[OPP[i], y, x] with c[OPP[i]] = -c[i] (both components reversed, not a "
                  "mirror image) [{ctx}].", ctx=ctx), cause="wrong_opposite")
     if lost:
-        E.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
+        K.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
                  "before the step and {mass_out:.6f} after): a population is lost, or counted "
                  "twice. Each of the 9 must be pulled (from x - c_i, wrapping around the "
                  "periodic edges) or bounced back, and collision must keep rho [{ctx}].",
                  mass_in=mass_in, mass_out=mass_out, ctx=ctx),
                cause="mass_not_conserved")
     _momentum_by_axis(got, want, fluid, ctx)
-    E.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
+    K.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
               formula=T("f_i + omega (feq_i - f_i) + 3 w_i c_i,x fx of the pulled populations"),
               context=ctx, **tol)
 
@@ -614,7 +611,7 @@ def _periodic_footprint(bad: Any, solid: Any, ctx: str) -> None:
         if bad.any() and not (bad & ~band).any():
             last = T("columns") if axis == "x" else T("rows")
             n = nx if axis == "x" else ny
-            E.fail(T("only the first and last {lines} are wrong: the lattice is periodic in "
+            K.fail(T("only the first and last {lines} are wrong: the lattice is periodic in "
                      "{axis}, so the upstream neighbour of {axis} = 0 is {axis} = {last} and "
                      "that of {axis} = {last} is 0 (use ({axis} - C{AXIS}[i]) % n{axis})",
                      lines=last, axis=axis, AXIS=axis.upper(), last=n - 1),
@@ -624,9 +621,9 @@ def _periodic_footprint(bad: Any, solid: Any, ctx: str) -> None:
 def _momentum_by_axis(got: Any, want: Any, fluid: Any, ctx: str) -> None:
     """Mass is right: compare the fluid's momentum along each axis with the reference's,
     so that a term on the wrong axis is named by its axis."""
-    g, w = got.astype(E._float64), want.astype(E._float64)
-    cx = _np.asarray(_lbm.CX, dtype=E._float64).reshape(9, 1, 1)
-    cy = _np.asarray(_lbm.CY, dtype=E._float64).reshape(9, 1, 1)
+    g, w = got.astype(K.float64), want.astype(K.float64)
+    cx = _np.asarray(_lbm.CX, dtype=K.float64).reshape(9, 1, 1)
+    cy = _np.asarray(_lbm.CY, dtype=K.float64).reshape(9, 1, 1)
     mass = float(w[:, fluid].sum())
     tol = 1e-5 * mass
     off = {a: (float((c * g)[:, fluid].sum()), float((c * w)[:, fluid].sum()))
@@ -635,26 +632,26 @@ def _momentum_by_axis(got: Any, want: Any, fluid: Any, ctx: str) -> None:
     if len(wrong) == 1:
         a = wrong[0]
         other = "y" if a == "x" else "x"
-        E.fail(T("mass and the momentum along {other} are right, but the momentum along {a} "
+        K.fail(T("mass and the momentum along {other} are right, but the momentum along {a} "
                  "is not (the fluid's total {got}, the reference's {want}): a term acts on "
                  "the wrong axis or with the wrong sign. Check the terms with C{A}[i]: the "
                  "pull from {a} - C{A}[i], u{a} = sum(C{A}[i] g_i) / rho, c.u and the force "
                  "(3 W[i] CX[i] fx acts along x only)", other=other, a=a, A=a.upper(),
-                 got=E.fmt(off[a][0]), want=E.fmt(off[a][1])),
+                 got=K.fmt(off[a][0]), want=K.fmt(off[a][1])),
                cause="wrong_axis", context={"case": ctx})
 
 
 def _table_alternatives(f: Any, solid: Any, omega: float, fx: float) -> list:
     """Steps with a table taken by the wrong direction set: the weights of the axis
     directions (1/9) and of the diagonals (1/36) exchanged, or the force along y."""
-    f64 = f.astype(E._float64)
+    f64 = f.astype(K.float64)
     streamed = _Stepper(solid, omega, (fx, 0.0)).stream(f64)
     rho = streamed.sum(axis=0)
-    cx = _np.asarray(_lbm.CX, dtype=E._float64).reshape(9, 1, 1)
-    cy = _np.asarray(_lbm.CY, dtype=E._float64).reshape(9, 1, 1)
+    cx = _np.asarray(_lbm.CX, dtype=K.float64).reshape(9, 1, 1)
+    cy = _np.asarray(_lbm.CY, dtype=K.float64).reshape(9, 1, 1)
     ux = (cx * streamed).sum(axis=0) / rho
     uy = (cy * streamed).sum(axis=0) / rho
-    w = _np.asarray(_lbm.W, dtype=E._float64).reshape(9, 1, 1)
+    w = _np.asarray(_lbm.W, dtype=K.float64).reshape(9, 1, 1)
     w_bad = _np.concatenate([w[:1], w[5:], w[1:5]])
     cu = cx * ux + cy * uy
     shape = 1 + 3 * cu + 4.5 * cu * cu - 1.5 * (ux * ux + uy * uy)
@@ -690,9 +687,9 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
     import itertools
 
     fluid = ~solid
-    f64 = f.astype(E._float64)
-    if E._isclose(got[:, fluid], _bounced(f64, solid, omega, fx, None)[:, fluid], **tol).all():
-        E.fail(T("a population is lost at the walls: where the upstream node x - c_i is solid, "
+    f64 = f.astype(K.float64)
+    if K.isclose(got[:, fluid], _bounced(f64, solid, omega, fx, None)[:, fluid], **tol).all():
+        K.fail(T("a population is lost at the walls: where the upstream node x - c_i is solid, "
                  "f_i came out as 0 (the population was dropped), and mass leaks away. Bounce "
                  "it back: f_i = f_in[OPP[i], y, x], the population that left towards the wall "
                  "[{ctx}].", ctx=ctx), cause="lost_population")
@@ -706,11 +703,11 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
             for i, j in zip(group, perm):
                 opp[i] = j
             alt = _bounced(f64, solid, omega, fx, opp)
-            if E._isclose(got[:, fluid], alt[:, fluid], **tol).all():
+            if K.isclose(got[:, fluid], alt[:, fluid], **tol).all():
                 wrong = [i for i in group if opp[i] != right[i]]
                 i = wrong[0]
                 c = (int(_lbm.CX[i]), int(_lbm.CY[i]))
-                E.fail(T("bounce-back takes the wrong opposite direction for i = {map}: for "
+                K.fail(T("bounce-back takes the wrong opposite direction for i = {map}: for "
                          "c_{i} = {c} your kernel bounces back population {opp}, but the "
                          "reversed direction -c_{i} is population {right}. Check OPP: "
                          "c[OPP[i]] = -c[i], both components reversed [{ctx}].",
@@ -722,10 +719,10 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
     """Check ``kernel(f_in, f_out, solid, omega, fx)``: one fused D2Q9 step per node (pull
     with bounce-back, BGK collision with a body force fx), periodic in x and y, solid nodes
     copied; blocks of LBM_BLOCK threads, x along columns; against the NumPy reference."""
-    E.require_kernel(kernel, "lbm_step", 5)
+    K.require_kernel(kernel, "lbm_step", 5)
     cases, seed = resolve(hidden, [(10, 19, 0), (9, 16, 1), (12, 7, 0)], seed,
                           name="check_lbm_step")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for k, (ny, nx, spare) in enumerate(cases):
         walls = k % 2 == 0  # every second lattice is periodic in y as well (no walls)
         f, solid, omega, fx = _lbm_inputs(ny, nx, gen, walls)
@@ -738,10 +735,10 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
             _diagnose_lbm(got, f, solid, omega, fx, ctx, rerun=lambda: _lbm_reads_output(
                 kernel, f, solid, omega, fx, spare, ctx),
                 grid=(math.ceil(nx / LBM_BLOCK[0]) + spare, math.ceil(ny / LBM_BLOCK[1])))
-        if not E._array_equal(runs[0], runs[1]):
-            E.fail(T("lbm_step gave different results for the same input: a race [{ctx}].",
+        if not K.array_equal(runs[0], runs[1]):
+            K.fail(T("lbm_step gave different results for the same input: a race [{ctx}].",
                      ctx=ctx),
                    cause="nondeterministic")
-    return E.passes("lbm_step", T("{k} lattices with an obstacle, walls in some",
+    return K.passes("lbm_step", T("{k} lattices with an obstacle, walls in some",
                                   k=len(cases)), T("periodic in x and in y"), T("mass conserved"), T("each run twice"),
                     hidden=hidden)

@@ -21,9 +21,8 @@ TECHNIQUE = {
 
 from typing import Any
 
-from . import _engine as E
-from . import _observe as O
-from ._cases import resolve
+from . import kit as K
+from .kit import resolve
 from ..i18n import T
 
 _FULL = 0xFFFFFFFF
@@ -54,7 +53,7 @@ def _mirror_written_mask(shape: tuple, grid: tuple, block: tuple, swapped: bool)
     rows, cols = shape
     span_x, span_y = grid[0] * block[0], grid[1] * block[1]
     r_max, c_max = (span_x, span_y) if swapped else (span_y, span_x)
-    mask = E._full(shape, False)
+    mask = K.full(shape, False)
     mask[:min(rows, r_max), :min(cols, c_max)] = True
     return mask
 
@@ -64,11 +63,11 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
     # ((rows, cols), (bx, by), spare blocks); hidden ones: the master's hidden test cell
     cases, seed = resolve(hidden, [((24, 40), (8, 8), 0), ((19, 45), (16, 8), 1),
                                    ((45, 19), (8, 16), 1)], seed, name="check_mirror")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for (rows, cols), (bx, by), spare in cases:
-        img = E.random_array(gen, (rows, cols))
-        gimg = E.to_device_guarded(img, "img")
-        out = O.output((rows, cols), "out")
+        img = K.random_array(gen, (rows, cols))
+        gimg = K.to_device_guarded(img, "img")
+        out = K.output((rows, cols), "out")
         grid = (-(-cols // bx) + spare, -(-rows // by) + spare)
         ctx = {T("image (rows, columns)"): (rows, cols), T("grid (x, y)"): grid,
                T("block (x, y)"): (bx, by)}
@@ -94,41 +93,42 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
                       "img.shape[0] and c < img.shape[1] (here {check} failed).", index=r.index,
                       axis=axis, size=r.size, check=check))
 
-        with O.observing() as obs:
-            O.launch(obs, kernel, grid, (bx, by), obs.watch(gimg.view, "img"),
-                     obs.watch(out.view, "out"), name="mirror", context=ctx, oob=oob)
-        O.no_return_value(obs, "mirror", "out[r, c]", ctx)
+        with K.observing() as obs:
+            K.launch_observed(obs, kernel, grid, (bx, by), obs.watch(gimg.view, "img"),
+                              obs.watch(out.view, "out"), name="mirror", context=ctx, oob=oob)
+        K.no_return_value(obs, "mirror", "out[r, c]", ctx)
         hint = (T("this launch has no spare threads, so an index is computed wrongly: are x "
                   "and y swapped? x is the column and y the row (c, r = cuda.grid(2))") if exact else
                 T("missing bounds guard on the rows or columns (if r < H and c < W)?"))
-        O.check_guards(out, hint, ctx)
+        K.check_guards(out, hint, ctx)
         got = out.result()
-        O.no_computed_nan(got, "out", ctx)
+        K.no_computed_nan(got, "out", ctx)
         want = _mirror_ref(img)
-        written = ~E._isnan(got)
+        written = ~K.isnan(got)
         if not written.all():
             if (written == _mirror_written_mask((rows, cols), grid, (bx, by), True)).all():
-                O.fail("swapped_axes", T(
+                K.fail(T(
                        "the elements written form the region a kernel with rows and columns "
                        "swapped would reach, in its indices or in its bounds guard: "
                        "cuda.grid(2) returns (x, y) = (column, row), so write "
                        "c, r = cuda.grid(2), guard with `if r < img.shape[0] and "
-                       "c < img.shape[1]` and write out[r, c]."), ctx)
-            first = E._full((rows, cols), False)
+                       "c < img.shape[1]` and write out[r, c]."), cause="swapped_axes",
+                       context=ctx)
+            first = K.full((rows, cols), False)
             first[:by, :bx] = True
             if (written == first).all():
-                O.fail("only_first_block",
-                       T("only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
+                K.fail(T("only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
                          "index must include cuda.blockIdx (cuda.grid(2) does it for you).",
-                         by=by, bx=bx), ctx)
-        O.compare(got, want, name="out", formula="img[r, W - 1 - c]", context=ctx,
+                         by=by, bx=bx), cause="only_first_block", context=ctx)
+        K.compare(got, want, name="out", formula="img[r, W - 1 - c]", context=ctx,
                   alternatives={T("img itself (nothing mirrored)"): img,
                                 T("img flipped upside down (rows mirrored, not columns)"):
                                     img[::-1, :],
                                 T("img flipped both ways"): img[::-1, ::-1]})
-        if not E._array_equal(gimg.result(), img):
-            O.fail("inputs_changed", T("mirror changed img; only out should be written."), ctx)
-        O.spread(obs, "out", rows * cols, grid[0] * grid[1] * bx * by, "mirror", ctx,
+        if not K.array_equal(gimg.result(), img):
+            K.fail(T("mirror changed img; only out should be written."), cause="inputs_changed",
+                   context=ctx)
+        K.spread(obs, "out", rows * cols, grid[0] * grid[1] * bx * by, "mirror", ctx,
                  per_thread=T("one pixel: c, r = cuda.grid(2)"))
     return cases
 
@@ -143,8 +143,8 @@ def check_mirror(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
     which only a 2D bounds guard survives. Every element must be written once, by a thread
     of its own (or a grid-stride loop): one thread mirroring the whole image fails.
     """
-    cases = O.kernel_cases(_mirror_cases, kernel, "mirror", 2, hidden=hidden, seed=seed)
-    return O.passed("mirror", T("{n_cases} image shapes",
+    cases = K.kernel_cases(_mirror_cases, kernel, "mirror", 2, hidden=hidden, seed=seed)
+    return K.passes("mirror", T("{n_cases} image shapes",
                                 n_cases=len(cases)), T("exact and ragged edges"),
              T("a spare block row and column"), T("each pixel written once, by its own thread"),
              hidden=hidden)
@@ -156,13 +156,13 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
     """check_saxpy's cases, observed here in the simulator (see O.kernel_cases)."""
     cases, seed = resolve(hidden, [(1000, 2, 64), (50, 2, 64), (777, 3, 32)], seed,
                           name="check_saxpy")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for n, blocks, tpb in cases:
-        a = E._float32(gen.uniform(1.5, 3.0))
-        x = E.random_array(gen, n)
-        y = E.random_array(gen, n)
-        gx, gy = E.to_device_guarded(x, "x"), E.to_device_guarded(y, "y")
-        out = O.output(n, "out")
+        a = K.float32(gen.uniform(1.5, 3.0))
+        x = K.random_array(gen, n)
+        y = K.random_array(gen, n)
+        gx, gy = K.to_device_guarded(x, "x"), K.to_device_guarded(y, "y")
+        out = K.output(n, "out")
         threads = blocks * tpb
         ctx = {"n": n, "blocks": blocks, "threads_per_block": tpb, "threads": threads}
         small = threads < n
@@ -178,7 +178,7 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
                           "the loop bounds? Loop i in range(cuda.grid(1), n, "
                           "cuda.gridsize(1)).", array=r.array, index=r.index, size=r.size,
                           line=r.line))
-            words = O.out_of_bounds_words(recs, block, "saxpy")
+            words = K.out_of_bounds_words(recs, block, "saxpy")
             if words[0] in ("off_by_one_guard", "off_by_one"):
                 return words
             return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
@@ -187,35 +187,35 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
                       "for such a thread.", array=r.array, index=r.index, size=r.size,
                       line=r.line))
 
-        with O.observing() as obs:
-            O.launch(obs, kernel, blocks, tpb, a, obs.watch(gx.view, "x"),
-                     obs.watch(gy.view, "y"), obs.watch(out.view, "out"), name="saxpy",
-                     context=ctx, oob=oob)
-        O.no_return_value(obs, "saxpy", "out[i]", ctx)
-        O.check_guards(out, T("missing bounds guard (loop while i < n)?"), ctx)
+        with K.observing() as obs:
+            K.launch_observed(obs, kernel, blocks, tpb, a, obs.watch(gx.view, "x"),
+                              obs.watch(gy.view, "y"), obs.watch(out.view, "out"), name="saxpy",
+                              context=ctx, oob=oob)
+        K.no_return_value(obs, "saxpy", "out[i]", ctx)
+        K.check_guards(out, T("missing bounds guard (loop while i < n)?"), ctx)
         got = out.result()
-        O.no_computed_nan(got, "out", ctx)
-        want = a.astype(E._float64) * x + y
-        written = ~E._isnan(got)
+        K.no_computed_nan(got, "out", ctx)
+        want = a.astype(K.float64) * x + y
+        written = ~K.isnan(got)
         if small and not written.all():
-            nw = E._flatnonzero(~written)
+            nw = K.flatnonzero(~written)
             if written[:threads].all() and not written[threads:].any():
-                O.fail("no_grid_stride",
-                       T("out[{threads}:] was never written: this launch has {threads} threads "
+                K.fail(T("out[{threads}:] was never written: this launch has {threads} threads "
                          "for {n} elements on purpose, and each thread did one element. Did "
                          "you loop with cuda.gridsize(1)? for i in range(cuda.grid(1), n, "
-                         "cuda.gridsize(1))", threads=threads, n=n), ctx)
-            O.fail("unwritten",
-                   T("{size} of {n} elements of out were never written, the first at index "
+                         "cuda.gridsize(1))", threads=threads, n=n), cause="no_grid_stride",
+                       context=ctx)
+            K.fail(T("{size} of {n} elements of out were never written, the first at index "
                      "{nw}: did you loop with cuda.gridsize(1), starting at cuda.grid(1)?",
-                     size=nw.size, n=n, nw=int(nw[0])), ctx)
-        O.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
+                     size=nw.size, n=n, nw=int(nw[0])), cause="unwritten", context=ctx)
+        K.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
                   alternatives={T("a * x[i] (y ignored)"): a * x, T("x[i] + y[i] (a ignored)"): x + y,
                                 T("a * y[i] + x[i] (x and y swapped)"): a * y + x,
                                 "a * (x[i] + y[i])": a * (x + y)})
-        if not E._array_equal(gx.result(), x) or not E._array_equal(gy.result(), y):
-            O.fail("inputs_changed", T("saxpy changed x or y; only out should be written."), ctx)
-        O.spread(obs, "out", n, threads, "saxpy", ctx,
+        if not K.array_equal(gx.result(), x) or not K.array_equal(gy.result(), y):
+            K.fail(T("saxpy changed x or y; only out should be written."), cause="inputs_changed",
+                   context=ctx)
+        K.spread(obs, "out", n, threads, "saxpy", ctx,
                  per_thread=T("the elements cuda.grid(1), + cuda.gridsize(1), + 2 * "
                               "cuda.gridsize(1)... (for i in range(cuda.grid(1), n, "
                               "cuda.gridsize(1)))"))
@@ -228,8 +228,8 @@ def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -
     (a kernel must handle both). Each element must be written once, and each thread must
     do its share only: one thread looping over everything, or every block redoing the whole
     array, fails although the numbers are right."""
-    cases = O.kernel_cases(_saxpy_cases, kernel, "saxpy", 4, hidden=hidden, seed=seed)
-    return O.passed("saxpy", T("{n_cases} cases with fewer and more threads than elements",
+    cases = K.kernel_cases(_saxpy_cases, kernel, "saxpy", 4, hidden=hidden, seed=seed)
+    return K.passes("saxpy", T("{n_cases} cases with fewer and more threads than elements",
                                n_cases=len(cases)),
              T("each element written once"), T("each thread doing its share of the grid-stride "
                                             "loop"),
@@ -241,7 +241,7 @@ def check_saxpy(kernel: Any, *, hidden: bool = False, seed: int | None = None) -
 def _warp_sums(x: Any) -> Any:
     n = x.shape[0]
     groups = -(-n // 32)
-    padded = E._full(groups * 32, 0.0, dtype=E._float64)
+    padded = K.full(groups * 32, 0.0, dtype=K.float64)
     padded[:n] = x
     return padded.reshape(groups, 32).sum(axis=1), padded.reshape(groups, 32)
 
@@ -252,12 +252,12 @@ SHUFFLE_STEPS = 5  # log2(32): a warp's 32 values need 5 shuffle rounds
 def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
     """check_warp_sum's cases, observed here in the simulator (see O.kernel_cases)."""
     cases, seed = resolve(hidden, [(200, 64), (333, 96), (64, 32)], seed, name="check_warp_sum")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for n, tpb in cases:
-        x = E.random_array(gen, n)
-        gx = E.to_device_guarded(x, "x")
+        x = K.random_array(gen, n)
+        gx = K.to_device_guarded(x, "x")
         groups = -(-n // 32)
-        out = O.output(groups, "out")
+        out = K.output(groups, "out")
         blocks = -(-n // tpb) + 1
         ctx = {"n": n, "warps_of_data": groups, "blocks": blocks, "threads_per_block": tpb}
 
@@ -276,33 +276,34 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = Non
                           index=r.index, groups=groups, line=r.line))
             return None
 
-        with O.observing() as obs:
+        with K.observing() as obs:
             try:
-                O.launch(obs, kernel, blocks, tpb, obs.watch(gx.view, "x"),
-                         obs.watch(out.view, "out"), name="warp_sum", context=ctx, oob=oob)
-            except E.CheckFailure as exc:
+                K.launch_observed(obs, kernel, blocks, tpb, obs.watch(gx.view, "x"),
+                                  obs.watch(out.view, "out"), name="warp_sum", context=ctx, oob=oob)
+            except K.CheckFailure as exc:
                 if _warp_error(exc):
-                    O.fail("warp_ub", T("{message} Every lane that runs the shuffle must be "
+                    K.fail(T("{message} Every lane that runs the shuffle must be "
                                         "named in its mask: use 0xFFFFFFFF when all 32 lanes "
                                         "take part.",
-                                        message=getattr(exc, 'message', exc)), ctx)
+                                        message=getattr(exc, 'message', exc)), cause="warp_ub",
+                           context=ctx)
                 raise
-        O.no_return_value(obs, "warp_sum", "out[i // 32]", ctx)
-        O.check_guards(out, T("the spare warps must not write: guard with i // 32 < "
+        K.no_return_value(obs, "warp_sum", "out[i // 32]", ctx)
+        K.check_guards(out, T("the spare warps must not write: guard with i // 32 < "
                               "out.shape[0]"), ctx)
         got = out.result()
-        O.no_computed_nan(got, "out", ctx)
+        K.no_computed_nan(got, "out", ctx)
         want, table = _warp_sums(x)
-        ok = E._isclose(got, want, rtol=1e-4, atol=1e-4)
+        ok = K.isclose(got, want, rtol=1e-4, atol=1e-4)
         if n % 32 and ok[:-1].all() and not ok[-1]:
-            O.fail("early_return",
-                   T("every warp's sum is right except the last, partial warp's "
+            K.fail(T("every warp's sum is right except the last, partial warp's "
                      "(out[{groups_minus_1}] = {got}, expected {want}): lanes past the end of "
                      "x must still take part in every shuffle, with the value 0. Do not return "
                      "before the shuffles.", groups_minus_1=groups - 1,
-                     got=E.fmt(got[-1]) if hasattr(E, 'fmt') else got[-1],
-                     want=E.fmt(want[-1]) if hasattr(E, 'fmt') else want[-1]), ctx)
-        O.compare(got, want, name="out", formula=T("the sum of x[32 w : 32 w + 32]"),
+                     got=K.fmt(got[-1]) if hasattr(K, 'fmt') else got[-1],
+                     want=K.fmt(want[-1]) if hasattr(K, 'fmt') else want[-1]),
+                   cause="early_return", context=ctx)
+        K.compare(got, want, name="out", formula=T("the sum of x[32 w : 32 w + 32]"),
                   rtol=1e-4, atol=1e-4, context=ctx,
                   alternatives={
                       T("x[32 w], lane 0's own value (nothing reached lane 0: shfl_up_sync "
@@ -318,8 +319,9 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = Non
                           table[:, :2].sum(1),
                       T("twice the sum (an offset of 32 reads the lane itself)"): 2 * want,
                       T("the maximum of the 32 values"): table.max(axis=1)})
-        if not E._array_equal(gx.result(), x):
-            O.fail("inputs_changed", T("warp_sum changed x; only out should be written."), ctx)
+        if not K.array_equal(gx.result(), x):
+            K.fail(T("warp_sum changed x; only out should be written."), cause="inputs_changed",
+                   context=ctx)
         _check_shuffles(obs, n, tpb, ctx)
     return cases
 
@@ -334,15 +336,15 @@ def check_warp_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None
     least 5 shuffle rounds (shfl_down_sync, shfl_xor_sync...): lane 0 looping over 32 values
     or through shared memory fails, however right its sums.
     """
-    cases = O.kernel_cases(_warp_sum_cases, kernel, "warp_sum", 2, hidden=hidden, seed=seed)
-    return O.passed("warp_sum", T("{n_cases} lengths with a partial last warp",
+    cases = K.kernel_cases(_warp_sum_cases, kernel, "warp_sum", 2, hidden=hidden, seed=seed)
+    return K.passes("warp_sum", T("{n_cases} lengths with a partial last warp",
                                   n_cases=len(cases)),
              T("several warps per block and a spare block"),
              T("every lane reading its own element and taking part in {shuffle_steps} or more "
                "shuffle rounds", shuffle_steps=SHUFFLE_STEPS), hidden=hidden)
 
 
-def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:
+def _check_shuffles(obs: K.Observation, n: int, tpb: int, ctx: dict) -> None:
     """The sum is made by shuffles: no lane reads another lane's element of x, and every
     lane of a warp that holds data calls a shuffle at least SHUFFLE_STEPS times."""
     if not obs.live:
@@ -350,12 +352,11 @@ def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:
     who, most = obs.log("x").busiest_reader()
     if most > 1:
         lane = who[1][0] % 32
-        O.fail("no_shuffle",
-               T("lane {lane} of a warp ({thread_name}) read {most} elements of x by itself: "
+        K.fail(T("lane {lane} of a warp ({thread_name}) read {most} elements of x by itself: "
                  "the sum is not made with shuffles. Each lane reads its own element (v = "
                  "x[i]) and the warp adds them with v += cuda.shfl_down_sync(0xFFFFFFFF, v, "
                  "offset) for offset = 16, 8, 4, 2, 1.", lane=lane,
-                 thread_name=O.thread_name(who), most=most), ctx)
+                 thread_name=K.thread_name(who), most=most), cause="no_shuffle", context=ctx)
     warps_with_data = -(-n // 32)
     short = []
     for w in range(warps_with_data):
@@ -372,10 +373,9 @@ def _check_shuffles(obs: O.Observation, n: int, tpb: int, ctx: dict) -> None:
             break
     if short:
         key, calls = short[0]
-        O.fail("no_shuffle",
-               T("{thread_name} took part in {calls} warp shuffle(s), but adding a warp's 32 "
+        K.fail(T("{thread_name} took part in {calls} warp shuffle(s), but adding a warp's 32 "
                  "values takes {shuffle_steps} rounds in which every lane shuffles (offsets "
                  "16, 8, 4, 2, 1): the sum must be made with cuda.shfl_down_sync (or "
                  "shfl_xor_sync), by all 32 lanes, not by one lane or through shared memory.",
-                 thread_name=O.thread_name(key), calls=calls, shuffle_steps=SHUFFLE_STEPS),
-               ctx)
+                 thread_name=K.thread_name(key), calls=calls, shuffle_steps=SHUFFLE_STEPS),
+               cause="no_shuffle", context=ctx)

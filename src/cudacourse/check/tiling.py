@@ -30,9 +30,8 @@ import traceback
 from typing import Any, Iterator
 
 from . import _diagnose as D
-from . import _engine as E
-from . import _observe as O
-from ._cases import resolve
+from . import kit as K
+from .kit import resolve
 from ..i18n import T
 
 TILE = 16  # the exercise's tile size (the notebook's setup cell defines the same TILE)
@@ -45,7 +44,7 @@ _BIG = 1.0e20
 def poisoned_shared() -> Iterator[None]:
     """In the simulator, make new shared arrays start full of POISON instead of whatever
     ``np.empty`` returns (often zeros, which would hide a missing barrier or zero-fill)."""
-    if not E.simulator():
+    if not K.simulator():
         yield
         return
     from numba.cuda.simulator import kernelapi
@@ -65,8 +64,8 @@ def poisoned_shared() -> Iterator[None]:
         caller = traceback.extract_stack(sys._getframe())[-2][0:2]
         res = self._allocations.get(caller)
         if res is None:
-            res = E._full(shape, POISON if E._np.dtype(dtype).kind == "f" else -999999,
-                          dtype=dtype)
+            res = K.full(shape, POISON if K.np.dtype(dtype).kind == "f" else -999999,
+                         dtype=dtype)
             self._allocations[caller] = res
         return res
 
@@ -84,43 +83,43 @@ def _poison_hint(what: str) -> str:
               what=what))
 
 
-def _race_or_divergence(obs: O.Observation, name: str, ctx: dict, race_fix: str) -> None:
+def _race_or_divergence(obs: K.Observation, name: str, ctx: dict, race_fix: str) -> None:
     """Barrier mistakes, seen directly (simulator): whatever numbers the run produced."""
-    O.no_return_value(obs, name, T("the output array"), ctx)
-    O.no_divergent_barrier(obs, name, ctx)
+    K.no_return_value(obs, name, T("the output array"), ctx)
+    K.no_divergent_barrier(obs, name, ctx)
     if obs.live and obs.races:
-        O.fail("missing_barrier", T("{name} races on shared memory: {race_words}. {race_fix}",
+        K.fail(T("{name} races on shared memory: {race_words}. {race_fix}",
                                     name=name, race_words=obs.race_words(),
-                                    race_fix=race_fix), ctx)
+                                    race_fix=race_fix), cause="missing_barrier", context=ctx)
 
 
-def _unfilled_words(obs: O.Observation, what: str) -> str:
+def _unfilled_words(obs: K.Observation, what: str) -> str:
     arr, idx, who, line = obs.unfilled[0]
     slot = ", ".join(map(str, idx))
     return (T("{thread_name} read slot [{slot}] of {arr} (line {line}), which no thread of its "
-              "block ever stored: {what}", thread_name=O.thread_name(who), slot=slot, arr=arr,
+              "block ever stored: {what}", thread_name=K.thread_name(who), slot=slot, arr=arr,
               line=line, what=what))
 
 
 # --- the tiled matmul --------------------------------------------------------------------
 
 def _matmul_case(kernel: Any, a: Any, b: Any, spare: int, ctx: dict,
-                 obs: O.Observation | None = None) -> Any:
+                 obs: K.Observation | None = None) -> Any:
     m, k = a.shape
     n = b.shape[1]
-    ga, gb = E.to_device_guarded(a, "a"), E.to_device_guarded(b, "b")
-    out = O.output((m, n), "c")
+    ga, gb = K.to_device_guarded(a, "a"), K.to_device_guarded(b, "b")
+    out = K.output((m, n), "c")
     grid = (math.ceil(n / TILE) + spare, math.ceil(m / TILE))
-    w = obs if obs is not None else O.Observation(False)
-    O.launch(w, kernel, grid, (TILE, TILE), w.watch(ga.view, "a"), w.watch(gb.view, "b"),
-             w.watch(out.view, "c"), name="tiled_matmul", context=ctx,
-             oob=lambda recs, block: _matmul_oob(recs, m, k, n))
-    O.check_guards(out, T("a write outside c: missing `if row < m and col < n` before the "
+    w = obs if obs is not None else K.Observation(False)
+    K.launch_observed(w, kernel, grid, (TILE, TILE), w.watch(ga.view, "a"), w.watch(gb.view, "b"),
+                      w.watch(out.view, "c"), name="tiled_matmul", context=ctx,
+                      oob=lambda recs, block: _matmul_oob(recs, m, k, n))
+    K.check_guards(out, T("a write outside c: missing `if row < m and col < n` before the "
                           "store?"),
                    ctx)
-    if not E._array_equal(ga.result(), a) or not E._array_equal(gb.result(), b):
-        O.fail("inputs_changed", T("tiled_matmul changed its inputs a or b; only c should be "
-                                   "written."), ctx)
+    if not K.array_equal(ga.result(), a) or not K.array_equal(gb.result(), b):
+        K.fail(T("tiled_matmul changed its inputs a or b; only c should be "
+                                   "written."), cause="inputs_changed", context=ctx)
     return out.result()
 
 
@@ -129,18 +128,18 @@ def _matmul_oob(recs: list, m: int, k: int, n: int) -> tuple[str, str]:
     axis_name = {("a", 0): T("row (m)"), ("a", 1): T("column (k)"), ("b", 0): T("row (k)"),
                  ("b", 1): T("column (n)"), ("c", 0): T("row (m)"), ("c", 1): T("column (n)")}
     where = axis_name.get((r.array, r.axis), f"axis {r.axis}")
-    verb = O._verb(r.write)
+    verb = K.verb(r.write)
     if r.array == "c":
         return ("out_of_bounds_write",
                 T("{thread_name} {verb} c[..] with {where} index {index} (size {size}, line "
                   "{line}): missing bounds guard on the store, `if row < m and col < n`?",
-                  thread_name=O.thread_name(r.thread), verb=verb, where=where, index=r.index,
+                  thread_name=K.thread_name(r.thread), verb=verb, where=where, index=r.index,
                   size=r.size, line=r.line))
     return ("out_of_bounds_read",
             T("{thread_name} {verb} {array} with {where} index {index} (size {size}, line "
               "{line}): missing bounds guard on the tile loads. Past an edge of a or b (row >= "
               "m, column >= k, ...), store 0.0 in the tile instead of reading.",
-              thread_name=O.thread_name(r.thread), verb=verb, array=r.array, where=where,
+              thread_name=K.thread_name(r.thread), verb=verb, array=r.array, where=where,
               index=r.index, size=r.size, line=r.line))
 
 
@@ -149,39 +148,40 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
     # (m, k, n, spare blocks): edges that are not tile multiples, k over several tiles.
     cases, seed = resolve(hidden, [(19, 37, 21, 0), (9, 35, 16, 1), (16, 18, 5, 0)], seed,
                           name="check_tiled_matmul")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for m, k, n, spare in cases:
-        a = E.random_array(gen, (m, k))
-        b = E.random_array(gen, (k, n))
+        a = K.random_array(gen, (m, k))
+        b = K.random_array(gen, (k, n))
         ctx = {"a": f"{m}x{k}", "b": f"{k}x{n}", "blocks": f"{TILE}x{TILE}"}
-        want = a.astype(E._float64) @ b.astype(E._float64)
+        want = a.astype(K.float64) @ b.astype(K.float64)
         runs = []
         # On a GPU a race shows, if at all, as results that differ from run to run; the
         # simulator sees it directly, so one observed run is enough there.
-        for _ in range(1 if E.simulator() else 2):
-            with O.observing() as obs:
+        for _ in range(1 if K.simulator() else 2):
+            with K.observing() as obs:
                 runs.append(_matmul_case(kernel, a, b, spare, ctx, obs))
             if obs.live and obs.races and k > TILE and not _single_tile_races(kernel, gen, m, n):
-                O.no_divergent_barrier(obs, "tiled_matmul", ctx)
-                O.fail("missing_barrier",
-                       T("tiled_matmul races on shared memory when k spans several tiles: "
+                K.no_divergent_barrier(obs, "tiled_matmul", ctx)
+                K.fail(T("tiled_matmul races on shared memory when k spans several tiles: "
                          "{race_words}. Threads overwrite a tile while others still compute "
                          "from it: add the second cuda.syncthreads(), after the loop over the "
-                         "tile and before the next loads.", race_words=obs.race_words()), ctx)
+                         "tile and before the next loads.", race_words=obs.race_words()),
+                       cause="missing_barrier", context=ctx)
             _race_or_divergence(obs, "tiled_matmul", ctx,
                                 T("Add cuda.syncthreads() after loading the tiles (before any "
                                   "thread computes from them), and a second one after using "
                                   "them (before the next loads overwrite them)."))
         for got in runs:
-            finite = got[~E._isnan(got)]
-            if finite.size and E._abs(finite).max() > _BIG:
+            finite = got[~K.isnan(got)]
+            if finite.size and K.abs(finite).max() > _BIG:
                 if obs.live and obs.unfilled:
-                    O.fail("unfilled_tile", _unfilled_words(
+                    K.fail(_unfilled_words(
                         obs, T("a slot past the edge of a or b must still be filled: load 0.0 "
                                "there (sa[ty, tx] = a[row, col] if row < m and col < k else "
-                               "0.0).")), ctx)
-                O.fail("missing_barrier", T("{poison_hint}.",
-                                            poison_hint=_poison_hint('tiled_matmul')), ctx)
+                               "0.0).")), cause="unfilled_tile", context=ctx)
+                K.fail(T("{poison_hint}.",
+                                            poison_hint=_poison_hint('tiled_matmul')),
+                       cause="missing_barrier", context=ctx)
         kt = k - k % TILE
         alternatives = {}
         if kt != k:
@@ -195,23 +195,21 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
                                "there")] = want + a[:, lo:kt] @ b[lo:kt, :]
         tol = 1e-4 * k
         for got in runs:
-            O.no_computed_nan(got, "c", ctx)
+            K.no_computed_nan(got, "c", ctx)
             try:
-                O.compare(got, want, name="c", formula=T("sum over k of a[row, k] * b[k, col]"),
+                K.compare(got, want, name="c", formula=T("sum over k of a[row, k] * b[k, col]"),
                           rtol=1e-4, atol=tol, context=ctx, alternatives=alternatives)
-            except E.CheckFailure:
+            except K.CheckFailure:
                 if obs.live and obs.stale and kt != k:
-                    O.fail("unfilled_tile",
-                           T("c is wrong and a slot of the last, partial tile kept a value "
+                    K.fail(T("c is wrong and a slot of the last, partial tile kept a value "
                              "from the previous tile (read at line {stale}): past the edge of "
                              "a and b, load 0.0 there instead of leaving the slot as it was.",
-                             stale=obs.stale[0][3]), ctx)
+                             stale=obs.stale[0][3]), cause="unfilled_tile", context=ctx)
                 raise
-        if len(runs) > 1 and not E._array_equal(runs[0], runs[1]):
-            O.fail("missing_barrier",
-                   T("tiled_matmul gave different results for the same input: a race. Are both "
+        if len(runs) > 1 and not K.array_equal(runs[0], runs[1]):
+            K.fail(T("tiled_matmul gave different results for the same input: a race. Are both "
                      "cuda.syncthreads() there (after loading a tile, and after using it, "
-                     "before the next loads overwrite it)?"), ctx)
+                     "before the next loads overwrite it)?"), cause="missing_barrier", context=ctx)
     _check_reuse(kernel, gen)
     return cases
 
@@ -224,9 +222,9 @@ def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = 
     no shared-memory race between two barriers, partial tiles filled with 0.0, and (in the
     simulator) about n / TILE reads of each element of a and b, not n.
     """
-    cases = O.kernel_cases(_tiled_matmul_cases, kernel, "tiled_matmul", 3,
+    cases = K.kernel_cases(_tiled_matmul_cases, kernel, "tiled_matmul", 3,
                            hidden=hidden, seed=seed)
-    return O.passed("tiled_matmul", T("{n_cases} shapes with partial tiles",
+    return K.passes("tiled_matmul", T("{n_cases} shapes with partial tiles",
                                       n_cases=len(cases)),
              T("barriers reached by every thread, no shared-memory race"),
              T("tiles reused from shared memory"), hidden=hidden)
@@ -235,12 +233,12 @@ def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = 
 def _single_tile_races(kernel: Any, gen: Any, m: int, n: int) -> bool:
     """Whether the kernel races even when k fits in one tile (no tile is reloaded)."""
     k = TILE - 3
-    a = E.random_array(gen, (m, k))
-    b = E.random_array(gen, (k, n))
-    with O.observing() as obs:
+    a = K.random_array(gen, (m, k))
+    b = K.random_array(gen, (k, n))
+    with K.observing() as obs:
         try:
             _matmul_case(kernel, a, b, 0, {"k": k})
-        except E.CheckFailure:
+        except K.CheckFailure:
             return True
     return bool(obs.races)
 
@@ -249,7 +247,7 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
     """A tiled kernel reads each element of a and b about n / TILE times, not n times."""
     from . import _instrument
 
-    if not E.simulator() and not _instrument.active():
+    if not K.simulator() and not _instrument.active():
         # On a GPU without native evidence: the compiled kernel says how much shared memory
         # it declares (with it, the reads are counted below, as in the simulator).
         try:
@@ -259,30 +257,30 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
         except Exception:  # noqa: BLE001 - an unknown dispatcher: nothing to conclude
             return
         if smem == 0:
-            O.fail("no_tiles", T("tiled_matmul declares no shared memory: stage TILE x TILE "
+            K.fail(T("tiled_matmul declares no shared memory: stage TILE x TILE "
                                  "tiles of a and b in cuda.shared.array and compute from "
-                                 "those."))
+                                 "those."), cause="no_tiles")
         return
     m, k, n = 16, 48, 16
-    a = E.random_array(gen, (m, k))
-    b = E.random_array(gen, (k, n))
-    out = O.output((m, n), "c")
-    with O.observing() as obs:
-        O.launch(obs, kernel, (n // TILE, m // TILE), (TILE, TILE),
-                 obs.watch(E.to_device_guarded(a, "a").view, "a"),
-                 obs.watch(E.to_device_guarded(b, "b").view, "b"), out.view,
-                 name="tiled_matmul")
+    a = K.random_array(gen, (m, k))
+    b = K.random_array(gen, (k, n))
+    out = K.output((m, n), "c")
+    with K.observing() as obs:
+        K.launch_observed(obs, kernel, (n // TILE, m // TILE), (TILE, TILE),
+                          obs.watch(K.to_device_guarded(a, "a").view, "a"),
+                          obs.watch(K.to_device_guarded(b, "b").view, "b"), out.view,
+                          name="tiled_matmul")
     if not obs.live:
         return
     naive = m * n * k  # reads of a (and of b) by one thread per output, no reuse
     reads = max(obs.log("a").total_reads, obs.log("b").total_reads)
     if reads > naive / 4:
-        O.fail("no_tiles",
-               T("tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
+        K.fail(T("tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
                  "product, as often as a kernel without shared memory ({naive}); a tiled one "
                  "reads each element about n / TILE times ({naive_over_tile} reads). Load each "
                  "tile into cuda.shared.array once, then compute from shared memory.",
-                 reads=reads, m=m, k=k, n=n, naive=naive, naive_over_tile=naive // TILE))
+                 reads=reads, m=m, k=k, n=n, naive=naive, naive_over_tile=naive // TILE),
+               cause="no_tiles")
 
 
 # --- the block sum -------------------------------------------------------------------------
@@ -293,35 +291,35 @@ TREE_READS = 3 * int(math.log2(TPB))  # shared-memory reads one thread makes in 
 def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
     """check_block_sum's cases, observed here in the simulator (see O.kernel_cases)."""
     cases, seed = resolve(hidden, [300, TPB, 77], seed, name="check_block_sum")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     for n in cases:
-        x = E.random_array(gen, n)
+        x = K.random_array(gen, n)
         blocks = math.ceil(n / TPB)
         ctx = {"n": n, "blocks": blocks, "threads_per_block": TPB}
-        pad = E._full(blocks * TPB, 0.0, dtype=E._float64)
+        pad = K.full(blocks * TPB, 0.0, dtype=K.float64)
         pad[:n] = x
         want = pad.reshape(blocks, TPB).sum(axis=1)
         runs = []
         for _ in range(2):
-            gx = E.to_device_guarded(x, "x")
-            out = O.output(blocks, "partial")
-            with O.observing() as obs:
-                O.launch(obs, kernel, blocks, TPB, obs.watch(gx.view, "x"),
-                         obs.watch(out.view, "partial"), name="block_sum", context=ctx)
+            gx = K.to_device_guarded(x, "x")
+            out = K.output(blocks, "partial")
+            with K.observing() as obs:
+                K.launch_observed(obs, kernel, blocks, TPB, obs.watch(gx.view, "x"),
+                                  obs.watch(out.view, "partial"), name="block_sum", context=ctx)
             _race_or_divergence(obs, "block_sum", ctx,
                                 T("Put a cuda.syncthreads() after the loads and after every "
                                   "level of the tree, where every thread of the block reaches "
                                   "it (outside the `if t < s`)."))
-            O.check_guards(out, T("a write past partial: only thread 0 of each block writes "
+            K.check_guards(out, T("a write past partial: only thread 0 of each block writes "
                                   "partial[cuda.blockIdx.x]"), ctx)
             runs.append(out.result())
         for got in runs:
             _diagnose_sum(got, want, x, n, blocks, ctx, obs)
         _check_tree(obs, ctx)  # before comparing runs: atomics also change the float order
-        if not E._array_equal(runs[0], runs[1]):
-            O.fail("missing_barrier",
-                   T("block_sum gave different results for the same input: a race. Is there a "
-                     "cuda.syncthreads() after the loads and after every level of the tree?"), ctx)
+        if not K.array_equal(runs[0], runs[1]):
+            K.fail(T("block_sum gave different results for the same input: a race. Is there a "
+                     "cuda.syncthreads() after the loads and after every level of the tree?"),
+                   cause="missing_barrier", context=ctx)
     return cases
 
 
@@ -335,109 +333,103 @@ def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     is undefined behaviour), and no race between two barriers. A tree finished with warp
     shuffles passes.
     """
-    cases = O.kernel_cases(_block_sum_cases, kernel, "block_sum", 2, hidden=hidden, seed=seed)
-    return O.passed("block_sum", T("{n_cases} lengths with a partial last block",
+    cases = K.kernel_cases(_block_sum_cases, kernel, "block_sum", 2, hidden=hidden, seed=seed)
+    return K.passes("block_sum", T("{n_cases} lengths with a partial last block",
                                    n_cases=len(cases)), T("each run twice"),
              T("a tree in shared memory"), T("barriers reached by every thread, no race"),
              hidden=hidden)
 
 
-def _check_tree(obs: O.Observation, ctx: dict) -> None:
+def _check_tree(obs: K.Observation, ctx: dict) -> None:
     """The block is summed by a tree: no thread reads x more than once or more than
     TREE_READS shared slots (a serial sum by thread 0 reads TPB of them)."""
     if not obs.live:
         return
     if obs.atomics and max(obs.atomics.values()) > TPB // 32:
         block = max(obs.atomics, key=obs.atomics.get)
-        O.fail("no_tree",
-               T("block {block} made {atomics} atomic additions: its threads add into one "
+        K.fail(T("block {block} made {atomics} atomic additions: its threads add into one "
                  "place one after another (the hardware serializes atomics on one address), "
                  "which is not a tree. Store each element in shared memory and halve the "
                  "number of active threads at each level (threads t < s add slot t + s into "
-                 "slot t), with cuda.syncthreads() between the levels.", block=O._dims(block),
-                 atomics=obs.atomics[block]),
-               ctx)
+                 "slot t), with cuda.syncthreads() between the levels.", block=K.dims(block),
+                 atomics=obs.atomics[block]), cause="no_tree", context=ctx)
     who, most = obs.log("x").busiest_reader()
     if most > 2:
-        O.fail("no_tree",
-               T("{thread_name} read {most} elements of x by itself: the block's sum is made "
+        K.fail(T("{thread_name} read {most} elements of x by itself: the block's sum is made "
                  "serially, not by a tree. Each thread loads its own element into shared "
                  "memory; then, for s = TPB // 2, TPB // 4, ..., 1, threads t < s add slot t + "
                  "s into slot t, with cuda.syncthreads() between the levels.",
-                 thread_name=O.thread_name(who), most=most), ctx)
+                 thread_name=K.thread_name(who), most=most), cause="no_tree", context=ctx)
     if not obs.shared_reads and not obs.shuffles:
-        O.fail("no_tree",
-               T("block_sum used neither shared memory nor warp shuffles: the exercise is a "
-                 "tree in a cuda.shared.array of TPB slots, one per thread."), ctx)
+        K.fail(T("block_sum used neither shared memory nor warp shuffles: the exercise is a "
+                 "tree in a cuda.shared.array of TPB slots, one per thread."), cause="no_tree",
+               context=ctx)
     if obs.shared_reads:
         who = max(obs.shared_reads, key=obs.shared_reads.get)
         most = obs.shared_reads[who]
         if most > TREE_READS:
-            O.fail("no_tree",
-                   T("{thread_name} read {most} shared-memory slots by itself, while a tree "
+            K.fail(T("{thread_name} read {most} shared-memory slots by itself, while a tree "
                      "over {tpb} threads needs about {v_2_times_log2} per thread: one thread "
                      "adds the block serially. Halve the number of active threads at each "
                      "level instead: threads t < s add slot t + s into slot t, for s = TPB // "
                      "2 down to 1, with cuda.syncthreads() between the levels.",
-                     thread_name=O.thread_name(who), most=most, tpb=TPB,
-                     v_2_times_log2=2 * int(math.log2(TPB))), ctx)
+                     thread_name=K.thread_name(who), most=most, tpb=TPB,
+                     v_2_times_log2=2 * int(math.log2(TPB))), cause="no_tree", context=ctx)
 
 
 def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
-                  obs: O.Observation) -> None:
-    finite = got[~E._isnan(got)]
-    if finite.size and E._abs(finite).max() > _BIG:
+                  obs: K.Observation) -> None:
+    finite = got[~K.isnan(got)]
+    if finite.size and K.abs(finite).max() > _BIG:
         if obs.live and obs.unfilled:
-            O.fail("unfilled_tile", _unfilled_words(
+            K.fail(_unfilled_words(
                 obs, T("threads past the end of x must store 0.0 in their slot (sh[t] = x[i] "
-                       "if i < n else 0.0).")), ctx)
-        O.fail("missing_barrier", T("{poison_hint}; threads past the end of x must store 0.0 "
+                       "if i < n else 0.0).")), cause="unfilled_tile", context=ctx)
+        K.fail(T("{poison_hint}; threads past the end of x must store 0.0 "
                                     "in their slot.",
-                                    poison_hint=_poison_hint('block_sum')), ctx)
-    O.no_computed_nan(got, "partial", ctx)
+                                    poison_hint=_poison_hint('block_sum')),
+               cause="missing_barrier", context=ctx)
+    K.no_computed_nan(got, "partial", ctx)
     tol = 1e-4 * TPB
-    ok = E._isclose(got, want, rtol=1e-4, atol=tol)
+    ok = K.isclose(got, want, rtol=1e-4, atol=tol)
     if ok.all():
         return
-    if E._isnan(got).any():
-        O.compare(got, want, name="partial", formula=T("the sum of each block's elements"),
+    if K.isnan(got).any():
+        K.compare(got, want, name="partial", formula=T("the sum of each block's elements"),
                   rtol=1e-4, atol=tol, context=ctx)
-    if blocks > 1 and E._isclose(got, want[0], rtol=1e-4, atol=tol).all():
-        O.fail("only_first_block",
-               T("every block returned the sum of the first block's elements: index x with "
+    if blocks > 1 and K.isclose(got, want[0], rtol=1e-4, atol=tol).all():
+        K.fail(T("every block returned the sum of the first block's elements: index x with "
                  "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), not "
-                 "cuda.threadIdx.x alone."), ctx)
+                 "cuda.threadIdx.x alone."), cause="only_first_block", context=ctx)
     if ok[:-1].all() and n % TPB:
-        O.fail("wrong_values",
-               T("only the last block, which holds the tail "
+        K.fail(T("only the last block, which holds the tail "
                  "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
                  "must add 0.0, and the elements before the end must all be counted.",
-                 blocks_minus_1_times_tpb=(blocks - 1) * TPB, n=n), ctx)
+                 blocks_minus_1_times_tpb=(blocks - 1) * TPB, n=n), cause="wrong_values",
+               context=ctx)
     halves = {
         T("the sum of each block's first half only"): 0.5,
         T("the sum of each block's first quarter only"): 0.25,
     }
-    pad = E._full(blocks * TPB, 0.0, dtype=E._float64)
+    pad = K.full(blocks * TPB, 0.0, dtype=K.float64)
     pad[:n] = x
     per = pad.reshape(blocks, TPB)
     for label, frac in halves.items():
-        if E._isclose(got, per[:, :int(TPB * frac)].sum(axis=1), rtol=1e-4, atol=tol).all():
-            O.fail("wrong_formula",
-                   T("partial holds {label}: check the tree's stride. It starts at half the "
+        if K.isclose(got, per[:, :int(TPB * frac)].sum(axis=1), rtol=1e-4, atol=tol).all():
+            K.fail(T("partial holds {label}: check the tree's stride. It starts at half the "
                      "block (s = TPB // 2), halves each step (s //= 2) and stops after s = 1, "
-                     "with threads t < s adding slot t + s.", label=label), ctx)
-    if E._isclose(got, per[:, 0], rtol=1e-4, atol=tol).all():
-        O.fail("wrong_formula",
-               T("partial holds just each block's first element: the tree never ran. Check its "
-                 "loop (while s > 0: ...)."), ctx)
+                     "with threads t < s adding slot t + s.", label=label), cause="wrong_formula",
+                   context=ctx)
+    if K.isclose(got, per[:, 0], rtol=1e-4, atol=tol).all():
+        K.fail(T("partial holds just each block's first element: the tree never ran. Check its "
+                 "loop (while s > 0: ...)."), cause="wrong_formula", context=ctx)
     try:  # every block's sum the same multiple of the right one: a factor twice or missing
         D.factor(got, want, "partial", 1e-4, tol, None, "")
-    except E.CheckFailure as exc:
-        O.fail(exc.cause, exc.text_message or exc.message, ctx)
-    bad = int(E._flatnonzero(~ok)[0])
-    fmt = getattr(E, "fmt", repr)
-    O.fail("wrong_values",
-           T("partial[{bad}] = {got}, expected {want} (the sum of block {bad}'s elements): "
+    except K.CheckFailure as exc:
+        K.fail(exc.text_message or exc.message, cause=exc.cause, context=ctx)
+    bad = int(K.flatnonzero(~ok)[0])
+    fmt = getattr(K, "fmt", repr)
+    K.fail(T("partial[{bad}] = {got}, expected {want} (the sum of block {bad}'s elements): "
              "check the tree's stride (threads t < s add slot t + s, s halving from TPB // 2 "
              "to 1) and that every thread loads its own element.", bad=bad, got=fmt(got[bad]),
-             want=fmt(want[bad])), ctx)
+             want=fmt(want[bad])), cause="wrong_values", context=ctx)

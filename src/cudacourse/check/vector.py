@@ -12,9 +12,8 @@ TECHNIQUE = {
 
 from typing import Any
 
-from . import _engine as E
-from . import _observe as O
-from ._cases import resolve
+from . import kit as K
+from .kit import resolve
 from ..i18n import T
 
 
@@ -22,35 +21,35 @@ def _vector_add_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
     """check_vector_add's cases, observed here in the simulator (see O.kernel_cases)."""
     # (n, threads per block); the hidden ones come from the master's hidden test cell
     cases, seed = resolve(hidden, [(1000, 128), (257, 256), (1, 32)], seed, name="check_vector_add")
-    gen = E.rng(seed)
+    gen = K.rng(seed)
     # How the work is spread is judged after every size gave right results: a kernel doing
     # two elements per thread that writes past the end for odd n is told that first.
     spreads = []
     for n, tpb in cases:
-        a = E.random_array(gen, n)
-        b = E.random_array(gen, n)
-        ga, gb = E.to_device_guarded(a, "a"), E.to_device_guarded(b, "b")
-        out = O.output(n, "out")
+        a = K.random_array(gen, n)
+        b = K.random_array(gen, n)
+        ga, gb = K.to_device_guarded(a, "a"), K.to_device_guarded(b, "b")
+        out = K.output(n, "out")
         blocks = (n + tpb - 1) // tpb + 1  # one spare block: its threads must do nothing
         ctx = {"n": n, "blocks": blocks, "threads_per_block": tpb}
-        with O.observing() as obs:
-            O.launch(obs, kernel, blocks, tpb, obs.watch(ga.view, "a"), obs.watch(gb.view, "b"),
-                     obs.watch(out.view, "out"), name="vector_add", context=ctx)
-        O.no_return_value(obs, "vector_add", "out[i]", ctx)
-        O.check_guards(out, T("missing bounds guard (if i < n)?"), ctx)
+        with K.observing() as obs:
+            K.launch_observed(obs, kernel, blocks, tpb, obs.watch(ga.view, "a"), obs.watch(gb.view, "b"),
+                              obs.watch(out.view, "out"), name="vector_add", context=ctx)
+        K.no_return_value(obs, "vector_add", "out[i]", ctx)
+        K.check_guards(out, T("missing bounds guard (if i < n)?"), ctx)
         got = out.result()
-        O.no_computed_nan(got, "out", ctx)
-        want = a.astype(E._float64) + b.astype(E._float64)
-        O.compare(got, want, name="out", formula="a[i] + b[i]", block=tpb,
+        K.no_computed_nan(got, "out", ctx)
+        want = a.astype(K.float64) + b.astype(K.float64)
+        K.compare(got, want, name="out", formula="a[i] + b[i]", block=tpb,
                   context=ctx, alternatives={"a[i] - b[i]": a - b, "a[i] * b[i]": a * b,
                                              T("a[i] (b ignored)"): a, T("b[i] (a ignored)"): b,
                                              "2 * a[i]": 2 * a})
-        if not E._array_equal(ga.result(), a) or not E._array_equal(gb.result(), b):
-            O.fail("inputs_changed", T("vector_add changed its inputs a or b; only out should "
-                                       "be written."), ctx)
+        if not K.array_equal(ga.result(), a) or not K.array_equal(gb.result(), b):
+            K.fail(T("vector_add changed its inputs a or b; only out should "
+                                       "be written."), cause="inputs_changed", context=ctx)
         spreads.append((obs, n, blocks * tpb, ctx))
     for obs, n, threads, ctx in spreads:
-        O.spread(obs, "out", n, threads, "vector_add", ctx)
+        K.spread(obs, "out", n, threads, "vector_add", ctx)
     return cases
 
 
@@ -64,8 +63,8 @@ def check_vector_add(kernel: Any, *, hidden: bool = False, seed: int | None = No
     GPU the same observations come from a simulator replay. ``hidden=Cases(seed, sizes)``
     (from the master's hidden test cell) runs its sizes and block sizes, for grading.
     """
-    cases = O.kernel_cases(_vector_add_cases, kernel, "vector_add", 3, hidden=hidden, seed=seed)
-    return O.passed("vector_add", T("{n_cases} sizes ({cases})", n_cases=len(cases),
+    cases = K.kernel_cases(_vector_add_cases, kernel, "vector_add", 3, hidden=hidden, seed=seed)
+    return K.passes("vector_add", T("{n_cases} sizes ({cases})", n_cases=len(cases),
                                     cases=', '.join((str(n) for n, _ in cases))),
              T("{n_cases} block sizes",
                n_cases=len({t for _, t in cases})), T("a spare block each"),
