@@ -147,7 +147,8 @@ KNOWN = modules()
 
 def test_the_graph_sees_relative_and_absolute_imports():
     graph = import_graph(KNOWN)
-    assert "cudacourse.check._engine" in graph["cudacourse.check.vector"]  # from ._engine
+    assert "cudacourse.check.kit" in graph["cudacourse.check.vector"]  # from . import kit as K
+    assert "cudacourse.check._engine" in graph["cudacourse.check.kit"]  # from . import _engine
     assert "cudacourse.device" in graph["cudacourse"]  # from . import device
     assert "cudacourse.bench.core" in graph["cudacourse.bench.cases"]
 

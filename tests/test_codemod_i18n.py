@@ -77,4 +77,4 @@ def test_plot_options_are_not_labels():
     src = 'ax.legend(loc="lower right", title="the runs")\nax.set_title("speed and flow")\n'
     out = codemod.convert(src, "viz/flow")
     assert 'loc="lower right"' in out and 'title=T("the runs")' in out
-    assert 'set_title(T("speed and flow"))' in out and "from ._words import T" in out
+    assert 'set_title(T("speed and flow"))' in out and "from .words import T" in out

@@ -14,7 +14,7 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from cudacourse import i18n  # noqa: E402
-from cudacourse.viz import _words  # noqa: E402
+from cudacourse.viz import words as _words  # noqa: E402
 from cudacourse.viz.memory import plot_offload  # noqa: E402
 
 

@@ -39,20 +39,7 @@ from .lessonsource import (Cell, LessonSyntaxError, _attrs, _strip,  # noqa: F40
 from . import quiz
 
 
-class CourseRootNotFound(FileNotFoundError):
-    pass
-
-
-def find_root(start: str | Path | None = None) -> Path:
-    """The course root: ``start`` (default: the current directory) or the nearest folder
-    above it that holds ``lessons/`` and ``nbgrader_config.py``."""
-    here = Path(start if start is not None else os.getcwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "lessons").is_dir() and (folder / "nbgrader_config.py").is_file():
-            return folder
-    raise CourseRootNotFound(
-        f"no course here: neither {here} nor a folder above it holds lessons/ and "
-        "nbgrader_config.py. Run this from the course checkout, or pass its path.")
+from .courseroot import CourseRootNotFound, find_root  # noqa: E402,F401 - as before
 
 
 def __getattr__(name: str) -> Any:
@@ -161,7 +148,8 @@ def edition_notebook(lesson: Path, lang: str, root: str | Path | None = None
     text = lesson.read_text()
     nb = master_notebook(lesson, root)
     catalog = translations.read(translations.po_path(lesson.stem, lang, root))
-    return translations.translated_notebook(nb, text, catalog, lang, str(lesson), root)
+    return translations.translated_notebook(nb, text, catalog, lang, str(lesson), root,
+                                            answer_comment=quiz.answer_comment)
 
 
 def master_notebook(lesson: Path, root: str | Path | None = None) -> nbformat.NotebookNode:

@@ -16,7 +16,7 @@ from numba import cuda, njit, prange
 from . import device
 from .timing import event_median, host_median, median_seconds
 from .vector import _vector_add, launch_config
-from .viz._words import T
+from .viz.words import T
 
 
 @njit(parallel=True, cache=False)

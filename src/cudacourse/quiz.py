@@ -581,7 +581,7 @@ def answer_hash(qid: str, answer: str, salt: str | None = None) -> str:
 
 
 def _course_salt(qid: str) -> str:
-    from .authoring import find_root  # instructor-side: the course checkout's key files
+    from .courseroot import find_root  # instructor-side: the course checkout's key files
 
     lesson = qid.split(".", 1)[0]
     root = find_root(None)
@@ -858,3 +858,14 @@ def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def answer_comment(qid: str, lang: str) -> str:
+    """The comment that heads a question's answer cell in ``lang``: its header and how to
+    write the answer (``# Question 1: <title>. Answer as: answer_x = ...``)."""
+    from .i18n import translations
+
+    with translations.language(lang):
+        q = get(qid)
+        return (f"# {q.header}{translations.ANSWER_AS.get(lang, translations.ANSWER_AS['en'])}"
+                f"{q.answer_format()}")

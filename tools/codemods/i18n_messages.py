@@ -34,14 +34,14 @@ CHECK = ROOT / "src" / "cudacourse" / "check"
 MODULES = ("vector", "threads", "memory", "tiling", "attention", "science", "_engine",
            "_observe", "_observation", "_trace", "_replay", "_budget", "_compile")
 
-# The plots: their labels, titles and legends, translated when the figure is made (viz._words.T
+# The plots: their labels, titles and legends, translated when the figure is made (viz.words.T
 # returns the text in the course's language, and sets the Japanese font when it is Japanese).
 PLOTS = ("viz/attention", "viz/bench", "viz/flow", "viz/memory", "viz/threads", "viz/tiling",
          "cpu_vs_gpu")
 PLOT_CALLS = {"set_xlabel", "set_ylabel", "set_title", "suptitle", "set_text", "annotate",
               "text", "figtext"}
 PLOT_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
-IMPORTS = {"cpu_vs_gpu": "from .viz._words import T"}  # default: from ..i18n import T
+IMPORTS = {"cpu_vs_gpu": "from .viz.words import T"}  # default: from ..i18n import T
 
 # Calls whose string arguments are not messages for a learner.
 EXCLUDED_CALLS = {"print", "TypeError", "RuntimeError", "ValueError", "KeyError",
@@ -411,7 +411,7 @@ def convert(src: str, module: str = "") -> str:
     out = raw
     for a, b, text in reversed(edits):
         out = out[:a] + text.encode() + out[b:]
-    line = IMPORTS.get(module, "from ._words import T" if module.startswith("viz/") else
+    line = IMPORTS.get(module, "from .words import T" if module.startswith("viz/") else
                        "from ..i18n import T")
     return add_import(out.decode(), line)
 

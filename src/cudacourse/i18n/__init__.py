@@ -56,7 +56,7 @@ def use(lang: str) -> str:
     global _chosen
     _chosen = normalize(lang)
     os.environ["CUDACOURSE_LANG"] = _chosen
-    for listener in LISTENERS:  # e.g. the plots' font (viz._words), set before a figure is made
+    for listener in LISTENERS:  # e.g. the plots' font (viz.words), set before a figure is made
         listener(_chosen)
     return _chosen
 

@@ -51,7 +51,7 @@ _SETUP_LINES = ("import cudacourse", "cudacourse.setup()")
 _USE_COMMENT = {"ja": "この版の言語: デバイスの表示、チェッカーのメッセージと問題も日本語で"}
 # The words between a question's header and its answer format in an answer cell's comment
 # ("# Question 1: What a GPU is built for. Answer as: answer_x = ..."), per language.
-_ANSWER_AS = {"en": ". Answer as: ", "ja": "。答え方: "}
+ANSWER_AS = {"en": ". Answer as: ", "ja": "。答え方: "}
 _SOLUTION_REGION = re.compile(r"^\s*### BEGIN SOLUTION$.*?^\s*### END SOLUTION$", re.M | re.S)
 # A comment a learner reads in an exercise's scaffold: a whole-line or trailing comment (no
 # quote before it on the line), or a one-line docstring.
@@ -129,7 +129,7 @@ def _translated_code(source: str, translation: str) -> str:
 
 
 @contextlib.contextmanager
-def _language(lang: str):
+def language(lang: str):
     """Messages in ``lang`` for a moment (the course's language restored after)."""
     from . import use
     from .. import i18n
@@ -144,16 +144,6 @@ def _language(lang: str):
             os.environ.pop("CUDACOURSE_LANG", None)
         else:
             os.environ["CUDACOURSE_LANG"] = env
-
-
-def answer_comment(qid: str, lang: str) -> str:
-    """The comment that heads a question's answer cell in ``lang``: its header and how to
-    write the answer (``# Question 1: <title>. Answer as: answer_x = ...``)."""
-    from .. import quiz
-
-    with _language(lang):
-        q = quiz.get(qid)
-        return f"# {q.header}{_ANSWER_AS.get(lang, _ANSWER_AS['en'])}{q.answer_format()}"
 
 
 def question_units(bank_text: str) -> list[Unit]:
@@ -344,7 +334,8 @@ def file_status(stem: str, lang: str, root: Path) -> Status:
 
 # --- the translated notebook and questions ----------------------------------------------------
 def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
-                        name: str = "<lesson>", root: Path | None = None):
+                        name: str = "<lesson>", root: Path | None = None,
+                        answer_comment=None):
     """The master ``nb`` (from ``authoring.to_notebook``) with its markdown in ``lang``, and
     its setup cell choosing ``lang`` for messages and questions; code cells unchanged.
 
@@ -370,6 +361,8 @@ def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
             qid = f"{stem}.{gid[len('answer_'):]}"
             first, _, rest = cell.source.partition("\n")
             if first.startswith("# "):
+                if answer_comment is None:  # given by authoring: quiz.answer_comment
+                    raise ValueError(f"{name}: an answer cell needs its question's comment")
                 cell.source = answer_comment(qid, lang) + "\n" + rest
         elif code is not None and code.string and not code.fuzzy:
             cell.source = _translated_code(cell.source, code.string)

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..attention import extra_memory_bytes
-from ._words import T
+from .words import T
 
 GIB = 2**30
 

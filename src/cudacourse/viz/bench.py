@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from ._words import T
+from .words import T
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:

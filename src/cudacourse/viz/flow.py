@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..lbm import vorticity
-from ._words import T
+from .words import T
 
 
 VORTICITY_LABEL = T("vorticity du_y/dx - du_x/dy (1 / time step)\nred: counter-clockwise")

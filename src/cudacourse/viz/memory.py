@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-from ._words import T
+from .words import T
 
 _COLOURS = {"H2D": "#4c72b0", "kernel": "#55a868", "D2H": "#c44e52"}
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..indexing import ThreadMap
 from ..warps import WARP_SIZE, warp_layout_ref
-from ._words import T
+from .words import T
 
 
 def _axes(ax: Any, figsize: tuple[float, float]) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from ._words import T
+from .words import T
 
 BANKS = 32
 
