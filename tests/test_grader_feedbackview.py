@@ -165,7 +165,8 @@ def test_the_late_line_says_due_date_lateness_rule_and_cost():
         "Rule: -10% per started day late, at most -100%; applied: -30% of the score "
         "(-2.1 points).")
     assert policy.late_line({**info, "late": False}) is None
-    assert policy.duration(59) == "under a minute" and policy.duration(3660) == "1 hour 1 min"
+    assert policy.duration(9.7) == "9 s" and policy.duration(3660) == "1 hour 1 min"
+    assert policy.duration(61) == "1 min 1 s" and policy.duration(0.2) == "0 s"
 
 
 def test_first_cause_names_the_cell_and_calls_a_blank_unanswered():

@@ -1,8 +1,9 @@
 """Jupyter server configuration of ``cudacourse lab --instructor`` (passed as ``--config``).
 
-Runs in the instructor's server process: loads :mod:`pagepolicy` by path (no import of the
-``cudacourse`` package, which would choose a device there) and enables it as a server
-extension, so every formgrader page carries its Content-Security-Policy.
+Runs in the instructor's server process: loads :mod:`pagepolicy` (the Content-Security-Policy
+on every formgrader page) and :mod:`latelist` (late work marked in formgrader's lists) by path
+(no import of the ``cudacourse`` package, which would choose a device there) and enables them
+as server extensions, with ``jupyter_server_mathjax`` (MathJax from this server, no CDN).
 """
 
 import importlib.util
@@ -11,12 +12,15 @@ from pathlib import Path
 
 c = get_config()  # noqa: F821 - provided by Jupyter when it loads this file
 
-_NAME = "cudacourse_pagepolicy"
-if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(
-        _NAME, Path(__file__).resolve().with_name("pagepolicy.py"))
-    _module = importlib.util.module_from_spec(_spec)
-    sys.modules[_NAME] = _module
-    _spec.loader.exec_module(_module)
+_extensions = {"jupyter_server_mathjax": True}
+for _file, _name in (("pagepolicy.py", "cudacourse_pagepolicy"),
+                     ("latelist.py", "cudacourse_latelist")):
+    if _name not in sys.modules:
+        _spec = importlib.util.spec_from_file_location(
+            _name, Path(__file__).resolve().with_name(_file))
+        _module = importlib.util.module_from_spec(_spec)
+        sys.modules[_name] = _module
+        _spec.loader.exec_module(_module)
+    _extensions[_name] = True
 c.ServerApp.jpserver_extensions = {**dict(c.ServerApp.get("jpserver_extensions", {})),
-                                   _NAME: True}
+                                   **_extensions}

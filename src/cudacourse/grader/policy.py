@@ -172,13 +172,17 @@ def rule_text(late: LatePenalty) -> str:
 
 
 def duration(seconds: float) -> str:
-    """'2 days 1 hour', '3 hours 5 min', '40 min' (rounded down to the minute)."""
-    minutes = int(max(0.0, seconds) // 60)
+    """'2 days 1 hour', '3 hours 5 min', '40 min 12 s', '9 s' (rounded down; to the second
+    under an hour, where a minute is a large part of the lateness)."""
+    whole = int(max(0.0, seconds))
+    minutes, secs = divmod(whole, 60)
     days, rest = divmod(minutes, 1440)
     hours, mins = divmod(rest, 60)
-    parts = [(days, "day"), (hours, "hour")] if days else [(hours, "hour"), (mins, "min")]
-    words = [f"{n} {unit}{'s' if n != 1 and unit != 'min' else ''}" for n, unit in parts if n]
-    return " ".join(words) or "under a minute"
+    parts = ([(days, "day"), (hours, "hour")] if days else [(hours, "hour"), (mins, "min")]
+             if hours else [(mins, "min"), (secs, "s")])
+    words = [f"{n} {unit}{'s' if n != 1 and unit in ('day', 'hour') else ''}"
+             for n, unit in parts if n]
+    return " ".join(words) or "0 s"
 
 
 def lateness(db_url: str, assignment: str, student: str, late: LatePenalty
@@ -197,7 +201,8 @@ def lateness(db_url: str, assignment: str, student: str, late: LatePenalty
         penalty = float(sub.late_submission_penalty or 0.0)
     if due is None or when is None:
         return None
-    return {"due": f"{due:%Y-%m-%d %H:%M} UTC", "submitted": f"{when:%Y-%m-%d %H:%M} UTC",
+    # to the second: a submission 9 s late must not show two equal times
+    return {"due": f"{due:%Y-%m-%d %H:%M:%S} UTC", "submitted": f"{when:%Y-%m-%d %H:%M:%S} UTC",
             "seconds_late": seconds, "late": seconds > 0, "percent": late.percent(seconds),
             "penalty": penalty, "rule": rule_text(late)}
 
