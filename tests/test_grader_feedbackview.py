@@ -181,3 +181,37 @@ def test_first_cause_names_the_cell_and_calls_a_blank_unanswered():
     v["test_b"] = {"status": "fail", "message": "name 'answer_b' is not defined"}
     # a cell worth points before a formative one, whatever the order
     assert fv.first_cause(v, {"test_b": 0.0, "test_c": 3.0}).startswith("test_c: out holds")
+
+
+def test_the_cells_that_lost_points_come_first_then_formative_ones():
+    """A blank submission: the exercise (3 points lost) heads the list, before the two
+    formative questions left unanswered, which cost nothing."""
+    nb = nbformat.read(RELEASE, as_version=4)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade") and "quiz" in c.source:
+            c.metadata["nbgrader"]["points"] = 0.0  # formative
+    blank = {"status": "fail", "ename": "NameError", "message": "name 'x' is not defined"}
+    v = {gid: dict(blank) for gid in _verdicts(nb)}
+    v["test_vector_add"] = {"status": "not_gradable", "ename": "NotGradable",
+                            "message": "not gradable: raise at line 3 of answer cell"}
+    nb = _graded(nb, v)
+    fv.annotate(nb, v)
+    lines = [ln for ln in nb.cells[0].source.splitlines() if ln.startswith("- ")]
+    assert "(#test_vector_add)" in lines[0], lines
+    assert all("formative" in ln for ln in lines[1:]), lines
+
+
+def test_a_late_summary_gives_the_score_after_the_penalty(master):
+    v = _verdicts(master)
+    nb = _graded(copy.deepcopy(master), v)
+    late = {"late": True, "percent": 10.0, "seconds_late": 9.0, "penalty": 0.0,
+            "due": "2026-12-01 10:00:00 UTC", "submitted": "2026-12-01 10:00:09 UTC",
+            "rule": "-10% per started day late, at most -100%"}
+    items = fv.annotate(nb, v, late=late)
+    most = sum(e.points for e in items if e.points > 0)
+    after = round(most * 0.9, 6)
+    text = nb.cells[0].source
+    assert text.startswith(f"## Summary: {after:g} / {most:g} points ({most:g} before the "
+                           "late penalty)"), text.splitlines()[0]
+    assert f"-{most * 0.1:g} points" in text  # the same penalty in the late line
+    assert "Handed in 2026-12-01 10:00:09 UTC, due 2026-12-01 10:00:00 UTC: 9 s late" in text

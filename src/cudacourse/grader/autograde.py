@@ -115,7 +115,9 @@ class ResilientExecute(Execute):
                                        who={"student": student, "assignment": assignment,
                                             "notebook": notebook})
         problems = prepare.apply(nb, prepared, self.output_cap)
-        incidents = list(prepared.get("incidents", [])) + problems
+        # intake's first (what was restored or ignored on arrival), then the runs'
+        incidents = (list(prepared.get("intake", [])) + list(prepared.get("incidents", []))
+                     + problems)
         isolation = [i for i in prepared.get("isolation", []) if i != "bwrap"]
         incidents += [f"sandbox: {i}" for i in isolation]
         clean = _sub("untrusted").line  # incidents quote the submission: one clean line each

@@ -238,19 +238,31 @@ def _points(e: Entry) -> str:
     return f"{e.earned:g} / {e.points:g}" if e.points > 0 else "formative, no points"
 
 
-def summary_markdown(items: list[Entry], late_line: str | None = None) -> str:
-    """The summary cell's markdown: the total, the late rule, then one line per graded cell,
-    wrong ones first."""
+def order(e: Entry) -> int:
+    """Where a cell's line goes: the ones that lost points first, then formative questions
+    answered wrong (they cost nothing), then the right ones; notebook order within each."""
+    if e.points > 0 and e.earned < e.points:
+        return 0
+    return 1 if not e.right else 2
+
+
+def summary_markdown(items: list[Entry], late_line: str | None = None,
+                     penalty: float = 0.0) -> str:
+    """The summary cell's markdown: the total (after the late ``penalty`` in points, as
+    nbgrader's score on the same page), the late rule, then one line per graded cell, the
+    ones that lost points first."""
     graded = [e for e in items if e.points > 0]
-    total = sum(e.earned for e in graded)
+    before = sum(e.earned for e in graded)
+    total = max(0.0, round(before - penalty, 6))
     most = sum(e.points for e in graded)
     wrong = [e for e in items if not e.right]
     lines = [f"## Summary: {total:g} / {most:g} points"
+             + (f" ({before:g} before the late penalty)" if penalty else "")
              + (f", {len(wrong)} of {len(items)} graded cells to look at" if wrong else
                 ", every graded cell right"), ""]
     if late_line:
         lines += [f"**Late.** {md_escape(late_line)}", ""]
-    for e in sorted(items, key=lambda e: e.right):  # stable: notebook order within each
+    for e in sorted(items, key=order):  # stable: notebook order within each
         link = f"[{md_escape(e.title)}](#{e.grade_id})"
         if e.right:
             verdict = "right"
@@ -312,7 +324,8 @@ def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
             cell["outputs"] = [nbformat.from_dict({
                 "output_type": "display_data", "metadata": {},
                 "data": {"text/plain": q.text()}})]
-    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late)))
+    penalty = float((late or {}).get("penalty") or 0.0) if (late or {}).get("late") else 0.0
+    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late), penalty))
     cell.metadata["cudacourse"] = {"summary": True}
     if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:
         cell["id"] = SUMMARY_ID
