@@ -175,11 +175,13 @@ def earned_points(v: dict[str, Any], points: float) -> float:
 
 
 def _heading_before(cells: list, index: int) -> str:
+    """The nearest heading above the cell: the exercise's own ("### Exercise: the block
+    sum"), not its section's ("## 3. Reductions") when both open the same Markdown cell."""
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
-            m = re.search(r"^#{1,4}\s+(.+)$", cell.get("source", ""), re.M)
-            if m:  # "## Exercise 1: write `vector_add`" -> "Exercise 1: write vector_add"
-                return re.sub(r"`([^`]*)`", r"\1", m.group(1)).strip()
+            found = re.findall(r"^#{1,4}\s+(.+)$", cell.get("source", ""), re.M)
+            if found:  # "## Exercise 1: write `vector_add`" -> "Exercise 1: write vector_add"
+                return re.sub(r"`([^`]*)`", r"\1", found[-1]).strip()
     return ""
 
 
