@@ -34,6 +34,8 @@ from typing import Any
 
 import nbformat
 
+from .lang import T, catalogue, language, of_notebook
+
 WIDTH = 88
 SUMMARY_ID = "cudacourse-summary"
 QUIZ_BANK = Path(__file__).resolve().parents[1] / "quizzes"
@@ -80,6 +82,39 @@ def split_cause(message: str) -> tuple[str, str]:
     return text, ""
 
 
+_PLAIN_TEMPLATE = re.compile(r"\{(?!\w+\})")  # a replacement field with more than a name
+
+
+def _in_language(d: Any, fallback: str) -> str:
+    """A checker's message template (``message_text``) in the current language, when the
+    catalogue translates it; else ``fallback`` (the text the checker showed). The template
+    comes from the verdict process: only ``{name}`` fields and plain values are filled."""
+    if not isinstance(d, dict) or not isinstance(d.get("template"), str):
+        return fallback
+    template, values = d["template"], d.get("values") or {}
+    if _PLAIN_TEMPLATE.search(template) or not isinstance(values, dict) or any(
+            not isinstance(v, (str, int, float)) for v in values.values()):
+        return fallback
+    i18n = catalogue()
+    if i18n.gettext(template) == template:
+        return fallback
+    return i18n.T(template, **values).shown()
+
+
+def checker_parts(v: dict[str, Any]) -> tuple[str, str] | None:
+    """(cause, fix) as the checker split them (a CheckFailure's diagnosis and hint, which
+    the verdict records apart), the case in brackets after the cause; None for a failure
+    that is not a checker's (an AssertionError, a crash)."""
+    diagnosis = plain_message(v.get("diagnosis") or "")
+    if not diagnosis:
+        return None
+    cause = _in_language(v.get("message_text"), diagnosis)
+    fix = _in_language(v.get("hint_text"), plain_message(v.get("hint") or ""))
+    if v.get("case"):
+        cause = f"{cause} [{v['case']}]"
+    return cause, fix
+
+
 # --- the course's question bank, as data ---------------------------------------------------
 
 @dataclass(frozen=True)
@@ -108,14 +143,39 @@ def question(qid: str, bank_dir: Path = QUIZ_BANK) -> QuestionText | None:
         data = tomllib.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    ours = _question_translations(lesson, bank_dir)
     for n, q in enumerate(data.get("question", []), 1):
         if q.get("id") == short:
+            q = {**q, **{f: ours[f"q.{short}.{f}"] for f in ("title", "prompt")
+                         if f"q.{short}.{f}" in ours}}
+            if isinstance(q.get("choices"), dict):
+                q["choices"] = {k: ours.get(f"q.{short}.choice.{k}", v)
+                                for k, v in q["choices"].items()}
             title = str(q.get("title", "")).strip()
-            return QuestionText(qid, f"Question {n}: {title}" if title else f"Question {n}",
+            return QuestionText(qid, T("Question {n}: {title}", n=n, title=title) if title
+                                else T("Question {n}", n=n),
                                 str(q.get("prompt", "")).strip(),
                                 {str(k): str(v) for k, v in (q.get("choices") or {}).items()},
                                 str(q.get("kind", "choice")), str(q.get("unit", "")))
     return None
+
+
+def _question_translations(lesson: str, bank_dir: Path) -> dict[str, str]:
+    """The question texts of ``lesson`` in the current language (its lesson translation
+    file, ``locale/<lang>/lessons/<lesson>.po``, keyed ``q.<id>.<field>``); {} in English."""
+    lang = catalogue().language()
+    if lang == "en":
+        return {}
+    path = bank_dir.parent / "locale" / lang / "lessons" / f"{lesson}.po"
+    try:
+        from babel.messages.pofile import read_po
+
+        with open(path, "rb") as fh:
+            po = read_po(fh)
+    except (OSError, ValueError, ImportError):
+        return {}
+    return {m.context: m.string for m in po if m.context and m.context.startswith("q.")
+            and isinstance(m.string, str) and m.string and not m.fuzzy}
 
 
 # --- one graded cell -----------------------------------------------------------------------
@@ -214,8 +274,8 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
             e.explanation = " ".join(said.split())
             if not e.right and (e.answer is None and _unanswered(src)
                                 or v.get("ename") == "NameError" and var in message):
-                e.status, e.cause = "unanswered", "The answer cell was left blank."
-                e.fix = f"Write {var} = ... in the answer cell above the test."
+                e.status, e.cause = "unanswered", T("The answer cell was left blank.")
+                e.fix = T("Write {var} = ... in the answer cell above the test.", var=var)
         else:
             used = [a for a in answers if a and re.search(rf"\b{re.escape(a)}\b",
                                                            cell.get("source", ""))]
@@ -225,11 +285,11 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
                     v.get("ename") in ("NameError", "NotImplementedError", "NotGradable")
                     or "NotImplementedError" in message) and "is missing" not in message:
                 e.status = "unanswered"
-                e.cause = "The answer cell still holds the starter code."
-                e.fix = f"Write {used[0]} in its answer cell."
+                e.cause = T("The answer cell still holds the starter code.")
+                e.fix = T("Write {name} in its answer cell.", name=used[0])
         if not e.right and not e.cause:
-            e.cause, e.fix = split_cause(message) if message else (
-                f"{v.get('status')}: no message.", "")
+            e.cause, e.fix = checker_parts(v) or (split_cause(message) if message else (
+                T("{status}: no message.", status=v.get("status")), ""))
         out.append(e)
     return out
 
@@ -237,7 +297,7 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
 # --- what goes into the notebook -----------------------------------------------------------
 
 def _points(e: Entry) -> str:
-    return f"{e.earned:g} / {e.points:g}" if e.points > 0 else "formative, no points"
+    return f"{e.earned:g} / {e.points:g}" if e.points > 0 else T("formative, no points")
 
 
 def order(e: Entry) -> int:
@@ -258,27 +318,29 @@ def summary_markdown(items: list[Entry], late_line: str | None = None,
     total = max(0.0, round(before - penalty, 6))
     most = sum(e.points for e in graded)
     wrong = [e for e in items if not e.right]
-    lines = [f"## Summary: {total:g} / {most:g} points"
-             + (f" ({before:g} before the late penalty)" if penalty else "")
-             + (f", {len(wrong)} of {len(items)} graded cells to look at" if wrong else
-                ", every graded cell right"), ""]
+    lines = ["## " + T("Summary: {total} / {most} points", total=format(total, "g"),
+                       most=format(most, "g"))
+             + (T(" ({before} before the late penalty)", before=format(before, "g"))
+                if penalty else "")
+             + (T(", {k} of {n} graded cells to look at", k=len(wrong), n=len(items)) if wrong
+                else T(", every graded cell right")), ""]
     if late_line:
-        lines += [f"**Late.** {md_escape(late_line)}", ""]
+        lines += ["**" + T("Late.") + "** " + md_escape(late_line), ""]
     for e in sorted(items, key=order):  # stable: notebook order within each
         link = f"[{md_escape(e.title)}](#{e.grade_id})"
         if e.right:
-            verdict = "right"
+            verdict = T("right")
         elif e.status == "unanswered":
-            verdict = "unanswered"
+            verdict = T("unanswered")
         else:
-            verdict = "partly right" if e.earned > 0 else "not right"
+            verdict = T("partly right") if e.earned > 0 else T("not right")
         line = f"- **{verdict}** ({_points(e)}): {link}"
         if e.question and e.answer is not None:
-            line += f". Your answer: {md_escape(e.answer)}"
+            line += ". " + T("Your answer: {answer}", answer=md_escape(e.answer))
         if not e.right:
-            line += f". **Cause:** {md_escape(e.cause)}"
+            line += ". **" + T("Cause:") + "** " + md_escape(e.cause)
             if e.fix:
-                line += f" **Fix:** {md_escape(e.fix)}"
+                line += " **" + T("Fix:") + "** " + md_escape(e.fix)
         elif e.explanation:
             line += f". {md_escape(e.explanation)}"
         lines.append(line)
@@ -292,8 +354,8 @@ def _reword_outputs(cell: Any, e: Entry) -> None:
         if out.get("output_type") == "error":
             text = (f"{e.cause} {e.fix}".strip() if e.status == "unanswered"
                     else plain_message(out.get("evalue", "")))
-            out["traceback"] = [wrap(f"Unanswered. {text}" if e.status == "unanswered"
-                                     else text)]
+            out["traceback"] = [wrap(T("Unanswered. {text}", text=text)
+                                     if e.status == "unanswered" else text)]
             if e.status == "unanswered":
                 out["ename"], out["evalue"] = "Unanswered", text
         elif out.get("output_type") == "stream":
@@ -306,6 +368,12 @@ def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
     question's text under its ``quiz.ask`` cell. ``late`` is :func:`policy.lateness`'s
     record (its penalty in points is worked out here: nbgrader applies it after this step).
     Returns the entries."""
+    with language(of_notebook(nb)):  # the summary in the notebook's language
+        return _annotate(nb, verdicts, late, bank_dir)
+
+
+def _annotate(nb: Any, verdicts: dict[str, dict[str, Any]], late: dict[str, Any] | None,
+              bank_dir: Path) -> list[Entry]:
     from .policy import late_line
 
     items = entries(nb, verdicts, bank_dir)
@@ -327,7 +395,7 @@ def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
                 "output_type": "display_data", "metadata": {},
                 "data": {"text/plain": q.text()}})]
     penalty = float((late or {}).get("penalty") or 0.0) if (late or {}).get("late") else 0.0
-    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late), penalty))
+    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late, T), penalty))
     cell.metadata["cudacourse"] = {"summary": True}
     if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:
         cell["id"] = SUMMARY_ID
@@ -377,5 +445,5 @@ def first_lost(autograded: Path) -> str:
     return ""
 
 
-__all__ = ["Entry", "QuestionText", "annotate", "earned_points", "entries", "first_cause", "first_lost",
+__all__ = ["Entry", "QuestionText", "annotate", "checker_parts", "order", "earned_points", "entries", "first_cause", "first_lost",
            "md_escape", "plain_message", "question", "split_cause", "summary_markdown", "wrap"]
