@@ -95,3 +95,27 @@ def test_the_sandbox_tells_the_lesson_where_the_course_is(tmp_path):
                       workdir=str(work), sb=sandbox.Sandbox(), course_root=str(course),
                       timeout=60)
     assert res.stdout.decode().strip() == str(course.resolve()), (res.stdout, res.stderr)
+
+
+def test_the_instructors_page_names_what_the_code_does(capsys):
+    """docs/instructors.md held to the code: new-course's options as the command has them,
+    the exchange set up in section 2, every handler the policy allows, the pinned MathJax."""
+    import re
+
+    from cudacourse.grader import pagepolicy
+
+    page = (ROOT / "docs" / "instructors.md").read_text()
+    section0 = page.split("## 0. A course folder")[1].split("## 1.")[0]
+    with pytest.raises(SystemExit):
+        main(["new-course", "--help"])
+    options = set(re.findall(r"--[a-z]+", capsys.readouterr().out))
+    named = set(re.findall(r"--[a-z]+", section0))
+    assert named and named <= options | {"--help"}, named - options
+    section2 = page.split("## 2. Collect")[1].split("## 3.")[0]
+    for step in ("c.Exchange.root", "release_assignment", "fetch_assignment", "submit",
+                 "collect", "chmod 777"):
+        assert step in section2, step
+    for handler in pagepolicy.NBGRADER_HANDLERS:
+        assert f"`{handler}" in page or handler.split("(")[0] + "(" in page, handler
+    pinned = (ROOT / "pyproject.toml").read_text()
+    assert '"jupyter-server-mathjax==' in pinned and "jupyter-server-mathjax" in page
