@@ -266,3 +266,10 @@ def test_a_japanese_notebook_gets_its_summary_in_japanese():
     en = _graded(nbformat.read(MASTER, as_version=4), _verdicts(nbformat.read(MASTER, 4)))
     fv.annotate(en, _verdicts(en))
     assert en.cells[0].source.startswith("## Summary: ")
+
+
+def test_the_grade_tables_reason_is_the_checkers_diagnosis():
+    v = {"test_vector_add": {"status": "fail", "message": "CheckFailure: out differs: e.g. 3 "
+                             "vs. 4. Add them.", "diagnosis": "out differs: e.g. 3 vs. 4",
+                             "hint": "Add them."}}
+    assert fv.first_cause(v) == "test_vector_add: out differs: e.g. 3 vs. 4"

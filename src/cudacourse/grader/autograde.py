@@ -135,7 +135,8 @@ class ResilientExecute(Execute):
                        "isolation": prepared.get("isolation"), "incidents": incidents,
                        "late": late,
                        "verdicts": {g: {k: v.get(k) for k in ("status", "ename", "message",
-                                                                "cause", "seconds")}
+                                                                "cause", "seconds",
+                                                                "diagnosis", "hint")}
                                     for g, v in prepared.get("cells", {}).items()}}
             resources.setdefault("outputs", {})[f"{notebook}.grading.json"] = (
                 json.dumps(payload, indent=1).encode())

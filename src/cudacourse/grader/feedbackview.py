@@ -417,7 +417,8 @@ def first_cause(verdicts: dict[str, dict[str, Any]],
             blank = re.fullmatch(r"name '(\w+)' is not defined", message)
             if blank:
                 return f"{gid}: unanswered ({blank.group(1)} not written)"
-            cause, _ = split_cause(message)
+            parts = checker_parts(v)  # the checker's own diagnosis, when it gave one
+            cause = parts[0] if parts else split_cause(message)[0]
             return f"{gid}: {cause}" if cause else f"{gid}: {v.get('status')}"
     return ""
 
