@@ -90,6 +90,27 @@ else:
 c.HTMLExporter.sanitize_html = True
 
 
+# MathJax from the instructor's own server, not a CDN: cudacourse's templates folder first
+# (its feedback/ and formgrade/ hold only mathjax.html.j2, shadowing nbconvert's), then
+# nbgrader's own templates, which GenerateFeedback and formgrader use otherwise.
+def _template_basedirs():
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("cudacourse")
+    nbgrader = importlib.util.find_spec("nbgrader")
+    if spec is None or not spec.submodule_search_locations or nbgrader is None:
+        return None
+    ours = os.path.join(list(spec.submodule_search_locations)[0], "grader", "templates")
+    theirs = os.path.join(os.path.dirname(nbgrader.origin), "server_extensions",
+                          "formgrader", "templates")
+    return [ours, theirs]
+
+
+if _template_basedirs():
+    c.HTMLExporter.extra_template_basedirs = _template_basedirs()
+
+
 # --- deadlines and late work (cudacourse.grader.policy; docs/class-scale.md) ----------------
 # A submission's time is the timestamp.txt beside it (nbgrader submit/collect write it).
 # Nothing is late until an assignment has a due date here AND penalty_method is not "none".

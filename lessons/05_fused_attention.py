@@ -412,22 +412,25 @@ SHAPES = [("", "16 x 4096 x 64"), ("_causal", "  causal"), ("_d128", "16 x 4096 
           ("_d128_causal_s16384", "  causal")]
 report = bench.committed_report()
 if bench.figure(report, "attention_fused_vs_sdpa_f32", "ratio") is None:
-    # one source for every figure: re-run the bench rather than quote another file
-    raise RuntimeError("docs/benchmarks.json has no PyTorch comparison: run `cudacourse bench` "
-                       "on a GPU")
-env = report["environment"]
-print(f"{report['path']}: {env.get('gpu')}, {report['date'][:10]}, torch "
-      f"{env.get('libraries', {}).get('torch')}")
-rates = {sfx: tuple(bench.figure(report, f"attention_{m}{sfx}") for m in
-                    ("fused", "torch_eager", "sdpa_f32", "sdpa_bf16")) for sfx, _ in SHAPES}
-print(f"{'heads x S x d':18} {'fused':>6} {'eager':>6} {'SDPA32':>6} {'SDPA16':>7}"
-      f" {'fused/eager':>11} {'fused/SDPA32':>12}")
-for sfx, name in SHAPES:
-    f, e, s32, s16 = rates[sfx]
-    if None in (f, e, s32, s16):
-        print(f"{name:18} (not measured)")
-        continue
-    print(f"{name:18} {f:6.1f} {e:6.1f} {s32:6.1f} {s16:7.1f} {f / e:11.2f} {f / s32:12.2f}")
+    # one source for every figure: none rather than another file's
+    print("No committed PyTorch comparison in this course (docs/benchmarks.json): "
+          "`cudacourse bench` on a GPU makes it.")
+    report = None
+else:
+    env = report["environment"]
+    print(f"{report['path']}: {env.get('gpu')}, {report['date'][:10]}, torch "
+          f"{env.get('libraries', {}).get('torch')}")
+    rates = {sfx: tuple(bench.figure(report, f"attention_{m}{sfx}") for m in
+                        ("fused", "torch_eager", "sdpa_f32", "sdpa_bf16")) for sfx, _ in SHAPES}
+    print(f"{'heads x S x d':18} {'fused':>6} {'eager':>6} {'SDPA32':>6} {'SDPA16':>7}"
+          f" {'fused/eager':>11} {'fused/SDPA32':>12}")
+    for sfx, name in SHAPES:
+        f, e, s32, s16 = rates[sfx]
+        if None in (f, e, s32, s16):
+            print(f"{name:18} (not measured)")
+            continue
+        print(f"{name:18} {f:6.1f} {e:6.1f} {s32:6.1f} {s16:7.1f} {f / e:11.2f} "
+              f"{f / s32:12.2f}")
 if report is not None:
     print("\nthe steps at 16 x 4096 x 64:", ", ".join(
         f"{n} {bench.figure(report, k):.2f} TFLOP/s ({bench.figure(report, k, 'median_ms'):.1f} ms)"

@@ -165,7 +165,8 @@ def test_the_late_line_says_due_date_lateness_rule_and_cost():
         "Rule: -10% per started day late, at most -100%; applied: -30% of the score "
         "(-2.1 points).")
     assert policy.late_line({**info, "late": False}) is None
-    assert policy.duration(59) == "under a minute" and policy.duration(3660) == "1 hour 1 min"
+    assert policy.duration(9.7) == "9 s" and policy.duration(3660) == "1 hour 1 min"
+    assert policy.duration(61) == "1 min 1 s" and policy.duration(0.2) == "0 s"
 
 
 def test_first_cause_names_the_cell_and_calls_a_blank_unanswered():
@@ -180,3 +181,95 @@ def test_first_cause_names_the_cell_and_calls_a_blank_unanswered():
     v["test_b"] = {"status": "fail", "message": "name 'answer_b' is not defined"}
     # a cell worth points before a formative one, whatever the order
     assert fv.first_cause(v, {"test_b": 0.0, "test_c": 3.0}).startswith("test_c: out holds")
+
+
+def test_the_cells_that_lost_points_come_first_then_formative_ones():
+    """A blank submission: the exercise (3 points lost) heads the list, before the two
+    formative questions left unanswered, which cost nothing."""
+    nb = nbformat.read(RELEASE, as_version=4)
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade") and "quiz" in c.source:
+            c.metadata["nbgrader"]["points"] = 0.0  # formative
+    blank = {"status": "fail", "ename": "NameError", "message": "name 'x' is not defined"}
+    v = {gid: dict(blank) for gid in _verdicts(nb)}
+    v["test_vector_add"] = {"status": "not_gradable", "ename": "NotGradable",
+                            "message": "not gradable: raise at line 3 of answer cell"}
+    nb = _graded(nb, v)
+    fv.annotate(nb, v)
+    lines = [ln for ln in nb.cells[0].source.splitlines() if ln.startswith("- ")]
+    assert "(#test_vector_add)" in lines[0], lines
+    assert all("formative" in ln for ln in lines[1:]), lines
+
+
+def test_a_late_summary_gives_the_score_after_the_penalty(master):
+    v = _verdicts(master)
+    nb = _graded(copy.deepcopy(master), v)
+    late = {"late": True, "percent": 10.0, "seconds_late": 9.0, "penalty": 0.0,
+            "due": "2026-12-01 10:00:00 UTC", "submitted": "2026-12-01 10:00:09 UTC",
+            "rule": "-10% per started day late, at most -100%"}
+    items = fv.annotate(nb, v, late=late)
+    most = sum(e.points for e in items if e.points > 0)
+    after = round(most * 0.9, 6)
+    text = nb.cells[0].source
+    assert text.startswith(f"## Summary: {after:g} / {most:g} points ({most:g} before the "
+                           "late penalty)"), text.splitlines()[0]
+    assert f"-{most * 0.1:g} points" in text  # the same penalty in the late line
+    assert "Handed in 2026-12-01 10:00:09 UTC, due 2026-12-01 10:00:00 UTC: 9 s late" in text
+
+
+JA_MASTER = ROOT / "solutions" / "ja" / "01_gpu_vs_cpu" / "01_gpu_vs_cpu.ipynb"
+
+
+def test_cause_and_fix_come_from_the_checkers_parts_not_its_punctuation():
+    """A CheckFailure's diagnosis and hint, as the verdict records them apart: a message
+    whose first sentence break is inside the diagnosis is not cut there."""
+    from cudacourse.check._failure import CheckFailure
+    from cudacourse.grader import verdict
+    from cudacourse.i18n import T
+
+    exc = CheckFailure(T("out[{i}] is wrong: e.g. 3 vs. 4; the sum is off. Really", i=7),
+                       cause="wrong_values", hint=T("add {a} and {b}", a="a[i]", b="b[i]"),
+                       context={"n": 1000})
+    parts = verdict._structure(exc)
+    assert parts["diagnosis"] == "out[7] is wrong: e.g. 3 vs. 4; the sum is off. Really"
+    assert parts["hint"] == "Add a[i] and b[i]" and parts["case"] == "n=1000"
+    cause, fix = fv.checker_parts({"message": str(exc), **parts})
+    assert cause == "out[7] is wrong: e.g. 3 vs. 4; the sum is off. Really [n=1000]"
+    assert fix == "Add a[i] and b[i]"
+    assert fv.checker_parts({"message": "AssertionError: x. y"}) is None  # not a checker's
+
+
+def test_a_japanese_notebook_gets_its_summary_in_japanese():
+    nb = nbformat.read(JA_MASTER, as_version=4)
+    assert nb.metadata["cudacourse"]["lang"] == "ja"
+    v = _verdicts(nb, test_vector_add={"status": "fail", "ename": "CheckFailure",
+                                       "message": WRONG, "diagnosis": "out が違う",
+                                       "hint": "a と b を足す"})
+    nb = _graded(nb, v)
+    late = {"late": True, "percent": 10.0, "seconds_late": 3700.0, "penalty": 0.0,
+            "due": "2026-12-01 10:00:00 UTC", "submitted": "2026-12-01 11:01:40 UTC",
+            "rule": "-10% per started day late, at most -100%",
+            "rule_of": {"penalty_method": "percent_per_day", "percent_per_day": 10.0,
+                        "max_percent": 100.0, "grace_minutes": 0.0}}
+    fv.annotate(nb, v, late=late)
+    text = nb.cells[0].source
+    assert text.startswith("## 概要: ") and "点（遅延ペナルティ前は" in text
+    assert "**遅延提出。** 提出 2026-12-01 11:01:40 UTC" in text and "1 時間 1 分 の遅延" in text
+    assert "**原因:** out が違う **修正:** a と b を足す" in text
+    assert "- **不正解** (0 / 3)" in text and "**正解**" in text
+    assert "[問題 1: GPU は何のために作られているか](#test_answer_throughput)" in text
+    ask = next(c for c in nb.cells if c.source.startswith('quiz.ask("01_gpu_vs_cpu.blocks"'))
+    assert "Blocks for" not in ask.outputs[0].data["text/plain"]  # the question in Japanese
+    for english in ("Summary", "Cause", "Fix", "Late", "**right**", "points", "Handed in"):
+        assert english not in text, english
+    # the process's language is as it was: an English notebook after it is in English
+    en = _graded(nbformat.read(MASTER, as_version=4), _verdicts(nbformat.read(MASTER, 4)))
+    fv.annotate(en, _verdicts(en))
+    assert en.cells[0].source.startswith("## Summary: ")
+
+
+def test_the_grade_tables_reason_is_the_checkers_diagnosis():
+    v = {"test_vector_add": {"status": "fail", "message": "CheckFailure: out differs: e.g. 3 "
+                             "vs. 4. Add them.", "diagnosis": "out differs: e.g. 3 vs. 4",
+                             "hint": "Add them."}}
+    assert fv.first_cause(v) == "test_vector_add: out differs: e.g. 3 vs. 4"

@@ -263,3 +263,17 @@ def test_the_pages_load_mathjax_with_its_safe_extension():
     templates = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
     for page in ("formgrade/index.html.j2", "feedback/index.html.j2"):
         assert "{{ mathjax() }}" in (templates / page).read_text(), page
+
+
+def test_a_learners_image_requests_nothing():
+    """An image in a submission is kept, with its alt text, but without a source to fetch:
+    a relative src would be fetched from the instructor's own server (with the session),
+    an absolute one from anywhere."""
+    md = ('<img src="x" alt="A"> <img src="https://tracker.example/p.gif" alt="B"> '
+          '<img src="//cdn.example/x.png" alt="C"> ![D](https://example.org/d.png)')
+    html = untrusted.clean_markdown(md)
+    assert "tracker.example" not in html and "example.org" not in html
+    assert "cdn.example" not in html and 'src="x"' not in html
+    assert "src=" not in html
+    for alt in "ABCD":
+        assert f'alt="{alt}"' in html

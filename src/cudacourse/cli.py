@@ -150,7 +150,7 @@ def lab(args: argparse.Namespace) -> int:
     # Kernels inherit it: messages, checkers and questions in the chosen language.
     os.environ["CUDACOURSE_LANG"] = lang
     if args.instructor:
-        root, config_dir = ROOT, None
+        root, config_dir = Path(args.course).resolve() if args.course else ROOT, None
         # formgrader shows submissions: its pages carry a Content-Security-Policy
         # (cudacourse.grader.pagepolicy), set up by this server configuration.
         # JupyterLab sets the server's default URL to its own (/lab) unless told otherwise:
@@ -342,6 +342,27 @@ def class_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def new_course(args: argparse.Namespace) -> int:
+    """A course folder of the instructor's own, made from this checkout."""
+    from .authoring import CourseRootNotFound, find_root
+    from .grader import coursefolder
+
+    try:
+        checkout = find_root(args.source)
+        written = coursefolder.create(args.folder, checkout, lang=args.lang,
+                                      assignments=args.assignment, exchange=args.exchange)
+    except (CourseRootNotFound, coursefolder.CourseFolderError, OSError) as exc:
+        print(f"cudacourse new-course: {exc}", file=sys.stderr)
+        return 2
+    folder = Path(args.folder).resolve()
+    print(f"cudacourse new-course: {folder} from {checkout} ({args.lang}):")
+    for rel in written:
+        print(f"  {rel}")
+    print("next (docs/instructors.md): cd into it, then `nbgrader generate_assignment NN_topic`, "
+          "release and collect, `cudacourse grade NN_topic`, `cudacourse lab --instructor`")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     # The command's own process prints no device line (doctor, build and grade say more);
     # workspace.CLI_ONLY_VARIABLES keeps a learner's kernel from inheriting the silence.
@@ -353,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--workspace", help="where your notebooks live (default: ./workspace)")
     s.add_argument("--instructor", action="store_true",
                    help="open the course root with nbgrader's instructor tools, on formgrader")
+    s.add_argument("--course", help="with --instructor: the course folder (default: the "
+                   "checkout, or the current folder)")
     s.add_argument("--lang", choices=LANGUAGES, default=None,
                    help="the course's language: en (default) or ja (the Japanese edition, "
                         "notebooks/ja/, with messages in Japanese; also CUDACOURSE_LANG=ja)")
@@ -414,6 +437,18 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--update", action="store_true",
                        help="replace submissions already collected")
         s.set_defaults(f=collect)
+    s = sub.add_parser("new-course", help="a course folder of your own (a term's gradebook, "
+                       "submissions and grades) made from this checkout's masters")
+    s.add_argument("folder", help="the new course folder (outside the checkout)")
+    s.add_argument("--lang", choices=LANGUAGES, default="en",
+                   help="the edition whose masters the course grades (default en)")
+    s.add_argument("--assignment", action="append",
+                   help="only this assignment (01 or 01_gpu_vs_cpu; repeatable)")
+    s.add_argument("--exchange", help="the exchange's root (c.Exchange.root), for "
+                   "nbgrader release_assignment / fetch / submit / collect")
+    s.add_argument("--from", dest="source", default=None,
+                   help="the course checkout (default: found from the current directory)")
+    s.set_defaults(f=new_course)
     s = sub.add_parser("report", help="class report: scores and diagnoses per exercise, "
                        "near-identical kernels, LMS export")
     s.add_argument("assignment")

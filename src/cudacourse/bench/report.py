@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -307,16 +308,24 @@ def _is_gpu_result(path: Path) -> bool:
     return GPU_MARKER in text
 
 
+COURSE_ENV = "CUDACOURSE_COURSE_ROOT"  # the course being graded (set by grader/sandbox.py)
+
+
 def committed_report(path: str | Path | None = None) -> dict[str, Any] | None:
     """The GPU benchmark committed with the course (``docs/benchmarks.json``), or None.
 
-    Looks at ``path``, else for ``docs/benchmarks.json`` in the working directory, its
-    parents and the package's parents (a notebook runs from ``workspace/``); only a GPU run
-    counts (a simulator smoke file holds no figures).
+    Looks at ``path``, else in the course being graded first (``$CUDACOURSE_COURSE_ROOT``:
+    the grader's sandbox runs a submission in a scratch folder and binds the course's
+    ``docs/benchmarks.json`` back at its own path, so a course folder outside the checkout
+    finds its own), then for ``docs/benchmarks.json`` in the working directory, its parents
+    and the package's parents (a notebook runs from ``workspace/``); only a GPU run counts (a
+    simulator smoke file holds no figures).
     """
     here = Path(__file__).resolve()
+    course = os.environ.get(COURSE_ENV)
     places = [Path(path)] if path else [
-        p / "docs" / "benchmarks.json" for p in (Path.cwd(), *Path.cwd().parents, *here.parents)]
+        p / "docs" / "benchmarks.json" for p in ([Path(course)] if course else [])
+        + [Path.cwd(), *Path.cwd().parents, *here.parents]]
     for place in places:
         try:
             report = json.loads(place.read_text())

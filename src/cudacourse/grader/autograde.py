@@ -102,7 +102,9 @@ class ResilientExecute(Execute):
                                        who={"student": student, "assignment": assignment,
                                             "notebook": notebook})
         problems = prepare.apply(nb, prepared, self.output_cap)
-        incidents = list(prepared.get("incidents", [])) + problems
+        # intake's first (what was restored or ignored on arrival), then the runs'
+        incidents = (list(prepared.get("intake", [])) + list(prepared.get("incidents", []))
+                     + problems)
         isolation = [i for i in prepared.get("isolation", []) if i != "bwrap"]
         incidents += [f"sandbox: {i}" for i in isolation]
         clean = untrusted.line  # incidents quote the submission: one clean line each
@@ -120,7 +122,8 @@ class ResilientExecute(Execute):
                        "isolation": prepared.get("isolation"), "incidents": incidents,
                        "late": late,
                        "verdicts": {g: {k: v.get(k) for k in ("status", "ename", "message",
-                                                                "cause", "seconds")}
+                                                                "cause", "seconds",
+                                                                "diagnosis", "hint")}
                                     for g, v in prepared.get("cells", {}).items()}}
             resources.setdefault("outputs", {})[f"{notebook}.grading.json"] = (
                 json.dumps(payload, indent=1).encode())

@@ -29,11 +29,13 @@ import csv
 import difflib
 import json
 import keyword
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any
 
 from . import feedbackview
@@ -271,6 +273,68 @@ def table(summaries: list[ExerciseSummary], data: ClassData) -> str:
     return "\n".join(lines) + "\n\n" + reteach(summaries)
 
 
+def _needs(data: ClassData, st: Student) -> list[str]:
+    """What one student still needs, in Markdown: each cell not got, the ones that lost
+    points first (then formative questions), by the exercise's name, with the diagnosis."""
+    esc = feedbackview.md_escape
+    lost, formative = [], []
+    for ex in data.exercises:
+        cell = st.cells.get(ex)
+        if cell is None or cell.score is None or _got_it(cell):
+            continue
+        title = data.titles.get(ex, ex)
+        why = cell.diagnosis or "not right"
+        if ex in data.questions and cell.answer is not None:
+            why = f"answered {' '.join(cell.answer.split())[:60]}"
+        most = data.max_scores.get(ex, 0.0)
+        if most > 0:
+            lost.append(f"{esc(title)} ({cell.score:g} / {most:g}): {esc(why)}")
+        else:
+            formative.append(f"{esc(title)} (formative): {esc(why)}")
+    return lost + formative
+
+
+def feedback_files(root: Path, assignment: str, sid: str) -> list[Path]:
+    """The student's feedback pages (``feedback/<student>/<assignment>/*.html``)."""
+    return sorted((root / "feedback" / sid / assignment).glob("*.html"))
+
+
+def students_section(data: ClassData, root: Path, out: Path) -> str:
+    """Markdown: a section per student, what each needs and a link to their feedback
+    (relative to the report's folder ``out``). Submission text is escaped."""
+    esc = feedbackview.md_escape
+    most = sum(data.max_scores.values())
+    lines = ["## Per student", ""]
+    for sid, st in sorted(data.students.items()):
+        if not st.submitted and st.status == "no submission":
+            continue  # listed once, below
+        lines.append(f"### {esc(sid)}")
+        lines.append("")
+        if st.status != "graded" or st.raw_score is None:
+            lines += [f"Not graded: {esc(st.reason or st.status)}.", ""]
+            continue
+        score = max(0.0, st.raw_score - st.late_penalty)
+        head = f"{score:g} / {most:g} points"
+        if st.seconds_late > 0:
+            from .policy import duration
+
+            head += (f" (late {duration(st.seconds_late)}, penalty -{st.late_penalty:g}; "
+                     f"{st.raw_score:g} before it)")
+        links = [f"[{esc(p.name)}]({quote(os.path.relpath(p, out))})"
+                 for p in feedback_files(root, data.assignment, sid)]
+        head += ". Feedback: " + (", ".join(links) if links else
+                                  "not generated yet (`nbgrader generate_feedback`)") + "."
+        lines += [head, ""]
+        needs = _needs(data, st)
+        lines += [f"- {n}" for n in needs] if needs else ["Every graded cell right."]
+        lines.append("")
+    absent = sorted(sid for sid, st in data.students.items()
+                    if not st.submitted and st.status == "no submission")
+    if absent:
+        lines += [f"Did not submit ({len(absent)}): {esc(', '.join(absent))}.", ""]
+    return "\n".join(lines)
+
+
 def plot(summaries: list[ExerciseSummary], data: ClassData, path: Path) -> Path:
     """One histogram per exercise and one of totals, in a PNG."""
     import matplotlib
@@ -324,7 +388,8 @@ def plot(summaries: list[ExerciseSummary], data: ClassData, path: Path) -> Path:
 
 
 LMS_FIELDS = ["student_id", "first_name", "last_name", "email", "lms_user_id", "assignment",
-              "raw_score", "late_penalty", "score", "max_score", "percent", "status", "reason"]
+              "submitted", "raw_score", "late_penalty", "score", "max_score", "percent",
+              "status", "reason"]
 
 
 def lms_rows(data: ClassData) -> list[dict[str, Any]]:
@@ -335,6 +400,8 @@ def lms_rows(data: ClassData) -> list[dict[str, Any]]:
         rows.append({
             "student_id": sid, "first_name": st.first_name, "last_name": st.last_name,
             "email": st.email, "lms_user_id": st.lms_user_id, "assignment": data.assignment,
+            # "did not submit" in words, never a 0 (nbgrader's own export writes 0.0)
+            "submitted": "yes" if st.submitted else "no",
             "raw_score": "" if st.raw_score is None else f"{st.raw_score:g}",
             "late_penalty": f"{st.late_penalty:g}" if st.submitted else "",
             # empty, never 0, for a student not graded or with no submission
@@ -382,7 +449,7 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
     out.mkdir(parents=True, exist_ok=True)
     summaries = summarise(data)
     pairs, as_master = similar_kernels(data, threshold)
-    text = table(summaries, data)
+    text = table(summaries, data) + "\n" + students_section(data, root, out)
     text += "\n## Near-identical kernels (a hint to look, not a verdict)\n\n"
     if pairs:
         text += "".join(f"- {p.exercise}: {p.a} and {p.b}, similarity {p.similarity:.2f}\n"
@@ -425,5 +492,5 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
 
 
 __all__ = ["ClassData", "Report", "collect", "diagnose", "lms_rows", "normalise_code",
-           "normalise_message", "plot", "reteach", "similar_kernels", "summarise", "table",
-           "write"]
+           "normalise_message", "plot", "reteach", "similar_kernels", "students_section",
+           "summarise", "table", "write"]

@@ -34,6 +34,8 @@ from typing import Any
 
 import nbformat
 
+from .lang import T, catalogue, language, of_notebook
+
 WIDTH = 88
 SUMMARY_ID = "cudacourse-summary"
 QUIZ_BANK = Path(__file__).resolve().parents[1] / "quizzes"
@@ -80,6 +82,39 @@ def split_cause(message: str) -> tuple[str, str]:
     return text, ""
 
 
+_PLAIN_TEMPLATE = re.compile(r"\{(?!\w+\})")  # a replacement field with more than a name
+
+
+def _in_language(d: Any, fallback: str) -> str:
+    """A checker's message template (``message_text``) in the current language, when the
+    catalogue translates it; else ``fallback`` (the text the checker showed). The template
+    comes from the verdict process: only ``{name}`` fields and plain values are filled."""
+    if not isinstance(d, dict) or not isinstance(d.get("template"), str):
+        return fallback
+    template, values = d["template"], d.get("values") or {}
+    if _PLAIN_TEMPLATE.search(template) or not isinstance(values, dict) or any(
+            not isinstance(v, (str, int, float)) for v in values.values()):
+        return fallback
+    i18n = catalogue()
+    if i18n.gettext(template) == template:
+        return fallback
+    return i18n.T(template, **values).shown()
+
+
+def checker_parts(v: dict[str, Any]) -> tuple[str, str] | None:
+    """(cause, fix) as the checker split them (a CheckFailure's diagnosis and hint, which
+    the verdict records apart), the case in brackets after the cause; None for a failure
+    that is not a checker's (an AssertionError, a crash)."""
+    diagnosis = plain_message(v.get("diagnosis") or "")
+    if not diagnosis:
+        return None
+    cause = _in_language(v.get("message_text"), diagnosis)
+    fix = _in_language(v.get("hint_text"), plain_message(v.get("hint") or ""))
+    if v.get("case"):
+        cause = f"{cause} [{v['case']}]"
+    return cause, fix
+
+
 # --- the course's question bank, as data ---------------------------------------------------
 
 @dataclass(frozen=True)
@@ -108,14 +143,39 @@ def question(qid: str, bank_dir: Path = QUIZ_BANK) -> QuestionText | None:
         data = tomllib.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    ours = _question_translations(lesson, bank_dir)
     for n, q in enumerate(data.get("question", []), 1):
         if q.get("id") == short:
+            q = {**q, **{f: ours[f"q.{short}.{f}"] for f in ("title", "prompt")
+                         if f"q.{short}.{f}" in ours}}
+            if isinstance(q.get("choices"), dict):
+                q["choices"] = {k: ours.get(f"q.{short}.choice.{k}", v)
+                                for k, v in q["choices"].items()}
             title = str(q.get("title", "")).strip()
-            return QuestionText(qid, f"Question {n}: {title}" if title else f"Question {n}",
+            return QuestionText(qid, T("Question {n}: {title}", n=n, title=title) if title
+                                else T("Question {n}", n=n),
                                 str(q.get("prompt", "")).strip(),
                                 {str(k): str(v) for k, v in (q.get("choices") or {}).items()},
                                 str(q.get("kind", "choice")), str(q.get("unit", "")))
     return None
+
+
+def _question_translations(lesson: str, bank_dir: Path) -> dict[str, str]:
+    """The question texts of ``lesson`` in the current language (its lesson translation
+    file, ``locale/<lang>/lessons/<lesson>.po``, keyed ``q.<id>.<field>``); {} in English."""
+    lang = catalogue().language()
+    if lang == "en":
+        return {}
+    path = bank_dir.parent / "locale" / lang / "lessons" / f"{lesson}.po"
+    try:
+        from babel.messages.pofile import read_po
+
+        with open(path, "rb") as fh:
+            po = read_po(fh)
+    except (OSError, ValueError, ImportError):
+        return {}
+    return {m.context: m.string for m in po if m.context and m.context.startswith("q.")
+            and isinstance(m.string, str) and m.string and not m.fuzzy}
 
 
 # --- one graded cell -----------------------------------------------------------------------
@@ -175,11 +235,13 @@ def earned_points(v: dict[str, Any], points: float) -> float:
 
 
 def _heading_before(cells: list, index: int) -> str:
+    """The nearest heading above the cell: the exercise's own ("### Exercise: the block
+    sum"), not its section's ("## 3. Reductions") when both open the same Markdown cell."""
     for cell in reversed(cells[:index]):
         if cell.get("cell_type") == "markdown":
-            m = re.search(r"^#{1,4}\s+(.+)$", cell.get("source", ""), re.M)
-            if m:  # "## Exercise 1: write `vector_add`" -> "Exercise 1: write vector_add"
-                return re.sub(r"`([^`]*)`", r"\1", m.group(1)).strip()
+            found = re.findall(r"^#{1,4}\s+(.+)$", cell.get("source", ""), re.M)
+            if found:  # "## Exercise 1: write `vector_add`" -> "Exercise 1: write vector_add"
+                return re.sub(r"`([^`]*)`", r"\1", found[-1]).strip()
     return ""
 
 
@@ -212,8 +274,8 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
             e.explanation = " ".join(said.split())
             if not e.right and (e.answer is None and _unanswered(src)
                                 or v.get("ename") == "NameError" and var in message):
-                e.status, e.cause = "unanswered", "The answer cell was left blank."
-                e.fix = f"Write {var} = ... in the answer cell above the test."
+                e.status, e.cause = "unanswered", T("The answer cell was left blank.")
+                e.fix = T("Write {var} = ... in the answer cell above the test.", var=var)
         else:
             used = [a for a in answers if a and re.search(rf"\b{re.escape(a)}\b",
                                                            cell.get("source", ""))]
@@ -223,11 +285,11 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
                     v.get("ename") in ("NameError", "NotImplementedError", "NotGradable")
                     or "NotImplementedError" in message) and "is missing" not in message:
                 e.status = "unanswered"
-                e.cause = "The answer cell still holds the starter code."
-                e.fix = f"Write {used[0]} in its answer cell."
+                e.cause = T("The answer cell still holds the starter code.")
+                e.fix = T("Write {name} in its answer cell.", name=used[0])
         if not e.right and not e.cause:
-            e.cause, e.fix = split_cause(message) if message else (
-                f"{v.get('status')}: no message.", "")
+            e.cause, e.fix = checker_parts(v) or (split_cause(message) if message else (
+                T("{status}: no message.", status=v.get("status")), ""))
         out.append(e)
     return out
 
@@ -235,36 +297,50 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
 # --- what goes into the notebook -----------------------------------------------------------
 
 def _points(e: Entry) -> str:
-    return f"{e.earned:g} / {e.points:g}" if e.points > 0 else "formative, no points"
+    return f"{e.earned:g} / {e.points:g}" if e.points > 0 else T("formative, no points")
 
 
-def summary_markdown(items: list[Entry], late_line: str | None = None) -> str:
-    """The summary cell's markdown: the total, the late rule, then one line per graded cell,
-    wrong ones first."""
+def order(e: Entry) -> int:
+    """Where a cell's line goes: the ones that lost points first, then formative questions
+    answered wrong (they cost nothing), then the right ones; notebook order within each."""
+    if e.points > 0 and e.earned < e.points:
+        return 0
+    return 1 if not e.right else 2
+
+
+def summary_markdown(items: list[Entry], late_line: str | None = None,
+                     penalty: float = 0.0) -> str:
+    """The summary cell's markdown: the total (after the late ``penalty`` in points, as
+    nbgrader's score on the same page), the late rule, then one line per graded cell, the
+    ones that lost points first."""
     graded = [e for e in items if e.points > 0]
-    total = sum(e.earned for e in graded)
+    before = sum(e.earned for e in graded)
+    total = max(0.0, round(before - penalty, 6))
     most = sum(e.points for e in graded)
     wrong = [e for e in items if not e.right]
-    lines = [f"## Summary: {total:g} / {most:g} points"
-             + (f", {len(wrong)} of {len(items)} graded cells to look at" if wrong else
-                ", every graded cell right"), ""]
+    lines = ["## " + T("Summary: {total} / {most} points", total=format(total, "g"),
+                       most=format(most, "g"))
+             + (T(" ({before} before the late penalty)", before=format(before, "g"))
+                if penalty else "")
+             + (T(", {k} of {n} graded cells to look at", k=len(wrong), n=len(items)) if wrong
+                else T(", every graded cell right")), ""]
     if late_line:
-        lines += [f"**Late.** {md_escape(late_line)}", ""]
-    for e in sorted(items, key=lambda e: e.right):  # stable: notebook order within each
+        lines += ["**" + T("Late.") + "** " + md_escape(late_line), ""]
+    for e in sorted(items, key=order):  # stable: notebook order within each
         link = f"[{md_escape(e.title)}](#{e.grade_id})"
         if e.right:
-            verdict = "right"
+            verdict = T("right")
         elif e.status == "unanswered":
-            verdict = "unanswered"
+            verdict = T("unanswered")
         else:
-            verdict = "partly right" if e.earned > 0 else "not right"
+            verdict = T("partly right") if e.earned > 0 else T("not right")
         line = f"- **{verdict}** ({_points(e)}): {link}"
         if e.question and e.answer is not None:
-            line += f". Your answer: {md_escape(e.answer)}"
+            line += ". " + T("Your answer: {answer}", answer=md_escape(e.answer))
         if not e.right:
-            line += f". **Cause:** {md_escape(e.cause)}"
+            line += ". **" + T("Cause:") + "** " + md_escape(e.cause)
             if e.fix:
-                line += f" **Fix:** {md_escape(e.fix)}"
+                line += " **" + T("Fix:") + "** " + md_escape(e.fix)
         elif e.explanation:
             line += f". {md_escape(e.explanation)}"
         lines.append(line)
@@ -278,8 +354,8 @@ def _reword_outputs(cell: Any, e: Entry) -> None:
         if out.get("output_type") == "error":
             text = (f"{e.cause} {e.fix}".strip() if e.status == "unanswered"
                     else plain_message(out.get("evalue", "")))
-            out["traceback"] = [wrap(f"Unanswered. {text}" if e.status == "unanswered"
-                                     else text)]
+            out["traceback"] = [wrap(T("Unanswered. {text}", text=text)
+                                     if e.status == "unanswered" else text)]
             if e.status == "unanswered":
                 out["ename"], out["evalue"] = "Unanswered", text
         elif out.get("output_type") == "stream":
@@ -292,6 +368,12 @@ def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
     question's text under its ``quiz.ask`` cell. ``late`` is :func:`policy.lateness`'s
     record (its penalty in points is worked out here: nbgrader applies it after this step).
     Returns the entries."""
+    with language(of_notebook(nb)):  # the summary in the notebook's language
+        return _annotate(nb, verdicts, late, bank_dir)
+
+
+def _annotate(nb: Any, verdicts: dict[str, dict[str, Any]], late: dict[str, Any] | None,
+              bank_dir: Path) -> list[Entry]:
     from .policy import late_line
 
     items = entries(nb, verdicts, bank_dir)
@@ -312,7 +394,8 @@ def annotate(nb: Any, verdicts: dict[str, dict[str, Any]], *,
             cell["outputs"] = [nbformat.from_dict({
                 "output_type": "display_data", "metadata": {},
                 "data": {"text/plain": q.text()}})]
-    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late)))
+    penalty = float((late or {}).get("penalty") or 0.0) if (late or {}).get("late") else 0.0
+    cell = nbformat.v4.new_markdown_cell(summary_markdown(items, late_line(late, T), penalty))
     cell.metadata["cudacourse"] = {"summary": True}
     if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:
         cell["id"] = SUMMARY_ID
@@ -334,7 +417,8 @@ def first_cause(verdicts: dict[str, dict[str, Any]],
             blank = re.fullmatch(r"name '(\w+)' is not defined", message)
             if blank:
                 return f"{gid}: unanswered ({blank.group(1)} not written)"
-            cause, _ = split_cause(message)
+            parts = checker_parts(v)  # the checker's own diagnosis, when it gave one
+            cause = parts[0] if parts else split_cause(message)[0]
             return f"{gid}: {cause}" if cause else f"{gid}: {v.get('status')}"
     return ""
 
@@ -362,5 +446,5 @@ def first_lost(autograded: Path) -> str:
     return ""
 
 
-__all__ = ["Entry", "QuestionText", "annotate", "earned_points", "entries", "first_cause", "first_lost",
+__all__ = ["Entry", "QuestionText", "annotate", "checker_parts", "order", "earned_points", "entries", "first_cause", "first_lost",
            "md_escape", "plain_message", "question", "split_cause", "summary_markdown", "wrap"]

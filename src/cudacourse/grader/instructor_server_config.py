@@ -1,11 +1,15 @@
 """Jupyter server configuration of ``cudacourse lab --instructor`` (passed as ``--config``).
 
-Runs in the instructor's server process: enables :mod:`cudacourse.grader.pagepolicy` as a
-server extension (imported by its name: importing ``cudacourse`` chooses no device), so every
-formgrader page carries its Content-Security-Policy.
+Runs in the instructor's server process: enables :mod:`cudacourse.grader.pagepolicy` (the
+Content-Security-Policy on every formgrader page), :mod:`cudacourse.grader.latelist` (late
+work marked in formgrader's lists) and ``jupyter_server_mathjax`` (MathJax from this server,
+no CDN) as server extensions, imported by their names (importing ``cudacourse`` chooses no
+device).
 """
 
 c = get_config()  # noqa: F821 - provided by Jupyter when it loads this file
 
 c.ServerApp.jpserver_extensions = {**dict(c.ServerApp.get("jpserver_extensions", {})),
-                                   "cudacourse.grader.pagepolicy": True}
+                                   "jupyter_server_mathjax": True,
+                                   "cudacourse.grader.pagepolicy": True,
+                                   "cudacourse.grader.latelist": True}

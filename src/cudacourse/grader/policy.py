@@ -33,6 +33,7 @@ import math
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from nbgrader.plugins import LateSubmissionPlugin
@@ -160,25 +161,37 @@ def describe(course_root: str | os.PathLike) -> list[str]:
     return lines + [f"late: {rule_text(late)}"]
 
 
-def rule_text(late: LatePenalty) -> str:
-    """The late rule in words, e.g. '-10% per started day late, at most -100%'."""
+def _english(template: str, /, **values: Any) -> str:
+    return template.format(**values)
+
+
+def rule_text(late: LatePenalty, T: Any = _english) -> str:
+    """The late rule in words, e.g. '-10% per started day late, at most -100%' (``T``: the
+    catalogue's templates in a notebook's language, grader/lang.py; English by default)."""
     if late.penalty_method == "percent_per_day":
-        rule = f"-{late.percent_per_day:g}% per started day late, at most -{late.max_percent:g}%"
+        rule = T("-{pct}% per started day late, at most -{most}%",
+                 pct=format(late.percent_per_day, "g"), most=format(late.max_percent, "g"))
     elif late.penalty_method == "zero":
-        rule = "a late notebook scores 0"
+        rule = T("a late notebook scores 0")
     else:
-        rule = "no penalty for late work"
-    return rule + (f", {late.grace_minutes:g} min grace" if late.grace_minutes else "")
+        rule = T("no penalty for late work")
+    return rule + (T(", {minutes} min grace", minutes=format(late.grace_minutes, "g"))
+                   if late.grace_minutes else "")
 
 
-def duration(seconds: float) -> str:
-    """'2 days 1 hour', '3 hours 5 min', '40 min' (rounded down to the minute)."""
-    minutes = int(max(0.0, seconds) // 60)
+def duration(seconds: float, T: Any = _english) -> str:
+    """'2 days 1 hour', '3 hours 5 min', '40 min 12 s', '9 s' (rounded down; to the second
+    under an hour, where a minute is a large part of the lateness)."""
+    whole = int(max(0.0, seconds))
+    minutes, secs = divmod(whole, 60)
     days, rest = divmod(minutes, 1440)
     hours, mins = divmod(rest, 60)
-    parts = [(days, "day"), (hours, "hour")] if days else [(hours, "hour"), (mins, "min")]
-    words = [f"{n} {unit}{'s' if n != 1 and unit != 'min' else ''}" for n, unit in parts if n]
-    return " ".join(words) or "under a minute"
+    words = {"day": lambda n: T("{n} day", n=n) if n == 1 else T("{n} days", n=n),
+             "hour": lambda n: T("{n} hour", n=n) if n == 1 else T("{n} hours", n=n),
+             "min": lambda n: T("{n} min", n=n), "s": lambda n: T("{n} s", n=n)}
+    parts = ([(days, "day"), (hours, "hour")] if days else [(hours, "hour"), (mins, "min")]
+             if hours else [(mins, "min"), (secs, "s")])
+    return " ".join(words[unit](n) for n, unit in parts if n) or T("{n} s", n=0)
 
 
 def lateness(db_url: str, assignment: str, student: str, late: LatePenalty
@@ -197,20 +210,30 @@ def lateness(db_url: str, assignment: str, student: str, late: LatePenalty
         penalty = float(sub.late_submission_penalty or 0.0)
     if due is None or when is None:
         return None
-    return {"due": f"{due:%Y-%m-%d %H:%M} UTC", "submitted": f"{when:%Y-%m-%d %H:%M} UTC",
+    # to the second: a submission 9 s late must not show two equal times
+    return {"due": f"{due:%Y-%m-%d %H:%M:%S} UTC", "submitted": f"{when:%Y-%m-%d %H:%M:%S} UTC",
             "seconds_late": seconds, "late": seconds > 0, "percent": late.percent(seconds),
-            "penalty": penalty, "rule": rule_text(late)}
+            "penalty": penalty, "rule": rule_text(late),
+            "rule_of": {k: getattr(late, k) for k in ("penalty_method", "percent_per_day",
+                                                       "max_percent", "grace_minutes")}}
 
 
-def late_line(info: dict[str, Any] | None) -> str | None:
-    """The sentence a learner and a grader read: due date, lateness, rule, what it cost."""
+def late_line(info: dict[str, Any] | None, T: Any = _english) -> str | None:
+    """The sentence a learner and a grader read: due date, lateness, rule, what it cost
+    (``T`` as for :func:`rule_text`)."""
     if not info or not info.get("late"):
         return None
-    cost = (f"-{info['percent']:g}% of the score" + (f" (-{info['penalty']:g} points)"
-                                                     if info.get("penalty") else "")
-            if info.get("percent") else "no penalty")
-    return (f"Handed in {info['submitted']}, due {info['due']}: "
-            f"{duration(info['seconds_late'])} late. Rule: {info['rule']}; applied: {cost}.")
+    if info.get("percent"):
+        cost = T("-{pct}% of the score", pct=format(info["percent"], "g"))
+        if info.get("penalty"):
+            cost += T(" (-{points} points)", points=format(info["penalty"], "g"))
+    else:
+        cost = T("no penalty")
+    of = info.get("rule_of")  # the rule's settings: said again in T's language
+    rule = rule_text(SimpleNamespace(**of), T) if isinstance(of, dict) else info["rule"]
+    return T("Handed in {submitted}, due {due}: {late} late. Rule: {rule}; applied: {cost}.",
+             submitted=info["submitted"], due=info["due"],
+             late=duration(info["seconds_late"], T), rule=rule, cost=cost)
 
 
 def utc_timestamp(when: datetime | None = None) -> str:

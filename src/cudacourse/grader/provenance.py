@@ -133,6 +133,8 @@ def snapshot_of(data: Any, course_root: str | os.PathLike) -> dict[str, Any]:
     assignment = data.assignment
     students = {}
     for sid, st in sorted(data.students.items()):
+        if not st.submitted and st.status == "no submission":
+            continue  # the gradebook's students of other assignments: not this one's
         students[sid] = {
             "status": st.status, "raw_score": st.raw_score, "late_penalty": st.late_penalty,
             "cells": {k: {"score": c.score, "diagnosis": c.diagnosis}

@@ -262,7 +262,9 @@ def _feedback_run_and_verdicts(sub: Submission) -> dict[str, Any] | None:
                 who={"student": sub.student, "assignment": sub.assignment, "notebook": name})
             dest = results / sub.student / sub.assignment / f"{name}.json"
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(json.dumps(prepared))
+            # intake's incidents (a restored answer cell's metadata...) reach the notebook's
+            # Grading note too, where a grader reads them (autograde.ResilientExecute)
+            dest.write_text(json.dumps({**prepared, "intake": list(sub.staged.problems)}))
             sub.out["incidents"] += [f"{name}: {i}" for i in prepared["incidents"]]
             sub.out["isolation"] = sorted(set(sub.out["isolation"]) | set(prepared["isolation"]))
     except Exception as exc:  # noqa: BLE001 - e.g. the sandbox refused (--require-sandbox)

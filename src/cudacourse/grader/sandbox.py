@@ -398,7 +398,9 @@ def run(argv: list[str], *, workdir: str, sb: Sandbox, course_root: str, timeout
         _chown_tree(workdir, uid)
     limits = _limits(sb.limits, timeout, gpu)
     full = cmd + [sys.executable, "-S", "-c", _LAUNCHER, json.dumps(limits), *argv]
-    child_env = _env(home, {**(env or {}), "CUDACOURSE_SANDBOX_TOKEN": token})
+    child_env = _env(home, {**(env or {}), "CUDACOURSE_SANDBOX_TOKEN": token,
+                            # where lessons find the course's figures (bench.committed_report)
+                            "CUDACOURSE_COURSE_ROOT": os.path.realpath(course_root)})
     if not ok:
         os.makedirs(home, exist_ok=True)
         if uid is not None:

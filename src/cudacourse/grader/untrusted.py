@@ -153,8 +153,12 @@ def _attribute_ok(tag: str, name: str, value: str) -> bool:
         return False
     if name in ("href", "src"):
         v = value.strip()
-        if tag == "img" and _IMAGE_DATA.match(v):
-            return True  # an inline PNG/JPEG/GIF: an image, never a document or a script
+        if tag == "img":
+            # an inline PNG/JPEG/GIF only: an image, never a document or a script, and no
+            # request anywhere (a learner's src="x" or src="https://..." would make the
+            # instructor's browser fetch it on every view: a beacon, or a GET with the
+            # instructor's session). The image stays, inert, with its alt text.
+            return _IMAGE_DATA.match(v) is not None
         scheme = re.match(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):", v)
         if scheme:
             return scheme.group(1).lower() in PROTOCOLS

@@ -131,6 +131,7 @@ def judge(job: dict[str, Any], ns: dict[str, Any] | None = None, done: int = 0) 
             result.update(status="fail", ename=type(exc).__name__,
                           message=str(exc)[:4000], where=frames[-3:],
                           cause=str(cause)[:100] if cause is not None else None)
+            result.update(_structure(exc))
             return result
         result["status"] = "pass"
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -139,6 +140,27 @@ def judge(job: dict[str, Any], ns: dict[str, Any] | None = None, done: int = 0) 
     finally:
         sys.stdout, sys.stderr = saved
         result["output"] = out.text()
+
+
+def _structure(exc: BaseException) -> dict[str, Any]:
+    """A checker's failure as its parts (CheckFailure: the diagnosis, the fix, the case, and
+    their catalogue templates), so the feedback says cause and fix as the checker split them
+    and in the notebook's language, never by cutting the message at its punctuation."""
+    if not (hasattr(exc, "shown") and hasattr(exc, "hint") and hasattr(exc, "to_dict")):
+        return {}
+    try:
+        diagnosis, hint = exc.shown()
+        data = exc.to_dict()
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a learner's look-alike: the message is enough
+        return {}
+    out = {"diagnosis": str(diagnosis)[:4000], "hint": str(hint)[:2000],
+           "case": text[text.rfind(" [") + 2:-1][:500]
+           if getattr(exc, "context", None) and text.endswith("]") else ""}
+    for key in ("message_text", "hint_text"):
+        if isinstance(data.get(key), dict):
+            out[key] = data[key]
+    return out
 
 
 STATUSES = ("pass", "fail", "error", "not_gradable", "timeout")
@@ -169,6 +191,11 @@ def normalise(v: Any, grade_id: str) -> dict[str, Any]:
         "where": [text(w, 200) for w in v.get("where", [])[:3]]
         if isinstance(v.get("where"), list) else [],
         "cause": text(v.get("cause"), 100) or None,
+        # a CheckFailure's parts (see _structure); absent for other exceptions
+        "diagnosis": text(v.get("diagnosis"), 4000), "hint": text(v.get("hint"), 2000),
+        "case": text(v.get("case"), 500),
+        **{k: v[k] for k in ("message_text", "hint_text")
+           if isinstance(v.get(k), dict) and len(json.dumps(v[k], default=str)) < 8000},
         "partial": None, "credit": None,
         "statements": [d for d in v.get("statements", [])[:200] if isinstance(d, dict) and
                        isinstance(d.get("kind"), str) and isinstance(d.get("passed"), bool)]

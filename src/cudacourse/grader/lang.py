@@ -1,0 +1,65 @@
+"""The grader's words in a notebook's language: feedback and formgrader's summary.
+
+A Japanese notebook (``metadata.cudacourse.lang == "ja"``) gets its summary, its late line
+and its reworded test outputs in Japanese: every such string is a catalogue template
+(``T("{k} of {n} graded cells to look at", k=..., n=...)``, extracted by Babel like the
+package's other ``T`` calls), shown through :mod:`cudacourse.i18n` while :func:`language`
+holds the notebook's language. Here ``T`` returns the shown text at once (a plain ``str``):
+it is called inside :func:`language`, where the language is the notebook's.
+
+nbgrader's process loads the grader package by path (``cudacourse_grader``), without the
+``cudacourse`` package: :func:`catalogue` then loads ``i18n/__init__.py`` by path too (it
+imports only the standard library).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterator
+
+
+def catalogue() -> ModuleType:
+    """:mod:`cudacourse.i18n` (the grader is an ordinary part of the package)."""
+    from .. import i18n
+
+    return i18n
+
+
+def T(template: str, /, **values: Any) -> str:
+    """``template`` in the current language with ``values`` filled in."""
+    return catalogue().T(template, **values).shown()
+
+
+def english(template: str, /, **values: Any) -> str:
+    """``template`` filled in, in English (the default where no language applies)."""
+    return template.format(**values)
+
+
+def of_notebook(nb: Any) -> str:
+    """The notebook's language (``metadata.cudacourse.lang``); English when unset or unknown."""
+    lang = ((nb.get("metadata") or {}).get("cudacourse") or {}).get("lang")
+    try:
+        return catalogue().normalize(str(lang) if lang else None)
+    except ValueError:
+        return "en"
+
+
+@contextlib.contextmanager
+def language(lang: str) -> Iterator[str]:
+    """Messages in ``lang`` inside the block; the process's language as it was after."""
+    i18n = catalogue()
+    chosen, env = i18n._chosen, os.environ.get("CUDACOURSE_LANG")
+    try:
+        yield i18n.use(lang)
+    finally:
+        i18n._chosen = chosen
+        if env is None:
+            os.environ.pop("CUDACOURSE_LANG", None)
+        else:
+            os.environ["CUDACOURSE_LANG"] = env
+
+
+__all__ = ["T", "catalogue", "english", "language", "of_notebook"]
