@@ -92,6 +92,8 @@ sim_part = _replay.sim_part
 tracing = _trace.tracing
 Trace = _trace.Trace
 DEFAULT = _trace.DEFAULT
+same_memory = _trace.same_memory
+memory_range = _trace.memory_range
 
 # --- the sm_90 compile gate (the simulator compiles each kernel for a real GPU) ------------
 CompileRefused = _compile.CompileRefused
