@@ -25,6 +25,8 @@ CAUSES = {
     "unwritten": "some outputs were never written",
     "only_first_block": "only block 0 did its work",
     "wrong_formula": "the output matches a different formula",
+    "nonfinite": "NaN or inf where the reference is finite",
+    "wrong_scale": "every element off by the same factor",
     "wrong_shape": "the output has the wrong shape",
     "out_of_bounds_write": "a write past the end (or before the start) of an array",
     "out_of_bounds_read": "an index outside an array (the simulator saw it)",
@@ -54,6 +56,7 @@ CAUSES = {
     "serial_work": "one thread does the work of many",
     # lesson 2: 2D grids, grid-stride loops, warp shuffles
     "swapped_axes": "x and y (columns and rows) swapped",
+    "guard_wrong_axis": "the bounds guard compares an index with the other axis' size",
     "no_grid_stride": "no grid-stride loop: some elements get no thread",
     "early_return": "lanes left before the warp's shuffles",
     "no_shuffle": "the warp's sum is not made with shuffles",
@@ -76,6 +79,9 @@ CAUSES = {
     "too_few_streams": "fewer streams used than asked for",
     "sync_copies": "copies not made asynchronously on the streams",
     "pageable_copy": "an asynchronous copy from pageable (not pinned) host memory",
+    "copy_instead_of_swap": "a device-to-device copy instead of swapping the two buffers",
+    "stale_buffer": "the buffer the last step read copied back, not the one it wrote",
+    "no_overlap": "the host waited for the GPU between chunks: nothing overlaps",
     # lesson 4: shared memory, tiles and reductions
     "unfilled_tile": "a shared tile read where no thread had stored a value",
     "no_tiles": "no shared-memory tiles: the technique the exercise asks for is missing",
@@ -90,6 +96,8 @@ CAUSES = {
     "buffers_reallocated": "new device arrays made instead of swapping the two buffers",
     "buffers_not_swapped": "the two buffers are not swapped between steps",
     "wrong_buffer": "the state returned is not the last step's",
+    "grid_axes_swapped": "the grid's x and y swapped: part of the field never updated",
+    "grid_too_small": "a grid too small for the field: some cells never updated",
     "periodic_wrap": "the periodic wrap-around at the lattice's edges is wrong",
     "push_race": "populations pushed into neighbours' slots: a race",
     "pulled_from_output": "populations read from the output array, not the input",
@@ -97,6 +105,7 @@ CAUSES = {
     "lost_population": "populations are lost at the walls",
     "mass_not_conserved": "mass is not conserved",
     "wrong_opposite": "bounce-back takes the wrong opposite direction",
+    "wrong_axis": "a term acts on the wrong axis or with the wrong sign",
 }
 
 WIDTH = 88  # the width of a notebook's traceback box

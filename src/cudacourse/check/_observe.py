@@ -75,6 +75,8 @@ def fail(cause: str, message: str, context: Any = None, hint: str = "") -> NoRet
 def ctx_text(context: Any) -> str:
     if isinstance(context, dict):
         return ", ".join(f"{k}={E.fmt(v)}" for k, v in context.items())
+    if isinstance(context, str):
+        return context  # a T(...) context keeps its template: shown in the learner's language
     return str(context or "")
 
 

@@ -96,7 +96,8 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     if ok.all():
         return
     if grid is not None and K.isnan(got).any():
-        D.swapped_coverage(K.isnan(got), grid, (TX, TY), "out", f" [{ctx}]")
+        D.swapped_coverage(K.isnan(got), grid, (TX, TY), "out",
+                           T(" [{context}]", context=ctx))
     if K.isnan(got).any():
         K.compare(got, want, name="out", formula=T("the 9-point heat step"), rtol=1e-5,
                   atol=1e-5 * scale, context=ctx)
@@ -133,7 +134,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
         # the update term out - u a constant multiple of the right one: a factor twice or
         # missing (alpha, the 1/6 of the 9-point weights)
         D.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
-                 {"alpha": alpha, "1/6": 1.0 / 6.0}, f" [{ctx}]")
+                 {"alpha": alpha, "1/6": 1.0 / 6.0}, T(" [{context}]", context=ctx))
     finite = got[~K.isnan(got)]
     if finite.size and K.abs(finite).max() > _BIG:
         if rerun is not None:
@@ -555,7 +556,7 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
     if K.isnan(got[:, fluid]).any():
         if grid is not None:
             D.swapped_coverage(K.isnan(got).any(axis=0), grid, LBM_BLOCK, "f_out",
-                               f" [{ctx}]")
+                               T(" [{context}]", context=ctx))
         if rerun is not None:
             rerun()  # the simulator watches f_in and f_out: did it read the output?
         K.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
