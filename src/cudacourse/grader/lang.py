@@ -14,10 +14,8 @@ The grader is an ordinary part of the package (nbgrader's config imports
 from __future__ import annotations
 
 import contextlib
-import os
-from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 
 def catalogue() -> ModuleType:
