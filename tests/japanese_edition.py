@@ -90,18 +90,9 @@ def _names(value: object) -> set[str]:
     return out
 
 
-@contextlib.contextmanager
-def japanese() -> Iterator[None]:
-    saved, env = i18n._chosen, os.environ.get("CUDACOURSE_LANG")
-    i18n.use("ja")
-    try:
-        yield
-    finally:
-        i18n._chosen = saved
-        if env is None:
-            os.environ.pop("CUDACOURSE_LANG", None)
-        else:
-            os.environ["CUDACOURSE_LANG"] = env
+def japanese():
+    """The Japanese catalogue for a moment (i18n.speaking)."""
+    return i18n.speaking("ja")
 
 
 @contextlib.contextmanager

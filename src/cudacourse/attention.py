@@ -24,7 +24,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .arrays import check_array, describe, is_device_array, return_like_input, to_device
-from .launch import DevicePlans, chosen
+from .launch import DevicePlans, chosen, json_named_by
 from .softmax import NEG_BIG, _shuffles_available
 
 LOG2E = 1.4426950408889634
@@ -714,23 +714,11 @@ def _fast_config(d: int, cfg: FastConfig | None) -> FastConfig:
     return _tuned_configs().get(d, FAST_GPU_CONFIGS[d])
 
 
-_TUNED: dict[int, FastConfig] | None = None
-
-
 def _tuned_configs() -> dict[int, FastConfig]:
     """Tile shapes from a tuning run: CUDACOURSE_FAST_CONFIGS names a JSON file
     {"64": [bq, bk, tr, tc], ...} (tools/probe_attention.py writes one); else none."""
-    global _TUNED
-    if _TUNED is None:
-        import json
-        import os
-
-        path = os.environ.get("CUDACOURSE_FAST_CONFIGS")
-        _TUNED = {}
-        if path:
-            with open(path) as f:
-                _TUNED = {int(d): FastConfig(*c) for d, c in json.load(f).items()}
-    return _TUNED
+    return {int(d): FastConfig(*c)
+            for d, c in json_named_by("CUDACOURSE_FAST_CONFIGS").items()}
 
 
 def fast_kernel(d: int, cfg: FastConfig | None = None, use_shuffles: bool | None = None,

@@ -273,7 +273,22 @@ def prepare_launch(kernel: Any, grid: Any, block: Any, args: tuple, shared: int 
         return None
 
 
-_CHOICES: dict | None = None
+_FROM_ENV: dict[str, Any] = {}
+
+
+def json_named_by(variable: str) -> Any:
+    """The JSON file the environment variable ``variable`` names, read once (``{}`` when the
+    variable is unset): how a GPU sweep hands its measured choices to the public calls."""
+    if variable not in _FROM_ENV:
+        import json
+        import os
+
+        path = os.environ.get(variable)
+        _FROM_ENV[variable] = {}
+        if path:
+            with open(path) as f:
+                _FROM_ENV[variable] = json.load(f)
+    return _FROM_ENV[variable]
 
 
 def _tuples(v: Any) -> Any:
@@ -287,14 +302,5 @@ def chosen(kernel: str, default: Any) -> Any:
     writes one from a GPU sweep, so that one GPU run can time the sweep's winner as the
     public call's choice; the module's constant is then moved to it (a test holds the
     committed benchmarks to the constants). Read once, at import."""
-    global _CHOICES
-    if _CHOICES is None:
-        import json
-        import os
-
-        path = os.environ.get("CUDACOURSE_CHOICES")
-        _CHOICES = {}
-        if path:
-            with open(path) as f:
-                _CHOICES = json.load(f)
-    return _tuples(_CHOICES[kernel]) if kernel in _CHOICES else default
+    choices = json_named_by("CUDACOURSE_CHOICES")
+    return _tuples(choices[kernel]) if kernel in choices else default

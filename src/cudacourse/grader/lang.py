@@ -7,18 +7,15 @@ package's other ``T`` calls), shown through :mod:`cudacourse.i18n` while :func:`
 holds the notebook's language. Here ``T`` returns the shown text at once (a plain ``str``):
 it is called inside :func:`language`, where the language is the notebook's.
 
-nbgrader's process loads the grader package by path (``cudacourse_grader``), without the
-``cudacourse`` package: :func:`catalogue` then loads ``i18n/__init__.py`` by path too (it
-imports only the standard library).
+The grader is an ordinary part of the package (nbgrader's config imports
+``cudacourse.grader``): :func:`catalogue` is :mod:`cudacourse.i18n` itself.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 
 def catalogue() -> ModuleType:
@@ -47,19 +44,9 @@ def of_notebook(nb: Any) -> str:
         return "en"
 
 
-@contextlib.contextmanager
-def language(lang: str) -> Iterator[str]:
+def language(lang: str) -> contextlib.AbstractContextManager[str]:
     """Messages in ``lang`` inside the block; the process's language as it was after."""
-    i18n = catalogue()
-    chosen, env = i18n._chosen, os.environ.get("CUDACOURSE_LANG")
-    try:
-        yield i18n.use(lang)
-    finally:
-        i18n._chosen = chosen
-        if env is None:
-            os.environ.pop("CUDACOURSE_LANG", None)
-        else:
-            os.environ["CUDACOURSE_LANG"] = env
+    return catalogue().speaking(lang)
 
 
 __all__ = ["T", "catalogue", "english", "language", "of_notebook"]

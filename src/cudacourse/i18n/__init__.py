@@ -13,10 +13,12 @@ sets it for the notebooks' kernels). This module imports nothing else from the p
 
 from __future__ import annotations
 
+import contextlib
 import gettext as _gettext
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 LANGUAGES = ("en", "ja")
 DEFAULT = "en"
@@ -48,6 +50,26 @@ def language() -> str:
         return normalize(os.environ.get("CUDACOURSE_LANG"))
     except ValueError:
         return DEFAULT  # a stray value never breaks a notebook; `cudacourse doctor` names it
+
+
+@contextlib.contextmanager
+def speaking(lang: str) -> Iterator[str]:
+    """Messages in ``lang`` inside the block; the process's language (and
+    ``CUDACOURSE_LANG``) as it was after."""
+    chosen, env = _chosen, os.environ.get("CUDACOURSE_LANG")
+    try:
+        yield use(lang)
+    finally:
+        _restore(chosen, env)
+
+
+def _restore(chosen: str | None, env: str | None) -> None:
+    global _chosen
+    _chosen = chosen
+    if env is None:
+        os.environ.pop("CUDACOURSE_LANG", None)
+    else:
+        os.environ["CUDACOURSE_LANG"] = env
 
 
 def use(lang: str) -> str:
@@ -172,4 +194,4 @@ T = Text
 
 
 __all__ = ["LANGUAGES", "DEFAULT", "language", "use", "normalize", "gettext", "ngettext",
-           "_", "N_", "T", "Text", "shown"]
+           "_", "N_", "T", "Text", "shown", "speaking"]

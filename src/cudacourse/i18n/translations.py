@@ -128,22 +128,11 @@ def _translated_code(source: str, translation: str) -> str:
     return "".join(out) + source[at:]
 
 
-@contextlib.contextmanager
 def language(lang: str):
     """Messages in ``lang`` for a moment (the course's language restored after)."""
-    from . import use
     from .. import i18n
 
-    before, env = i18n._chosen, os.environ.get("CUDACOURSE_LANG")
-    use(lang)
-    try:
-        yield
-    finally:
-        i18n._chosen = before
-        if env is None:
-            os.environ.pop("CUDACOURSE_LANG", None)
-        else:
-            os.environ["CUDACOURSE_LANG"] = env
+    return i18n.speaking(lang)
 
 
 def question_units(bank_text: str) -> list[Unit]:
