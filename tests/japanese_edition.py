@@ -49,7 +49,7 @@ TEST_DATA = {
 # Two-letter English words; any other two-letter token is an identifier (nx, ty, xs, ...).
 _SHORT_WORDS = {"of", "to", "by", "is", "be", "on", "at", "an", "no", "so", "do", "it", "as",
                 "up", "we", "me", "my", "us"}
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.']*(?:\[[^\]]*\]|\([^)]*\))?")
+_WORD = re.compile(r"_*[A-Za-z][A-Za-z0-9_.']*(?:\[[^\]]*\]|\([^)]*\))?")
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 
 

@@ -102,7 +102,9 @@ def test_a_choices_file_moves_the_modules_choices(tmp_path):
             "print(stencil.BEST, lbm.BEST_KERNEL, matmul.BEST, matmul.MATMUL_VARIANTS[-1], "
             "transpose.BEST.name)")
     env = {**os.environ, "CUDACOURSE_CHOICES": str(f), "NUMBA_ENABLE_CUDASIM": "1",
-           "PYTHONPATH": str(ROOT / "src")}
+           "CUDACOURSE_DEVICE": "sim",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"),
+                                                      os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120, check=True).stdout.strip().splitlines()[-1]
     assert out == ("('rows', (128, 1, 8)) maxreg40 register128v4r128 register128v4r128 "

@@ -120,7 +120,8 @@ print(json.dumps(got))
 
 
 def _verdicts(src: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(src), "CUDACOURSE_QUIET": "1"}
+    env = {**os.environ, "CUDACOURSE_QUIET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
                           env=env, timeout=300, cwd=src)
     assert proc.returncode == 0, proc.stderr[-3000:]

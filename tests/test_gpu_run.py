@@ -260,7 +260,11 @@ def test_render_writes_the_block_in_place(tmp_path):
     assert G.main(["render", str(rec), "--write", str(doc)]) == 2
 
 
-def test_changed_since_names_files_changed_after_a_commit(tmp_path):
+def test_changed_since_names_files_changed_after_a_commit(tmp_path, monkeypatch):
+    # a repository of its own: a GIT_DIR set for the run (verify.sh on the GPU sets one that
+    # points nowhere) must not redirect it
+    for var in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(var, raising=False)
     run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True,  # noqa: E731
                                     capture_output=True, text=True)
     run("init", "-q")

@@ -211,7 +211,8 @@ def course(tmp_path_factory) -> Path:
 
 
 def _run(course: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(course / "src"), "CUDACOURSE_QUIET": "1",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(course / "src"),
+                                                                 os.environ.get("PYTHONPATH")])), "CUDACOURSE_QUIET": "1",
            # nbgrader runs `alembic` as a subprocess: this environment's bin/ must be on PATH
            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
     proc = subprocess.run([sys.executable, *args], cwd=course, env=env, capture_output=True,

@@ -226,7 +226,16 @@ def _messages(course: Path, student: str, grade_id: str) -> str:
 
 
 @pytest.mark.grading
-def test_a_toy_exercise_goes_from_lesson_source_to_scores(tmp_path):
+def test_a_toy_exercise_goes_from_lesson_source_to_scores(tmp_path, monkeypatch):
+    # The toy lesson's registry entry (a new lesson writes it as the [lesson] table of its
+    # question bank, in the package: tests/test_new_lesson.py does that in a scratch copy;
+    # here the course folder alone holds the lesson, so its entry is given in this process)
+    from cudacourse import lessons as registry
+
+    entry = registry.Lesson(99, TOY, "Toy", "a toy exercise", "`scale_shift`", ("vector",),
+                            "vector", (), "the toy lesson")
+    monkeypatch.setattr(registry, "BY_STEM", {**registry.BY_STEM, TOY: entry})
+    monkeypatch.setattr(registry, "LESSONS", (*registry.LESSONS, entry))
     course = tmp_path / "course"
     (course / "lessons").mkdir(parents=True)
     (course / "lessons" / f"{TOY}.py").write_text(SOURCE)

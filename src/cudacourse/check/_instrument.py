@@ -37,6 +37,7 @@ import textwrap
 import threading
 from typing import Any, Iterator
 
+from ..i18n import T
 from . import _engine as E
 from . import _observation as O  # the record filled here, as the simulator fills it
 
@@ -640,12 +641,13 @@ class NativeObservation(O.Observation):
                     into[key] += int(arr[t])
             log.element_writes = log.element_writes + ew.copy_to_host().astype(_np.int64)
         names = {k: name for k, (name, *_rest) in enumerate(per_array)}
-        shared_names = {i: f"the shared array allocated at line {built['shared_lines'][s]}"
+        shared_names = {i: T("the shared array allocated at line {site}",
+                               site=built['shared_lines'][s])
                         for i, (s, _, _) in enumerate(shadows)}
         oob = dev["oob"].copy_to_host()
         for k in range(min(int(oob[0]), OOB_RECORDS)):
             tid, pid, axis, idx, size, line, write = (int(v) for v in oob[1 + 7 * k:8 + 7 * k])
-            arr = names.get(pid) if pid >= 0 else shared_names.get(-1 - pid, "shared memory")
+            arr = names.get(pid) if pid >= 0 else shared_names.get(-1 - pid, T("shared memory"))
             self.oob.append(O.OutOfBounds(_keys([tid], g, b)[0], arr, axis, idx, size, line,
                                           bool(write)))
         per = int(_np.prod(b))

@@ -368,11 +368,10 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
         on_streams = {op.stream for op in launches if op.stream != DEFAULT}
         want_streams = min(n_streams, expected_chunks)
         if not on_streams:
-            K.fail(T("{name} launched every kernel on the default stream, "
-                                       "which runs one operation at a time: create streams "
-                                       "with cuda.stream() and launch chunk k with "
-                                       "kernel[blocks, threads, streams[k % n_streams]]",
-                                       name=name), cause="default_stream", context=ctx)
+            K.fail(T("{name} launched every kernel on the default stream, which runs one "
+                     "operation at a time: create streams with `cuda.stream()` and launch "
+                     "chunk k with `kernel[blocks, threads, streams[k % n_streams]]`",
+                     name=name), cause="default_stream", context=ctx)
         if len(on_streams) < want_streams:
             K.fail(T("{name} used {n_on_streams} stream(s) for "
                                         "n_streams={n_streams}: spread the chunks round-robin, "

@@ -379,12 +379,15 @@ def _check_tree(obs: K.Observation, ctx: dict) -> None:
 
 def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
                   obs: K.Observation) -> None:
+    # A slot read that no thread stored is the mistake whatever it held: on a GPU it holds
+    # whatever the last kernel left (often 0.0, so the sums can come out right by luck), in
+    # the simulator a poison value. The record of stores decides, never the values.
+    if obs.live and obs.unfilled:
+        K.fail(_unfilled_words(
+            obs, T("threads past the end of x must store 0.0 in their slot (sh[t] = x[i] "
+                   "if i < n else 0.0).")), cause="unfilled_tile", context=ctx)
     finite = got[~K.isnan(got)]
     if finite.size and K.abs(finite).max() > _BIG:
-        if obs.live and obs.unfilled:
-            K.fail(_unfilled_words(
-                obs, T("threads past the end of x must store 0.0 in their slot (sh[t] = x[i] "
-                       "if i < n else 0.0).")), cause="unfilled_tile", context=ctx)
         K.fail(T("{poison_hint}; threads past the end of x must store 0.0 "
                                     "in their slot.",
                                     poison_hint=_poison_hint('block_sum')),

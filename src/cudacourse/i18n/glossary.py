@@ -17,7 +17,8 @@ from pathlib import Path
 from . import LOCALE_DIR
 
 # code and figure placeholders ({{const.occupancy.H200_SM.registers}}) are not prose
-_CODE = re.compile(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}", re.S)
+# code, figures and a message's named placeholders ({thread}: a value, not an English word)
+_CODE = re.compile(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}|\{\w+(?:[:!][^{}]*)?\}", re.S)
 
 
 @dataclass(frozen=True)
