@@ -689,8 +689,9 @@ class NativeObservation(O.Observation):
             t1, l1 = self._thread_of(first, blk, g, b)
             t2, l2 = self._thread_of(second, blk, g, b)
             epoch = (second >> 40) - 1
-            between = ("before the first cuda.syncthreads()" if epoch == 0 else
-                       f"between the block's barriers number {epoch} and {epoch + 1}")
+            between = (T("before the first cuda.syncthreads()") if epoch == 0 else
+                       T("between the block's barriers number {epoch} and {epoch_plus_1}",
+                         epoch=epoch, epoch_plus_1=epoch + 1))
             shape = self._shape(shapes[site][0])
             idx = tuple(int(i) for i in _np.unravel_index(slot, shape))
             self.races.append(O.Race(names[site], idx, (t1, "wrote" if fw else "read", l1),
