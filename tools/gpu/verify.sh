@@ -22,6 +22,10 @@
 #
 #     VERIFY_COMMIT=$(git rev-parse HEAD) ... bash .whl/on-device.sh bash tools/gpu/verify.sh
 #
+# (prepared here with `bash ../shared/gpu/wheelhouse.sh matplotlib-fontja==1.1.0`: the Japanese
+# plots' font is not on the GPU image; the project's command there is `python3 -m cudacourse.cli`,
+# as the package has no top-level cudacourse_cli module any more)
+#
 # (the device copy has no .git: the commit measured comes from VERIFY_COMMIT; run from a git
 # checkout, the script takes HEAD and refuses a dirty tree). Every stage has a hard deadline
 # inside VERIFY_DEADLINE (default 500 s; with on-device.sh's set-up the call stays under 540 s),
