@@ -44,20 +44,6 @@ def _results(g) -> dict[str, dict]:
     return {r["student"]: r for r in g["run"]["results"]}
 
 
-def _gradebook_scores(course: Path) -> dict[str, dict[str, float]]:
-    from nbgrader.api import Gradebook, MissingEntry
-
-    out = {}
-    with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
-        for student in gb.students:
-            try:
-                nb = gb.find_submission_notebook(A, A, student.id)
-            except MissingEntry:
-                continue
-            out[student.id] = {g.name: g.score for g in nb.grades}
-    return out
-
-
 def _autograded(course: Path, student: str) -> nbformat.NotebookNode:
     return nbformat.read(course / "autograded" / student / A / f"{A}.ipynb", 4)
 

@@ -711,14 +711,10 @@ def _fast_config(d: int, cfg: FastConfig | None) -> FastConfig:
         return cfg
     if is_simulator():
         return FAST_SIM_CONFIG
-    return _tuned_configs().get(d, FAST_GPU_CONFIGS[d])
-
-
-def _tuned_configs() -> dict[int, FastConfig]:
-    """Tile shapes from a tuning run: CUDACOURSE_FAST_CONFIGS names a JSON file
-    {"64": [bq, bk, tr, tc], ...} (tools/probe_attention.py writes one); else none."""
-    return {int(d): FastConfig(*c)
-            for d, c in json_named_by("CUDACOURSE_FAST_CONFIGS").items()}
+    # Tile shapes from a tuning run: CUDACOURSE_FAST_CONFIGS names a JSON file
+    # {"64": [bq, bk, tr, tc], ...} (tools/probe_attention.py writes one), read once
+    tuned = json_named_by("CUDACOURSE_FAST_CONFIGS").get(str(d))
+    return FastConfig(*tuned) if tuned else FAST_GPU_CONFIGS[d]
 
 
 def fast_kernel(d: int, cfg: FastConfig | None = None, use_shuffles: bool | None = None,

@@ -34,7 +34,8 @@ from typing import Any
 
 import nbformat
 
-from .lang import T, catalogue, language, of_notebook
+from .. import i18n
+from .lang import T, language, of_notebook
 
 WIDTH = 88
 SUMMARY_ID = "cudacourse-summary"
@@ -95,7 +96,6 @@ def _in_language(d: Any, fallback: str) -> str:
     if _PLAIN_TEMPLATE.search(template) or not isinstance(values, dict) or any(
             not isinstance(v, (str, int, float)) for v in values.values()):
         return fallback
-    i18n = catalogue()
     if i18n.gettext(template) == template:
         return fallback
     return i18n.T(template, **values).shown()
@@ -163,7 +163,7 @@ def question(qid: str, bank_dir: Path = QUIZ_BANK) -> QuestionText | None:
 def _question_translations(lesson: str, bank_dir: Path) -> dict[str, str]:
     """The question texts of ``lesson`` in the current language (its lesson translation
     file, ``locale/<lang>/lessons/<lesson>.po``, keyed ``q.<id>.<field>``); {} in English."""
-    lang = catalogue().language()
+    lang = i18n.language()
     if lang == "en":
         return {}
     path = bank_dir.parent / "locale" / lang / "lessons" / f"{lesson}.po"

@@ -8,26 +8,20 @@ holds the notebook's language. Here ``T`` returns the shown text at once (a plai
 it is called inside :func:`language`, where the language is the notebook's.
 
 The grader is an ordinary part of the package (nbgrader's config imports
-``cudacourse.grader``): :func:`catalogue` is :mod:`cudacourse.i18n` itself.
+``cudacourse.grader``): it uses :mod:`cudacourse.i18n` directly.
 """
 
 from __future__ import annotations
 
 import contextlib
-from types import ModuleType
 from typing import Any
 
-
-def catalogue() -> ModuleType:
-    """:mod:`cudacourse.i18n` (the grader is an ordinary part of the package)."""
-    from .. import i18n
-
-    return i18n
+from .. import i18n
 
 
 def T(template: str, /, **values: Any) -> str:
     """``template`` in the current language with ``values`` filled in."""
-    return catalogue().T(template, **values).shown()
+    return i18n.T(template, **values).shown()
 
 
 def english(template: str, /, **values: Any) -> str:
@@ -39,14 +33,14 @@ def of_notebook(nb: Any) -> str:
     """The notebook's language (``metadata.cudacourse.lang``); English when unset or unknown."""
     lang = ((nb.get("metadata") or {}).get("cudacourse") or {}).get("lang")
     try:
-        return catalogue().normalize(str(lang) if lang else None)
+        return i18n.normalize(str(lang) if lang else None)
     except ValueError:
         return "en"
 
 
 def language(lang: str) -> contextlib.AbstractContextManager[str]:
     """Messages in ``lang`` inside the block; the process's language as it was after."""
-    return catalogue().speaking(lang)
+    return i18n.speaking(lang)
 
 
-__all__ = ["T", "catalogue", "english", "language", "of_notebook"]
+__all__ = ["T", "english", "language", "of_notebook"]

@@ -91,20 +91,15 @@ def _handlers(duration: Any) -> list[tuple[str, Any]]:
     return [("late", LateList), ("late.js", LateScript)]
 
 
-def _policy_duration() -> Any:
-    """policy.duration (late time in words), from the grader's own policy module."""
-    from .policy import duration
-
-    return duration
-
-
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Jupyter server extension hook: the late list and its script under formgrader."""
     from jupyter_server.utils import url_path_join
 
+    from .policy import duration
+
     base = serverapp.base_url
     routes = [(url_path_join(base, ROUTE + path), handler)
-              for path, handler in _handlers(_policy_duration())]
+              for path, handler in _handlers(duration)]
     serverapp.web_app.add_handlers(".*$", routes)
     serverapp.log.info("cudacourse: late work marked in formgrader's lists")
 
