@@ -49,10 +49,41 @@ def simulating() -> bool:
 
 
 def reload_numba_config() -> None:
-    """Make an already-imported numba re-read NUMBA_* variables (``config.reload_config``)."""
-    config = sys.modules.get("numba.cuda.core.config")
-    if config is not None:
-        config.reload_config()
+    """Make an already-imported numba re-read its ``NUMBA_*`` variables, so that a
+    ``NUMBA_ENABLE_CUDASIM`` set after ``import numba`` still decides which ``numba.cuda`` is
+    imported. Numba reads them into ``numba.config`` when ``numba`` itself is imported (any
+    library may have done that first); ``numba.core.config.reload_config()`` is its documented
+    way to read them again (it re-reads only when a ``NUMBA_*`` variable changed). numba-cuda's
+    ``numba.cuda.core.config`` is that same module when numba is installed, its own else."""
+    seen: set[int] = set()
+    for name in ("numba.core.config", "numba.cuda.core.config"):
+        config = sys.modules.get(name)
+        if config is not None and id(config) not in seen:
+            seen.add(id(config))
+            config.reload_config()
+
+
+def loaded_cuda_mode() -> str | None:
+    """The mode an already-imported ``numba.cuda`` runs in ("sim" or "gpu"), without
+    importing it; None when it is not imported (or still being imported). ``numba.cuda``
+    imports ``numba.cuda.simulator_init`` or ``numba.cuda.device_init`` once, at its import,
+    after reading ``ENABLE_CUDASIM``: which one is loaded is the mode it is in for good."""
+    if "numba.cuda" not in sys.modules:
+        return None
+    if "numba.cuda.simulator_init" in sys.modules:
+        return "sim"
+    if "numba.cuda.device_init" in sys.modules:
+        return "gpu"
+    return None
+
+
+def cuda_mode() -> str:
+    """The mode ``numba.cuda`` runs in, asked of numba itself (importing ``numba.cuda`` if
+    nothing did yet): "sim" when its ``cuda.jit`` is the simulator's, "gpu" else. Importing
+    it does not initialise the CUDA driver (Numba does that at the first use of a device)."""
+    from numba import cuda
+
+    return "sim" if cuda.jit.__module__.startswith("numba.cuda.simulator") else "gpu"
 
 
 def driver_initialized() -> bool:
@@ -323,6 +354,8 @@ def seams() -> dict[str, Callable[[], Any]]:
     found = {
         "numba.cuda.core.config.ENABLE_CUDASIM": sim("numba.cuda.core.config", "ENABLE_CUDASIM"),
         "numba.cuda.core.config.reload_config": sim("numba.cuda.core.config", "reload_config"),
+        # reload_numba_config(): numba's own config, read at `import numba` (often first)
+        "numba.core.config.reload_config": sim("numba.core.config", "reload_config"),
         "numba.cuda.core.errors.TypingError": sim("numba.cuda.core.errors", "TypingError"),
         "numba.cuda.extending.intrinsic": sim("numba.cuda.extending", "intrinsic"),
         "numba.cuda.types.Array": sim("numba.cuda.types", "Array"),
@@ -369,5 +402,6 @@ def seams() -> dict[str, Callable[[], Any]]:
 
 
 __all__ = ["NUMBA_CUDA_VERSION", "NumbaInternalsChanged", "simulating", "reload_numba_config",
+           "loaded_cuda_mode", "cuda_mode",
            "NUMBA_ARRAY_TYPES", "is_numba_array", "queued_frees", "flush_queued_frees",
            "compiled_overload", "max_cooperative_grid_blocks", "prepared_launch", "seams"]

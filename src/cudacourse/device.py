@@ -1,13 +1,16 @@
 """Choose where kernels run: a real NVIDIA GPU, or Numba's CUDA simulator on the CPU.
 
-The choice has to be made before ``numba.cuda`` is imported, because Numba reads
-``NUMBA_ENABLE_CUDASIM`` exactly once, at that import. So this module never imports
-``numba.cuda`` itself while deciding: it asks the NVIDIA driver directly through ctypes.
-Importing it does nothing: the choice is made by :func:`ensure`, called by
+Numba reads ``NUMBA_ENABLE_CUDASIM`` into ``numba.config`` when ``numba`` is imported, and
+``numba.cuda`` imports the simulator or the real device API once, at its own import, by that
+value. So the choice is made before ``numba.cuda`` is imported, without importing it: this
+module asks the NVIDIA driver directly through ctypes, sets the ``NUMBA_*`` variables and has
+an already-imported ``numba`` re-read them (``numba.core.config.reload_config()``); a
+``numba.cuda`` already imported in the other mode is refused with a clear error. Importing
+this module does nothing: the choice is made by :func:`ensure`, called by
 ``cudacourse.setup()`` (the first line of every lesson's setup cell) or, lazily, by the first
-module of the package that needs ``numba.cuda`` (``cudacourse._device_first``). It sets the
-``NUMBA_*`` variables, installs the simulator's additions in simulator mode and prints one
-line saying which device, in the course's language.
+module of the package that needs ``numba.cuda`` (``cudacourse._device_first``). It then asks
+``numba.cuda`` which mode it is in, installs the simulator's additions in simulator mode and
+prints one line saying that mode, in the course's language.
 
 ``CUDACOURSE_DEVICE`` selects the policy:
 
@@ -175,13 +178,9 @@ def numpy_problem() -> str:
 
 def _numba_cuda_already_imported() -> Mode | None:
     """If numba.cuda is already imported, the mode it was imported in."""
-    if "numba.cuda" not in sys.modules:
-        return None
-    if "numba.cuda.simulator_init" in sys.modules:
-        return "sim"
-    if "numba.cuda.device_init" in sys.modules:
-        return "gpu"
-    return None  # still being imported
+    from ._numba_private import loaded_cuda_mode
+
+    return loaded_cuda_mode()  # type: ignore[return-value]
 
 
 def choose(policy: str | None = None) -> Choice:
@@ -228,7 +227,9 @@ def choose(policy: str | None = None) -> Choice:
     os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     from ._numba_private import reload_numba_config
 
-    reload_numba_config()  # if numba read its config already, it re-reads it
+    # `import numba` (by the learner, or by any library) read NUMBA_ENABLE_CUDASIM into
+    # numba.config already: without this, numba.cuda would be imported in the other mode
+    reload_numba_config()
     return Choice(mode=mode, policy=policy, reason=reason, gpu=gpu)
 
 
@@ -254,6 +255,7 @@ def ensure(policy: str | None = None) -> Choice:
     if problem:
         raise DeviceError(problem)
     choice = choose(policy)
+    _numba_agrees(choice)  # or an error: the notice below says the mode numba.cuda is in
     if choice.mode == "sim":
         from . import simblock, simwarp
 
@@ -263,6 +265,19 @@ def ensure(policy: str | None = None) -> Choice:
     if os.environ.get(QUIET_ENV) != "1":
         print(choice.notice())
     return choice
+
+
+def _numba_agrees(choice: Choice) -> None:
+    """Ask numba which mode numba.cuda is in once ``choice`` was made (importing numba.cuda
+    now, in that mode), and refuse a choice it does not follow: the notice must be true."""
+    from ._numba_private import cuda_mode
+
+    actual = cuda_mode()
+    if actual != choice.mode:
+        raise DeviceError(
+            f"cudacourse chose {choice.mode} mode ({choice.reason}), but numba.cuda runs in "
+            f"{actual} mode (numba.config.ENABLE_CUDASIM could not be changed): restart the "
+            "Python kernel and run `import cudacourse; cudacourse.setup()` first.")
 
 
 def chosen() -> bool:
