@@ -5,6 +5,7 @@ none. Checked on the real collection of the class-building files, in a pytest su
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -78,9 +79,20 @@ def test_a_master_s_two_readers_are_one_group_per_lesson(collected):
         assert readers == [[f"master-{lesson.stem}"]] * 2, (lesson.stem, readers)
 
 
+def test_the_suite_collects_without_xdist(tmp_path):
+    """``-p no:xdist`` (or pytest-xdist not installed): the groups are still marked, on a
+    registered marker (pyproject.toml), so --strict-markers does not stop the run."""
+    items = _collected(tmp_path, "--collect-only", "-p", "no:xdist")
+    grading = [v for k, v in items.items() if k.startswith("tests/test_grading.py::")]
+    assert grading and all(v["groups"] == ["graded_class"] for v in grading)
+    assert not any("@" in k for k in items)  # no worker: no group in the node ids
+
+
 def test_under_loadgroup_a_worker_s_node_ids_carry_the_group(tmp_path):
     """What xdist's scheduler reads (the group after '@' in the node id), as ./course test
     runs it: in a worker's collection (pytest >= 9 broke xdist 3.8's own suffix)."""
+    if importlib.util.find_spec("xdist") is None:
+        pytest.skip("pytest-xdist is not installed here: no worker to collect in")
     items = _collected(tmp_path, "-n", "1", "--dist", "loadgroup", "-k", "no_test_has_this")
     grading = [k for k in items if k.startswith("tests/test_grading.py::")]
     assert grading and all(k.endswith("@graded_class") for k in grading)
