@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # One GPU call that proves the committed course on the H200 and writes docs/gpu_run.json:
 #
-#   1. the sample class of lesson 1 graded by `cudacourse grade` with the DEFAULT options
+#   1. the whole test suite in GPU mode (xdist sized to the machine, --dist loadgroup as
+#      ./course test runs it: each class a test session builds is built once, by one worker),
+#      started first: it is the longest stage, and the record needs it complete;
+#   2. the sample class of lesson 1 graded by `cudacourse grade` with the DEFAULT options
 #      (workers, timeouts, sandbox: bubblewrap, which .whl/on-device.sh puts on PATH), after
-#      three of its samples graded one at a time, alone, first (the latency of a submission
-#      on its worker: the goal);
-#   2. the whole test suite in GPU mode (xdist sized to the machine, --dist loadgroup as
-#      ./course test runs it: each class a test session builds is built once, by one worker);
+#      three of its samples graded one at a time on the reserved cores (the latency of a
+#      submission on its worker: the goal);
 #   3. every master of both editions executed whole, with per-cell times: the English ones
-#      one at a time (their times are the lessons' goals), the Japanese ones beside them, one
-#      at a time too (their code cells are the English ones, test_i18n_translations; they
-#      must pass; the suite validates only their graded part);
-#   4. the benchmark's quick subset (--size small, one case per kernel family).
-# 1, 2 and the Japanese masters run in the background, the English masters then 4 in the
-# foreground: all of it fits in one call of 10 minutes with a minute to spare (the record
-# says "concurrent"; VERIFY_GRADING_ALONE=1 grades first, alone, for honest grading seconds
-# at the cost of the suite's time). The suite skips the masters' tests of
-# tests/test_notebooks.py, which stage 3 is (the record lists them under suite.deselected).
+#      one at a time on the reserved cores (their times and their check cells' are the
+#      lessons' goals, measured as a learner runs them), the Japanese ones beside the suite,
+#      one at a time too (their code cells are the English ones, test_i18n_translations;
+#      they must pass; the suite validates only their graded part);
+#   4. the benchmark's quick subset (--size small, one case per kernel family), reserved cores.
+# Cores: VERIFY_RESERVE (default 2 of 8 or more) are reserved for what is timed against a
+# learner's goal (the latency probe, the English masters, the bench); the suite, the class and
+# the Japanese masters share the others (taskset), the class and the Japanese masters at a
+# lower priority than the suite (nice). The record says "masters_alone": true then (false
+# without reserved cores while other stages run: the check-cell goal is then not proven).
+# All of it fits in one call of 10 minutes with a minute to spare (VERIFY_GRADING_ALONE=1
+# grades the class first, alone, at the cost of the suite's time). The suite skips the
+# masters' tests of tests/test_notebooks.py, which stage 3 is (suite.deselected says so);
+# suite.slowest lists its slowest tests, the first to make cheaper.
 #
 # From the repository root of a clean copy of the committed tree, on the GPU machine:
 #
@@ -45,6 +51,7 @@
 #   VERIFY_SUITE_ARGS="tests"   VERIFY_SAMPLES="correct ..."   VERIFY_GRADING_S=300   VERIFY_BENCH_S=90
 #   VERIFY_LATENCY=0 (no latency probe)   VERIFY_LATENCY_SAMPLES="correct wrong_kernel blank"
 #   VERIFY_BENCH_ONLY=copy,...   VERIFY_XDIST=N   VERIFY_ALLOW_DIRTY=1 (records COMMIT-dirty)
+#   VERIFY_RESERVE=N (cores reserved for the timed stages; 0: none)
 #   VERIFY_RECORD=PATH (default docs/gpu_run.json)   VERIFY_DEADLINE=500   VERIFY_TEST_TIMEOUT=300
 set -uo pipefail
 ROOT=$PWD
@@ -81,7 +88,7 @@ if [ -n "${VERIFY_SIM:-}" ]; then
   export CUDACOURSE_DEVICE=sim
   STAGES=${VERIFY_STAGES:-grading suite masters}
   LESSONS=${VERIFY_LESSONS:-01_gpu_vs_cpu}
-  SUITE_ARGS=${VERIFY_SUITE_ARGS:-tests/test_gpu_run.py tests/test_device.py}
+  SUITE_ARGS=${VERIFY_SUITE_ARGS:-tests/test_gpu_run.py tests/test_device.py tests/test_device_matrix.py}
   SAMPLES=${VERIFY_SAMPLES:-correct wrong_kernel invalid_json}
   LATENCY_SAMPLES=${VERIFY_LATENCY_SAMPLES:-correct wrong_kernel}
 else
@@ -94,11 +101,30 @@ else
   LATENCY_SAMPLES=${VERIFY_LATENCY_SAMPLES:-correct wrong_kernel blank}
 fi
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+
 if [ -z "${VERIFY_LESSONS_JA+set}" ]; then
   LESSONS_JA=$(for stem in $LESSONS; do [ -f "solutions/ja/$stem/$stem.ipynb" ] && echo "$stem"; done | paste -sd' ')
 else
   LESSONS_JA=$VERIFY_LESSONS_JA
 fi
+# --- cores: reserved for what is timed against a learner's goal, the rest for the others ---
+# (the CPUs this process may use, by id: a container's may not start at 0)
+CPUS=($($PY -c "import os; print(*sorted(os.sched_getaffinity(0)))" 2>/dev/null || seq 0 $(( CORES - 1 ))))
+RESERVE=${VERIFY_RESERVE:-$(( ${#CPUS[@]} >= 8 ? 2 : 0 ))}
+command -v taskset >/dev/null 2>&1 || RESERVE=0
+ALONE=() BESIDE=() LOWER=(nice -n 5) MASTERS_ALONE=false
+if [ "$RESERVE" -gt 0 ] && [ "$RESERVE" -lt "${#CPUS[@]}" ]; then
+  cpus() { echo "$@" | tr ' ' ','; }
+  ALONE=(taskset -c "$(cpus "${CPUS[@]:0:$RESERVE}")")
+  BESIDE=(taskset -c "$(cpus "${CPUS[@]:$RESERVE}")")
+  LOWER=("${BESIDE[@]}" nice -n 5)
+  MASTERS_ALONE=true
+else
+  RESERVE=0
+  # nothing beside the English masters: they ran alone all the same
+  [ -z "$(echo "$STAGES" | tr ' ' '\n' | grep -vx masters)" ] && [ -z "$LESSONS_JA" ] && MASTERS_ALONE=true
+fi
+SHARED_CORES=$(( ${#CPUS[@]} - RESERVE ))
 : > "$OUT/summary.txt"
 
 # --- what is measured: the commit, and a clean tree -------------------------------------
@@ -125,10 +151,10 @@ fi
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 [ "$MODE" = sim ] && GPU=${GPU:-none (Numba CUDA simulator)} && DRIVER=${DRIVER:-none}
-$PY - "$WORK/meta.json" "$MODE" "$CORES" "${COMMIT:-unknown}" "${GPU:-unknown}" "${DRIVER:-unknown}" "$STAGES" <<'PY'
+$PY - "$WORK/meta.json" "$MODE" "$CORES" "${COMMIT:-unknown}" "${GPU:-unknown}" "${DRIVER:-unknown}" "$STAGES" "$MASTERS_ALONE" "$RESERVE" <<'PY'
 import json, os, platform, sys, time
 from importlib.metadata import version
-path, mode, cores, commit, gpu, driver, stages = sys.argv[1:8]
+path, mode, cores, commit, gpu, driver, stages, alone, reserve = sys.argv[1:10]
 v = {}
 for pkg in ("numpy", "numba", "numba-cuda", "nbgrader", "nbclient", "pytest", "cupy-cuda13x"):
     try:
@@ -138,10 +164,11 @@ for pkg in ("numpy", "numba", "numba-cuda", "nbgrader", "nbclient", "pytest", "c
 json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpu": gpu,
            "driver": driver, "commit": commit, "mode": mode, "cores": int(cores),
            "python": platform.python_version(), "versions": v, "stages": stages.split(),
-           "concurrent": not os.environ.get("VERIFY_GRADING_ALONE")},
+           "concurrent": not os.environ.get("VERIFY_GRADING_ALONE"),
+           "masters_alone": alone == "true", "reserved_cores": int(reserve)},
           open(path, "w"))
 PY
-say "verify: $MODE mode on ${GPU:-?} (driver ${DRIVER:-?}), $CORES cores, commit ${COMMIT:-unknown}; stages: $STAGES"
+say "verify: $MODE mode on ${GPU:-?} (driver ${DRIVER:-?}), $CORES cores ($RESERVE reserved: ${ALONE[*]:-none}), commit ${COMMIT:-unknown}; stages: $STAGES"
 
 finish() {
   trap - EXIT
@@ -178,43 +205,71 @@ finish() {
 }
 trap finish EXIT
 
-# --- 1. the sample class, graded on the defaults -----------------------------------------
+# --- 1. the suite, first, in the background ------------------------------------------------
+if has suite; then
+  # the shared cores less the grading jobs' share (they overlap the suite)
+  NX=${VERIFY_XDIST:-$(( SHARED_CORES > 8 ? SHARED_CORES - 2 : (SHARED_CORES > 1 ? SHARED_CORES : 0) ))}
+  SUITE_S=$(( $(left) - 35 ))
+  # Each master is executed alone below (stage 3), with per-cell times: not twice.
+  DESELECT=()
+  # (both master tests share one execution of each master by nbgrader validate: stage 3
+  # executes each master alone instead, with per-cell times; CI validates them in the simulator)
+  has masters && DESELECT=(--deselect tests/test_notebooks.py::test_master_executes_without_errors
+                           --deselect tests/test_notebooks.py::test_master_passes_nbgrader_validate)
+  NOTE=()
+  [ ${#DESELECT[@]} -gt 0 ] && NOTE=(--deselected "${DESELECT[1]} (each master is executed alone by verify.sh: lessons)"
+                                     --deselected "${DESELECT[3]} (the same execution, by nbgrader validate; validated in CI in the simulator)")
+  DIST=()
+  [ "$NX" -gt 0 ] && DIST=(--dist loadgroup)  # tests/conftest.py: SHARED
+  say "suite: pytest -n $NX ${DIST[*]} $SUITE_ARGS ${DESELECT[*]} (deadline $SUITE_S s)"
+  date +%s > "$LOGS/suite.started"
+  ( "${BESIDE[@]}" timeout -s INT -k 20 "$SUITE_S" $PY -m pytest -q -n "$NX" "${DIST[@]}" -p no:cacheprovider -rfE \
+      --timeout="${VERIFY_TEST_TIMEOUT:-300}" --durations=40 --junitxml="$LOGS/pytest.xml" \
+      "${DESELECT[@]}" $SUITE_ARGS \
+      > "$LOGS/pytest.log" 2>&1
+    echo "pytest exit $?" >> "$LOGS/pytest.log"
+    $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
+      --seconds $(( $(date +%s) - $(cat "$LOGS/suite.started") )) "${NOTE[@]}" --out "$PARTS/suite.json" ) &
+  SUITE_PID=$!
+fi
+
+# --- 2. the sample class, graded on the defaults -----------------------------------------
 CLASS=$WORK/class
 A1=01_gpu_vs_cpu
 setup_class() {  # the class's course: the release, the samples, expected.json
   local budget
-  budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
+  budget=$(min "${VERIFY_GRADING_S:-360}" $(( $(left) - 40 )))
   mkdir -p "$CLASS/solutions" && cp -r "solutions/$A1" "$CLASS/solutions/" && cp nbgrader_config.py "$CLASS/"
   # (seconds on a GPU machine; minutes on a loaded 2-core one)
-  if ! { (cd "$CLASS" && timeout "$budget" $PY -m nbgrader generate_assignment "$A1" --force \
+  if ! { (cd "$CLASS" && "${BESIDE[@]}" timeout "$budget" $PY -m nbgrader generate_assignment "$A1" --force \
           --db="sqlite:///$CLASS/gradebook.db" > "$LOGS/generate.log" 2>&1) &&
-         timeout "$budget" $PY tests/submissions/samples.py "$CLASS" > "$LOGS/samples.log" 2>&1; }; then
+         "${BESIDE[@]}" timeout "$budget" $PY tests/submissions/samples.py "$CLASS" > "$LOGS/samples.log" 2>&1; }; then
     say "grading: could not set up the class (see generate.log, samples.log)"; return 1
   fi
-  if [ -n "$SAMPLES" ]; then  # a subset (simulator mode): these samples and their expectations
-    $PY - "$CLASS" "$SAMPLES" <<'PY'
+  # a subset (simulator mode): these samples and their expectations
+  if [ -n "$SAMPLES" ] && ! $PY - "$CLASS" "$SAMPLES" <<'PY'
 import json, shutil, sys
 from pathlib import Path
 course, names = Path(sys.argv[1]), sys.argv[2].replace(",", " ").split()
 want = json.loads((course / "expected.json").read_text())
 keep = [n for n in names if n in want]
 for d in (course / "submitted").iterdir():
-    if d.name not in keep:
-        shutil.rmtree(d)
+    if d.name not in keep:  # (a hostile sample may be a symbolic link: removed, not followed)
+        d.unlink() if d.is_symlink() or not d.is_dir() else shutil.rmtree(d)
 (course / "expected.json").write_text(json.dumps({k: want[k] for k in keep}, indent=1))
 print("kept samples:", keep)
 PY
-  fi
+  then say "grading: could not keep the samples $SAMPLES"; return 1; fi
 }
 
-# One submission at a time, alone on the machine, before anything else starts: the seconds a
-# lesson-1 submission takes on its worker (the goal), which the class graded beside the
-# suite cannot tell (VERIFY_LATENCY=0 skips it: about 30 s on the H200).
+# One submission at a time, on the reserved cores (beside the suite, which has the others):
+# the seconds a lesson-1 submission takes on its worker (the goal), which the class graded
+# beside the suite cannot tell (VERIFY_LATENCY=0 skips it: about 30 s on the H200).
 latency_probe() {
   local l0 lrc
   l0=$(date +%s)
-  say "grading: latency, $LATENCY_SAMPLES one at a time, alone"
-  timeout -k 15 "$(min 120 $(( $(left) - 60 )))" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" \
+  say "grading: latency, $LATENCY_SAMPLES one at a time, ${ALONE[*]:-alone}"
+  "${ALONE[@]}" timeout -k 15 "$(min 120 $(( $(left) - 60 )))" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" \
     --workers 1 --no-progress $(for n in $LATENCY_SAMPLES; do echo "--student $n"; done) \
     > "$LOGS/latency.log" 2>&1
   lrc=$?
@@ -237,9 +292,9 @@ PY
 grade_class() {
   local budget g0
   g0=$(date +%s)
-  budget=$(min "${VERIFY_GRADING_S:-300}" $(( $(left) - 40 )))
+  budget=$(min "${VERIFY_GRADING_S:-360}" $(( $(left) - 40 )))
   say "grading: the sample class of $A1 with the default options (deadline $budget s)"
-  timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" --no-progress \
+  "${LOWER[@]}" timeout -k 15 "$budget" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" --no-progress \
     > "$LOGS/grade.log" 2>&1
   local grc=$?
   say "grading: cudacourse grade exit $grc in $(( $(date +%s) - g0 )) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -257,34 +312,6 @@ if has grading && setup_class; then
   fi
 fi
 
-# --- 2. the suite in the background --------------------------------------------------------
-if has suite; then
-  # cores less the masters' kernel and the grading jobs' share (they overlap the suite)
-  NX=${VERIFY_XDIST:-$(( CORES > 8 ? CORES - 4 : (CORES > 1 ? CORES : 0) ))}
-  SUITE_S=$(( $(left) - 35 ))
-  # Each master is executed alone below (stage 3), with per-cell times: not twice.
-  DESELECT=()
-  # (both master tests share one execution of each master by nbgrader validate: stage 3
-  # executes each master alone instead, with per-cell times; CI validates them in the simulator)
-  has masters && DESELECT=(--deselect tests/test_notebooks.py::test_master_executes_without_errors
-                           --deselect tests/test_notebooks.py::test_master_passes_nbgrader_validate)
-  NOTE=()
-  [ ${#DESELECT[@]} -gt 0 ] && NOTE=(--deselected "${DESELECT[1]} (each master is executed alone by verify.sh: lessons)"
-                                     --deselected "${DESELECT[3]} (the same execution, by nbgrader validate; validated in CI in the simulator)")
-  DIST=()
-  [ "$NX" -gt 0 ] && DIST=(--dist loadgroup)  # tests/conftest.py: SHARED
-  say "suite: pytest -n $NX ${DIST[*]} $SUITE_ARGS ${DESELECT[*]} (deadline $SUITE_S s)"
-  date +%s > "$LOGS/suite.started"
-  ( timeout -s INT -k 20 "$SUITE_S" $PY -m pytest -q -n "$NX" "${DIST[@]}" -p no:cacheprovider -rfE \
-      --timeout="${VERIFY_TEST_TIMEOUT:-300}" --durations=40 --junitxml="$LOGS/pytest.xml" \
-      "${DESELECT[@]}" $SUITE_ARGS \
-      > "$LOGS/pytest.log" 2>&1
-    echo "pytest exit $?" >> "$LOGS/pytest.log"
-    $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
-      --seconds $(( $(date +%s) - $(cat "$LOGS/suite.started") )) "${NOTE[@]}" --out "$PARTS/suite.json" ) &
-  SUITE_PID=$!
-fi
-
 # --- 3. every master, per-cell times ------------------------------------------------------
 # run_master EDITION STEM: solutions/[ja/]STEM executed whole; its part lesson-[ja-]STEM.json
 run_master() {
@@ -294,7 +321,9 @@ run_master() {
   budget=$(min 200 $(( $(left) - 30 )))
   if [ "$budget" -lt 20 ]; then say "master $tag: skipped, the deadline is near"; return; fi
   m0=$(date +%s)
-  timeout -k 10 "$budget" $PY -m cudacourse.gpu_run master "$nb" --out "$part" \
+  local where=("${ALONE[@]}")  # English: the reserved cores, as a learner runs it
+  [ "$ed" = ja ] && where=("${LOWER[@]}")
+  "${where[@]}" timeout -k 10 "$budget" $PY -m cudacourse.gpu_run master "$nb" --out "$part" \
     --timeout "$(min 150 "$budget")" > "$LOGS/master-${tag//\//-}.log" 2>&1
   rc=$?
   if [ ! -f "$part" ]; then
@@ -318,7 +347,7 @@ if has bench; then
   if [ "$budget" -ge 20 ]; then
     only=${VERIFY_BENCH_ONLY:-copy,vector_add,reduce_sum,transpose,matmul,attention,stencil,lbm}
     b0=$(date +%s)
-    CUDACOURSE_BENCH_PROG="python3 -m cudacourse.bench" timeout -k 10 "$budget" \
+    CUDACOURSE_BENCH_PROG="python3 -m cudacourse.bench" "${ALONE[@]}" timeout -k 10 "$budget" \
       $PY -m cudacourse.bench --size small --only "$only" --no-progress --json "$LOGS/bench.json" \
       > "$LOGS/bench.log" 2>&1
     brc=$?
