@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -31,6 +32,7 @@ def test_verify_in_simulator_mode_writes_a_record_of_what_ran(tmp_path):
     env = {**os.environ, "VERIFY_SIM": "1", "VERIFY_STAGES": "suite",
            "VERIFY_SUITE_ARGS": "tests/test_gpu_run.py::test_render_names_what_the_record_says",
            "VERIFY_XDIST": "0", "VERIFY_ALLOW_DIRTY": "1", "VERIFY_RECORD": str(record),
+           "VERIFY_RESERVE": "1",  # one core for the timed stages, the suite on the others
            "OUT": str(out), "PYTHON": os.environ.get("PYTHON", "python3")}
     env["PATH"] = str(Path(os.sys.executable).parent) + os.pathsep + env["PATH"]
     proc = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, env=env, capture_output=True,
@@ -41,6 +43,9 @@ def test_verify_in_simulator_mode_writes_a_record_of_what_ran(tmp_path):
     head = _git("rev-parse", "HEAD")
     assert rec["commit"] in (head, f"{head}-dirty")
     assert rec["mode"] == "sim" and rec["stages"] == ["suite"]
+    # the reserved core: taken where taskset can pin (and another core is left to the rest)
+    pinned = shutil.which("taskset") is not None and len(os.sched_getaffinity(0)) > 1
+    assert rec["reserved_cores"] == (1 if pinned else 0) and rec["masters_alone"] is pinned
     s = rec["suite"]
     assert (s["passed"], s["failed"], s["errors"], s["complete"]) == (1, 0, 0, True), s
     assert rec["grading"]["ran"] is False  # not asked for: said so, never invented
