@@ -111,12 +111,14 @@ fi
 # (the CPUs this process may use, by id: a container's may not start at 0)
 CPUS=($($PY -c "import os; print(*sorted(os.sched_getaffinity(0)))" 2>/dev/null || seq 0 $(( CORES - 1 ))))
 RESERVE=${VERIFY_RESERVE:-$(( ${#CPUS[@]} >= 8 ? 2 : 0 ))}
-command -v taskset >/dev/null 2>&1 || RESERVE=0
+# taskset (util-linux), else the same through Python: `PIN CPUS COMMAND...`
+if command -v taskset >/dev/null 2>&1; then PIN=(taskset -c)
+else PIN=("$PY" -c 'import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(",")}); os.execvp(sys.argv[2], sys.argv[2:])'); fi
 ALONE=() BESIDE=() LOWER=(nice -n 5) MASTERS_ALONE=false
 if [ "$RESERVE" -gt 0 ] && [ "$RESERVE" -lt "${#CPUS[@]}" ]; then
   cpus() { echo "$@" | tr ' ' ','; }
-  ALONE=(taskset -c "$(cpus "${CPUS[@]:0:$RESERVE}")")
-  BESIDE=(taskset -c "$(cpus "${CPUS[@]:$RESERVE}")")
+  ALONE=("${PIN[@]}" "$(cpus "${CPUS[@]:0:$RESERVE}")")
+  BESIDE=("${PIN[@]}" "$(cpus "${CPUS[@]:$RESERVE}")")
   LOWER=("${BESIDE[@]}" nice -n 5)
   MASTERS_ALONE=true
 else
