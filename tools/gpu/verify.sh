@@ -117,7 +117,8 @@ else PIN=("$PY" -c 'import os, sys; os.sched_setaffinity(0, {int(c) for c in sys
 ALONE=() BESIDE=() LOWER=(nice -n 5) MASTERS_ALONE=false
 if [ "$RESERVE" -gt 0 ] && [ "$RESERVE" -lt "${#CPUS[@]}" ]; then
   cpus() { echo "$@" | tr ' ' ','; }
-  ALONE=("${PIN[@]}" "$(cpus "${CPUS[@]:0:$RESERVE}")")
+  RES_CPUS=$(cpus "${CPUS[@]:0:$RESERVE}")
+  ALONE=("${PIN[@]}" "$RES_CPUS")
   BESIDE=("${PIN[@]}" "$(cpus "${CPUS[@]:$RESERVE}")")
   LOWER=("${BESIDE[@]}" nice -n 5)
   MASTERS_ALONE=true
@@ -170,7 +171,7 @@ json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpu": gp
            "masters_alone": alone == "true", "reserved_cores": int(reserve)},
           open(path, "w"))
 PY
-say "verify: $MODE mode on ${GPU:-?} (driver ${DRIVER:-?}), $CORES cores ($RESERVE reserved: ${ALONE[*]:-none}), commit ${COMMIT:-unknown}; stages: $STAGES"
+say "verify: $MODE mode on ${GPU:-?} (driver ${DRIVER:-?}), $CORES cores ($RESERVE reserved: CPUs ${RES_CPUS:-none}), commit ${COMMIT:-unknown}; stages: $STAGES"
 
 finish() {
   trap - EXIT
@@ -270,7 +271,7 @@ PY
 latency_probe() {
   local l0 lrc
   l0=$(date +%s)
-  say "grading: latency, $LATENCY_SAMPLES one at a time, ${ALONE[*]:-alone}"
+  say "grading: latency, $LATENCY_SAMPLES one at a time, ${ALONE[*]:+on the reserved cores, }beside no other grading"
   "${ALONE[@]}" timeout -k 15 "$(min 120 $(( $(left) - 60 )))" $PY -m cudacourse.cli grade "$A1" --course "$CLASS" \
     --workers 1 --no-progress $(for n in $LATENCY_SAMPLES; do echo "--student $n"; done) \
     > "$LOGS/latency.log" 2>&1
