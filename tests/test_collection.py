@@ -88,7 +88,10 @@ def test_a_zip_of_student_folders_is_collected_flat_or_nested(course, tmp_path):
     assert sorted(done.collected) == ["alice", "bob"] and not done.refused
     for student in ("alice", "bob"):
         assert _stage(course, student)["staged"].notebooks
-    assert (course / "submitted" / "bob" / A / "timestamp.txt").is_file()
+    # the learner's timestamp.txt is kept for display only; a zip carries no time of its
+    # own unless the instructor names the LMS's zone (--archive-times)
+    assert (course / "submitted" / "bob" / A / collect.LEARNER_TIMESTAMP).is_file()
+    assert not (course / "submitted" / "bob" / A / "timestamp.txt").exists()
     again = collect.collect_zip(archive, course, A)  # already there: kept, unless --update
     assert sorted(again.skipped) == ["alice", "bob"]
     assert sorted(collect.collect_zip(archive, course, A, update=True).collected) == \
@@ -216,11 +219,14 @@ def _exchange(course: Path, tmp_path: Path, hostile: bool) -> Path:
 
 def test_cudacourse_collect_takes_the_latest_and_refuses_links_and_pipes(course, tmp_path):
     _exchange(course, tmp_path, hostile=True)
-    done = collect.collect_exchange(course, A)
+    me = os.geteuid()  # every folder here is this user's: the roster says it is theirs
+    done = collect.collect_exchange(course, A, account=lambda student: me)
     assert done.collected == ["ada"]
     assert done.refused == {"eve": "data.csv is not a regular file (a link)",
                             "mal": "notes is not a regular file (a named pipe)"}
-    assert (course / "submitted" / "ada" / A / "timestamp.txt").read_text() == STAMP
+    # the learner's (backdated) time is kept for display; timestamp.txt is the collector's
+    assert (course / "submitted" / "ada" / A / collect.LEARNER_TIMESTAMP).read_text() == STAMP
+    assert (course / "submitted" / "ada" / A / "timestamp.txt").read_text() != STAMP
     assert _stage(course, "ada")["staged"].notebooks  # the latest, not "older"
     assert not (course / "submitted" / "eve").exists()
 

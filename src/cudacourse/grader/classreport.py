@@ -25,7 +25,6 @@ Imports nothing from the ``cudacourse`` package.
 from __future__ import annotations
 
 import ast
-import csv
 import difflib
 import json
 import keyword
@@ -38,7 +37,7 @@ from pathlib import Path
 from urllib.parse import quote
 from typing import Any
 
-from . import feedbackview
+from . import csvout, feedbackview
 from .classdata import (  # noqa: F401 - the report's names, as before the split
     ANSI, CASE, DIAGNOSIS_WIDTH, INCIDENTS, NUMBER, QUOTED, CellResult, ClassData, Student,
     _answers, _grade_cells, _status_csv, _verdict_causes, _verdicts, alembic_on_path, collect,
@@ -466,7 +465,7 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
              "similar": out / "similar.csv", "lms": out / "lms.csv"}
     files["summary"].write_text(text)
     with open(files["exercises"], "w", newline="") as fh:
-        w = csv.writer(fh)
+        w = csvout.writer(fh)
         w.writerow(["exercise", "max_score", "graded", "full", "partial", "zero", "mean",
                     "distribution", "diagnoses", "title", "got_it", "wrong_answers",
                     "students_by_diagnosis"])
@@ -477,13 +476,13 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
                         json.dumps(s.diagnoses), s.title, s.right,
                         json.dumps(s.wrong_answers), json.dumps(s.who)])
     with open(files["similar"], "w", newline="") as fh:
-        w = csv.writer(fh)
+        w = csvout.writer(fh)
         w.writerow(["exercise", "student_a", "student_b", "similarity"])
         w.writerows([p.exercise, p.a, p.b, p.similarity] for p in pairs)
         w.writerows([gid, sid, "(master solution)", 1.0]
                     for gid, who in sorted(as_master.items()) for sid in who)
     with open(files["lms"], "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=LMS_FIELDS)
+        w = csvout.dict_writer(fh, LMS_FIELDS)
         w.writeheader()
         w.writerows(lms_rows(data))
     if plot_png:
