@@ -17,6 +17,13 @@ may make them read or write anything else:
   This reads the inbound through :mod:`safefs` instead (no link followed, pipes never
   opened) and refuses such a submission with the reason.
 
+Who and when come from the platform, never from the learner: an exchange entry counts for
+a student only when the student's account owns it (:mod:`roster`), an LMS download's names
+are mapped through the roster (:mod:`lmsnames`), and the hand-in time is the collector's
+record (:mod:`handins`), written as the collected ``timestamp.txt``; the learner's own is
+kept as ``timestamp.learner.txt`` for display. A bad entry refuses that entry or that
+student; only the totals that protect the machine refuse the run, naming the limit.
+
 Each student's files are written into a fresh folder (``O_EXCL | O_NOFOLLOW``) and renamed
 into place; an existing submission stays unless ``update`` (then it is replaced whole).
 Sub-folders are not collected: grading reads the notebooks, timestamp.txt and the files
