@@ -128,3 +128,38 @@ def test_status_csv_neutralises_ids_reasons_and_incidents(tmp_path):
     values = _cells(tmp_path)["status.csv"]
     assert not [v for v in values if _dangerous(v)]
     assert paths["csv"].name == "status.csv"
+
+
+def test_the_grade_files_carry_the_lms_columns_and_an_empty_cell_for_not_graded(tmp_path,
+                                                                                 monkeypatch):
+    """canvas.csv and moodle.csv (issue #39 item 5): the columns Canvas's gradebook import and
+    Moodle's CSV import read, ids from the roster, the score after the penalty, and an empty
+    cell (never 0) for a student not graded or without a submission."""
+    C = classreport.CellResult
+    ada = classreport.Student("ada", submitted=True, status="graded", raw_score=3.0,
+                              late_penalty=0.5, first_name="Ada", last_name="Anders")
+    ada.cells = {"test_add": C(3.0, 3.0)}
+    bob = classreport.Student("bob", submitted=True, status="not graded", reason="x")
+    cy = classreport.Student("cy", first_name="Cy", last_name="Cole", lms_user_id="777")
+    data = classreport.ClassData("01_gpu_vs_cpu", ["test_add"], {"test_add": 3.0},
+                                 {"ada": ada, "bob": bob, "cy": cy}, {}, {})
+    monkeypatch.setattr(classreport, "collect", lambda *a, **k: data)
+    (tmp_path / "roster.csv").write_text(
+        "student_id,canvas_id,sis_user_id,sis_login_id,section,email,id_number\n"
+        "ada,12345,S1,ada@x.edu,A,ada@x.edu,S1\nbob,12346,S2,bob@x.edu,A,bob@x.edu,S2\n")
+    rep = classreport.write(tmp_path, "01_gpu_vs_cpu", out_dir=tmp_path / "r", plot_png=False,
+                            provenance_record=False, lms_assignment="Lesson 1 (4242)")
+    with open(rep.files["canvas"], newline="") as fh:
+        canvas = list(csv.reader(fh))
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
+                         "Lesson 1 (4242)"]
+    assert canvas[1] == ["Points Possible", "", "", "", "", "3"]
+    assert canvas[2] == ["Anders, Ada", "12345", "S1", "ada@x.edu", "A", "2.5"]
+    assert canvas[3][1] == "12346" and canvas[3][5] == ""  # not graded: empty, never 0
+    assert canvas[4][:2] == ["Cole, Cy", "777"] and canvas[4][5] == ""  # from the gradebook
+    with open(rep.files["moodle"], newline="") as fh:
+        moodle = list(csv.DictReader(fh))
+    assert list(moodle[0]) == ["ID number", "Email address", "First name", "Last name",
+                               "Lesson 1 (4242)"]
+    assert moodle[0]["Email address"] == "ada@x.edu" and moodle[0]["Lesson 1 (4242)"] == "2.5"
+    assert moodle[1]["Lesson 1 (4242)"] == "" and moodle[2]["ID number"] == "cy"
