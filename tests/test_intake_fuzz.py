@@ -26,6 +26,7 @@ import tempfile
 import threading
 import zipfile
 from unittest import mock
+from zoneinfo import ZoneInfo
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudacourse import authoring
-from cudacourse.grader import collect, handins, intake, roster
+from cudacourse.grader import collect, handins, intake, roster, safefs
 
 ROOT = authoring.ROOT
 A = "01_gpu_vs_cpu"
@@ -56,6 +57,7 @@ STUDENTS = ["ada", "bob", "cy"]
 UIDS = {"ada": 3001, "bob": 3002, "cy": 3003, "ctl": 3009}
 INTRUDER = 3666  # an account that is no student's
 SMALL_LIMIT = 1 << 20  # the per-file limit while fuzzing zips (the real one is 50 MiB)
+ENTRY_LIMIT = 40  # entries of one submission folder while fuzzing (the real one is 1,000)
 _MASTER = nbformat.read(ROOT / "solutions" / A / NB, 4)
 
 
@@ -82,8 +84,9 @@ def _ends(fn, seconds: float = 60):
             box["error"] = exc
 
     t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
+    with mock.patch.object(safefs, "MAX_ENTRIES", ENTRY_LIMIT):
+        t.start()
+        t.join(seconds)
     assert not t.is_alive(), "intake did not end"
     if "error" in box:
         raise box["error"]
@@ -105,7 +108,7 @@ NAMES = st.sampled_from([NB, "timestamp.txt", "data.csv", "notes.md", "a b.txt",
                          "x\x1by", "é.txt", "\u202etxt.exe", ".ipynb_checkpoints", "sub",
                          "x" * 300])
 KINDS = st.sampled_from(["notebook", "file", "big", "link", "fifo", "hardlink", "folder",
-                         "garbage"])
+                         "garbage", "flood"])
 FILES = st.lists(st.tuples(NAMES, KINDS), max_size=6, unique_by=lambda t: t[0])
 STAMPS = st.sampled_from(["2001-01-01 00:00:00 UTC", "", "not a time", SECRET,
                           "2026-01-10 10:00:00.000000 UTC"])
@@ -131,6 +134,10 @@ def _make(folder: Path, files, marker: str, secret: Path, stamp: str | None) -> 
                 os.mkfifo(p)
             elif kind == "hardlink":
                 os.link(secret, p)
+            elif kind == "flood":  # many files beside the notebook: past the entry limit
+                p.mkdir()
+                for k in range(ENTRY_LIMIT + 1):
+                    (folder / f"{name}.{k}").write_bytes(b"")
             elif kind == "folder":
                 p.mkdir()
                 (p / "inner.txt").write_text(SECRET)
@@ -238,9 +245,12 @@ CANVAS = st.tuples(st.sampled_from(["adaa", "bobb", "eve"]), st.booleans(),
 
 @PROFILE
 @given(entries=st.lists(ZIP_ENTRY, max_size=10), flat=st.lists(CANVAS, max_size=4),
-       use_roster=st.booleans())
+       use_roster=st.booleans(), zone=st.sampled_from([None, "UTC", "Asia/Tokyo"]),
+       stamp=st.tuples(st.integers(1980, 2100), st.integers(1, 12), st.integers(1, 28),
+                       st.integers(0, 23), st.integers(0, 59)))
 def test_generated_lms_zips_map_each_folder_to_one_student_or_name_it(entries, flat,
-                                                                       use_roster):
+                                                                       use_roster, zone,
+                                                                       stamp):
     import warnings
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -252,7 +262,7 @@ def test_generated_lms_zips_map_each_folder_to_one_student_or_name_it(entries, f
             warnings.simplefilter("ignore")  # duplicate names are generated on purpose
             zf.writestr(f"ctl/{NB}", _notebook("control"))
             for i, (top, middle, name, kind) in enumerate(entries):
-                info = zipfile.ZipInfo(f"{top}/{middle}{name}")
+                info = zipfile.ZipInfo(f"{top}/{middle}{name}", date_time=(*stamp, 0))
                 data = _notebook(f"z{i}") if name == NB else SECRET.encode()
                 markers[f"z{i}"] = top
                 if kind in ("link", "fifo", "device"):
@@ -277,10 +287,16 @@ def test_generated_lms_zips_map_each_folder_to_one_student_or_name_it(entries, f
             people = roster.load(base / "roster.csv")
         before = {p for p in base.rglob("*") if "course" not in p.parts}
         with mock.patch.object(collect, "MAX_FILE_BYTES", SMALL_LIMIT):
-            done = _ends(lambda: collect.collect_zip(archive, course, A, roster=people))
+            done = _ends(lambda: collect.collect_zip(
+                archive, course, A, roster=people, archive_zone=ZoneInfo(zone) if zone else None))
         assert "ctl" in done.collected
         _no_leak(done.lines())
         assert {p for p in base.rglob("*") if "course" not in p.parts} == before
+        record = handins.load(course, A)["students"]
+        for student in done.collected:  # every record written, the time only from a zone
+            assert student in record
+            when = record[student]["handed_in"]
+            assert (when is None) == (zone is None), (zone, when)
         ids = {str(1000 + i): s for i, s in enumerate(STUDENTS + ["ctl"])}
         canvas_ids = {str(5000 + i): s for i, s in enumerate(STUDENTS + ["ctl"])}
         for student in done.collected:
