@@ -11,6 +11,10 @@ The submitted files are only read, and only those intake expects (:mod:`safefs`:
 folders, regular files with one name, nothing followed, bounded reads; anything else is
 "not graded: <name> is not a regular file (...)", naming it and never its target or its
 contents). Nothing read from a file other than the learner's own notebook is quoted back.
+The staged ``timestamp.txt`` (the time nbgrader's lateness reads) is the collector's
+(:mod:`handins`) whenever ``cudacourse collect`` or ``collect-zip`` recorded the student:
+the folder's own ``timestamp.txt`` is then not read (a learner can backdate it). Only a
+folder placed by hand, with no record, is timed by its ``timestamp.txt``.
 The copy that nbgrader and the sandbox see is written to a staging directory, with every
 locked cell (setup and test cells) restored from the master exactly as nbgrader's
 OverwriteCells does; the learner's other files go under ``learner-files/`` in it, so that
