@@ -551,3 +551,22 @@ def test_a_roster_with_an_unknown_column_or_a_duplicate_is_named(tmp_path):
     bad.write_text("student_id,uid\nada,x\n")
     with pytest.raises(roster.RosterError, match="line 2: uid x is not a number"):
         roster.load(bad)
+
+
+def test_a_folder_swapped_in_after_its_owner_was_checked_is_refused(course, tmp_path):
+    """nbgrader's inbound has no sticky bit: anyone may rename entries. A swap between the
+    owner check and the copy (done here from inside the owner lookup) is seen by the folder's
+    inode, and the impostor's files are not collected under ada's name."""
+    inbound = _inbound(course, tmp_path)
+    genuine = _hand_in(inbound, f"ada+{A}+2026-01-10 09:00:00.000000 UTC+a", "genuine")
+    forged = _hand_in(tmp_path, "forged", "forged")
+
+    def owner(entry):
+        if entry.name == genuine.name and forged.exists():
+            genuine.rename(tmp_path / "moved-away")
+            forged.rename(genuine)
+        return 2001
+
+    done = collect.collect_exchange(course, A, account=UIDS.get, owner=owner)
+    assert not done.collected
+    assert done.refused["ada"].endswith("is not a regular folder (it changed while read)")

@@ -363,6 +363,12 @@ def collect_exchange(course_root: str | os.PathLike, assignment: str, *,
         for student, (_ctime, name, entry) in sorted(latest.items()):
             try:
                 with top.folder(name) as sub:
+                    # the folder opened is the one whose owner was checked: nbgrader's inbound
+                    # has no sticky bit, so anyone may rename entries between two looks
+                    st = os.fstat(sub.fd)
+                    if (st.st_ino, st.st_dev) != (entry.ino, entry.dev):
+                        raise safefs.Refused(T("{name} is not a regular folder (it changed "
+                                               "while read)", name=safefs.shown(name)))
                     files, changed = _regular_files(sub)
             except (safefs.Refused, CollectError, FileNotFoundError) as exc:
                 done.refused[student] = str(exc) if not isinstance(
