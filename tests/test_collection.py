@@ -526,6 +526,7 @@ def test_moodle_and_canvas_downloads_map_through_the_roster_and_name_the_unmatch
 
     rec = handins.load(course, A)["students"]
     assert rec["ada"]["flags"] == {"late_per_lms": True} and rec["ada"]["source"] == "canvas"
+    assert "collected: ada (late per the LMS)" in done.lines()
 
 
 def test_a_moodle_download_without_a_roster_is_refused_by_name(course, tmp_path):

@@ -77,11 +77,13 @@ class Collected:
     entries: dict[str, str] = field(default_factory=dict)  # entry name -> why not collected
     handed_in: dict[str, str | None] = field(default_factory=dict)  # student -> trusted time
     notes: list[str] = field(default_factory=list)
+    late_per_lms: set[str] = field(default_factory=set)  # Canvas's late mark, shown
     ignored: int = 0  # entries of other assignments or of no known shape
 
     def lines(self) -> list[str]:
         out = [f"collected: {s}" + (f" (handed in {self.handed_in[s]})"
                                     if self.handed_in.get(s) else "")
+               + (" (late per the LMS)" if s in self.late_per_lms else "")
                for s in self.collected]
         out += [f"not collected: {s}: {why}" for s, why in sorted(self.refused.items())]
         out += [f"not collected: {safefs.shown(e)}: {why}"
@@ -477,6 +479,8 @@ def _place(done: Collected, course_root: str | os.PathLike, submitted_dir: str, 
     if when is not None:
         files["timestamp.txt"] = utc_timestamp(when).encode()
     done.handed_in[student] = utc_timestamp(when) if when else None
+    if (flags or {}).get("late_per_lms"):
+        done.late_per_lms.add(student)
     work = top / f".cudacourse-collect-{secrets.token_hex(6)}"
     work.mkdir()
     try:
