@@ -571,3 +571,27 @@ def test_a_folder_swapped_in_after_its_owner_was_checked_is_refused(course, tmp_
     done = collect.collect_exchange(course, A, account=UIDS.get, owner=owner)
     assert not done.collected
     assert done.refused["ada"].endswith("is not a regular folder (it changed while read)")
+
+
+def test_the_docs_describe_identity_time_lms_names_and_limits_as_the_code_has_them():
+    """docs/instructors.md's sections on who and when, the LMS downloads and the grade files,
+    held to the code's roster columns, limits and file names."""
+    from cudacourse.grader import lmsgrades, roster
+
+    doc = (ROOT / "docs" / "instructors.md").read_text()
+    header = next(ln.strip() for ln in doc.splitlines() if ln.strip().startswith("student_id,"))
+    assert tuple(header.split(",")) == roster.COLUMNS
+    for phrase in ("owned by uid N, not by ada's account", "handins.json",
+                   "timestamp.learner.txt", "--archive-times", "--lms-assignment",
+                   "canvas.csv", "moodle.csv", "Points Possible", "Map from"):
+        assert phrase in doc, phrase
+    for column in lmsgrades.CANVAS_FIXED + lmsgrades.MOODLE_FIXED:
+        assert f"`{column}`" in doc, column
+    assert "100,000 inbound entries" in doc and collect.MAX_INBOUND_ENTRIES == 100_000
+    assert "200,000 entries" in doc and collect.MAX_ZIP_ENTRIES == 200_000
+    assert "over 4 GiB" in doc and collect.MAX_ARCHIVE_BYTES == 4 << 30
+    assert "16 GiB" in doc and collect.MAX_UNPACKED_BYTES == 16 << 30
+    assert "more than 1,000 files" in doc and collect.MAX_STUDENT_FILES == 1000
+    for row in ("| impersonation |", "| a forged hand-in time |", "| LMS names |",
+                "| formulas in spreadsheets |", "| one entry for everyone |"):
+        assert row in doc, row
