@@ -31,7 +31,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -122,11 +122,11 @@ def load(path: str | os.PathLike) -> Roster:
             raise RosterError(T("the roster {file}, line {line}: uid {uid} is not a number",
                                 file=str(path), line=lineno, uid=shown(values["uid"])))
         people[sid] = Person(**{k: v for k, v in values.items() if k in COLUMNS})
-    for column in ("moodle_id", "canvas_id", "login", "uid"):
-        seen: dict[str, str] = {}
+    for column in ("moodle_id", "canvas_id"):  # an LMS id names one student (a shared
+        seen: dict[str, str] = {}  # login or uid is allowed: collect says it cannot tell)
         for p in people.values():
             v = getattr(p, column)
-            if v and v in seen and column in ("moodle_id", "canvas_id"):
+            if v and v in seen:
                 raise RosterError(T("the roster {file}: {column} {value} is given to both {a} "
                                     "and {b}", file=str(path), column=column, value=shown(v),
                                     a=seen[v], b=p.student_id))
@@ -165,17 +165,5 @@ def account_of(roster: Roster | None, lookup: Callable[[str], int | None] = syst
     return uid
 
 
-def shared_accounts(roster: Roster | None, students: list[str],
-                    account: Callable[[str], int | None]) -> dict[int, list[str]]:
-    """Accounts that several of ``students`` resolve to (a hub where every container runs
-    as one uid): there, ownership cannot tell those students apart."""
-    by_uid: dict[int, list[str]] = {}
-    for s in students:
-        uid = account(s)
-        if uid is not None:
-            by_uid.setdefault(uid, []).append(s)
-    return {u: sorted(v) for u, v in by_uid.items() if len(v) > 1}
-
-
 __all__ = ["Person", "Roster", "RosterError", "load", "find", "account_of", "system_account",
-           "shared_accounts", "COLUMNS", "ROSTER_FILE"]
+           "COLUMNS", "ROSTER_FILE"]
