@@ -88,7 +88,10 @@ def test_a_zip_of_student_folders_is_collected_flat_or_nested(course, tmp_path):
     assert sorted(done.collected) == ["alice", "bob"] and not done.refused
     for student in ("alice", "bob"):
         assert _stage(course, student)["staged"].notebooks
-    assert (course / "submitted" / "bob" / A / "timestamp.txt").is_file()
+    # the learner's timestamp.txt is kept for display only; a zip carries no time of its
+    # own unless the instructor names the LMS's zone (--archive-times)
+    assert (course / "submitted" / "bob" / A / collect.LEARNER_TIMESTAMP).is_file()
+    assert not (course / "submitted" / "bob" / A / "timestamp.txt").exists()
     again = collect.collect_zip(archive, course, A)  # already there: kept, unless --update
     assert sorted(again.skipped) == ["alice", "bob"]
     assert sorted(collect.collect_zip(archive, course, A, update=True).collected) == \
@@ -216,11 +219,14 @@ def _exchange(course: Path, tmp_path: Path, hostile: bool) -> Path:
 
 def test_cudacourse_collect_takes_the_latest_and_refuses_links_and_pipes(course, tmp_path):
     _exchange(course, tmp_path, hostile=True)
-    done = collect.collect_exchange(course, A)
+    me = os.geteuid()  # every folder here is this user's: the roster says it is theirs
+    done = collect.collect_exchange(course, A, account=lambda student: me)
     assert done.collected == ["ada"]
     assert done.refused == {"eve": "data.csv is not a regular file (a link)",
                             "mal": "notes is not a regular file (a named pipe)"}
-    assert (course / "submitted" / "ada" / A / "timestamp.txt").read_text() == STAMP
+    # the learner's (backdated) time is kept for display; timestamp.txt is the collector's
+    assert (course / "submitted" / "ada" / A / collect.LEARNER_TIMESTAMP).read_text() == STAMP
+    assert (course / "submitted" / "ada" / A / "timestamp.txt").read_text() != STAMP
     assert _stage(course, "ada")["staged"].notebooks  # the latest, not "older"
     assert not (course / "submitted" / "eve").exists()
 
@@ -324,3 +330,268 @@ def test_the_docs_name_every_collection_path_and_every_hostile_class():
     assert sandbox.tmpfs_mb(sandbox.Limits(memory_mb=512)) == 128
     d = runner.stage_deadlines(runner.DEFAULT_OPTIONS)
     assert "intake 120 s" in doc and d["intake"] == 120 and d["report"] == 120
+
+
+# --- who handed in, and when (issue #38 items 1, 2, 4; #39 item 5) ----------------------------
+
+def _inbound(course: Path, tmp_path: Path) -> Path:
+    inbound = tmp_path / "exchange" / "gpu101" / "inbound"
+    inbound.mkdir(parents=True, exist_ok=True)
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.CourseDirectory.course_id = 'gpu101'\n"
+        f"c.Exchange.root = {str(tmp_path / 'exchange')!r}\n")
+    return inbound
+
+
+def _hand_in(inbound: Path, name: str, marker: str, stamp: str = STAMP) -> Path:
+    d = inbound / name
+    d.mkdir()
+    nb = nbformat.read(ROOT / "solutions" / A / NB, 4)
+    nb.metadata["marker"] = marker  # whose folder this copy came from
+    (d / NB).write_text(nbformat.writes(nb))
+    (d / "timestamp.txt").write_text(stamp)
+    return d
+
+
+def _marker(course: Path, student: str) -> str:
+    return nbformat.read(course / "submitted" / student / A / NB, 4).metadata["marker"]
+
+
+# The accounts of the class, and the owner of each entry, modelled: this process cannot give
+# a folder to another user unless it runs as root (test_a_folder_given_to_the_victim... does
+# that for real when it can). collect_exchange takes both lookups as parameters.
+UIDS = {"ada": 2001, "bob": 2002, "mal": 2003}
+
+
+def test_an_entry_named_for_a_classmate_but_owned_by_another_is_not_theirs(course, tmp_path):
+    inbound = _inbound(course, tmp_path)
+    owners = {}
+    owners[_hand_in(inbound, f"ada+{A}+2026-01-10 09:00:00.000000 UTC+aaa", "genuine").name] = 2001
+    # mal's later folder named for ada: the impersonation of issue #38 item 1
+    owners[_hand_in(inbound, f"ada+{A}+2026-01-11 09:00:00.000000 UTC+mmm", "forged").name] = 2003
+    owners[_hand_in(inbound, f"bob+{A}+2026-01-11 09:00:00.000000 UTC+mmm", "forged2").name] = 2003
+    done = collect.collect_exchange(course, A, account=UIDS.get,
+                                    owner=lambda e: owners[e.name])
+    assert done.collected == ["ada"] and _marker(course, "ada") == "genuine"
+    assert not (course / "submitted" / "bob").exists()  # bob never handed in
+    assert done.entries == {
+        f"ada+{A}+2026-01-11 09:00:00.000000 UTC+mmm": "owned by uid 2003, not by ada's account",
+        f"bob+{A}+2026-01-11 09:00:00.000000 UTC+mmm": "owned by uid 2003, not by bob's account"}
+    assert "not collected: bob+" in "\n".join(done.lines())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root "
+                    "(the test above models ownership instead)")
+def test_a_folder_given_to_the_victim_by_chown_is_judged_by_its_real_owner(course, tmp_path):
+    inbound = _inbound(course, tmp_path)
+    genuine = _hand_in(inbound, f"ada+{A}+2026-01-10 09:00:00.000000 UTC+aaa", "genuine")
+    forged = _hand_in(inbound, f"ada+{A}+2026-01-11 09:00:00.000000 UTC+mmm", "forged")
+    for d, uid in ((genuine, 2001), (forged, 2003)):
+        for p in (d, *d.iterdir()):
+            os.chown(p, uid, uid, follow_symlinks=False)
+    done = collect.collect_exchange(course, A, account=UIDS.get)  # the real st_uid
+    assert done.collected == ["ada"] and _marker(course, "ada") == "genuine"
+    assert done.entries[forged.name].startswith("owned by uid 2003")
+
+
+def test_a_student_without_an_account_is_named_not_guessed(course, tmp_path):
+    inbound = _inbound(course, tmp_path)
+    _hand_in(inbound, f"zed+{A}+2026-01-10 09:00:00.000000 UTC+a", "z")
+    done = collect.collect_exchange(course, A, account=UIDS.get, owner=lambda e: 2001)
+    assert not done.collected and "no account for zed" in "\n".join(done.lines())
+
+
+def test_a_backdated_folder_name_and_timestamp_do_not_move_the_hand_in_time(course, tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from cudacourse.grader import handins
+    from nbgrader.utils import parse_utc
+
+    inbound = _inbound(course, tmp_path)
+    early = "2001-01-01 00:00:00.000000 UTC"  # what the learner claims
+    _hand_in(inbound, f"ada+{A}+{early}+r", "late", stamp=early)
+    me = os.geteuid()
+    first = datetime.now(timezone.utc) - timedelta(hours=1)  # the collector's first sighting
+    done = collect.collect_exchange(course, A, account=lambda s: me, now=first)
+    assert done.collected == ["ada"]
+    ok, when = handins.lookup(course, A, "ada")
+    assert ok and when == first  # earlier than the folder's ctime (now): the sighting
+    staged = intake.stage(course, A, "ada", course / "staging")
+    stamp = parse_utc((staged.directory / "timestamp.txt").read_text())
+    assert stamp == first.replace(tzinfo=None)  # what nbgrader reads: not 2001
+    assert (course / "submitted" / "ada" / A / collect.LEARNER_TIMESTAMP).read_text() == early
+    # collected again later, the same content keeps its first sighting
+    again = collect.collect_exchange(course, A, account=lambda s: me, update=True,
+                                     now=first + timedelta(days=3))
+    assert again.collected == ["ada"] and handins.lookup(course, A, "ada")[1] == first
+    # new content is new: its time is the later of the two (here the folder's own ctime)
+    (next(inbound.iterdir()) / NB).write_bytes(_notebook())
+    later = first + timedelta(days=3)
+    collect.collect_exchange(course, A, account=lambda s: me, update=True, now=later)
+    changed = handins.lookup(course, A, "ada")[1]
+    assert first < changed <= later
+    record = (course / "grading" / A / handins.RECORD)
+    assert record.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_learner_timestamp_in_a_zip_is_display_only_and_zip_times_need_a_zone(course,
+                                                                                  tmp_path):
+    from datetime import datetime, timezone
+
+    from cudacourse.grader import handins
+
+    archive = tmp_path / "download.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        info = zipfile.ZipInfo(f"ada/{NB}", date_time=(2026, 1, 12, 8, 30, 0))
+        zf.writestr(info, _notebook())
+        info = zipfile.ZipInfo("ada/timestamp.txt", date_time=(2026, 1, 12, 8, 29, 0))
+        zf.writestr(info, b"2001-01-01 00:00:00 UTC")
+    collect.collect_zip(archive, course, A)
+    assert handins.lookup(course, A, "ada") == (True, None)  # the LMS keeps its deadline
+    staged = intake.stage(course, A, "ada", course / "staging")
+    assert not (staged.directory / "timestamp.txt").exists()
+    collect.collect_zip(archive, course, A, update=True, archive_zone=timezone.utc)
+    assert handins.lookup(course, A, "ada")[1] == datetime(2026, 1, 12, 8, 30,
+                                                          tzinfo=timezone.utc)
+
+
+def test_a_thousand_junk_inbound_entries_do_not_stop_the_collection(course, tmp_path,
+                                                                   monkeypatch):
+    inbound = _inbound(course, tmp_path)
+    for i in range(1001):
+        (inbound / f"junk{i}").write_bytes(b"x")
+    _hand_in(inbound, f"ada+{A}+2026-01-10 09:00:00.000000 UTC+a", "genuine")
+    me = os.geteuid()
+    done = collect.collect_exchange(course, A, account=lambda s: me)
+    assert done.collected == ["ada"] and done.ignored == 1001
+    lines = done.lines()
+    assert len(lines) < 40 and any("more entries ignored" in ln for ln in lines)
+    # the total that protects the machine still refuses the run, naming the limit
+    monkeypatch.setattr(collect, "MAX_INBOUND_ENTRIES", 500)
+    with pytest.raises(collect.CollectError, match="MAX_INBOUND_ENTRIES"):
+        collect.collect_exchange(course, A, account=lambda s: me)
+
+
+def test_one_students_twenty_thousand_files_refuse_that_student_only(course, tmp_path,
+                                                                    monkeypatch):
+    archive = tmp_path / "download.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(f"alice/{NB}", _notebook())
+        for i in range(20_001):
+            zf.writestr(f"flood/f{i}", b"")
+    done = collect.collect_zip(archive, course, A)
+    assert done.collected == ["alice"]
+    assert done.refused == {"flood": f"more than {collect.MAX_STUDENT_FILES} files in the "
+                                     "submission"}
+    monkeypatch.setattr(collect, "MAX_ZIP_ENTRIES", 10_000)
+    with pytest.raises(collect.CollectError, match="MAX_ZIP_ENTRIES"):
+        collect.collect_zip(archive, course, A)
+
+
+ROSTER = ("student_id,first_name,last_name,email,moodle_id,canvas_id\n"
+          "ada,Ada,Anders,ada@example.edu,1001,12345\n"
+          "bob,Bob,Brown,bob@example.edu,1002,12346\n")
+
+
+def test_moodle_and_canvas_downloads_map_through_the_roster_and_name_the_unmatched(
+        course, tmp_path, capsys):
+    (course / "roster.csv").write_text(ROSTER)
+    moodle = tmp_path / "moodle.zip"
+    with zipfile.ZipFile(moodle, "w") as zf:
+        zf.writestr(f"Ada Anders_1001_assignsubmission_file_/{NB}", _notebook())
+        zf.writestr("Ada Anders_1001_assignsubmission_onlinetext_/onlinetext.html", b"<p>")
+        zf.writestr(f"Bob Brown_1002_assignsubmission_file_{NB}", _notebook())  # no folders
+        zf.writestr(f"Eve Stranger_1999_assignsubmission_file_/{NB}", _notebook())
+        zf.writestr(f"X_1002_assignsubmission_file_Y_1001_assignsubmission_file_/{NB}", b"{}")
+    rc = cli.main(["collect-zip", str(moodle), A, "--course", str(course)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "collected: ada" in out and "collected: bob" in out
+    assert ("not collected: Eve Stranger_1999_assignsubmission_file_: Eve Stranger_1999_"
+            "assignsubmission_file_: no student of the roster has moodle_id 1999") in out
+    assert "two participant ids" in out
+    assert not (course / "submitted" / "Eve Stranger_1999_assignsubmission_file_").exists()
+    canvas = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(canvas, "w") as zf:
+        zf.writestr(f"andersada_late_12345_777_{A}-1.ipynb", _notebook())
+        zf.writestr(f"brownbob_12346_778_{NB}", _notebook())
+        zf.writestr(f"strangereve_55555_779_{NB}", _notebook())
+    done = collect.collect_zip(canvas, course, A, update=True,
+                               roster=__import__("cudacourse.grader.roster",
+                                                 fromlist=["load"]).load(course / "roster.csv"))
+    assert sorted(done.collected) == ["ada", "bob"]
+    assert (course / "submitted" / "ada" / A / NB).is_file()  # "-1" of a resubmission off
+    assert list(done.entries) == [f"strangereve_55555_779_{NB}"]
+    from cudacourse.grader import handins
+
+    rec = handins.load(course, A)["students"]
+    assert rec["ada"]["flags"] == {"late_per_lms": True} and rec["ada"]["source"] == "canvas"
+    assert "collected: ada (late per the LMS)" in done.lines()
+
+
+def test_a_moodle_download_without_a_roster_is_refused_by_name(course, tmp_path):
+    archive = tmp_path / "moodle.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(f"Alice Anders_1001_assignsubmission_file_/{NB}", _notebook())
+    done = collect.collect_zip(archive, course, A)
+    assert not done.collected
+    assert "no student of the roster has moodle_id 1001" in \
+        done.entries["Alice Anders_1001_assignsubmission_file_"]
+
+
+def test_a_roster_with_an_unknown_column_or_a_duplicate_is_named(tmp_path):
+    from cudacourse.grader import roster
+
+    bad = tmp_path / "r.csv"
+    bad.write_text("student_id,moodle\nada,1\n")
+    with pytest.raises(roster.RosterError, match="unknown columns: moodle"):
+        roster.load(bad)
+    bad.write_text("student_id,canvas_id\nada,1\nbob,1\n")
+    with pytest.raises(roster.RosterError, match="canvas_id 1 is given to both ada and bob"):
+        roster.load(bad)
+    bad.write_text("student_id,uid\nada,x\n")
+    with pytest.raises(roster.RosterError, match="line 2: uid x is not a number"):
+        roster.load(bad)
+
+
+def test_a_folder_swapped_in_after_its_owner_was_checked_is_refused(course, tmp_path):
+    """nbgrader's inbound has no sticky bit: anyone may rename entries. A swap between the
+    owner check and the copy (done here from inside the owner lookup) is seen by the folder's
+    inode, and the impostor's files are not collected under ada's name."""
+    inbound = _inbound(course, tmp_path)
+    genuine = _hand_in(inbound, f"ada+{A}+2026-01-10 09:00:00.000000 UTC+a", "genuine")
+    forged = _hand_in(tmp_path, "forged", "forged")
+
+    def owner(entry):
+        if entry.name == genuine.name and forged.exists():
+            genuine.rename(tmp_path / "moved-away")
+            forged.rename(genuine)
+        return 2001
+
+    done = collect.collect_exchange(course, A, account=UIDS.get, owner=owner)
+    assert not done.collected
+    assert done.refused["ada"].endswith("is not a regular folder (it changed while read)")
+
+
+def test_the_docs_describe_identity_time_lms_names_and_limits_as_the_code_has_them():
+    """docs/instructors.md's sections on who and when, the LMS downloads and the grade files,
+    held to the code's roster columns, limits and file names."""
+    from cudacourse.grader import lmsgrades, roster
+
+    doc = (ROOT / "docs" / "instructors.md").read_text()
+    header = next(ln.strip() for ln in doc.splitlines() if ln.strip().startswith("student_id,"))
+    assert tuple(header.split(",")) == roster.COLUMNS
+    for phrase in ("owned by uid N, not by ada's account", "handins.json",
+                   "timestamp.learner.txt", "--archive-times", "--lms-assignment",
+                   "canvas.csv", "moodle.csv", "Points Possible", "Map from"):
+        assert phrase in doc, phrase
+    for column in lmsgrades.CANVAS_FIXED + lmsgrades.MOODLE_FIXED:
+        assert f"`{column}`" in doc, column
+    assert "100,000 inbound entries" in doc and collect.MAX_INBOUND_ENTRIES == 100_000
+    assert "200,000 entries" in doc and collect.MAX_ZIP_ENTRIES == 200_000
+    assert "over 4 GiB" in doc and collect.MAX_ARCHIVE_BYTES == 4 << 30
+    assert "16 GiB" in doc and collect.MAX_UNPACKED_BYTES == 16 << 30
+    assert "more than 1,000 files" in doc and collect.MAX_STUDENT_FILES == 1000
+    for row in ("| impersonation |", "| a forged hand-in time |", "| LMS names |",
+                "| formulas in spreadsheets |", "| one entry for everyone |"):
+        assert row in doc, row

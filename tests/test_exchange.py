@@ -214,3 +214,53 @@ def test_policy_is_read_from_the_course_config(tmp_path):
     assert course_policy.deadlines() == {ASSIGNMENT: datetime(2026, 12, 8, 22, 59)}
     assert late.penalty_method == "percent_per_day"
     assert policy.describe(tmp_path)[0] == f"{ASSIGNMENT}: due 2026-12-08 22:59 UTC"
+
+
+# --- cudacourse collect on the same exchange: identity and time from the platform ----------------
+
+def _course_on(exchanged, tmp_path) -> Path:
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.Exchange.root = {str(exchanged['exchange'])!r}\n"
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}\n")
+    return course
+
+
+def test_cudacourse_collect_times_each_hand_in_by_the_platform_not_the_learner(exchanged,
+                                                                              tmp_path):
+    """nbgrader submit ran as this user for both students: the roster says so (uid). The
+    deadline fell between the two submissions; the collector's times (the kernel's change
+    time of each inbound folder, never its name or timestamp.txt) put early before it and
+    tardy after it, though the collection itself runs long after both."""
+    from cudacourse.grader import collect, handins
+
+    course = _course_on(exchanged, tmp_path)
+    me = os.geteuid()
+    (course / "roster.csv").write_text(f"student_id,uid\nearly,{me}\ntardy,{me}\n")
+    from cudacourse.grader import roster
+
+    done = collect.collect_exchange(course, ASSIGNMENT, roster=roster.find(course))
+    assert sorted(done.collected) == ["early", "tardy"], done.lines()
+    ok_e, early = handins.lookup(course, ASSIGNMENT, "early")
+    ok_t, tardy = handins.lookup(course, ASSIGNMENT, "tardy")
+    assert ok_e and ok_t
+    assert early < exchanged["due"] < tardy
+    assert (course / "submitted" / "tardy" / ASSIGNMENT / collect.LEARNER_TIMESTAMP).exists()
+
+
+def test_cudacourse_collect_refuses_an_entry_its_student_does_not_own(exchanged, tmp_path,
+                                                                      capsys):
+    """The roster gives tardy another account: the inbound folder named for tardy (made by
+    this user) is not theirs, and the CLI says by whom it is owned."""
+    from cudacourse import cli
+
+    course = _course_on(exchanged, tmp_path)
+    me = os.geteuid()
+    (course / "roster.csv").write_text(f"student_id,uid\nearly,{me}\ntardy,{me + 4242}\n")
+    rc = cli.main(["collect", ASSIGNMENT, "--course", str(course)])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "collected: early" in out
+    assert f"owned by uid {me}, not by tardy's account" in out
+    assert not (course / "submitted" / "tardy").exists()

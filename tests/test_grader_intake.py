@@ -336,3 +336,53 @@ def test_a_student_or_assignment_entry_that_is_no_folder_is_named(course):
     assert str(box["error"]) == "piper is not a regular folder (a named pipe)"
     box = _stage_soon(course, "filer")
     assert str(box["error"]) == f"{A} is not a regular folder (a file)"
+
+
+# --- the collector's time, not the learner's (issue #38 item 2) ------------------------------
+
+def _record(course, student, handed_in):
+    from cudacourse.grader import handins
+
+    data = {"version": 1, "students": {student: {"handed_in": handed_in, "source": "exchange"}}}
+    return handins.save(course, A, data)
+
+
+def test_with_a_collector_record_its_time_is_graded_and_the_learners_is_not_read(course):
+    from nbgrader.utils import parse_utc
+
+    text = nbformat.writes(_master(course)).encode()
+    _submit(course, "s", text, timestamp="2001-01-01 00:00:00 UTC")
+    _record(course, "s", "2026-01-12T08:30:00+00:00")
+    staged = intake.stage(course, A, "s", course / "staging")
+    assert parse_utc((staged.directory / "timestamp.txt").read_text()).isoformat() == \
+        "2026-01-12T08:30:00"
+    # a garbage learner timestamp no longer matters once the collector has a time
+    shutil.rmtree(course / "submitted")
+    _submit(course, "s", text, timestamp="not a time at all")
+    assert intake.stage(course, A, "s", course / "staging").notebooks
+    # an LMS download without a time: no timestamp.txt, so no lateness from the learner
+    _record(course, "s", None)
+    assert not (intake.stage(course, A, "s", course / "staging").directory /
+                "timestamp.txt").exists()
+
+
+def test_a_record_that_is_not_the_graders_own_file_is_not_believed(course, tmp_path):
+    from cudacourse.grader import handins
+
+    _submit(course, "s", nbformat.writes(_master(course)).encode())
+    path = handins.path_of(course, A)
+    path.parent.mkdir(parents=True)
+    elsewhere = tmp_path / "forged.json"
+    elsewhere.write_text(json.dumps({"students": {"s": {"handed_in": "2001-01-01T00:00:00"}}}))
+    path.symlink_to(elsewhere)
+    with pytest.raises(intake.NotGraded, match="cannot be read"):
+        intake.stage(course, A, "s", course / "staging")
+    path.unlink()
+    path.write_text("{not json")
+    with pytest.raises(intake.NotGraded, match="not a hand-in record"):
+        intake.stage(course, A, "s", course / "staging")
+    if os.geteuid() == 0:  # only root can give the grader's file to someone else
+        _record(course, "s", "2001-01-01T00:00:00+00:00")
+        os.chown(path, 4242, 4242)
+        with pytest.raises(intake.NotGraded, match="not the grader's own file"):
+            intake.stage(course, A, "s", course / "staging")

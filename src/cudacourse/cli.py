@@ -243,20 +243,35 @@ def collect(args: argparse.Namespace) -> int:
     """``collect-zip`` / ``collect``: 0 when every student was collected, 1 when some were
     refused (each named with the reason), 2 when nothing could be read."""
     from .grader import collect as c
+    from .grader import roster as r
 
     try:
+        people = r.find(args.course, args.roster)
         if getattr(args, "file", None):
-            done = c.collect_zip(args.file, args.course, args.assignment, update=args.update)
+            zone = None
+            if args.archive_times:
+                from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+                try:
+                    zone = ZoneInfo(args.archive_times)
+                except (ZoneInfoNotFoundError, ValueError):
+                    raise c.CollectError(f"--archive-times {args.archive_times!r}: not a time "
+                                         "zone name (e.g. UTC, Europe/Paris)") from None
+            done = c.collect_zip(args.file, args.course, args.assignment, update=args.update,
+                                 roster=people, archive_zone=zone)
         else:
-            done = c.collect_exchange(args.course, args.assignment, update=args.update)
-    except c.CollectError as exc:
+            done = c.collect_exchange(args.course, args.assignment, update=args.update,
+                                      roster=people)
+    except (c.CollectError, r.RosterError) as exc:
         print(f"cudacourse {args.cmd}: {exc}", file=sys.stderr)
         return 2
     from .grader import untrusted
 
     for line in done.lines():  # names come from learners: one clean line each
         print(untrusted.line(line))
-    return 1 if done.refused else 0
+    if done.refused or done.entries:
+        return 1
+    return 0
 
 
 def grade(args: argparse.Namespace) -> int:
@@ -332,7 +347,8 @@ def class_report(args: argparse.Namespace) -> int:
     try:
         rep = classreport.write(args.course, args.assignment, db_url=args.db,
                                 out_dir=args.out, threshold=args.similarity,
-                                plot_png=not args.no_plot)
+                                plot_png=not args.no_plot, roster_file=args.roster,
+                                lms_assignment=args.lms_assignment)
     except (FileNotFoundError, LookupError, ValueError) as exc:
         print(f"cudacourse report: {exc}", file=sys.stderr)
         return 2
@@ -432,10 +448,15 @@ def main(argv: list[str] | None = None) -> int:
                            "pipes and paths that climb")
         if name == "collect-zip":
             s.add_argument("file")
+            s.add_argument("--archive-times", metavar="ZONE", help="take each student's "
+                           "latest file time in the zip (the LMS's) as the hand-in time, in "
+                           "this zone (the LMS server's, e.g. UTC); default: no time")
         s.add_argument("assignment")
         s.add_argument("--course", default=".", help="course root (default .)")
         s.add_argument("--update", action="store_true",
                        help="replace submissions already collected")
+        s.add_argument("--roster", help="roster CSV (student_id, login/uid, moodle_id, "
+                       "canvas_id, ...; default COURSE/roster.csv when there is one)")
         s.set_defaults(f=collect)
     s = sub.add_parser("new-course", help="a course folder of your own (a term's gradebook, "
                        "submissions and grades) made from this checkout's masters")
@@ -458,6 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--similarity", type=float, default=0.92,
                    help="pair kernels at least this similar after normalising (0-1]")
     s.add_argument("--no-plot", action="store_true", help="skip scores.png")
+    s.add_argument("--roster", help="roster CSV for the Canvas and Moodle grade files "
+                   "(default COURSE/roster.csv when there is one)")
+    s.add_argument("--lms-assignment", help="the assignment's column in the LMS gradebook, "
+                   "e.g. 'Lesson 1 (12345)' for Canvas (default: the assignment id)")
     s.set_defaults(f=class_report)
     args, unknown = p.parse_known_args(argv)
     if unknown:

@@ -17,7 +17,9 @@ notebooks (what each failing test cell said), per exercise (one autograded test 
   penalty, final score, maximum, percent, status.
 
 Files go to ``<course>/grading/<assignment>/report/``: ``summary.md`` (the table),
-``exercises.csv``, ``scores.png``, ``similar.csv``, ``lms.csv``.
+``exercises.csv``, ``scores.png``, ``similar.csv``, ``lms.csv``, and the grade files Canvas
+and Moodle import as they are, ``canvas.csv`` and ``moodle.csv`` (:mod:`lmsgrades`). Every
+CSV cell goes through :mod:`csvout` (no cell is read as a formula).
 
 Imports nothing from the ``cudacourse`` package.
 """
@@ -25,7 +27,6 @@ Imports nothing from the ``cudacourse`` package.
 from __future__ import annotations
 
 import ast
-import csv
 import difflib
 import json
 import keyword
@@ -38,7 +39,7 @@ from pathlib import Path
 from urllib.parse import quote
 from typing import Any
 
-from . import feedbackview
+from . import csvout, feedbackview
 from .classdata import (  # noqa: F401 - the report's names, as before the split
     ANSI, CASE, DIAGNOSIS_WIDTH, INCIDENTS, NUMBER, QUOTED, CellResult, ClassData, Student,
     _answers, _grade_cells, _status_csv, _verdict_causes, _verdicts, alembic_on_path, collect,
@@ -423,7 +424,8 @@ class Report:
 
 def write(course_root: str | Path, assignment: str, db_url: str | None = None,
           out_dir: str | Path | None = None, threshold: float = DEFAULT_SIMILARITY,
-          plot_png: bool = True, provenance_record: bool = True) -> Report:
+          plot_png: bool = True, provenance_record: bool = True,
+          roster_file: str | Path | None = None, lms_assignment: str | None = None) -> Report:
     """Make every part of the report and write its files; with ``provenance_record``, also
     snapshot the scores (see :mod:`provenance`) and say what changed since the last run."""
     root = Path(course_root).resolve()
@@ -466,7 +468,7 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
              "similar": out / "similar.csv", "lms": out / "lms.csv"}
     files["summary"].write_text(text)
     with open(files["exercises"], "w", newline="") as fh:
-        w = csv.writer(fh)
+        w = csvout.writer(fh)
         w.writerow(["exercise", "max_score", "graded", "full", "partial", "zero", "mean",
                     "distribution", "diagnoses", "title", "got_it", "wrong_answers",
                     "students_by_diagnosis"])
@@ -477,15 +479,24 @@ def write(course_root: str | Path, assignment: str, db_url: str | None = None,
                         json.dumps(s.diagnoses), s.title, s.right,
                         json.dumps(s.wrong_answers), json.dumps(s.who)])
     with open(files["similar"], "w", newline="") as fh:
-        w = csv.writer(fh)
+        w = csvout.writer(fh)
         w.writerow(["exercise", "student_a", "student_b", "similarity"])
         w.writerows([p.exercise, p.a, p.b, p.similarity] for p in pairs)
         w.writerows([gid, sid, "(master solution)", 1.0]
                     for gid, who in sorted(as_master.items()) for sid in who)
+    rows = lms_rows(data)
     with open(files["lms"], "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=LMS_FIELDS)
+        w = csvout.dict_writer(fh, LMS_FIELDS)
         w.writeheader()
-        w.writerows(lms_rows(data))
+        w.writerows(rows)
+    from . import lmsgrades, roster
+
+    graded, notes = lmsgrades.write(rows, out, lms_assignment or assignment,
+                                    roster.find(root, roster_file))
+    files.update(graded)
+    if notes:
+        text += "\n## Grade files\n\n" + "".join(f"- {n}\n" for n in notes)
+        files["summary"].write_text(text)
     if plot_png:
         files["plot"] = plot(summaries, data, out / "scores.png")
     return Report(summaries, pairs, as_master, files, text)

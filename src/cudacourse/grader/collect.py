@@ -17,6 +17,13 @@ may make them read or write anything else:
   This reads the inbound through :mod:`safefs` instead (no link followed, pipes never
   opened) and refuses such a submission with the reason.
 
+Who and when come from the platform, never from the learner: an exchange entry counts for
+a student only when the student's account owns it (:mod:`roster`), an LMS download's names
+are mapped through the roster (:mod:`lmsnames`), and the hand-in time is the collector's
+record (:mod:`handins`), written as the collected ``timestamp.txt``; the learner's own is
+kept as ``timestamp.learner.txt`` for display. A bad entry refuses that entry or that
+student; only the totals that protect the machine refuse the run, naming the limit.
+
 Each student's files are written into a fresh folder (``O_EXCL | O_NOFOLLOW``) and renamed
 into place; an existing submission stays unless ``update`` (then it is replaced whole).
 Sub-folders are not collected: grading reads the notebooks, timestamp.txt and the files
@@ -25,21 +32,35 @@ beside them only.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
-from . import safefs
+from . import handins, lmsnames, safefs
 from .intake import MAX_NOTEBOOK_BYTES
+from .policy import utc_timestamp
+from .roster import Roster, account_of
 from .safefs import T
+
+LEARNER_TIMESTAMP = "timestamp.learner.txt"  # the learner's timestamp.txt, shown, never used
 
 MAX_FILE_BYTES = MAX_NOTEBOOK_BYTES  # one file of a submission
 MAX_STUDENT_BYTES = 200 << 20  # one student's files together
-MAX_ZIP_ENTRIES = 20_000
+MAX_STUDENT_FILES = safefs.MAX_ENTRIES  # one student's files in an archive (refuses that student)
+# Totals that protect the machine: past them the whole archive or inbound is refused.
+MAX_ZIP_ENTRIES = 200_000  # entries of one archive
+MAX_ARCHIVE_BYTES = 4 << 30  # the archive file itself
+MAX_UNPACKED_BYTES = 16 << 30  # what its entries say they unpack to, together
+MAX_INBOUND_ENTRIES = 100_000  # entries of the exchange's inbound folder
+SHOWN_NOTES = 20  # ignored entries named one by one; the rest counted
 
 
 class CollectError(Exception):
@@ -48,18 +69,34 @@ class CollectError(Exception):
 
 @dataclass
 class Collected:
-    """What one collection did, per student."""
+    """What one collection did, per student (and per exchange entry not collected)."""
 
     collected: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # student -> reason
     skipped: dict[str, str] = field(default_factory=dict)  # student -> why (already there)
+    entries: dict[str, str] = field(default_factory=dict)  # entry name -> why not collected
+    handed_in: dict[str, str | None] = field(default_factory=dict)  # student -> trusted time
     notes: list[str] = field(default_factory=list)
+    late_per_lms: set[str] = field(default_factory=set)  # Canvas's late mark, shown
+    ignored: int = 0  # entries of other assignments or of no known shape
 
     def lines(self) -> list[str]:
-        out = [f"collected: {s}" for s in self.collected]
+        out = [f"collected: {s}" + (f" (handed in {self.handed_in[s]})"
+                                    if self.handed_in.get(s) else "")
+               + (" (late per the LMS)" if s in self.late_per_lms else "")
+               for s in self.collected]
         out += [f"not collected: {s}: {why}" for s, why in sorted(self.refused.items())]
+        out += [f"not collected: {safefs.shown(e)}: {why}"
+                for e, why in sorted(self.entries.items())]
         out += [f"skipped: {s}: {why}" for s, why in sorted(self.skipped.items())]
+        if self.ignored > SHOWN_NOTES:
+            out.append(T("{n} more entries ignored", n=self.ignored - SHOWN_NOTES))
         return out + self.notes
+
+    def _ignore(self, line: str) -> None:
+        self.ignored += 1
+        if self.ignored <= SHOWN_NOTES:
+            self.notes.append(line)
 
 
 def _parts(name: str) -> list[str]:
@@ -103,35 +140,82 @@ def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes
     return b"".join(out)
 
 
+def _zip_time(info: zipfile.ZipInfo, zone: Any) -> datetime | None:
+    try:
+        return datetime(*info.date_time, tzinfo=zone)
+    except ValueError:
+        return None
+
+
 def collect_zip(archive: str | os.PathLike, course_root: str | os.PathLike, assignment: str,
-                *, submitted_dir: str = "submitted", update: bool = False) -> Collected:
-    """Every student folder of an LMS download into ``submitted/<student>/<assignment>/``."""
+                *, submitted_dir: str = "submitted", update: bool = False,
+                roster: Roster | None = None, archive_zone: Any = None,
+                now: datetime | None = None) -> Collected:
+    """Every student folder of an LMS download into ``submitted/<student>/<assignment>/``.
+
+    Top-level names are mapped to students by :func:`lmsnames.owner` (a student id, or
+    Moodle's and Canvas's names through ``roster``); a name that maps to no one is "not
+    collected" by name. ``archive_zone``: a ``tzinfo``; when given, the latest entry time of
+    a student's files (the LMS's, in that zone) is their hand-in time, else the record has
+    none. Limits of one student refuse that student; the archive's totals
+    (:data:`MAX_ARCHIVE_BYTES`, :data:`MAX_ZIP_ENTRIES`, :data:`MAX_UNPACKED_BYTES`) refuse
+    the archive, naming the limit."""
     _check_id(assignment)
+    now = now or datetime.now(timezone.utc)
+    try:
+        size = os.stat(archive).st_size
+    except OSError as exc:
+        raise CollectError(T("{file} is not a zip archive that can be read ({error})",
+                             file=str(archive), error=type(exc).__name__)) from None
+    if size > MAX_ARCHIVE_BYTES:
+        raise CollectError(T("{file} is larger than {n} GiB (MAX_ARCHIVE_BYTES): split the "
+                             "download", file=str(archive), n=MAX_ARCHIVE_BYTES >> 30))
     try:
         zf = zipfile.ZipFile(archive)
-    except (OSError, zipfile.BadZipFile) as exc:
+    except (OSError, zipfile.BadZipFile, ValueError, RuntimeError) as exc:
         raise CollectError(T("{file} is not a zip archive that can be read ({error})",
                              file=str(archive), error=type(exc).__name__)) from None
     done = Collected()
+    record = _record(course_root, assignment)
     with zf:
         infos = zf.infolist()
         if len(infos) > MAX_ZIP_ENTRIES:
-            raise CollectError(T("the archive holds more than {n} entries", n=MAX_ZIP_ENTRIES))
+            raise CollectError(T("the archive holds more than {n} entries (MAX_ZIP_ENTRIES)",
+                                 n=MAX_ZIP_ENTRIES))
+        if sum(i.file_size for i in infos) > MAX_UNPACKED_BYTES:
+            raise CollectError(T("the archive's entries unpack to more than {n} GiB "
+                                 "(MAX_UNPACKED_BYTES)", n=MAX_UNPACKED_BYTES >> 30))
         per_student: dict[str, list[tuple[str, zipfile.ZipInfo]]] = {}
+        late: set[str] = set()
+        source: dict[str, str] = {}
         for info in infos:
             raw = info.filename
-            student = raw.split("/", 1)[0]
+            top = raw.split("/", 1)[0]
             try:
                 parts = _parts(raw)
             except safefs.Refused as exc:
-                if safefs.name_problem(student) or not student:
-                    done.notes.append(f"entry refused: {exc}")
-                else:
-                    done.refused.setdefault(student, str(exc))
+                if safefs.name_problem(top) or not top:
+                    done._ignore(f"entry refused: {exc}")
+                    continue
+                try:
+                    who = lmsnames.owner(top, roster, folder="/" in raw).student
+                except lmsnames.Unmatched:
+                    done._ignore(f"entry refused: {exc}")
+                    continue
+                done.refused.setdefault(who, str(exc))
                 continue
             if not parts:
                 continue
-            student, rest = parts[0], parts[1:]
+            flat = len(parts) == 1 and not info.is_dir()
+            try:
+                who = lmsnames.owner(parts[0], roster, folder=not flat)
+            except lmsnames.Unmatched as exc:
+                done.entries.setdefault(parts[0], str(exc))
+                continue
+            student = who.student
+            rest = [who.file] if flat else parts[1:]
+            if who.skip:
+                continue
             if rest and rest[0] == assignment:
                 rest = rest[1:]
             kind = _zip_kind(info)
@@ -140,13 +224,17 @@ def collect_zip(archive: str | os.PathLike, course_root: str | os.PathLike, assi
                                                    name=safefs.shown("/".join(parts)),
                                                    kind=kind))
                 continue
-            if info.is_dir() or not rest:
+            if info.is_dir() or not rest or rest == [None]:
                 if not rest and not info.is_dir():
-                    done.notes.append(f"entry outside a student folder ignored: "
-                                      f"{safefs.shown(raw)}")
+                    done._ignore(f"entry outside a student folder ignored: "
+                                 f"{safefs.shown(raw)}")
                 continue
             if len(rest) > 1:  # a sub-folder: not collected (grading never reads it)
                 continue
+            if who.lms:
+                source[student] = who.lms
+            if who.late:
+                late.add(student)
             if info.flag_bits & 0x1:
                 done.refused.setdefault(student, T("{name} is encrypted",
                                                    name=safefs.shown(raw)))
@@ -154,6 +242,10 @@ def collect_zip(archive: str | os.PathLike, course_root: str | os.PathLike, assi
             per_student.setdefault(student, []).append((rest[0], info))
         for student, entries in sorted(per_student.items()):
             if student in done.refused:
+                continue
+            if len(entries) > MAX_STUDENT_FILES:
+                done.refused[student] = T("more than {n} files in the submission",
+                                          n=MAX_STUDENT_FILES)
                 continue
             files: dict[str, bytes] = {}
             total = 0
@@ -168,54 +260,145 @@ def collect_zip(archive: str | os.PathLike, course_root: str | os.PathLike, assi
             except safefs.Refused as exc:
                 done.refused[student] = str(exc)
                 continue
-            except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
+            except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError,
+                    EOFError, ValueError, zlib.error) as exc:
                 done.refused[student] = T("the archive's entry cannot be read ({error})",
                                           error=type(exc).__name__)
                 continue
-            _place(done, course_root, submitted_dir, student, assignment, files, update)
+            exported = None
+            if archive_zone is not None:
+                times = [t for t in (_zip_time(i, archive_zone) for _, i in entries) if t]
+                exported = max(times) if times else None
+            learner = files.pop("timestamp.txt", None)
+            src = source.get(student, "zip")
+            _place(done, course_root, submitted_dir, student, assignment, files, update,
+                   record=record, source=src, entry=src, now=now, exported=exported,
+                   learner_time=learner, flags={"late_per_lms": True}
+                   if student in late else None)
+    handins.save(course_root, assignment, record)
     return done
+
+
+def _digest(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+        h.update(hashlib.sha256(files[name]).digest())
+    return h.hexdigest()
+
+
+def owner_uid(entry: safefs.Entry) -> int:
+    """The owner of an exchange entry, as ``lstat`` saw it."""
+    return entry.uid
 
 
 def collect_exchange(course_root: str | os.PathLike, assignment: str, *,
                      inbound: str | os.PathLike | None = None,
-                     submitted_dir: str = "submitted", update: bool = False) -> Collected:
+                     submitted_dir: str = "submitted", update: bool = False,
+                     roster: Roster | None = None,
+                     account: Callable[[str], int | None] | None = None,
+                     owner: Callable[[safefs.Entry], int] = owner_uid,
+                     now: datetime | None = None) -> Collected:
     """The latest inbound submission of each student (nbgrader's
-    ``<student>+<assignment>+<timestamp>[+<random>]`` folders) into ``submitted/``."""
-    from nbgrader.utils import parse_utc
+    ``<student>+<assignment>+<timestamp>[+<random>]`` folders) into ``submitted/``.
 
+    An entry counts for ``<student>`` only when its owner (``owner(entry)``: ``st_uid`` from
+    ``lstat``) is the student's account (``account(student)``: :func:`roster.account_of`);
+    any other is "not collected: owned by uid N", and the student's own latest entry (by the
+    kernel's change time) is taken. The hand-in time is the collector's (:mod:`handins`),
+    never the folder name's or ``timestamp.txt``'s. A bad entry refuses that entry or that
+    student; only the inbound's total (:data:`MAX_INBOUND_ENTRIES`) refuses the run."""
     _check_id(assignment)
+    now = now or datetime.now(timezone.utc)
+    account = account or account_of(roster)
     inbound = Path(inbound) if inbound else exchange_inbound(course_root)
     done = Collected()
-    latest: dict[str, tuple[object, str]] = {}
+    latest: dict[str, tuple[float, str, safefs.Entry]] = {}
     try:
         top = safefs.Folder.at(inbound)
     except OSError as exc:
         raise CollectError(T("no exchange inbound at {path} ({error})", path=str(inbound),
                              error=type(exc).__name__)) from None
+    record = _record(course_root, assignment)
+    accounts: dict[str, int | None] = {}
     with top:
-        for e in top.entries():
-            fields = e.name.rsplit("+", 3)
-            if len(fields) < 3 or fields[1] != assignment:
-                continue
+        try:
+            for e in top.scan(MAX_INBOUND_ENTRIES):
+                fields = e.name.rsplit("+", 3)
+                if len(fields) < 3 or fields[1] != assignment:
+                    if len(fields) < 3 or safefs.name_problem(e.name):
+                        done._ignore(f"inbound entry ignored (not nbgrader's name): "
+                                     f"{safefs.shown(e.name)}")
+                    continue
+                student = fields[0]
+                if safefs.name_problem(student) or safefs.name_problem(e.name):
+                    done._ignore(f"inbound entry ignored (its name cannot be a student's): "
+                                 f"{safefs.shown(e.name)}")
+                    continue
+                if student not in accounts:
+                    accounts[student] = account(student)
+                want, uid = accounts[student], owner(e)
+                if want is None:
+                    done.entries[e.name] = T("no account for {name} (give its login or uid "
+                                             "in the roster)", name=safefs.shown(student))
+                    continue
+                if uid != want:
+                    done.entries[e.name] = T("owned by uid {uid}, not by {name}'s account",
+                                             uid=uid, name=safefs.shown(student))
+                    continue
+                if e.kind != "folder":
+                    done.entries[e.name] = safefs.not_regular(e) or T(
+                        "{name} is not a regular folder (a {kind})",
+                        name=safefs.shown(e.name), kind=e.kind)
+                    continue
+                key = (e.ctime, e.name)
+                if student not in latest or key > latest[student][:2]:
+                    latest[student] = (e.ctime, e.name, e)
+        except safefs.Refused:
+            raise CollectError(T("the exchange inbound {path} holds more than {n} entries "
+                                 "(MAX_INBOUND_ENTRIES): clear out old submissions",
+                                 path=str(inbound), n=MAX_INBOUND_ENTRIES)) from None
+        shared = {u: v for u, v in _shared(accounts).items()}
+        for uid, who in sorted(shared.items()):
+            done.notes.append(T("students {names} share the account uid {uid}: the exchange "
+                                "cannot tell them apart", names=", ".join(who), uid=uid))
+        for student, (_ctime, name, entry) in sorted(latest.items()):
             try:
-                when = parse_utc(fields[2])
-            except Exception:  # noqa: BLE001 - not one of nbgrader's names
-                done.notes.append(f"inbound entry ignored (no time in its name): "
-                                  f"{safefs.shown(e.name)}")
-                continue
-            student = fields[0]
-            if student not in latest or (when, e.name) > latest[student]:
-                latest[student] = (when, e.name)
-        for student, (_when, name) in sorted(latest.items()):
-            try:
-                _check_id(student)
                 with top.folder(name) as sub:
-                    files = _regular_files(sub)
-            except (safefs.Refused, CollectError) as exc:
-                done.refused[student] = str(exc)
+                    # the folder opened is the one whose owner was checked: nbgrader's inbound
+                    # has no sticky bit, so anyone may rename entries between two looks
+                    st = os.fstat(sub.fd)
+                    if (st.st_ino, st.st_dev) != (entry.ino, entry.dev):
+                        raise safefs.Refused(T("{name} is not a regular folder (it changed "
+                                               "while read)", name=safefs.shown(name)))
+                    files, changed = _regular_files(sub)
+            except (safefs.Refused, CollectError, FileNotFoundError) as exc:
+                done.refused[student] = str(exc) if not isinstance(
+                    exc, FileNotFoundError) else T("its inbound folder went away")
                 continue
-            _place(done, course_root, submitted_dir, student, assignment, files, update)
+            changed = max(changed, entry.ctime)
+            learner = files.pop("timestamp.txt", None)
+            _place(done, course_root, submitted_dir, student, assignment, files, update,
+                   record=record, source="exchange", entry=name, now=now,
+                   changed=datetime.fromtimestamp(changed, timezone.utc),
+                   learner_time=learner)
+    handins.save(course_root, assignment, record)
     return done
+
+
+def _record(course_root: str | os.PathLike, assignment: str) -> dict[str, Any]:
+    try:
+        return handins.load(course_root, assignment)
+    except handins.HandinError as exc:
+        raise CollectError(str(exc)) from None
+
+
+def _shared(accounts: dict[str, int | None]) -> dict[int, list[str]]:
+    by_uid: dict[int, list[str]] = {}
+    for s, uid in accounts.items():
+        if uid is not None:
+            by_uid.setdefault(uid, []).append(s)
+    return {u: sorted(v) for u, v in by_uid.items() if len(v) > 1}
 
 
 def exchange_inbound(course_root: str | os.PathLike) -> Path:
@@ -233,10 +416,13 @@ def exchange_inbound(course_root: str | os.PathLike) -> Path:
     return Path(course_root, root) / str(course_id) / "inbound"
 
 
-def _regular_files(sub: safefs.Folder) -> dict[str, bytes]:
+def _regular_files(sub: safefs.Folder) -> tuple[dict[str, bytes], float]:
+    """The folder's regular files (sub-folders never entered) and the latest change time
+    (``st_ctime``) among them."""
     files: dict[str, bytes] = {}
-    total = 0
+    total, changed = 0, 0.0
     for e in sub.entries():
+        changed = max(changed, e.ctime)
         safefs.check_name(e.name)
         if e.kind == "folder":
             continue  # never entered
@@ -245,7 +431,7 @@ def _regular_files(sub: safefs.Folder) -> dict[str, bytes]:
             raise safefs.Refused(why)
         files[e.name] = sub.read(e, min(MAX_FILE_BYTES, MAX_STUDENT_BYTES - total))
         total += len(files[e.name])
-    return files
+    return files, changed
 
 
 def _check_id(name: str) -> None:
@@ -256,8 +442,14 @@ def _check_id(name: str) -> None:
 
 
 def _place(done: Collected, course_root: str | os.PathLike, submitted_dir: str, student: str,
-           assignment: str, files: dict[str, bytes], update: bool) -> None:
-    """Write ``files`` as ``submitted/<student>/<assignment>/`` (a fresh folder, renamed in)."""
+           assignment: str, files: dict[str, bytes], update: bool, *, record: dict[str, Any],
+           source: str, entry: str, now: datetime, changed: datetime | None = None,
+           exported: datetime | None = None, learner_time: bytes | None = None,
+           flags: dict[str, Any] | None = None) -> None:
+    """Write ``files`` as ``submitted/<student>/<assignment>/`` (a fresh folder, renamed in)
+    with the collector's ``timestamp.txt`` (the trusted time, when there is one) and the
+    learner's as ``timestamp.learner.txt`` (display only), and note it in the record."""
+    _check_id(student)
     top = Path(course_root) / submitted_dir
     top.mkdir(parents=True, exist_ok=True)
     home = top / student
@@ -268,9 +460,27 @@ def _place(done: Collected, course_root: str | os.PathLike, submitted_dir: str, 
                                       name=safefs.shown(path.name), kind="link"
                                       if path.is_symlink() else "file")
             return
+    digest = _digest(files)
     if dest.exists() and not update:
+        # seen now, though not placed: a later --update keeps this first sighting
+        rec = record["students"].setdefault(student, {})
+        rec.setdefault("first_seen", {}).setdefault(digest, handins.iso(now))
         done.skipped[student] = T("already collected (update replaces it)")
         return
+    shown_time = None
+    if learner_time is not None:
+        shown_time = learner_time[:256].decode("utf-8", "replace").strip()[:64]
+    when = handins.note(record, student, source=source, entry=entry, digest=digest,
+                        now=now, changed=changed, exported=exported, learner_time=shown_time,
+                        flags=flags)
+    files = dict(files)
+    if learner_time is not None:
+        files[LEARNER_TIMESTAMP] = learner_time
+    if when is not None:
+        files["timestamp.txt"] = utc_timestamp(when).encode()
+    done.handed_in[student] = utc_timestamp(when) if when else None
+    if (flags or {}).get("late_per_lms"):
+        done.late_per_lms.add(student)
     work = top / f".cudacourse-collect-{secrets.token_hex(6)}"
     work.mkdir()
     try:
@@ -288,4 +498,5 @@ def _place(done: Collected, course_root: str | os.PathLike, submitted_dir: str, 
     done.collected.append(student)
 
 
-__all__ = ["collect_zip", "collect_exchange", "exchange_inbound", "Collected", "CollectError"]
+__all__ = ["collect_zip", "collect_exchange", "exchange_inbound", "owner_uid", "Collected",
+           "CollectError", "LEARNER_TIMESTAMP"]

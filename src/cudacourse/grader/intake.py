@@ -11,6 +11,10 @@ The submitted files are only read, and only those intake expects (:mod:`safefs`:
 folders, regular files with one name, nothing followed, bounded reads; anything else is
 "not graded: <name> is not a regular file (...)", naming it and never its target or its
 contents). Nothing read from a file other than the learner's own notebook is quoted back.
+The staged ``timestamp.txt`` (the time nbgrader's lateness reads) is the collector's
+(:mod:`handins`) whenever ``cudacourse collect`` or ``collect-zip`` recorded the student:
+the folder's own ``timestamp.txt`` is then not read (a learner can backdate it). Only a
+folder placed by hand, with no record, is timed by its ``timestamp.txt``.
 The copy that nbgrader and the sandbox see is written to a staging directory, with every
 locked cell (setup and test cells) restored from the master exactly as nbgrader's
 OverwriteCells does; the learner's other files go under ``learner-files/`` in it, so that
@@ -24,13 +28,15 @@ import copy
 import json
 import os
 import shutil
+from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-from . import safefs
+from . import handins, safefs
+from .policy import utc_timestamp
 from .safefs import T
 
 MAX_NOTEBOOK_BYTES = 50 << 20  # a submitted notebook larger than this is not graded
@@ -270,6 +276,16 @@ LEARNER_FILES = "learner-files"
 MAX_DATA_BYTES = 100 << 20  # all other files of one submission together
 
 
+def _handed_in(course_root: Path, assignment: str, student: str
+               ) -> tuple[bool, datetime | None]:
+    """The collector's record of this hand-in (:mod:`handins`); NotGraded when the record
+    is not the grader's own file."""
+    try:
+        return handins.lookup(course_root, assignment, student)
+    except handins.HandinError as exc:
+        raise NotGraded(str(exc)) from None
+
+
 def _refuse(exc: safefs.Refused) -> NotGraded:
     return NotGraded(str(exc))
 
@@ -351,7 +367,12 @@ def _stage_from(sub: safefs.Folder, course_root: Path, assignment: str, student:
         raise NotGraded(f"missing notebook {', '.join(m + '.ipynb' for m in missing)}")
     stamp = next((e for e in files if e.name == "timestamp.txt"), None)
     stamp_bytes = None
-    if stamp is not None:
+    recorded, when = _handed_in(course_root, assignment, student)
+    if recorded:
+        # the collector recorded this hand-in: its time is the one nbgrader reads; the
+        # folder's timestamp.txt (the learner's, or the collector's own) is not read
+        stamp_bytes = utc_timestamp(when).encode() if when else None
+    elif stamp is not None:
         try:
             stamp_bytes = sub.read(stamp, MAX_TIMESTAMP_BYTES)
         except safefs.Refused as exc:

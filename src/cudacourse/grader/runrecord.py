@@ -19,7 +19,6 @@ record names every student with their scores.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -27,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # pragma: no cover - loaded by path
+    import csvout  # type: ignore[no-redef]
     import untrusted  # type: ignore[no-redef]
 else:
-    from . import untrusted
+    from . import csvout, untrusted
 
 
 def total(res: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -107,23 +107,23 @@ def write(run: dict[str, Any], directory: Path) -> dict[str, Path]:
     _private(paths["json"], text)
     _private(paths["latest"], text)
     buf = io.StringIO(newline="")
-    w = csv.writer(buf)
+    w = csvout.writer(buf)  # every cell neutralised, the grader's own words too
     w.writerow(["student_id", "assignment", "status", "reason", "score", "max_score",
                 "incidents", "late", "late_penalty", "due", "submitted", "late_rule",
                 "first_lost"])
     for r in safe["results"]:
         score, most = total(r)
         late = late_of(r) or {}
-        w.writerow([untrusted.csv_cell(r["student"]), untrusted.csv_cell(r["assignment"]),
-                    r["status"], untrusted.csv_cell(r.get("reason") or ""),
+        w.writerow([untrusted.line(r["student"]), untrusted.line(r["assignment"]),
+                    r["status"], untrusted.line(r.get("reason") or ""),
                     "" if score is None else f"{score:g}",
                     "" if most is None else f"{most:g}",
-                    untrusted.csv_cell(" | ".join(r.get("incidents", [])))[:2000],
+                    untrusted.line(" | ".join(r.get("incidents", [])))[:2000],
                     # lateness is the grader's own words (parsed times, the configured
                     # rule, which may start with '-'), not text from the submission
                     late.get("days", ""), f"{late['penalty']:g}" if late else "",
                     late.get("due", ""), late.get("submitted", ""), late.get("rule", ""),
-                    untrusted.csv_cell(r.get("lost") or "")[:300]])
+                    untrusted.line(r.get("lost") or "")[:300]])
     _private(paths["csv"], buf.getvalue())
     _private(paths["summary"], table(safe) + "\n")
     return paths

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import stat
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,14 @@ class Entry:
     nlink: int
     ino: int
     dev: int
+    uid: int = -1  # the owner (st_uid): who made it, as the kernel says
+    ctime: float = 0.0  # the last change of the entry (st_ctime): set by the kernel only
+
+
+def entry_of(name: str, st: os.stat_result) -> Entry:
+    """The :class:`Entry` of ``name`` from its ``lstat``."""
+    return Entry(name, _kind(st.st_mode), st.st_size, st.st_nlink, st.st_ino, st.st_dev,
+                 st.st_uid, st.st_ctime)
 
 
 def _kind(mode: int) -> str:
@@ -146,8 +155,7 @@ class Folder:
                 if len(out) >= MAX_ENTRIES:
                     raise Refused(T("the folder holds more than {n} entries", n=MAX_ENTRIES))
                 st = e.stat(follow_symlinks=False)
-                out.append(Entry(e.name, _kind(st.st_mode), st.st_size, st.st_nlink,
-                                 st.st_ino, st.st_dev))
+                out.append(entry_of(e.name, st))
         return sorted(out, key=lambda e: e.name)
 
     def entry(self, name: str) -> Entry | None:
@@ -157,7 +165,22 @@ class Folder:
             st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
-        return Entry(name, _kind(st.st_mode), st.st_size, st.st_nlink, st.st_ino, st.st_dev)
+        return entry_of(name, st)
+
+    def scan(self, limit: int) -> Iterator[Entry]:
+        """Every entry, unsorted, ``lstat`` only, one at a time (a folder of any size is
+        walked in constant memory); Refused once more than ``limit`` were seen."""
+        n = 0
+        with os.scandir(self.fd) as it:
+            for e in it:
+                n += 1
+                if n > limit:
+                    raise Refused(T("the folder holds more than {n} entries", n=limit))
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:  # gone since listed
+                    continue
+                yield entry_of(e.name, st)
 
     def folder(self, name: str) -> "Folder":
         """The sub-folder ``name``, which must be a real folder (Refused otherwise;
@@ -228,5 +251,5 @@ def real_folder_inside(root: str | os.PathLike, *parts: str) -> Folder:
     return top
 
 
-__all__ = ["Folder", "Entry", "Refused", "check_name", "name_problem", "not_regular",
+__all__ = ["Folder", "Entry", "entry_of", "Refused", "check_name", "name_problem", "not_regular",
            "shown", "real_folder_inside", "too_large", "MAX_ENTRIES", "IGNORED"]
