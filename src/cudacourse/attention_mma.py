@@ -353,6 +353,8 @@ def flash_attention_bf16(q: Any, k: Any, v: Any, causal: bool = False, out: Any 
     direct = out is not None and is_device_array(out) and not on_host
     dout = to_device(out).reshape(bh * seq, d) if direct else \
         cuda.device_array((bh * sp, d), dtype)
+    if out_bits:  # int16 or uint16: the kernel writes uint16 bit patterns
+        dout = dout.view(np.uint16)
     kern = attention_kernel(d, cfg, out_bits)
     grid = (sp // cfg.br, bh)
     args = (dq, dk, dv, dout, np.int32(sp), np.int32(seq),

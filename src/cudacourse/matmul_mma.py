@@ -292,6 +292,8 @@ def matmul_bf16(a: Any, b: Any, out: Any = None, config: MmaConfig | None = None
     dtype = np.uint16 if out_bits else np.float32
     if out is not None and is_device_array(out) and not padded:
         dout = to_device(out)
+        if out_bits:  # int16 or uint16: the kernel writes uint16 bit patterns
+            dout = dout.view(np.uint16)
     else:
         dout = cuda.device_array((mp, np_), dtype)
     kern = mma_kernel(cfg, out_bits)

@@ -254,7 +254,7 @@ def _sim_wait(n: int) -> None:
         state["groups"][thread] = keep
         for group in done:
             for cp in group:
-                cp.dst[cp.row, cp.c0:cp.c1] = cp.data
+                cp.dst[cp.row, cp.c0:cp.c1] = cp.data.view(cp.dst.dtype)  # the bytes
                 state["pending"].remove(cp)
 
 
