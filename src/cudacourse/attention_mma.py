@@ -258,12 +258,10 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
         r_lo = base + row_lo
         for n in range(ND):
             col = 8 * n + 2 * t4
-            if out_bits:
-                p = tc.pack_bf16x2(o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo)
-                out[r_lo, col], out[r_lo, col + 1] = uint16(p & 0xFFFF), uint16(p >> 16)
-                p = tc.pack_bf16x2(o[4 * n + 2] * inv_hi, o[4 * n + 3] * inv_hi)
-                out[r_lo + 8, col], out[r_lo + 8, col + 1] = uint16(p & 0xFFFF), \
-                    uint16(p >> 16)
+            if out_bits:  # out viewed as uint32: one bfloat16 pair a store
+                out[r_lo, col // 2] = tc.pack_bf16x2(o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo)
+                out[r_lo + 8, col // 2] = tc.pack_bf16x2(o[4 * n + 2] * inv_hi,
+                                                         o[4 * n + 3] * inv_hi)
             else:
                 out[r_lo, col], out[r_lo, col + 1] = o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo
                 out[r_lo + 8, col] = o[4 * n + 2] * inv_hi
@@ -353,11 +351,10 @@ def flash_attention_bf16(q: Any, k: Any, v: Any, causal: bool = False, out: Any 
     direct = out is not None and is_device_array(out) and not on_host
     dout = to_device(out).reshape(bh * seq, d) if direct else \
         cuda.device_array((bh * sp, d), dtype)
-    if out_bits:  # int16 or uint16: the kernel writes uint16 bit patterns
-        dout = dout.view(np.uint16)
+    kout = dout.view(np.uint32) if out_bits else dout  # bfloat16 pairs, one store each
     kern = attention_kernel(d, cfg, out_bits)
     grid = (sp // cfg.br, bh)
-    args = (dq, dk, dv, dout, np.int32(sp), np.int32(seq),
+    args = (dq, dk, dv, kout, np.int32(sp), np.int32(seq),
             np.float32(LOG2E / math.sqrt(d)), bool(causal))
     kern[grid, cfg.threads](*args)
     if direct:

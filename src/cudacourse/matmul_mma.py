@@ -211,11 +211,9 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
                 o = 4 * (i * NT + j)
                 r = row0 + wrow + 16 * i + g
                 col = col0 + wcol + 8 * j + 2 * t4
-                if out_bits:
-                    p = tc.pack_bf16x2(acc[o], acc[o + 1])
-                    c[r, col], c[r, col + 1] = uint16(p & 0xFFFF), uint16(p >> 16)
-                    p = tc.pack_bf16x2(acc[o + 2], acc[o + 3])
-                    c[r + 8, col], c[r + 8, col + 1] = uint16(p & 0xFFFF), uint16(p >> 16)
+                if out_bits:  # c is the output viewed as uint32: one pair a store
+                    c[r, col // 2] = tc.pack_bf16x2(acc[o], acc[o + 1])
+                    c[r + 8, col // 2] = tc.pack_bf16x2(acc[o + 2], acc[o + 3])
                 else:
                     c[r, col], c[r, col + 1] = acc[o], acc[o + 1]
                     c[r + 8, col], c[r + 8, col + 1] = acc[o + 2], acc[o + 3]
@@ -292,18 +290,18 @@ def matmul_bf16(a: Any, b: Any, out: Any = None, config: MmaConfig | None = None
     dtype = np.uint16 if out_bits else np.float32
     if out is not None and is_device_array(out) and not padded:
         dout = to_device(out)
-        if out_bits:  # int16 or uint16: the kernel writes uint16 bit patterns
-            dout = dout.view(np.uint16)
     else:
         dout = cuda.device_array((mp, np_), dtype)
+    # bfloat16 out: the kernel writes pairs, into the same bytes viewed as uint32
+    kout = dout.view(np.uint32) if out_bits else dout
     kern = mma_kernel(cfg, out_bits)
     grid = (np_ // cfg.bn, mp // cfg.bm)
     if kp:
-        kern[grid, cfg.threads](da, db, dout)
+        kern[grid, cfg.threads](da, db, kout)
     else:  # an empty sum
         dout.copy_to_device(np.zeros((mp, np_), dtype))
     if not on_host and out is not None and is_device_array(out) and not padded:
-        _PLANS.remember(key, (a, b, out), [(kern, grid, cfg.threads, (da, db, dout),
+        _PLANS.remember(key, (a, b, out), [(kern, grid, cfg.threads, (da, db, kout),
                                             (0, 1, 2))])
         return out
     if on_host:

@@ -357,9 +357,10 @@ else:
     _F32 = _ir.FloatType()
     _ADDRSPACE_SHARED = 3
 
-    def _asm(builder, ret, args, text, constraints):
+    def _asm(builder, ret, args, text, constraints, side_effect=True):
         fty = _ir.FunctionType(ret, [a.type for a in args])
-        return builder.call(_ir.InlineAsm(fty, text, constraints, side_effect=True), args)
+        return builder.call(_ir.InlineAsm(fty, text, constraints, side_effect=side_effect),
+                            args)
 
     def _unpack(context, builder, tupty, tup, n, target, what):
         if not isinstance(tupty, _types.BaseTuple) or len(tupty) != n:
@@ -394,7 +395,8 @@ else:
                 res = _asm(builder, _ir.LiteralStructType([_F32] * 4), av + bv + cv,
                            f"{ptx} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, "
                            "{$10, $11, $12, $13};",
-                           "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f")
+                           "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+                           side_effect=False)  # a pure function of its registers
                 vals = [builder.extract_value(res, k) for k in range(4)]
                 return context.make_tuple(builder, sig.return_type, vals)
 
