@@ -38,6 +38,18 @@ def test_the_gpu_config_in_one_block():
                                rtol=_tol(96), atol=_tol(96))
 
 
+def test_dynamic_shared_memory_and_a_register_cap():
+    """The same kernel with its rings in dynamic shared memory (how configurations above
+    48 KiB run), 4 stages, and max_registers: the result does not change."""
+    cfg = mm.MmaConfig(bm=32, bn=64, bk=32, wm=16, wn=32, stages=4, max_registers=128,
+                       dynamic_smem=True)
+    assert cfg.dynamic and not mm.SIM_CONFIG.dynamic
+    assert mm.MmaConfig(bm=128, bn=256, wm=64, wn=64, stages=3).dynamic  # 72 KiB
+    a, b = _inputs(64, 80, 64, seed=4)
+    np.testing.assert_allclose(mm.matmul_bf16(a, b, config=cfg), mm.matmul_bf16_ref(a, b),
+                               rtol=_tol(80), atol=_tol(80))
+
+
 def test_bits_in_bits_out_and_device_arrays():
     a, b = _inputs(32, 64, 32, seed=2)
     ab, bb = fr.to_bf16_bits(a), fr.to_bf16_bits(b)
@@ -68,8 +80,8 @@ def test_clear_errors():
                        cuda.to_device(fr.to_bf16_bits(b[:40])))
     with pytest.raises(ValueError, match="warp tile must divide the block tile"):
         mm.MmaConfig(bm=128, wm=48).validate()
-    with pytest.raises(ValueError, match="at most 49152"):
-        mm.MmaConfig(stages=4).validate()
+    with pytest.raises(ValueError, match="at most 232448"):
+        mm.MmaConfig(bm=256, bn=256, bk=64, wm=64, wn=64, stages=4).validate()
 
 
 @pytest.mark.skipif(not device.is_simulator(), reason="the simulator's cp.async order check")

@@ -38,6 +38,7 @@ from numba import cuda, float32, uint16, uint32
 
 from . import tensorcore as tc
 from .arrays import check_array, describe, is_device_array, to_device
+from .attention import _launch_with_shared
 from .fragments import from_bf16_bits, to_bf16_bits
 from .launch import DevicePlans
 
@@ -55,8 +56,9 @@ def matmul_bf16_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class MmaConfig:
     """Tile sizes: block tile ``bm x bn``, k-slice ``bk``, warp tile ``wm x wn``, ``stages``
-    buffers in the cp.async ring. Static shared memory: ``stages * (bm + bn) * bk * 2``
-    bytes, at most 48 KiB."""
+    buffers in the cp.async ring; ``max_registers`` per thread (0: the compiler's choice).
+    Shared memory: ``stages * (bm + bn) * bk * 2`` bytes; up to 48 KiB it is static, above
+    it dynamic (up to 227 KiB on sm_90, allowed at launch)."""
 
     bm: int = 128
     bn: int = 128
@@ -64,6 +66,8 @@ class MmaConfig:
     wm: int = 64
     wn: int = 32
     stages: int = 3
+    max_registers: int = 0
+    dynamic_smem: bool = False  # dynamic shared memory even when it would fit statically
 
     @property
     def warps(self) -> int:
@@ -87,14 +91,23 @@ class MmaConfig:
             problems.append("bk must be a multiple of 16 (mma's k)")
         if st < 2:
             problems.append("stages must be at least 2")
-        if self.shared_bytes() > 48 * 1024:
-            problems.append(f"{self.shared_bytes()} bytes of shared memory: at most 49152")
+        if self.shared_bytes() > MAX_SHARED:
+            problems.append(f"{self.shared_bytes()} bytes of shared memory: at most "
+                            f"{MAX_SHARED}")
         if not problems and ((bm * bk // 8) % self.threads or (bk * bn // 8) % self.threads):
             problems.append("each thread must copy whole 16-byte chunks of both tiles")
         if problems:
             raise ValueError(f"bad MmaConfig {self}: " + "; ".join(problems))
 
 
+    @property
+    def dynamic(self) -> bool:
+        """Above 48 KiB a block's shared memory must be dynamic (CUDA's static limit)."""
+        return self.dynamic_smem or self.shared_bytes() > STATIC_SHARED
+
+
+STATIC_SHARED = 48 * 1024
+MAX_SHARED = 227 * 1024  # sm_90's most per block (dynamic, allowed per kernel)
 GPU_CONFIG = MmaConfig()
 SIM_CONFIG = MmaConfig(bm=32, bn=32, bk=32, wm=16, wn=16, stages=2)
 
@@ -156,10 +169,27 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
             sr = stage * BK + r
             tc.cp_async16(sb, sr, swz_b(sr, c), b, k0 + r, col0 + 8 * c)
 
-    @cuda.jit
+    A_ELEMS, AB_ELEMS = SA_ROWS * BK, SA_ROWS * BK + SB_ROWS * BN
+    if cfg.dynamic:
+        @cuda.jit(device=True, inline="always")
+        def tiles():
+            """Both rings in the block's dynamic shared memory, one after the other."""
+            dyn = cuda.shared.array(0, uint16)
+            return (dyn[:A_ELEMS].reshape((SA_ROWS, BK)),
+                    dyn[A_ELEMS:AB_ELEMS].reshape((SB_ROWS, BN)))
+    else:
+        @cuda.jit(device=True, inline="always")
+        def tiles():
+            return (cuda.shared.array((SA_ROWS, BK), uint16),
+                    cuda.shared.array((SB_ROWS, BN), uint16))
+
+    # (the simulator's jit takes no max_registers: it has no registers to cap)
+    jit = cuda.jit(max_registers=cfg.max_registers) if cfg.max_registers and not tc.SIM \
+        else cuda.jit
+
+    @jit
     def kernel(a, b, c):
-        sa = cuda.shared.array((SA_ROWS, BK), uint16)
-        sb = cuda.shared.array((SB_ROWS, BN), uint16)
+        sa, sb = tiles()
         tid = cuda.threadIdx.x
         lane = tid % 32
         warp = tid // 32
@@ -296,13 +326,14 @@ def matmul_bf16(a: Any, b: Any, out: Any = None, config: MmaConfig | None = None
     kout = dout.view(np.uint32) if out_bits else dout
     kern = mma_kernel(cfg, out_bits)
     grid = (np_ // cfg.bn, mp // cfg.bm)
+    nbytes = cfg.shared_bytes() if cfg.dynamic else 0
     if kp:
-        kern[grid, cfg.threads](da, db, kout)
+        _launch_with_shared(kern, grid, cfg.threads, nbytes, (da, db, kout))
     else:  # an empty sum
         dout.copy_to_device(np.zeros((mp, np_), dtype))
     if not on_host and out is not None and is_device_array(out) and not padded:
         _PLANS.remember(key, (a, b, out), [(kern, grid, cfg.threads, (da, db, kout),
-                                            (0, 1, 2))])
+                                            (0, 1, 2), nbytes)])
         return out
     if on_host:
         return _finish(dout.copy_to_host()[:m, :n], out, True)

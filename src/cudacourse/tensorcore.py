@@ -172,12 +172,20 @@ def _resolve_ldmatrix(num: int, trans: bool):
 _CP_LOCK = threading.Lock()
 
 
+def _span(ary: np.ndarray, row: int, c0: int, c1: int) -> tuple[int, int]:
+    """Bytes [start, end) of ``ary[row, c0:c1]`` in the process: views of one shared
+    buffer (each thread's own slice or reshape of dynamic shared memory) compare equal."""
+    start = ary.__array_interface__["data"][0] + row * ary.strides[0] + c0 * ary.strides[1]
+    return start, start + (c1 - c0) * ary.strides[1]
+
+
 class _Copy:
-    __slots__ = ("dst", "row", "c0", "c1", "data", "thread")
+    __slots__ = ("dst", "row", "c0", "c1", "data", "thread", "span")
 
     def __init__(self, dst, row, c0, c1, data, thread):
         self.dst, self.row, self.c0, self.c1, self.data = dst, row, c0, c1, data
         self.thread = thread
+        self.span = _span(dst, row, c0, c1)
 
 
 def _cp_state() -> tuple[Any, dict]:
@@ -201,9 +209,10 @@ def _check_not_pending(ary: np.ndarray, row: int, c0: int, c1: int, who: str) ->
     state = getattr(getattr(thread, "_manager", None), "_cp_async", None)
     if not state:
         return
+    lo, hi = _span(ary, row, c0, c1)
     with _CP_LOCK:
         for cp in state["pending"]:
-            if cp.dst is ary and cp.row == row and cp.c0 < c1 and c0 < cp.c1:
+            if cp.span[0] < hi and lo < cp.span[1]:
                 raise AsyncCopyError(
                     f"{who} reads tile[{row}, {c0}:{c1}] while the cp.async that "
                     f"{_thread_name(cp.thread)} issued into tile[{row}, {cp.c0}:{cp.c1}] is "
