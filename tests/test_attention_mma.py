@@ -36,6 +36,15 @@ def test_the_gpu_tiles_with_several_key_tiles():
     np.testing.assert_allclose(o, am.attention_bf16_ref(q, k, v, True), atol=TOL, rtol=TOL)
 
 
+def test_dynamic_shared_memory():
+    """Q, K and V buffers in dynamic shared memory (how tiles above 48 KiB run: d = 128 with
+    64 keys a tile is 80 KiB), a register cap: the same result."""
+    cfg = am.MmaAttentionConfig(warps=2, bc=16, max_registers=255, dynamic_smem=True)
+    q, k, v = _qkv(1, 48, 128, seed=4)
+    o = am.flash_attention_bf16(q, k, v, causal=True, config=cfg)
+    np.testing.assert_allclose(o, am.attention_bf16_ref(q, k, v, True), atol=TOL, rtol=TOL)
+
+
 def test_four_dimensional_bits_and_device_arrays():
     q, k, v = (x.reshape(1, 2, 32, 64) for x in _qkv(2, 32, 64, seed=2))
     qb, kb, vb = (fr.to_bf16_bits(x) for x in (q, k, v))
@@ -62,8 +71,8 @@ def test_clear_errors():
     bits = [cuda.to_device(fr.to_bf16_bits(x[:, :20])) for x in (q, k, v)]
     with pytest.raises(ValueError, match="device inputs need seq to be a multiple"):
         am.flash_attention_bf16(*bits)
-    with pytest.raises(ValueError, match="at most 49152"):
-        am.MmaAttentionConfig(warps=4, bc=64).validate(128)
+    with pytest.raises(ValueError, match="at most 232448"):
+        am.MmaAttentionConfig(warps=4, bc=256).validate(128)
 
 
 @pytest.mark.skipif(not device.is_simulator(), reason="the simulator's cp.async order check")

@@ -324,6 +324,24 @@ def test_cp_async_refuses_an_unaligned_address():
         _cp_unaligned[1, 1](np.zeros((4, 16), np.float32))
 
 
+# --- 2-D views of dynamic shared memory -------------------------------------------------------
+
+@cuda.jit
+def _tile_kernel(out):
+    dyn = cuda.shared.array(0, float32)
+    t = cuda.threadIdx.x
+    view = tc.shared_tile(dyn, 8, 4, 6)  # elements 8 .. 31 as 4 rows of 6
+    view[t // 6, t % 6] = t
+    cuda.syncthreads()
+    out[t] = dyn[8 + t]
+
+
+def test_shared_tile_is_a_view_of_dynamic_shared_memory():
+    out = np.zeros(24, np.float32)
+    _tile_kernel[1, 24, 0, 32 * 4](out)
+    np.testing.assert_array_equal(out, np.arange(24))
+
+
 # --- bf16 packing ----------------------------------------------------------------------------
 
 @cuda.jit
@@ -377,8 +395,9 @@ def every_intrinsic(a, out, g):
     d = tc.mma_f16((x[0], x[1], p, z), (w, y[1]), d)
     d = tc.mma_tf32((a[0], a[1], a[2], a[3]), (a[4], a[5]), d)
     lo, hi = tc.unpack_bf16x2(p)
+    view = tc.shared_tile(cuda.shared.array(0, uint16), 64, 8, 32)
     out[l] = d[0] + d[1] + d[2] + d[3] + lo + hi + tc.bits_float(tc.float_bits(a[2])) \
-        + tc.exp2_approx(a[3])
+        + tc.exp2_approx(a[3]) + view[l % 8, l]
 
 
 sig = (float32[::1], float32[::1], uint16[:, ::1])

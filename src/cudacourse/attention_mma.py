@@ -40,6 +40,7 @@ from numba import cuda, float32, uint16, uint32
 
 from . import tensorcore as tc
 from .arrays import check_array, describe, is_device_array, to_device
+from .attention import _launch_with_shared
 from .fragments import from_bf16_bits, to_bf16_bits
 from .launch import DevicePlans
 
@@ -62,11 +63,15 @@ def attention_bf16_ref(q: Any, k: Any, v: Any, causal: bool = False) -> np.ndarr
 
 @dataclass(frozen=True)
 class MmaAttentionConfig:
-    """``warps`` warps of 16 query rows each; ``bc`` keys a tile. Static shared memory:
-    Q (16 * warps x d) and two buffers of K and V (bc x d), bfloat16: at most 48 KiB."""
+    """``warps`` warps of 16 query rows each; ``bc`` keys a tile; ``max_registers`` per
+    thread (0: the compiler's choice). Shared memory: Q (16 * warps x d) and two buffers of K
+    and V (bc x d), bfloat16; static up to 48 KiB, dynamic above (or with
+    ``dynamic_smem``), up to 227 KiB."""
 
     warps: int = 4
     bc: int = 64
+    max_registers: int = 0
+    dynamic_smem: bool = False
 
     @property
     def br(self) -> int:
@@ -87,8 +92,8 @@ class MmaAttentionConfig:
             problems.append("bc must be a multiple of 16")
         if self.warps < 1:
             problems.append("warps must be at least 1")
-        elif self.shared_bytes(d) > 48 * 1024:
-            problems.append(f"{self.shared_bytes(d)} bytes of shared memory: at most 49152")
+        elif self.shared_bytes(d) > 227 * 1024:
+            problems.append(f"{self.shared_bytes(d)} bytes of shared memory: at most 232448")
         elif (self.br * d // 8) % self.threads or (self.bc * d // 8) % self.threads:
             problems.append("each thread must copy whole 16-byte chunks of the tiles")
         if problems:
@@ -119,7 +124,17 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
     KP = BC // 16  # k-steps of O += P V
     ND = D // 8  # 8-column tiles of O
     QF, SACC, OACC = KD * 4, NS * 4, ND * 4
-    KV_ROWS = 2 * BC  # two buffers of K (and of V)
+    # One shared array of width d: Q's rows, then two buffers of K, then two of V
+    KOFF, VOFF, ROWS = BR, BR + 2 * BC, BR + 4 * BC
+    DYN = cfg.shared_bytes(D) > 48 * 1024 or cfg.dynamic_smem
+    if DYN:
+        @cuda.jit(device=True, inline="always")
+        def tiles():
+            return tc.shared_tile(cuda.shared.array(0, uint16), 0, ROWS, D)
+    else:
+        @cuda.jit(device=True, inline="always")
+        def tiles():
+            return cuda.shared.array((ROWS, D), uint16)
     Q_LOADS, KV_LOADS = BR * DC // THREADS, BC * DC // THREADS
 
     @cuda.jit(device=True, inline="always")
@@ -129,19 +144,21 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
         return 8 * (c ^ (r & 7))
 
     @cuda.jit(device=True, inline="always")
-    def load_kv(k, v, sk, sv, buf, base, tid):
+    def load_kv(k, v, sm, buf, base, tid):
         for q in range(KV_LOADS):
             e = tid + q * THREADS
             r, c = e // DC, e % DC
-            sr = buf * BC + r
-            tc.cp_async16(sk, sr, swz(sr, c), k, base + r, 8 * c)
-            tc.cp_async16(sv, sr, swz(sr, c), v, base + r, 8 * c)
+            sr = KOFF + buf * BC + r
+            tc.cp_async16(sm, sr, swz(sr, c), k, base + r, 8 * c)
+            sr = VOFF + buf * BC + r
+            tc.cp_async16(sm, sr, swz(sr, c), v, base + r, 8 * c)
 
-    @cuda.jit
+    jit = cuda.jit(max_registers=cfg.max_registers) if cfg.max_registers and not tc.SIM \
+        else cuda.jit  # (the simulator's jit takes no max_registers)
+
+    @jit
     def kernel(q, k, v, out, seq, n_keys, qscale, causal):
-        sq = cuda.shared.array((BR, D), uint16)
-        sk = cuda.shared.array((KV_ROWS, D), uint16)
-        sv = cuda.shared.array((KV_ROWS, D), uint16)
+        sm = tiles()
         tid = cuda.threadIdx.x
         lane = tid % 32
         warp = tid // 32
@@ -157,8 +174,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
         for i in range(Q_LOADS):
             e = tid + i * THREADS
             r, c = e // DC, e % DC
-            tc.cp_async16(sq, r, swz(r, c), q, base + q0 + r, 8 * c)
-        load_kv(k, v, sk, sv, 0, base, tid)
+            tc.cp_async16(sm, r, swz(r, c), q, base + q0 + r, 8 * c)
+        load_kv(k, v, sm, 0, base, tid)
         tc.cp_async_commit()
         qf = cuda.local.array(QF, uint32)
         s = cuda.local.array(SACC, float32)
@@ -176,18 +193,18 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
             if j == 0:
                 for kk in range(KD):  # Q fragments: once, into registers
                     r = 16 * warp + lrow
-                    x = tc.ldmatrix_x4(sq, r, swz(r, 2 * kk + lchunk))
+                    x = tc.ldmatrix_x4(sm, r, swz(r, 2 * kk + lchunk))
                     qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2], qf[4 * kk + 3] = x
             if j + 1 < n_kt:
-                load_kv(k, v, sk, sv, 1 - buf, base + (j + 1) * BC, tid)
+                load_kv(k, v, sm, 1 - buf, base + (j + 1) * BC, tid)
             tc.cp_async_commit()
             # S = Q K^T (16 x BC per warp), float32 accumulators
             for i in range(SACC):
                 s[i] = float32(0.0)
             for kk in range(KD):
                 for jj in range(NS // 2):
-                    r = buf * BC + 16 * jj + lane % 8 + 8 * lchunk
-                    y = tc.ldmatrix_x4(sk, r, swz(r, 2 * kk + (lane // 8) % 2))
+                    r = KOFF + buf * BC + 16 * jj + lane % 8 + 8 * lchunk
+                    y = tc.ldmatrix_x4(sm, r, swz(r, 2 * kk + (lane // 8) % 2))
                     for h in range(2):
                         o4 = 4 * (2 * jj + h)
                         d4 = tc.mma_bf16((qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2],
@@ -242,8 +259,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                      tc.pack_bf16x2(s[n0 + 4], s[n0 + 5]),
                      tc.pack_bf16x2(s[n0 + 6], s[n0 + 7]))
                 for jd in range(ND // 2):
-                    r = buf * BC + 16 * kp + lrow
-                    y = tc.ldmatrix_x4_trans(sv, r, swz(r, 2 * jd + lchunk))
+                    r = VOFF + buf * BC + 16 * kp + lrow
+                    y = tc.ldmatrix_x4_trans(sm, r, swz(r, 2 * jd + lchunk))
                     for h in range(2):
                         o4 = 4 * (2 * jd + h)
                         d4 = tc.mma_bf16(a, (y[2 * h], y[2 * h + 1]),
@@ -268,6 +285,7 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                 out[r_lo + 8, col + 1] = o[4 * n + 3] * inv_hi
 
     kernel.config = cfg
+    kernel.dynamic = DYN
     return kernel
 
 
@@ -356,9 +374,11 @@ def flash_attention_bf16(q: Any, k: Any, v: Any, causal: bool = False, out: Any 
     grid = (sp // cfg.br, bh)
     args = (dq, dk, dv, kout, np.int32(sp), np.int32(seq),
             np.float32(LOG2E / math.sqrt(d)), bool(causal))
-    kern[grid, cfg.threads](*args)
+    nbytes = cfg.shared_bytes(d) if kern.dynamic else 0
+    _launch_with_shared(kern, grid, cfg.threads, nbytes, args)
     if direct:
-        _PLANS.remember(key, (q, k, v, out), [(kern, grid, cfg.threads, args, (0, 1, 2, 3))])
+        _PLANS.remember(key, (q, k, v, out), [(kern, grid, cfg.threads, args, (0, 1, 2, 3),
+                                               nbytes)])
         return out
     if on_host:
         res = dout.copy_to_host().reshape(bh, sp, d)[:, :seq].reshape(shape)

@@ -169,14 +169,14 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
             sr = stage * BK + r
             tc.cp_async16(sb, sr, swz_b(sr, c), b, k0 + r, col0 + 8 * c)
 
-    A_ELEMS, AB_ELEMS = SA_ROWS * BK, SA_ROWS * BK + SB_ROWS * BN
+    A_ELEMS = SA_ROWS * BK  # where the B ring starts in dynamic shared memory
     if cfg.dynamic:
         @cuda.jit(device=True, inline="always")
         def tiles():
             """Both rings in the block's dynamic shared memory, one after the other."""
             dyn = cuda.shared.array(0, uint16)
-            return (dyn[:A_ELEMS].reshape((SA_ROWS, BK)),
-                    dyn[A_ELEMS:AB_ELEMS].reshape((SB_ROWS, BN)))
+            return (tc.shared_tile(dyn, 0, SA_ROWS, BK),
+                    tc.shared_tile(dyn, A_ELEMS, SB_ROWS, BN))
     else:
         @cuda.jit(device=True, inline="always")
         def tiles():

@@ -36,6 +36,8 @@ The functions (``a`` a 4-tuple, ``b`` a 2-tuple, ``c`` a 4-tuple; each returns `
 ``unpack_bf16x2(r)`` -> (lo, hi)       two shifts and bit casts
 ``float_bits(x)`` / ``bits_float(u)``  ``mov.b32`` (a bit cast)
 ``exp2_approx(x)``                     ``ex2.approx.ftz.f32`` (one MUFU instruction)
+``shared_tile(buf, start, rows, cols)``  a 2-D ``rows x cols`` view of a 1-D (dynamic shared)
+                                       array from element ``start`` (constant rows, cols)
 =====================================  =======================================================
 
 Every warp-wide instruction (``mma``, ``ldmatrix``) must be reached by all 32 lanes of the
@@ -355,6 +357,10 @@ if SIM:
         with np.errstate(over="ignore"):
             return np.float32(np.exp2(np.float32(x)))
 
+    def shared_tile(buf, start, rows, cols):
+        """A ``rows x cols`` 2-D view of ``buf[start:start + rows * cols]``."""
+        return buf[start:start + rows * cols].reshape(rows, cols)
+
 else:
     from llvmlite import ir as _ir
     from numba.cuda import cgutils as _cgutils
@@ -559,6 +565,35 @@ else:
             v = context.cast(builder, args[0], sig.args[0], _types.float32)
             return builder.call(_ir.InlineAsm(_ir.FunctionType(_F32, [_F32]),
                                               "ex2.approx.ftz.f32 $0, $1;", "=f,f"), [v])
+        return sig, codegen
+
+    @_intrinsic
+    def shared_tile(typingctx, buf, start, rows, cols):
+        if not (isinstance(buf, _types.Array) and buf.ndim == 1 and buf.layout == "C"):
+            raise _TypingError(f"shared_tile needs a contiguous 1-D array, got {buf}")
+        if not isinstance(start, _types.Integer):
+            raise _TypingError(f"shared_tile needs an integer start, got {start}")
+        if not (isinstance(rows, _types.IntegerLiteral) and isinstance(cols, _types.IntegerLiteral)):
+            raise _TypingError("shared_tile(buf, start, rows, cols) needs constant rows and cols")
+        nr, nc = int(rows.literal_value), int(cols.literal_value)
+        retty = _types.Array(buf.dtype, 2, "C")
+        sig = retty(buf, start, rows, cols)
+
+        def codegen(context, builder, sig, args):
+            from numba.cuda.np.arrayobj import populate_array
+
+            src = context.make_array(sig.args[0])(context, builder, value=args[0])
+            off = context.cast(builder, args[1], sig.args[1], _types.intp)
+            data = builder.gep(src.data, [off])
+            out = context.make_array(sig.return_type)(context, builder)
+            intp = context.get_value_type(_types.intp)
+            item = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+            populate_array(out, data=data,
+                           shape=[_ir.Constant(intp, nr), _ir.Constant(intp, nc)],
+                           strides=[_ir.Constant(intp, nc * item), _ir.Constant(intp, item)],
+                           itemsize=_ir.Constant(intp, item), meminfo=None)
+            return out._getvalue()
+
         return sig, codegen
 
     mma_bf16, mma_f16, mma_tf32 = (_make_mma("bf16"), _make_mma("f16"), _make_mma("tf32"))
