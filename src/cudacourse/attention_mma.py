@@ -42,7 +42,7 @@ from . import tensorcore as tc
 from .arrays import check_array, describe, is_device_array, to_device
 from .attention import _launch_with_shared
 from .fragments import from_bf16_bits, to_bf16_bits
-from .launch import DevicePlans
+from .launch import DevicePlans, json_named_by
 
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
@@ -296,9 +296,14 @@ def attention_flops(batch_heads: int, seq: int, head_dim: int, causal: bool = Fa
 
 
 def _default_config(d: int) -> MmaAttentionConfig:
+    """SIM_CONFIGS[d] in the simulator; on a GPU, GPU_CONFIGS[d] unless the JSON file named
+    by CUDACOURSE_TC_CONFIGS has an "attention_d<d>" entry (tools/gpu/tune_tensorcore.py)."""
     from .device import is_simulator
 
-    return (SIM_CONFIGS if is_simulator() else GPU_CONFIGS)[d]
+    if is_simulator():
+        return SIM_CONFIGS[d]
+    tuned = json_named_by("CUDACOURSE_TC_CONFIGS").get(f"attention_d{d}")
+    return MmaAttentionConfig(*tuned) if tuned else GPU_CONFIGS[d]
 
 
 def _bits(x: Any, name: str) -> Any:

@@ -40,7 +40,7 @@ from . import tensorcore as tc
 from .arrays import check_array, describe, is_device_array, to_device
 from .attention import _launch_with_shared
 from .fragments import from_bf16_bits, to_bf16_bits
-from .launch import DevicePlans
+from .launch import DevicePlans, json_named_by
 
 BITS = (np.uint16, np.int16)  # bfloat16 travels as its bit pattern
 
@@ -257,9 +257,15 @@ def flops(m: int, k: int, n: int) -> int:
 
 
 def _default_config() -> MmaConfig:
+    """SIM_CONFIG in the simulator; on a GPU, GPU_CONFIG, unless the environment variable
+    CUDACOURSE_TC_CONFIGS names a JSON file whose "matmul" entry lists a configuration's
+    fields (tools/gpu/tune_tensorcore.py writes one from a sweep)."""
     from .device import is_simulator
 
-    return SIM_CONFIG if is_simulator() else GPU_CONFIG
+    if is_simulator():
+        return SIM_CONFIG
+    tuned = json_named_by("CUDACOURSE_TC_CONFIGS").get("matmul")
+    return MmaConfig(*tuned) if tuned else GPU_CONFIG
 
 
 def _as_bits(x: Any, name: str) -> Any:

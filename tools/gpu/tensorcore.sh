@@ -16,8 +16,10 @@ timeout ${TESTS_S:-120} python3 -m pytest -q -p no:cacheprovider tests/test_tens
   tests/test_matmul_mma.py tests/test_attention_mma.py tests/test_cases_tensorcore.py \
   > $OUT/tests.log 2>&1
 echo "pytest rc=$?" >> $OUT/tests.log; stamp tests
-timeout ${TUNE_S:-150} python3 tools/gpu/tune_tensorcore.py $OUT/tune.json > $OUT/tune.log 2>&1
+timeout ${TUNE_S:-150} python3 tools/gpu/tune_tensorcore.py $OUT/tune.json full $OUT/tc_configs.json \
+  > $OUT/tune.log 2>&1
 stamp tune
+[ -s $OUT/tc_configs.json ] && export CUDACOURSE_TC_CONFIGS=$OUT/tc_configs.json
 cp docs/benchmarks.json $OUT/benchmarks.json
 CUDACOURSE_BENCH_PROG="python3 -m cudacourse.bench" timeout ${BENCH_S:-120} python3 -m cudacourse.bench \
   --no-progress --only tensorcore_matmul,tensorcore_attention --json $OUT/benchmarks.json --merge \

@@ -64,6 +64,15 @@ def _torch_bf16(ctx: Ctx, bits: Any) -> Any:
     return torch.as_tensor(bits, device="cuda").view(torch.bfloat16)
 
 
+def _describe(cfg: Any) -> str:
+    """A configuration in a label, so the report says which tiles were timed."""
+    from dataclasses import fields
+
+    return " ".join(f"{f.name}={getattr(cfg, f.name)}" for f in fields(cfg)
+                    if getattr(cfg, f.name) != f.default or f.name in ("bm", "bn", "warps",
+                                                                      "bc"))
+
+
 # --- matmul -----------------------------------------------------------------------------------
 
 def _matmul_inputs(ctx: Ctx) -> tuple[Any, Any, Any, Any]:
@@ -115,7 +124,8 @@ def _matmul_cases(ctx: Ctx) -> list[Case]:
 
     return [Case("cublas_bf16", "cuBLAS bfloat16 (torch.matmul)", cublas, kind="compute",
                  needs="torch"),
-            Case("matmul_mma_bf16", "matmul on tensor cores (Numba mma.sync, bfloat16)", mma,
+            Case("matmul_mma_bf16", "matmul on tensor cores (Numba mma.sync, bfloat16, "
+                 f"{_describe(mod._default_config())})", mma,
                  ratio="matmul_mma_bf16_vs_cublas_bf16", vs="cublas_bf16", kind="compute",
                  overhead="matmul_mma_bf16")]
 
@@ -193,7 +203,7 @@ def _attention_cases(ctx: Ctx) -> list[Case]:
         cases += [Case(f"attention_tc_sdpa_bf16{sfx}", f"PyTorch SDPA bfloat16, {shp}", sdpa,
                        kind="compute", needs="torch"),
                   Case(f"attention_mma_bf16{sfx}", f"attention on tensor cores (Numba "
-                       f"mma.sync, bfloat16), {shp}", mma,
+                       f"mma.sync, bfloat16, {_describe(mod._default_config(d))}), {shp}", mma,
                        ratio=f"attention_mma_bf16_vs_sdpa_bf16{sfx}",
                        vs=f"attention_tc_sdpa_bf16{sfx}", kind="compute", more=more,
                        overhead=f"attention_mma_bf16{sfx}")]
