@@ -455,3 +455,32 @@ def test_the_compile_gate_compiles_a_kernel_that_uses_the_intrinsics():
             np.zeros((32, 4), np.float32), np.zeros((32, 4), np.float32))
     res = _compile.gate(cuda.jit(_learner_kernel), args, "mma")
     assert res is not None and res.registers > 0
+
+
+# --- the typical mistakes, named ----------------------------------------------------------
+
+def test_every_mistake_differs_from_the_right_answer_and_is_recognised():
+    rng = np.random.default_rng(7)
+    a = fr.round_bf16(rng.standard_normal((16, 16)).astype(np.float32))
+    b = fr.round_bf16(rng.standard_normal((16, 8)).astype(np.float32))
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    mistakes = fr.mma_mistakes(a, b, c)
+    assert len(mistakes) == 7
+    for name, d in mistakes.items():
+        assert fr.which_mistake(d, a, b, c) == name
+    # B's k halves swapped is the same product as A's: one name for both
+    b_swapped = fr.mma_reference(a, np.vstack([b[8:], b[:8]]), c)
+    assert fr.which_mistake(b_swapped, a, b, c) == "k_halves_swapped"
+    assert fr.which_mistake(fr.mma_reference(a, b, c), a, b, c) is None
+
+
+def test_the_transposed_mutant_is_what_the_simulated_warp_computes():
+    """The table's a_transposed is what a warp loading A with (col, row) actually gives."""
+    rng = np.random.default_rng(8)
+    A = rng.standard_normal((16, 16)).astype(np.float32)
+    B = rng.standard_normal((16, 8)).astype(np.float32)
+    C = rng.standard_normal((16, 8)).astype(np.float32)
+    D = _run_mma("bf16", A, B, C, a_layout=fr.a_layout()[..., ::-1])
+    assert fr.which_mistake(D, A, B, C) == "a_transposed"
+    D = _run_mma("bf16", A, B, C, a_layout=fr.a_layout()[:, [2, 3, 0, 1]])
+    assert fr.which_mistake(D, A, B, C) == "k_halves_swapped"

@@ -236,3 +236,74 @@ def mma_reference(a: np.ndarray, b: np.ndarray, c: np.ndarray, kind: str = "bf16
         raise ValueError(f"kind must be 'bf16', 'f16' or 'tf32', got {kind!r}")
     a, b = rnd[kind](a).astype(np.float64), rnd[kind](b).astype(np.float64)
     return (a @ b + np.asarray(c, np.float64)).astype(np.float32)
+
+
+# --- the typical mistakes, for checkers and the lesson's pictures ------------------------------
+
+def _permuted_a(a: np.ndarray, regs: list[int]) -> np.ndarray:
+    """The A a warp actually multiplies when each lane puts its register ``regs[r]`` where
+    register ``r`` belongs."""
+    lay = a_layout()
+    out = np.empty_like(a)
+    for r, src in enumerate(regs):
+        for h in range(2):
+            out[lay[:, r, h, 0], lay[:, r, h, 1]] = a[lay[:, src, h, 0], lay[:, src, h, 1]]
+    return out
+
+
+def _halves_swapped_a(a: np.ndarray) -> np.ndarray:
+    """Each register's two bfloat16 values in the wrong order (high half first)."""
+    lay = a_layout()
+    out = np.empty_like(a)
+    for h in range(2):
+        out[lay[:, :, h, 0], lay[:, :, h, 1]] = a[lay[:, :, 1 - h, 0], lay[:, :, 1 - h, 1]]
+    return out
+
+
+def mma_mistakes(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
+    """What one warp's ``mma_bf16`` (16 x 8 x 16) gives for the usual fragment mistakes, by
+    name, each as the 16 x 8 D the warp would store (float32 in, bfloat16 rounding as the
+    tensor core does). For a checker: compare a learner's D with these to name the mistake.
+
+    * ``a_transposed``: A[col, row] loaded where A[row, col] belongs;
+    * ``a_rows_swapped``: registers 0/1 (and 2/3) exchanged: rows g and g + 8 swapped;
+    * ``k_halves_swapped``: A's registers 0/2 (and 1/3) exchanged, columns 0-7 and 8-15,
+      or B's registers 0 and 1, k 0-7 and 8-15 (the same D: one operand's k halves do not
+      meet the other's);
+    * ``a_pair_order``: each register's two values in the wrong halves;
+    * ``b_transposed``: B loaded as if it were stored n-major (B^T's layout);
+    * ``c_ignored``: the accumulator not passed (zeros instead of C);
+    * ``accumulate_bf16``: D rounded to bfloat16 (a bfloat16 accumulator)."""
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    c = np.asarray(c, np.float32)
+    ref = mma_reference
+    out = {"a_transposed": ref(a.T, b, c),
+           "a_rows_swapped": ref(_permuted_a(a, [1, 0, 3, 2]), b, c),
+           "k_halves_swapped": ref(_permuted_a(a, [2, 3, 0, 1]), b, c),
+           "a_pair_order": ref(_halves_swapped_a(a), b, c),
+           "c_ignored": ref(a, b, np.zeros_like(c)),
+           "accumulate_bf16": round_bf16(ref(a, b, c))}
+    # B^T's layout: lane (g, t) takes B[g, 2t .. 2t+1] etc. -- only square blocks transpose;
+    # the 16 x 8 B read through its transpose gives B' with B'[k, n] = B[n + 8 (k // 8), k % 8]
+    bt = np.empty_like(b)
+    for k in range(16):
+        for n in range(8):
+            bt[k, n] = b[8 * (k // 8) + n, k % 8]
+    out["b_transposed"] = ref(a, bt, c)
+    return out
+
+
+def which_mistake(got: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                  tol: float = 1e-3) -> str | None:
+    """The name of the :func:`mma_mistakes` entry that ``got`` matches (and the right answer
+    does not), else None. ``tol`` is relative to the largest |D|."""
+    got = np.asarray(got, np.float64)
+    scale = max(float(np.abs(mma_reference(a, b, c)).max()), 1e-30)
+    right = mma_reference(a, b, c)
+    if np.abs(got - right).max() <= tol * scale:
+        return None
+    for name, d in mma_mistakes(a, b, c).items():
+        if np.abs(d - right).max() > tol * scale and np.abs(got - d).max() <= tol * scale:
+            return name
+    return None
