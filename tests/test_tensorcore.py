@@ -354,6 +354,25 @@ def _pack_kernel(x, packed, back):
         back[2 * i], back[2 * i + 1] = lo, hi
 
 
+@cuda.jit
+def _tf32_kernel(x, out):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = tc.to_tf32(x[i])
+
+
+def test_to_tf32_rounds_to_nearest_ties_away():
+    x = np.array([1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-11), 1 + 2**-12, 3.0, 1e-3],
+                 np.float32)
+    out = np.zeros_like(x)
+    _tf32_kernel[1, 32](x, out)
+    want = np.array([1 + 2**-10, 1 + 2 * 2**-10, -(1 + 2**-10), 1.0, 3.0,
+                     fr.to_tf32(np.float32(1e-3))], np.float32)
+    np.testing.assert_array_equal(out, want)
+    assert (out.view(np.uint32) & 0x1FFF == 0).all()
+    assert fr.round_tf32(np.float32(1 + 3 * 2**-11)) == 1 + 2**-10  # truncation differs
+
+
 def test_pack_bf16x2_rounds_like_numpy():
     x = np.random.default_rng(5).standard_normal(64).astype(np.float32) * 1000
     packed, back = np.zeros(32, np.uint32), np.zeros(64, np.float32)
@@ -397,7 +416,7 @@ def every_intrinsic(a, out, g):
     lo, hi = tc.unpack_bf16x2(p)
     view = tc.shared_tile(cuda.shared.array(0, uint16), 64, 8, 32)
     out[l] = d[0] + d[1] + d[2] + d[3] + lo + hi + tc.bits_float(tc.float_bits(a[2])) \
-        + tc.exp2_approx(a[3]) + view[l % 8, l]
+        + tc.exp2_approx(a[3]) + view[l % 8, l] + tc.to_tf32(a[4])
 
 
 sig = (float32[::1], float32[::1], uint16[:, ::1])
@@ -408,7 +427,7 @@ want = ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         "ldmatrix.sync.aligned.m8n8.x1.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
         "cp.async.cg.shared.global", "cp.async.ca.shared.global", "cp.async.commit_group",
         "cp.async.wait_group 1", "cp.async.wait_all", "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32",
-        "ex2.approx.ftz.f32"]
+        "ex2.approx.ftz.f32", "cvt.rna.tf32.f32"]
 for cc in ((8, 0), (9, 0)):
     ptx, _ = cuda.compile_ptx(every_intrinsic, sig, cc=cc)
     missing = [w for w in want if w not in ptx]

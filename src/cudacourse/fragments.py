@@ -80,6 +80,16 @@ def round_tf32(x: np.ndarray) -> np.ndarray:
     return (u & np.uint32(0xFFFFE000)).view(np.float32).reshape(np.shape(x))
 
 
+def to_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 rounded to TF32 as PTX ``cvt.rna.tf32.f32`` does: to nearest, ties away from
+    zero, at 10 mantissa bits (the result is a float32 whose 13 low bits are zero)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x1000) & 0xFFFFE000).astype(np.uint32)
+    nan_or_inf = (u & 0x7F800000) == 0x7F800000
+    r = np.where(nan_or_inf, u.astype(np.uint32), r).astype(np.uint32)
+    return r.view(np.float32).reshape(np.shape(x))
+
+
 def pack_pairs(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Two 16-bit patterns -> one ``uint32`` register (``lo`` in bits 0-15)."""
     return (np.asarray(lo, np.uint16).astype(np.uint32)

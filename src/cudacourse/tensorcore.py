@@ -36,6 +36,7 @@ The functions (``a`` a 4-tuple, ``b`` a 2-tuple, ``c`` a 4-tuple; each returns `
 ``unpack_bf16x2(r)`` -> (lo, hi)       two shifts and bit casts
 ``float_bits(x)`` / ``bits_float(u)``  ``mov.b32`` (a bit cast)
 ``exp2_approx(x)``                     ``ex2.approx.ftz.f32`` (one MUFU instruction)
+``to_tf32(x)``                          ``cvt.rna.tf32.f32``: x rounded to TF32, as float32
 ``shared_tile(buf, start, rows, cols)``  a 2-D ``rows x cols`` view of a 1-D (dynamic shared)
                                        array from element ``start`` (constant rows, cols)
 =====================================  =======================================================
@@ -357,6 +358,9 @@ if SIM:
         with np.errstate(over="ignore"):
             return np.float32(np.exp2(np.float32(x)))
 
+    def to_tf32(x):
+        return np.float32(_fr.to_tf32(np.float32(x)))
+
     def shared_tile(buf, start, rows, cols):
         """A ``rows x cols`` 2-D view of ``buf[start:start + rows * cols]``."""
         return buf[start:start + rows * cols].reshape(rows, cols)
@@ -555,6 +559,17 @@ else:
             lo = builder.bitcast(builder.shl(u, _ir.Constant(_I32, 16)), _F32)
             hi = builder.bitcast(builder.and_(u, _ir.Constant(_I32, 0xFFFF0000)), _F32)
             return context.make_tuple(builder, sig.return_type, [lo, hi])
+        return sig, codegen
+
+    @_intrinsic
+    def to_tf32(typingctx, x):
+        sig = _types.float32(x)
+
+        def codegen(context, builder, sig, args):
+            v = context.cast(builder, args[0], sig.args[0], _types.float32)
+            r = builder.call(_ir.InlineAsm(_ir.FunctionType(_I32, [_F32]),
+                                           "cvt.rna.tf32.f32 $0, $1;", "=r,f"), [v])
+            return builder.bitcast(r, _F32)
         return sig, codegen
 
     @_intrinsic
