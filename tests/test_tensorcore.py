@@ -423,8 +423,10 @@ sig = (float32[::1], float32[::1], uint16[:, ::1])
 want = ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
-        "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
-        "ldmatrix.sync.aligned.m8n8.x1.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+        "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
+        "ldmatrix.sync.aligned.m8n8.x1.shared.b16",
+        "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
         "cp.async.cg.shared.global", "cp.async.ca.shared.global", "cp.async.commit_group",
         "cp.async.wait_group 1", "cp.async.wait_all", "cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32",
         "ex2.approx.ftz.f32", "cvt.rna.tf32.f32"]

@@ -588,7 +588,7 @@ else:
             raise _TypingError(f"shared_tile needs a contiguous 1-D array, got {buf}")
         if not isinstance(start, _types.Integer):
             raise _TypingError(f"shared_tile needs an integer start, got {start}")
-        if not (isinstance(rows, _types.IntegerLiteral) and isinstance(cols, _types.IntegerLiteral)):
+        if not all(isinstance(n, _types.IntegerLiteral) for n in (rows, cols)):
             raise _TypingError("shared_tile(buf, start, rows, cols) needs constant rows and cols")
         nr, nc = int(rows.literal_value), int(cols.literal_value)
         retty = _types.Array(buf.dtype, 2, "C")

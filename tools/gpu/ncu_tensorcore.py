@@ -17,7 +17,8 @@ rng = cp.random.default_rng(0)
 def bits(shape, lo, hi):
     x = rng.random(shape, dtype=cp.float32) * (hi - lo) + lo
     u = x.view(cp.uint32)
-    return ((u + cp.uint32(0x7FFF) + ((u >> 16) & cp.uint32(1))) >> 16).astype(cp.uint16).view(cp.int16)
+    r = (u + cp.uint32(0x7FFF) + ((u >> 16) & cp.uint32(1))) >> 16  # round to nearest even
+    return r.astype(cp.uint16).view(cp.int16)
 
 
 a, b = bits((4096, 4096), -1, 1), bits((4096, 4096), -1, 1)

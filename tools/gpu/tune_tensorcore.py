@@ -21,7 +21,8 @@ from cudacourse import attention_mma as am, matmul_mma as mm
 
 def bits(x):
     u = x.view(cp.uint32)
-    return ((u + cp.uint32(0x7FFF) + ((u >> 16) & cp.uint32(1))) >> 16).astype(cp.uint16).view(cp.int16)
+    r = (u + cp.uint32(0x7FFF) + ((u >> 16) & cp.uint32(1))) >> 16  # round to nearest even
+    return r.astype(cp.uint16).view(cp.int16)
 
 
 def flt(b):
