@@ -428,7 +428,8 @@ else:
         arr = context.make_array(aryty)(context, builder, value=ary)
         idx = [context.cast(builder, i, t, _types.intp) for i, t in zip(inds, indtys)]
         ptr = _cgutils.get_item_pointer(context, builder, aryty, arr, idx)
-        sptr = builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(_ADDRSPACE_SHARED))
+        elem = context.get_data_type(aryty.dtype)  # (not ptr.type.pointee: opaque pointers)
+        sptr = builder.addrspacecast(ptr, elem.as_pointer(_ADDRSPACE_SHARED))
         return builder.trunc(builder.ptrtoint(sptr, _ir.IntType(64)), _I32)
 
     def _global_ptr(context, builder, aryty, ary, inds, indtys):
