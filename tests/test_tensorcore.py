@@ -14,6 +14,7 @@ import pytest
 from numba import cuda, float32, uint16
 
 from cudacourse import device, fragments as fr, tensorcore as tc
+from cudacourse.intrinsics import SHARED_ALIGNMENT as ALIGN  # 16 on a GPU, None simulated
 
 sim_only = pytest.mark.skipif(not device.is_simulator(), reason="the simulator's emulation")
 
@@ -182,7 +183,7 @@ def test_mma_needs_the_whole_warp():
 
 @cuda.jit
 def _ldmatrix_kernel(tile_g, rows, cols, out, num, trans):
-    sh = cuda.shared.array((16, 32), uint16)
+    sh = cuda.shared.array((16, 32), uint16, alignment=ALIGN)
     lane = cuda.threadIdx.x
     for j in range(16):
         sh[lane // 2, (lane % 2) * 16 + j] = tile_g[lane // 2, (lane % 2) * 16 + j]
@@ -233,7 +234,7 @@ def test_ldmatrix_refuses_an_unaligned_row():
 @cuda.jit
 def _cp_kernel(src, out, wait, sync, use_ldmatrix):
     """Each of 32 threads copies 16 bytes (8 bf16) of a 16 x 16 tile; then the warp reads."""
-    sh = cuda.shared.array((16, 16), uint16)
+    sh = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
     t = cuda.threadIdx.x
     tc.cp_async16(sh, t // 2, 8 * (t % 2), src, t // 2, 8 * (t % 2))
     tc.cp_async_commit()
@@ -282,7 +283,7 @@ def test_a_read_before_the_wait_sees_no_data():
 
 @cuda.jit
 def _cp_sizes(src, out):
-    sh = cuda.shared.array((4, 16), float32)
+    sh = cuda.shared.array((4, 16), float32, alignment=ALIGN)
     t = cuda.threadIdx.x
     if t == 0:
         tc.cp_async16(sh, 0, 0, src, 0, 0)
@@ -314,7 +315,7 @@ def test_cp_async_sizes():
 
 @cuda.jit
 def _cp_unaligned(src):
-    sh = cuda.shared.array((4, 16), float32)
+    sh = cuda.shared.array((4, 16), float32, alignment=ALIGN)
     tc.cp_async16(sh, 0, 2, src, 0, 2)
 
 
@@ -395,7 +396,7 @@ from cudacourse import tensorcore as tc
 
 
 def every_intrinsic(a, out, g):
-    sh = cuda.shared.array((64, 64), uint16)
+    sh = cuda.shared.array((64, 64), uint16, alignment=16)
     l = cuda.threadIdx.x
     tc.cp_async16(sh, l, 0, g, l, 0)
     tc.cp_async16_ca(sh, l, 8, g, l, 8)

@@ -47,6 +47,7 @@ from .launch import DevicePlans, json_named_by
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 BITS = (np.uint16, np.int16)
+ALIGN = None if tc.SIM else 16  # cp.async and ldmatrix: 16-byte aligned rows
 _NEG_INF = float32(-np.inf)
 _M0 = float32(-1e30)  # the running maximum before any key: finite, so m - m_new is never NaN
 
@@ -130,11 +131,11 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
     if DYN:
         @cuda.jit(device=True, inline="always")
         def tiles():
-            return tc.shared_tile(cuda.shared.array(0, uint16), 0, ROWS, D)
+            return tc.shared_tile(cuda.shared.array(0, uint16, alignment=ALIGN), 0, ROWS, D)
     else:
         @cuda.jit(device=True, inline="always")
         def tiles():
-            return cuda.shared.array((ROWS, D), uint16)
+            return cuda.shared.array((ROWS, D), uint16, alignment=ALIGN)
     Q_LOADS, KV_LOADS = BR * DC // THREADS, BC * DC // THREADS
 
     @cuda.jit(device=True, inline="always")

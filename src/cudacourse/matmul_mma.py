@@ -43,6 +43,8 @@ from .fragments import from_bf16_bits, to_bf16_bits
 from .launch import DevicePlans, json_named_by
 
 BITS = (np.uint16, np.int16)  # bfloat16 travels as its bit pattern
+# cp.async and ldmatrix need 16-byte aligned rows (the simulator's arrays take no option)
+ALIGN = None if tc.SIM else 16
 
 
 def matmul_bf16_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -174,14 +176,14 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
         @cuda.jit(device=True, inline="always")
         def tiles():
             """Both rings in the block's dynamic shared memory, one after the other."""
-            dyn = cuda.shared.array(0, uint16)
+            dyn = cuda.shared.array(0, uint16, alignment=ALIGN)
             return (tc.shared_tile(dyn, 0, SA_ROWS, BK),
                     tc.shared_tile(dyn, A_ELEMS, SB_ROWS, BN))
     else:
         @cuda.jit(device=True, inline="always")
         def tiles():
-            return (cuda.shared.array((SA_ROWS, BK), uint16),
-                    cuda.shared.array((SB_ROWS, BN), uint16))
+            return (cuda.shared.array((SA_ROWS, BK), uint16, alignment=ALIGN),
+                    cuda.shared.array((SB_ROWS, BN), uint16, alignment=ALIGN))
 
     # (the simulator's jit takes no max_registers: it has no registers to cap)
     jit = cuda.jit(max_registers=cfg.max_registers) if cfg.max_registers and not tc.SIM \
