@@ -138,21 +138,24 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
             return cuda.shared.array((ROWS, D), uint16, alignment=ALIGN)
     Q_LOADS, KV_LOADS = BR * DC // THREADS, BC * DC // THREADS
 
+    DC_SHIFT = DC.bit_length() - 1
+
     @cuda.jit(device=True, inline="always")
     def swz(r, c):
-        """Chunk c of a 16-byte-chunk row r: rows of 128 or 256 bytes, so XOR with r % 8
-        puts the 8 rows one ldmatrix matrix reads on 8 different bank groups."""
+        """Where chunk c of a row r of 16-byte chunks is stored: rows of 128 or 256 bytes,
+        so XOR with r % 8 puts the 8 rows one ldmatrix matrix reads on 8 different bank
+        groups. Q, K and V tiles start on multiples of 8 rows, so r % 8 is the row's place
+        in its tile, and a lane's ldmatrix rows all have r % 8 = lane % 8."""
         return 8 * (c ^ (r & 7))
 
     @cuda.jit(device=True, inline="always")
     def load_kv(k, v, sm, buf, base, tid):
         for q in range(KV_LOADS):
             e = tid + q * THREADS
-            r, c = e // DC, e % DC
-            sr = KOFF + buf * BC + r
-            tc.cp_async16(sm, sr, swz(sr, c), k, base + r, 8 * c)
-            sr = VOFF + buf * BC + r
-            tc.cp_async16(sm, sr, swz(sr, c), v, base + r, 8 * c)
+            r, c = e >> DC_SHIFT, e & (DC - 1)  # (shifts: Python's // and % on signed
+            col = swz(r, c)  # integers cost a dozen instructions of sign fix-ups)
+            tc.cp_async16(sm, KOFF + buf * BC + r, col, k, base + r, 8 * c)
+            tc.cp_async16(sm, VOFF + buf * BC + r, col, v, base + r, 8 * c)
 
     jit = cuda.jit(max_registers=cfg.max_registers) if cfg.max_registers and not tc.SIM \
         else cuda.jit  # (the simulator's jit takes no max_registers)
@@ -161,9 +164,9 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
     def kernel(q, k, v, out, seq, n_keys, qscale, causal):
         sm = tiles()
         tid = cuda.threadIdx.x
-        lane = tid % 32
-        warp = tid // 32
-        g, t4 = lane // 4, lane % 4
+        lane = tid & 31
+        warp = tid >> 5
+        g, t4 = lane >> 2, lane & 3
         n_qt = cuda.gridDim.x
         # causal: the longest rows first, so the short ones fill the tail of the grid
         qt = n_qt - 1 - cuda.blockIdx.x if causal else cuda.blockIdx.x
@@ -174,7 +177,7 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
             n_kt = min(n_kt, (q0 + BR + BC - 1) // BC)
         for i in range(Q_LOADS):
             e = tid + i * THREADS
-            r, c = e // DC, e % DC
+            r, c = e >> DC_SHIFT, e & (DC - 1)
             tc.cp_async16(sm, r, swz(r, c), q, base + q0 + r, 8 * c)
         load_kv(k, v, sm, 0, base, tid)
         tc.cp_async_commit()
@@ -185,16 +188,18 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
             o[i] = float32(0.0)
         m_lo, m_hi = _M0, _M0  # running maxima of rows g and g + 8 (scaled by log2 e)
         l_lo, l_hi = float32(0.0), float32(0.0)  # this lane's part of their running sums
-        lrow, lchunk = lane % 16, lane // 16
+        lrow, lchunk = lane & 15, lane >> 4
+        m7 = lane & 7  # the swizzle of every row this lane gives ldmatrix
+        khalf = (lane >> 3) & 1  # K: lanes 8-15 and 24-31 address the second 8 columns
+        krow = (lane & 7) | (lchunk << 3)  # K: lanes 16-31 address the next 8 keys
         row_lo = q0 + 16 * warp + g  # this lane's two query rows
         for j in range(n_kt):
-            buf = j % 2
+            buf = j & 1
             tc.cp_async_wait(0)  # tile j (and Q) landed for this thread's copies...
             cuda.syncthreads()  # ...and for everyone's; tile j - 1's buffer is free
             if j == 0:
                 for kk in range(KD):  # Q fragments: once, into registers
-                    r = 16 * warp + lrow
-                    x = tc.ldmatrix_x4(sm, r, swz(r, 2 * kk + lchunk))
+                    x = tc.ldmatrix_x4(sm, 16 * warp + lrow, 8 * ((2 * kk + lchunk) ^ m7))
                     qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2], qf[4 * kk + 3] = x
             if j + 1 < n_kt:
                 load_kv(k, v, sm, 1 - buf, base + (j + 1) * BC, tid)
@@ -204,8 +209,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                 s[i] = float32(0.0)
             for kk in range(KD):
                 for jj in range(NS // 2):
-                    r = KOFF + buf * BC + 16 * jj + lane % 8 + 8 * lchunk
-                    y = tc.ldmatrix_x4(sm, r, swz(r, 2 * kk + (lane // 8) % 2))
+                    y = tc.ldmatrix_x4(sm, KOFF + buf * BC + 16 * jj + krow,
+                                       8 * ((2 * kk + khalf) ^ m7))
                     for h in range(2):
                         o4 = 4 * (2 * jj + h)
                         d4 = tc.mma_bf16((qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2],
@@ -260,8 +265,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                      tc.pack_bf16x2(s[n0 + 4], s[n0 + 5]),
                      tc.pack_bf16x2(s[n0 + 6], s[n0 + 7]))
                 for jd in range(ND // 2):
-                    r = VOFF + buf * BC + 16 * kp + lrow
-                    y = tc.ldmatrix_x4_trans(sm, r, swz(r, 2 * jd + lchunk))
+                    y = tc.ldmatrix_x4_trans(sm, VOFF + buf * BC + 16 * kp + lrow,
+                                             8 * ((2 * jd + lchunk) ^ m7))
                     for h in range(2):
                         o4 = 4 * (2 * jd + h)
                         d4 = tc.mma_bf16(a, (y[2 * h], y[2 * h + 1]),
@@ -277,8 +282,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
         for n in range(ND):
             col = 8 * n + 2 * t4
             if out_bits:  # out viewed as uint32: one bfloat16 pair a store
-                out[r_lo, col // 2] = tc.pack_bf16x2(o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo)
-                out[r_lo + 8, col // 2] = tc.pack_bf16x2(o[4 * n + 2] * inv_hi,
+                out[r_lo, col >> 1] = tc.pack_bf16x2(o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo)
+                out[r_lo + 8, col >> 1] = tc.pack_bf16x2(o[4 * n + 2] * inv_hi,
                                                          o[4 * n + 3] * inv_hi)
             else:
                 out[r_lo, col], out[r_lo, col + 1] = o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo
