@@ -219,6 +219,34 @@ def test_ldmatrix_gives_each_lane_its_pair(num, trans):
         np.testing.assert_array_equal(out[:, m], want, err_msg=f"matrix {m}")
 
 
+@cuda.jit
+def _ldmatrix_at_kernel(tile_g, out):
+    sh = cuda.shared.array((16, 32), uint16, alignment=ALIGN)
+    lane = cuda.threadIdx.x
+    for j in range(16):
+        sh[lane // 2, (lane % 2) * 16 + j] = tile_g[lane // 2, (lane % 2) * 16 + j]
+    cuda.syncthreads()
+    at = tc.smem_addr(sh, lane % 16, 0)  # this lane's row, then 16 bytes = 8 columns on
+    v = tc.ldmatrix_x4_at(at + 16 + 16 * (lane // 16))
+    w = tc.ldmatrix_x4_trans_at(at + 16 + 16 * (lane // 16))
+    for i in range(4):
+        out[lane, i] = v[i]
+        out[lane, 4 + i] = w[i]
+
+
+def test_ldmatrix_from_an_address_plus_bytes():
+    """smem_addr + a byte offset addresses the same rows as ldmatrix_x4(tile, row, col)."""
+    tile = np.random.default_rng(9).integers(0, 2**16, (16, 32), dtype=np.uint16)
+    out = np.zeros((32, 8), np.uint32)
+    _ldmatrix_at_kernel[1, 32](tile, out)
+    rows = np.arange(32, dtype=np.int32) % 16
+    cols = (8 + 8 * (np.arange(32) // 16)).astype(np.int32)
+    for trans, half in ((False, slice(0, 4)), (True, slice(4, 8))):
+        want = np.zeros((32, 4), np.uint32)
+        _ldmatrix_kernel[1, 32](tile, rows, cols, want, 4, trans)
+        np.testing.assert_array_equal(out[:, half], want)
+
+
 @sim_only
 def test_ldmatrix_refuses_an_unaligned_row():
     tile = np.zeros((16, 32), np.uint16)
@@ -416,8 +444,10 @@ def every_intrinsic(a, out, g):
     d = tc.mma_tf32((a[0], a[1], a[2], a[3]), (a[4], a[5]), d)
     lo, hi = tc.unpack_bf16x2(p)
     view = tc.shared_tile(cuda.shared.array(0, uint16), 64, 8, 32)
+    at = tc.smem_addr(sh, l % 16, 0) + 16
+    e = tc.ldmatrix_x4_at(at)[0] + tc.ldmatrix_x4_trans_at(at + 32)[1]
     out[l] = d[0] + d[1] + d[2] + d[3] + lo + hi + tc.bits_float(tc.float_bits(a[2])) \
-        + tc.exp2_approx(a[3]) + view[l % 8, l] + tc.to_tf32(a[4])
+        + tc.exp2_approx(a[3]) + view[l % 8, l] + tc.to_tf32(a[4]) + e
 
 
 sig = (float32[::1], float32[::1], uint16[:, ::1])

@@ -139,6 +139,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
     Q_LOADS, KV_LOADS = BR * DC // THREADS, BC * DC // THREADS
 
     DC_SHIFT = DC.bit_length() - 1
+    ROW_BYTES = 2 * D  # one row of Q, K or V in shared memory
+    BUF_BYTES = BC * ROW_BYTES  # one buffer of K (or V)
 
     @cuda.jit(device=True, inline="always")
     def swz(r, c):
@@ -193,8 +195,13 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
         khalf = (lane >> 3) & 1  # K: lanes 8-15 and 24-31 address the second 8 columns
         krow = (lane & 7) | (lchunk << 3)  # K: lanes 16-31 address the next 8 keys
         row_lo = q0 + 16 * warp + g  # this lane's two query rows
+        # ldmatrix addresses: a lane's row in the first buffer, bytes from there on (the
+        # adds fold into the instruction's immediate offset)
+        k_at = tc.smem_addr(sm, KOFF + krow, 0)
+        v_at = tc.smem_addr(sm, VOFF + lrow, 0)
         for j in range(n_kt):
             buf = j & 1
+            buf_bytes = buf * BUF_BYTES
             tc.cp_async_wait(0)  # tile j (and Q) landed for this thread's copies...
             cuda.syncthreads()  # ...and for everyone's; tile j - 1's buffer is free
             if j == 0:
@@ -209,8 +216,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                 s[i] = float32(0.0)
             for kk in range(KD):
                 for jj in range(NS // 2):
-                    y = tc.ldmatrix_x4(sm, KOFF + buf * BC + 16 * jj + krow,
-                                       8 * ((2 * kk + khalf) ^ m7))
+                    y = tc.ldmatrix_x4_at(k_at + buf_bytes + 16 * jj * ROW_BYTES
+                                          + 16 * ((2 * kk + khalf) ^ m7))
                     for h in range(2):
                         o4 = 4 * (2 * jj + h)
                         d4 = tc.mma_bf16((qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2],
@@ -265,8 +272,8 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                      tc.pack_bf16x2(s[n0 + 4], s[n0 + 5]),
                      tc.pack_bf16x2(s[n0 + 6], s[n0 + 7]))
                 for jd in range(ND // 2):
-                    y = tc.ldmatrix_x4_trans(sm, VOFF + buf * BC + 16 * kp + lrow,
-                                             8 * ((2 * jd + lchunk) ^ m7))
+                    y = tc.ldmatrix_x4_trans_at(v_at + buf_bytes + 16 * kp * ROW_BYTES
+                                                + 16 * ((2 * jd + lchunk) ^ m7))
                     for h in range(2):
                         o4 = 4 * (2 * jd + h)
                         d4 = tc.mma_bf16(a, (y[2 * h], y[2 * h + 1]),
