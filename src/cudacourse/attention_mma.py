@@ -188,7 +188,7 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
         o = cuda.local.array(OACC, float32)
         for i in range(OACC):
             o[i] = float32(0.0)
-        m_lo, m_hi = _M0, _M0  # running maxima of rows g and g + 8 (scaled by log2 e)
+        m_lo, m_hi = _M0, _M0  # running maxima of rows g and g + 8 (raw scores)
         l_lo, l_hi = float32(0.0), float32(0.0)  # this lane's part of their running sums
         lrow, lchunk = lane & 15, lane >> 4
         m7 = lane & 7  # the swizzle of every row this lane gives ldmatrix
@@ -224,13 +224,13 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                                           qf[4 * kk + 3]), (y[2 * h], y[2 * h + 1]),
                                          (s[o4], s[o4 + 1], s[o4 + 2], s[o4 + 3]))
                         s[o4], s[o4 + 1], s[o4 + 2], s[o4 + 3] = d4
-            # scale to log2 units, mask, and the rows' new maxima
+            # mask, and the rows' new maxima (of the raw scores: qscale > 0 keeps the order)
             k0 = j * BC
             mask = k0 + BC > n_keys or (causal and k0 + BC - 1 > q0 + 16 * warp)
             mx_lo, mx_hi = _NEG_INF, _NEG_INF
             for n in range(NS):
                 for i in range(4):
-                    x = s[4 * n + i] * qscale
+                    x = s[4 * n + i]
                     if mask:
                         key = k0 + 8 * n + 2 * t4 + i % 2
                         row = row_lo + 8 * (i // 2)
@@ -247,8 +247,10 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
             mx_hi = max(mx_hi, cuda.shfl_xor_sync(0xFFFFFFFF, mx_hi, 1))
             mx_hi = max(mx_hi, cuda.shfl_xor_sync(0xFFFFFFFF, mx_hi, 2))
             new_lo, new_hi = max(m_lo, mx_lo), max(m_hi, mx_hi)
-            a_lo, a_hi = tc.exp2_approx(m_lo - new_lo), tc.exp2_approx(m_hi - new_hi)
+            a_lo = tc.exp2_approx((m_lo - new_lo) * qscale)
+            a_hi = tc.exp2_approx((m_hi - new_hi) * qscale)
             m_lo, m_hi = new_lo, new_hi
+            ms_lo, ms_hi = m_lo * qscale, m_hi * qscale  # in log2 units
             l_lo *= a_lo
             l_hi *= a_hi
             for n in range(ND):
@@ -256,12 +258,13 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
                 o[4 * n + 1] *= a_lo
                 o[4 * n + 2] *= a_hi
                 o[4 * n + 3] *= a_hi
-            # P = exp2(S - m): in place, and summed per lane
+            # P = exp2(S * qscale - m * qscale), one fused multiply-add each: in place, and
+            # summed per lane
             for n in range(NS):
-                p0 = tc.exp2_approx(s[4 * n] - m_lo)
-                p1 = tc.exp2_approx(s[4 * n + 1] - m_lo)
-                p2 = tc.exp2_approx(s[4 * n + 2] - m_hi)
-                p3 = tc.exp2_approx(s[4 * n + 3] - m_hi)
+                p0 = tc.exp2_approx(cuda.fma(s[4 * n], qscale, -ms_lo))
+                p1 = tc.exp2_approx(cuda.fma(s[4 * n + 1], qscale, -ms_lo))
+                p2 = tc.exp2_approx(cuda.fma(s[4 * n + 2], qscale, -ms_hi))
+                p3 = tc.exp2_approx(cuda.fma(s[4 * n + 3], qscale, -ms_hi))
                 l_lo += p0 + p1
                 l_hi += p2 + p3
                 s[4 * n], s[4 * n + 1], s[4 * n + 2], s[4 * n + 3] = p0, p1, p2, p3
