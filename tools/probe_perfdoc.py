@@ -385,11 +385,12 @@ def issue40() -> list[str]:
           "registers first, and the warp waits for its own products; FlashAttention-3 "
           "(`wgmma`) is well ahead of FlashAttention-2 (`mma.sync`) on H100 for that reason, "
           "so the goal of 0.5 measures how much of that gap `mma.sync` from Numba closes.",
-          "* Registers: a 64 x 64 warp tile of the matmul holds 128 float32 accumulators and "
-          "needs about 254 registers (one block of 8 warps per SM); 64 x 32 keeps 128 "
-          "registers and two blocks. The attention kernel at d = 128 holds 64 output "
-          "accumulators, 32 Q registers and the scores: 224 to 253 registers, 8 warps per SM "
-          "at most.",
+          "* Registers (the table): a 64 x 64 warp tile of the matmul holds 128 float32 "
+          "accumulators and takes all 255 registers (one block of 8 warps per SM); 64 x 32 "
+          "keeps 128 and two blocks. The attention kernel at d = 128 holds 64 output "
+          "accumulators, 32 Q registers and the scores: two blocks of 4 warps per SM, three "
+          "with a cap of 168 registers at the price of a few spilled bytes (the sweep times "
+          "both).",
           "* Shared-memory bandwidth: a 64 x 32 warp tile reads 3 KiB with `ldmatrix` for "
           "its 16 `mma` of one 16-deep k step (65536 FLOP: 21 FLOP/B); at 128 B/clock per SM "
           "that caps the matmul near 2700 FLOP/clock/SM (cp.async's writes take their share "
