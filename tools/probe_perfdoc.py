@@ -356,7 +356,7 @@ def issue40() -> list[str]:
         L += ["**Not yet measured on a GPU**: " + ", ".join(f"`{k}`" for k in missing) + ". "
               "No device was lent to the session that wrote these kernels; the kernels, their "
               "tests and the sweep are ready, and one call of `bash .whl/on-device.sh bash "
-              "tools/gpu/tensorcore.sh` (about 5 minutes) runs the GPU tests, the tile sweep, "
+              "tools/gpu/tensorcore.sh` (at most 8.5 minutes) runs the GPU tests, the tile sweep, "
               "the bench merged into `docs/benchmarks.json` and Nsight Compute. Until then the "
               "figures below are the compiler's, not the GPU's.", ""]
     L += ["### What ptxas reports for each configuration (sm_90, compiled offline)", "",
