@@ -375,8 +375,9 @@ def issue40() -> list[str]:
                      f"{' dyn.' if r['dynamic'] else ''} | {r[trip]} | {r['blocks_per_sm']} "
                      f"({r['limited_by']}) | {r['warps_per_sm']} |")
     L += ["", "Matmul configurations are (bm, bn, bk, wm, wn, stages); attention ones "
-          "(warps, keys per tile) at head_dim d. The defaults are the first of each list "
-          "(static shared memory); the sweep's winner becomes the default through "
+          "(warps, keys per tile[, max_registers, dynamic_smem, m_tiles]) at head_dim d. The "
+          "defaults: matmul's first row, attention's d64 (4, 64) and d128 (4, 32, 168); the "
+          "sweep's winner becomes the default through "
           "`CUDACOURSE_TC_CONFIGS` for the bench of the same call, then in the modules.", "",
           "### What is expected to limit them", "",
           "* `mma.sync` is Ampere's warp-level instruction. On Hopper, cuBLAS and cuDNN use "

@@ -103,7 +103,10 @@ class MmaAttentionConfig:
                              + "; ".join(problems))
 
 
-GPU_CONFIGS = {64: MmaAttentionConfig(4, 64), 128: MmaAttentionConfig(4, 32)}
+# The defaults before an H200 sweep (docs/ptxas_tensorcore.json, compiled offline): d = 64
+# takes 128 registers, four blocks per SM; d = 128 capped at 168 registers spills nothing and
+# fits three blocks instead of two
+GPU_CONFIGS = {64: MmaAttentionConfig(4, 64), 128: MmaAttentionConfig(4, 32, 168)}
 SIM_CONFIGS = {64: MmaAttentionConfig(2, 32), 128: MmaAttentionConfig(2, 32)}
 
 _KERNELS: dict = {}

@@ -105,7 +105,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa  # noqa: E4
 H, S = 16, 4096
 acfgs = {64: [(4, 64), (4, 64, 0, False, 2), (4, 32, 0, False, 2), (4, 128), (8, 64),
               (8, 128), (4, 32)],
-         128: [(4, 32), (4, 32, 168), (4, 64), (8, 64), (8, 32)]}
+         128: [(4, 32, 168), (4, 32), (4, 64), (8, 64), (8, 32)]}
 for d in (64, 128):
     q, k, v = (bits(rng.random((H, S, d), dtype=cp.float32) * 4 - 2) for _ in range(3))
     tq, tk, tv = (torch.as_tensor(x, device="cuda").view(torch.bfloat16)[None] for x in (q, k, v))
