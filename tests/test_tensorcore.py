@@ -111,7 +111,10 @@ def _mma_kernel(a, b, c, d, kind):
         d[lane, i] = r[i]
 
 
-bits = cuda.jit(device=True)(lambda u: tc.bits_float(u))
+@cuda.jit(device=True)
+def bits(u):
+    """A TF32 operand from its uint32 pattern (the fragments are built on the host)."""
+    return tc.bits_float(u)
 
 
 def _run_mma(kind: str, A, B, C, a_layout=None):
