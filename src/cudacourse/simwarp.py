@@ -66,7 +66,7 @@ class _Meeting:
         self.done = False
         self.event = threading.Event()  # set when done: wakes only this meeting's lanes
         self.results: dict[int, Any] = {}
-        self.error: str | None = None
+        self.error: str | Exception | None = None
 
 
 class _Warp:
@@ -161,6 +161,12 @@ def _resolve(m: _Meeting) -> None:
         return
     op = ops.pop()
     values = {lane: v for lane, (_, v, _) in m.arrived.items()}
+    if op in _COLLECTIVES:  # a warp-wide instruction emulated elsewhere (tensorcore)
+        try:
+            m.results.update(_COLLECTIVES[op](values))
+        except Exception as exc:  # noqa: BLE001 - reported to every lane of the meeting
+            m.error = exc
+        return
     preds = {lane: bool(v) for lane, v in values.items()}
     ballot = sum(1 << lane for lane, p in preds.items() if p)
     for lane, (_, value, arg) in m.arrived.items():
@@ -275,12 +281,27 @@ def _warp_call(op: str, mask: int, value: Any = None, arg: Any = None) -> Any:
                 warp.deadlock = warp.deadlock or _confirmed(warp, _deadlock(warp))
                 if warp.deadlock:
                     raise WarpError(warp.deadlock)
+    if isinstance(meeting.error, Exception):  # from a collective: its own kind, per lane
+        raise type(meeting.error)(*meeting.error.args)
     if meeting.error:
         raise WarpError(meeting.error)
     return meeting.results[lane]
 
 
 # --- the intrinsics, as the kernel sees them ----------------------------------------------
+
+_COLLECTIVES: dict[str, Any] = {}  # op -> resolve(values by lane) -> results by lane
+
+
+def collective(op: str, resolve: Any, value: Any, mask: int = FULL_MASK) -> Any:
+    """A warp-wide operation defined by ``resolve``: every lane named in ``mask`` brings
+    ``value``; once all have arrived, ``resolve({lane: value})`` gives ``{lane: result}``
+    and each lane gets its own. An exception in ``resolve`` is raised in every lane as a
+    ``WarpError`` carrying its message (``cudacourse.tensorcore`` builds ``mma`` and
+    ``ldmatrix`` on this)."""
+    _COLLECTIVES[op] = resolve
+    return _warp_call(op, mask, value)
+
 
 def shfl_sync(mask, value, src_lane):
     """``value`` of lane ``src_lane`` (low 5 bits)."""

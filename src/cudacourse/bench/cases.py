@@ -9,6 +9,7 @@ import numpy as np
 
 from .cases_launch import ENTRY as _launch_entry
 from .cases_science import ENTRIES as _science_entries
+from .cases_tensorcore import ENTRIES as _tensorcore_entries
 from .core import (Case, Ctx, Entry, Prepared, Skipped, _need, _sample_rows, _torch,
                    assert_close)
 
@@ -722,6 +723,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
 ]}
 ENTRIES.update((e.name, e) for e in _science_entries)  # lesson 6
 ENTRIES[_launch_entry.name] = _launch_entry  # lesson 3
+ENTRIES.update((e.name, e) for e in _tensorcore_entries)  # lesson 7
 
 
 def select(only: str | None) -> list[str]:
