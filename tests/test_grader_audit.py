@@ -101,5 +101,4 @@ def test_a_japanese_notebook_turning_the_kernel_japanese_is_no_tampering():
             problems = grading_audit.compare(base, grading_audit.snapshot(ns), T)
         finally:
             japanese[qid] = real
-    assert problems and all("の" in p or "置き換え" in p or qid in p for p in problems), problems
-    assert any(qid in p for p in problems), problems
+    assert problems == [f"{qid} の答えが置き換えられました"], problems

@@ -106,7 +106,7 @@ def question_parts(message: str) -> tuple[str, str] | None:
     catalogue (``{var} = {answer} is not the right answer.``) in the current language, the
     fix what the question's key says after the first sentence; None for another message."""
     text = " ".join(str(message).split())
-    for lang in dict.fromkeys((i18n.language(), i18n.DEFAULT)):
+    for lang in dict.fromkeys((i18n.language(), *i18n.LANGUAGES)):  # a verdict of any edition
         m = _sentence_pattern(template_in(QUIZ_WRONG, lang)).match(text)
         if m:
             return (T("{var} = {answer} is not the right answer.", var=m.group("var"),
