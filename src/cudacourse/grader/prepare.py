@@ -316,6 +316,10 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
                 cell.outputs = []
                 if is_test_cell(cell):
                     cell.source = BLANK_TEST
+                elif nb_meta(cell).get("locked") and opts.get("lang"):
+                    # the setup cell intake restored from the course's master: the run
+                    # speaks the notebook's edition, as its verdicts do
+                    cell.source = in_edition(cell.source, opts["lang"])
         nbformat.write(sent, os.path.join(work, "in.ipynb"))
         run_opts = {k: opts[k] for k in ("timeout", "max_restarts", "output_cap", "audit")}
         # the feedback run decides no points: its cells may have a shorter leash than a check
