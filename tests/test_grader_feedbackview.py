@@ -306,3 +306,31 @@ def test_a_wrong_questions_cause_and_fix_are_whole_sentences(edition, master):
     # the grade table's reason (the grader's language): the same whole sentence
     assert fv.first_cause(v) == 'test_answer_blocks: answer_blocks = "b" is not the right answer.'
 
+
+
+def test_question_parts_recovers_the_why_of_generated_messages():
+    """Seeded generated answers, titles (colons and commas included) and whys, in both
+    editions: the cause is the one sentence, the fix exactly the why."""
+    import random
+
+    from cudacourse.grader.lang import language
+
+    rng = random.Random(39)
+    pieces = ["Blocks", "for", "1,000", "elements:", "a", "warp", "問題", "ブロック", "2:",
+              "(c)", "threads;", "x.y"]
+    for _ in range(200):
+        var = rng.choice(["answer_blocks", "answer_x", "a1"])
+        answer = rng.choice(['"b"', "'c'", "3", "1024", '"d"'])
+        header = f"Question {rng.randint(1, 9)}: " + " ".join(
+            rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        why = " ".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))).strip()
+        for edition in ("en", "ja"):
+            message = fv.template_in(fv.QUIZ_WRONG, edition).format(
+                var=var, answer=answer, header=header) + why
+            plain = ". " not in header  # no full stop of its own: found without knowing it
+            with language(edition):
+                for known in ([header, None] if plain else [header]):
+                    cause, fix = fv.question_parts(message, known)
+                    assert cause == fv.T("{var} = {answer} is not the right answer.",
+                                         var=var, answer=answer)
+                    assert fix == " ".join(why.split()), (edition, message, known, fix)

@@ -67,3 +67,24 @@ def test_no_penalty_is_no_minus_zero_and_reasons_end_between_words():
     assert reason.startswith(shown[:-1]) and reason[len(shown) - 1] == " "  # a whole word
     japanese = "あ" * 120
     assert runrecord.shortened(japanese, 90) == "あ" * 89 + "…"
+
+
+def test_shortened_never_cuts_a_word_it_could_keep_whole():
+    """Generated reasons (seeded): at most the width, a prefix of the reason, and where the
+    reason has a space in the second half of the width, the cut falls between words."""
+    import random
+
+    rng = random.Random(39)
+    for _ in range(500):
+        words = ["".join(rng.choice("abcdefghij[]=.:") for _ in range(rng.randint(1, 14)))
+                 for _ in range(rng.randint(1, 20))]
+        text, width = " ".join(words), rng.randint(10, 100)
+        got = runrecord.shortened(text, width)
+        assert len(got) <= width, (text, width, got)
+        if len(text) <= width:
+            assert got == text
+            continue
+        body = got[:-1]
+        assert got.endswith("…") and text.startswith(body)
+        if " " in text[width // 2 + 1:width - 1]:
+            assert text[len(body)] in " ,;:", (text, width, got)  # a whole word kept

@@ -89,25 +89,34 @@ def split_cause(message: str) -> tuple[str, str]:
 QUIZ_WRONG = "{var} = {answer} is not the right answer to {header}. "
 
 
-def _sentence_pattern(template: str) -> re.Pattern:
+def _sentence_pattern(template: str, known: dict[str, str]) -> re.Pattern:
+    """``template`` as a pattern for the start of a message: ``known`` placeholders as their
+    exact text, the others as named groups; a final full stop must end a sentence."""
     parts, seen = [], set()
     for piece in re.split(r"(\{\w+\})", " ".join(template.split())):
         name = piece[1:-1] if re.fullmatch(r"\{\w+\}", piece) else None
         if name is None:
             parts.append(re.escape(piece))
+        elif name in known:
+            parts.append(re.escape(" ".join(known[name].split())))
         else:
             parts.append(f"(?P<{name}>.+?)" if name not in seen else ".+?")
             seen.add(name)
-    return re.compile("".join(parts))
+    # an English full stop ends a sentence only before a space (not in "x.y" or "1.5")
+    end = r"(?=\s|$)" if template.rstrip().endswith(".") else ""
+    return re.compile("".join(parts) + end)
 
 
-def question_parts(message: str) -> tuple[str, str] | None:
+def question_parts(message: str, header: str | None = None) -> tuple[str, str] | None:
     """(cause, fix) of a wrong answer's message: the cause one whole sentence of the
     catalogue (``{var} = {answer} is not the right answer.``) in the current language, the
-    fix what the question's key says after the first sentence; None for another message."""
+    fix what the question's key says after the first sentence; None for another message.
+    ``header``: the question's header as the message gives it ("Question 2: Blocks for 1,000
+    elements"), where known (a title may hold a full stop of its own)."""
     text = " ".join(str(message).split())
+    known = {"header": header} if header else {}
     for lang in dict.fromkeys((i18n.language(), *i18n.LANGUAGES)):  # a verdict of any edition
-        m = _sentence_pattern(template_in(QUIZ_WRONG, lang)).match(text)
+        m = _sentence_pattern(template_in(QUIZ_WRONG, lang), known).match(text)
         if m:
             return (T("{var} = {answer} is not the right answer.", var=m.group("var"),
                       answer=m.group("answer")), text[m.end():].strip())
@@ -319,7 +328,8 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
                 e.cause = T("The answer cell still holds the starter code.")
                 e.fix = T("Write {name} in its answer cell.", name=used[0])
         if not e.right and not e.cause and e.question:
-            e.cause, e.fix = question_parts(message) or (message or T(
+            e.cause, e.fix = question_parts(message, q.header if q else None) or (
+                question_parts(message) if q else None) or (message or T(
                 "{status}: no message.", status=v.get("status")), "")
         if not e.right and not e.cause:
             e.cause, e.fix = checker_parts(v) or (split_cause(message) if message else (
