@@ -16,9 +16,11 @@ on the roster and hands in nothing. Then ``cudacourse collect``, ``cudacourse gr
 ``nbgrader fetch_feedback``; and ``cudacourse lab --instructor`` serves formgrader, opened in
 Chromium at ``/``.
 
-The students run under the test's one user id (distinct ids need root and a tree every id can
-read): each has a home, a cache and a ``--student`` name of their own, as nbgrader's exchange
-sees them; the exchange's per-user permissions are not what this test shows.
+The students run under the test's one user id: distinct ids need an interpreter every id can
+run, and here Python lives under /root (mode 0700), so a process that dropped to another uid
+could not start it. Each student has a home, a cache and a ``--student`` name of their own, as
+nbgrader's exchange sees them; the exchange's per-user permissions (another student's inbound
+folder unreadable) are what this test does not show.
 
 Shown: every student's feedback comes back into their own folder; every formgrader list opened
 twice in one browser context fills both times (a nonce page is never revalidated) and every
