@@ -490,5 +490,6 @@ def first_lost(autograded: Path) -> str:
     return ""
 
 
-__all__ = ["Entry", "QuestionText", "annotate", "checker_parts", "question_parts", "order", "earned_points", "entries", "first_cause", "first_lost",
-           "md_escape", "plain_message", "question", "split_cause", "summary_markdown", "wrap"]
+__all__ = ["Entry", "QuestionText", "annotate", "checker_parts", "question_parts", "order",
+           "earned_points", "entries", "first_cause", "first_lost", "md_escape",
+           "plain_message", "question", "split_cause", "summary_markdown", "wrap"]
