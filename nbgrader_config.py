@@ -6,7 +6,9 @@ notebooks/: solutions/01_gpu_vs_cpu/01_gpu_vs_cpu.ipynb -> notebooks/01_gpu_vs_c
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
-c.CourseDirectory.root = "."
+# The course is the folder that holds this file, as an absolute path (a relative "." made
+# nbgrader say "root '.' is not absolute, standardizing it" three times per command).
+c.CourseDirectory.root = str(__import__("pathlib").Path(__file__).resolve().parent)  # noqa: F821
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 c.CourseDirectory.submitted_directory = "submitted"

@@ -1,30 +1,43 @@
-"""The instructor's flow as one path, from the front door, with the package as installed.
+"""The instructor's round trip as one path, from the front door, with the package as installed.
 
 A scratch venv gets cudacourse from a wheel built from this checkout (non-editable; the
 dependencies are this environment's, seen through a path file, so nothing is downloaded but
-the build's own setuptools, from pip's cache). From a folder outside the checkout, as
-docs/instructors.md says: ``cudacourse new-course`` (lesson 1 only, the exchange's root),
-its master trimmed to the graded cells (tests/lightcourse.py: the demos decide no score and
-cost most of the time), ``nbgrader generate_assignment`` and ``release_assignment``; three
-students fetch and submit through the exchange, each from their own home: ``early`` (right
-answers), ``glitch`` (right answers, the kernel's answer cell without its nbgrader metadata:
-an incident) and, after the due date, ``tardy`` (right answers, late); ``absent`` is on the
-roster and hands in nothing. Then ``nbgrader collect``, ``cudacourse grade``, ``nbgrader
-generate_feedback``, ``cudacourse report``, and ``cudacourse lab --instructor`` serves
-formgrader, opened in Chromium at ``/``.
+the build's own setuptools, from pip's cache). From a folder outside the checkout, the command
+blocks of docs/instructors.md's "The round trip, command by command", read from the page and
+run as written (the test's paths and test-only options added): ``cudacourse new-course``
+(lesson 1 only, the exchange's root), its master trimmed to the graded cells
+(tests/lightcourse.py: the demos decide no score and cost most of the time), ``nbgrader
+generate_assignment`` and ``release_assignment``; three students fetch and submit through the
+exchange, each from their own home: ``early`` (right answers, in the Japanese edition: a mixed
+class in one course), ``glitch`` (right answers, the kernel's answer cell without its nbgrader
+metadata: an incident) and, after the due date, ``tardy`` (right answers, late); ``absent`` is
+on the roster and hands in nothing. Then ``cudacourse collect``, ``cudacourse grade``,
+``cudacourse feedback --release``, ``cudacourse report``, ``nbgrader export``, and each student
+``nbgrader fetch_feedback``; and ``cudacourse lab --instructor`` serves formgrader, opened in
+Chromium at ``/``.
 
-Shown: every formgrader page and feedback page loads under the Content-Security-Policy (no
-CSP error in the console, no "Loading, please wait" left, MathJax running), nothing is
-requested from any origin but the server's, the late submission is marked in every list, the
-incident is a Grading note in formgrader and in the feedback, no correct feedback holds a
-traceback, and the report has a section per student and an export that tells "did not
-submit" from 0.
+The students run under the test's one user id: distinct ids need an interpreter every id can
+run, and here Python lives under /root (mode 0700), so a process that dropped to another uid
+could not start it. Each student has a home, a cache and a ``--student`` name of their own, as
+nbgrader's exchange sees them; the exchange's per-user permissions (another student's inbound
+folder unreadable) are what this test does not show.
+
+Shown: every student's feedback comes back into their own folder; every formgrader list opened
+twice in one browser context fills both times (a nonce page is never revalidated) and every
+page loads under the Content-Security-Policy (no CSP error in the console, no "Loading, please
+wait" left, MathJax running); nothing is requested from any origin but the server's; the late
+submission is marked in every list; the incident is a Grading note in formgrader and in the
+feedback; the Japanese learner's pages are in Japanese; no correct feedback holds a
+traceback; formgrader's "Generate feedback" and "Release feedback" succeed; nbgrader says
+nothing about a relative root; the report has a section per student and an export that tells
+"did not submit" from 0.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -51,6 +64,8 @@ A = "01_gpu_vs_cpu"
 NB = f"{A}.ipynb"
 VENV = Path(sys.prefix)  # this environment: the dependencies the scratch venv sees
 STUDENTS = ("early", "glitch", "tardy")
+JA_MASTER = ROOT / "solutions" / "ja" / A / NB
+JA_LEARNER = ROOT / "notebooks" / "ja" / A / NB
 
 
 @pytest.fixture(scope="session")
@@ -105,52 +120,117 @@ def _run(inst: dict, *args: str, cwd: Path, env: dict | None = None,
     return proc
 
 
+DOCS = ROOT / "docs" / "instructors.md"
+
+
+def doc_commands(block: str) -> list[list[str]]:
+    """The commands of docs/instructors.md's block ``<!-- round trip: BLOCK -->``: its
+    indented lines, each split as a shell would (comments dropped)."""
+    text = DOCS.read_text()
+    marker = f"<!-- round trip: {block} -->"
+    assert marker in text, f"docs/instructors.md lost its {marker!r} block"
+    lines = text.split(marker, 1)[1].lstrip("\n").splitlines()
+    out = []
+    for line in lines:
+        if not line.startswith("    "):
+            break
+        out.append(shlex.split(line, comments=True))
+    assert out, marker
+    return out
+
+
+def _as_documented(command: list[str], paths: dict[str, str], extra: dict[str, list[str]]
+                   ) -> list[str]:
+    """A documented command with the test's paths and its test-only options (by the
+    command's name: ``"grade"`` for ``cudacourse grade``)."""
+    args = [paths.get(a, a) for a in command]
+    key = args[1] if args[0] in ("cudacourse", "nbgrader") and len(args) > 1 else args[0]
+    return args + extra.get(key, [])
+
+
+def _run_doc(inst: dict, block: str, cwd: Path, paths: dict[str, str],
+             extra: dict[str, list[str]], env: dict | None = None,
+             before: dict | None = None) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
+    """Run a documented block as written; ``cd`` moves on; ``before[name]()`` runs before
+    the command of that name. Returns the folder it ended in and each command's result."""
+    done = {}
+    for command in doc_commands(block):
+        args = _as_documented(command, paths, extra)
+        if args[0] == "cd":
+            cwd = Path(args[1])
+            continue
+        name = args[1] if args[0] in ("cudacourse", "nbgrader") else args[0]
+        if before and name in before:
+            before[name]()
+        tool = inst["bin"] / args[0] if args[0] == "cudacourse" else None
+        argv = ([tool, *args[1:]] if tool else
+                [inst["python"], "-m", "nbgrader", *args[1:]] if args[0] == "nbgrader" else args)
+        done[name] = _run(inst, *argv, cwd=cwd, env=env)
+    return cwd, done
+
+
 @pytest.fixture(scope="module")
 def term(installed, tmp_path_factory) -> dict:
-    """One term of a lesson-1 class, run as docs/instructors.md says, outside the checkout."""
+    """One term of a lesson-1 class, run as docs/instructors.md's round trip says (its
+    command blocks, read from the page), outside the checkout."""
     base = tmp_path_factory.mktemp("term")
     course, exchange = base / "gpu-2027", base / "exchange"
     exchange.mkdir()
     exchange.chmod(0o777)  # as on a hub: every user writes to inbound/
-    bin_ = installed["bin"]
-    nbgrader = [installed["python"], "-m", "nbgrader"]
-    _run(installed, bin_ / "cudacourse", "new-course", course, "--from", ROOT,
-         "--assignment", "01", "--exchange", exchange, cwd=base)
+    paths = {"~/courses/gpu-2027s": str(course), "/path/to/checkout": str(ROOT),
+             "/srv/nbgrader/exchange": str(exchange)}
     master_path = course / "solutions" / A / NB
-    nbformat.write(lightcourse.trim(nbformat.read(master_path, 4)), master_path)
-    _run(installed, *nbgrader, "generate_assignment", A, "--force", cwd=course)
-    _run(installed, *nbgrader, "release_assignment", A, cwd=course)
-    _run(installed, *nbgrader, "db", "student", "add", "absent", cwd=course)
+
+    def light() -> None:  # the graded cells only (the demos decide nothing, cost minutes)
+        nbformat.write(lightcourse.trim(nbformat.read(master_path, 4)), master_path)
+
+    _run_doc(installed, "instructor", base, paths, {"new-course": ["--assignment", "01"]},
+             before={"generate_assignment": light})
     learner = nbformat.read(course / "notebooks" / A / NB, 4)
     master = nbformat.read(master_path, 4)
     due = None
+    homes = {}
     for student in STUDENTS:
         if student == "tardy":  # the deadline falls before the last one hands in
             time.sleep(0.5)
             due = datetime.now(timezone.utc)
             time.sleep(1.5)
-        home = base / "home" / student
+        home = homes[student] = base / "home" / student
         home.mkdir(parents=True)
         env = {**installed["env"], "HOME": str(home)}
         who = [f"--Exchange.root={exchange}", "--CourseDirectory.course_id=cudacourse"]
-        _run(installed, *nbgrader, "fetch_assignment", A, *who, cwd=home, env=env)
-        nb, _ = build("correct", learner, master)
-        if student == "glitch":  # the kernel's answer cell lost its nbgrader metadata
-            cell = next(c for c in nb.cells
-                        if c.metadata.get("nbgrader", {}).get("grade_id") == "vector_add")
-            cell.metadata.pop("nbgrader")
-        nbformat.write(nb, home / A / NB)
-        _run(installed, *nbgrader, "submit", A, *who, f"--student={student}", cwd=home,
-             env=env)
+
+        def work(student=student, home=home) -> None:  # between fetch and submit
+            if student == "early":  # the Japanese edition, in the English course
+                nb, _ = build("correct", nbformat.read(JA_LEARNER, 4),
+                              nbformat.read(JA_MASTER, 4))
+            else:
+                nb, _ = build("correct", learner, master)
+            if student == "glitch":  # the kernel's answer cell lost its nbgrader metadata
+                cell = next(c for c in nb.cells
+                            if c.metadata.get("nbgrader", {}).get("grade_id") == "vector_add")
+                cell.metadata.pop("nbgrader")
+            nbformat.write(nb, home / A / NB)
+
+        _run_doc(installed, "student", home, paths,
+                 {"fetch_assignment": who, "submit": [*who, f"--student={student}"]},
+                 env=env, before={"submit": work})
     with open(course / "nbgrader_config.py", "a") as fh:
         fh.write(f"\nc.CoursePolicy.due = {{{A!r}: {policy.utc_timestamp(due)!r}}}\n"
                  "c.LatePenalty.penalty_method = 'percent_per_day'\n")
-    _run(installed, *nbgrader, "collect", A, cwd=course)
-    graded = _run(installed, bin_ / "cudacourse", "grade", A, "--workers", "2", "--timeout",
-                  "60", "--no-progress", cwd=course)
-    _run(installed, *nbgrader, "generate_feedback", A, cwd=course)
-    _run(installed, bin_ / "cudacourse", "report", A, "--no-plot", cwd=course)
-    return {"course": course, "graded": graded.stdout, "base": base}
+    _, done = _run_doc(installed, "grade", course, paths, {
+        "grade": ["--workers", "2", "--timeout", "60", "--no-progress"],
+        "report": ["--no-plot"]})
+    fetched = {}
+    for student in STUDENTS:
+        env = {**installed["env"], "HOME": str(homes[student])}
+        _, got = _run_doc(installed, "feedback", homes[student], paths, {"fetch_feedback": [
+            f"--Exchange.root={exchange}", "--CourseDirectory.course_id=cudacourse"]},
+            env=env)
+        fetched[student] = got["fetch_feedback"]
+    return {"course": course, "graded": done["grade"].stdout, "base": base, "homes": homes,
+            "released": done["feedback"], "fetched": fetched,
+            "all_output": "".join(p.stdout + p.stderr for p in done.values())}
 
 
 def test_the_package_comes_from_the_wheel_and_the_course_from_its_own_folder(installed,
@@ -227,35 +307,54 @@ def _ids(course: Path) -> dict[str, str]:
         os.environ["PATH"] = env_path
 
 
+def _summary(student: str) -> str:
+    return "text=概要:" if student == "early" else "text=Summary:"
+
+
+def _formgrader_api(page, path: str) -> dict:
+    """POST to formgrader's API as its buttons do (the _xsrf cookie as X-CSRFToken)."""
+    return page.evaluate("""async (path) => {
+        const xsrf = (document.cookie.match(/(?:^|; )_xsrf=([^;]*)/) || [])[1] || "";
+        const r = await fetch(path, {method: "POST", headers: {"X-CSRFToken":
+            decodeURIComponent(xsrf)}});
+        return {status: r.status, body: await r.json()};
+    }""", path)
+
+
 def test_every_page_from_the_front_door(front_door, term, browser):
     course = term["course"]
-    page = browser.new_context().new_page()
+    page = browser.new_context().new_page()  # one context: a revisit meets its cache
     watch = Watch(page, front_door)
     page.goto(front_door + "/")  # the front door: where an instructor lands
     assert page.url.endswith("/formgrader/manage_assignments"), page.url
     assert A in _loaded(page)
     # the lists a grader reads: the late submission marked in each, and only it
-    lists = {f"/formgrader/manage_submissions/{A}": ["tardy"],
-             f"/formgrader/manage_students": ["tardy"],
-             f"/formgrader/manage_students/tardy": [A],
+    lists = {"/formgrader/manage_assignments": None,
+             f"/formgrader/manage_submissions/{A}": ["tardy"],
+             "/formgrader/manage_students": ["tardy"],
+             "/formgrader/manage_students/tardy": [A],
              f"/formgrader/manage_students/tardy/{A}": [A],
-             f"/formgrader/gradebook": ["1 late"],
+             "/formgrader/gradebook": ["1 late"],
              f"/formgrader/gradebook/{A}": ["1 late"],
              f"/formgrader/gradebook/{A}/{A}": ["late"]}
-    for path, marked in lists.items():
-        page.goto(front_door + path)
-        _loaded(page)
-        rows = _late_rows(page)
-        assert len(rows) == 1, (path, rows)
-        assert all(m in rows[0] for m in marked), (path, rows)
-        assert "early" not in rows[0] and "glitch" not in rows[0], (path, rows)
+    for visit in (1, 2):  # issue 39: the second visit went blank (a 304 with a new nonce)
+        for path, marked in lists.items():
+            page.goto(front_door + path)
+            _loaded(page)
+            if marked is None:
+                continue
+            rows = _late_rows(page)
+            assert len(rows) == 1, (visit, path, rows)
+            assert all(m in rows[0] for m in marked), (visit, path, rows)
+            assert "early" not in rows[0] and "glitch" not in rows[0], (visit, path, rows)
+        assert watch.csp == [], (visit, watch.csp)
     page.goto(front_door + f"/formgrader/manage_students/early/{A}")
     _loaded(page)
     assert _late_rows(page) == []
     ids = _ids(course)
     for student in STUDENTS:  # each submission as formgrader shows it
         page.goto(front_door + f"/formgrader/submissions/{ids[student]}")
-        page.wait_for_selector("text=Summary:", timeout=60_000)
+        page.wait_for_selector(_summary(student), timeout=60_000)
         page.wait_for_function("() => window.MathJax && window.MathJax.Hub", timeout=30_000)
         text = page.inner_text("body")
         assert ("Grading note" in text) == (student == "glitch"), student
@@ -264,14 +363,45 @@ def test_every_page_from_the_front_door(front_door, term, browser):
     for student in STUDENTS:  # the feedback, as the server shows it
         page.goto(front_door + f"/files/feedback/{student}/{A}/{A}.html",
                   referer=front_door + "/lab")
-        page.wait_for_selector("text=Summary:", timeout=60_000)
+        page.wait_for_selector(_summary(student), timeout=60_000)
         text = page.inner_text("body")
         assert "Traceback" not in text and "Error:" not in text, student  # all correct
         assert ("Grading note" in text) == (student == "glitch"), student
         if student == "tardy":  # one score on the page: after the late penalty
             assert "before the late penalty" in text
+        if student == "early":  # the Japanese edition's learner reads Japanese
+            assert "Summary" not in text and "採点対象のセルはすべて正解" in text
+    # formgrader's own feedback buttons, through the API they call
+    page.goto(front_door + "/formgrader/manage_assignments")
+    _loaded(page)
+    for step in ("generate_feedback", "release_feedback"):
+        got = _formgrader_api(page, f"/formgrader/api/assignment/{A}/{step}")
+        assert got["status"] == 200 and got["body"].get("success"), (step, got)
     assert watch.csp == [], watch.csp
     assert watch.foreign == [], watch.foreign
+
+
+def test_every_student_fetches_their_own_feedback(term):
+    """Issue 39: release_feedback failed for every student (the secret had moved under
+    learner-files/); now each student's fetch_feedback brings their own page home."""
+    course = term["course"]
+    for student in STUDENTS:
+        (got,) = (term["homes"][student] / A / "feedback").glob(f"*/{A}.html")
+        assert got.read_bytes() == (course / "feedback" / student / A / f"{A}.html"
+                                    ).read_bytes(), student
+        assert "Fetched feedback" in term["fetched"][student].stderr + \
+            term["fetched"][student].stdout
+    pages = {term["homes"][s] / A / "feedback" for s in STUDENTS}
+    assert len(pages) == len(STUDENTS)
+    assert "is not absolute" not in term["all_output"]  # nbgrader's root is absolute
+
+
+def test_the_export_lists_the_class(term):
+    with open(term["course"] / "grades.csv") as fh:
+        rows = {r["student_id"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {*STUDENTS, "absent"}
+    assert float(rows["early"]["score"]) == float(rows["early"]["max_score"]) > 0
+    assert float(rows["tardy"]["late_submission_penalty"]) > 0
 
 
 def test_the_report_has_a_section_per_student_and_the_export_says_who_did_not_submit(term):

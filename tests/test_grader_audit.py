@@ -33,7 +33,7 @@ def test_audit_names_what_changed(monkeypatch):
     text = "\n".join(grading_audit.compare(base, grading_audit.snapshot(ns)))
     assert "cudacourse.check._engine.compare was replaced" in text
     assert "numpy.testing.assert_allclose was replaced" in text
-    assert "'np' no longer refers to the module numpy" in text
+    assert "the notebook name np no longer refers to the module numpy" in text
 
 
 def test_audit_source_runs_standalone_like_in_a_kernel():
@@ -78,3 +78,27 @@ def test_audit_notices_a_rebound_topic_checker(monkeypatch):
     monkeypatch.setattr(vector, name, lambda *a, **k: None)
     text = "\n".join(grading_audit.compare(base, grading_audit.snapshot(ns)))
     assert f"cudacourse.check.vector.{name} was replaced" in text
+
+
+def test_a_japanese_notebook_turning_the_kernel_japanese_is_no_tampering():
+    """Issue 39: the baseline is taken before the setup cell; a Japanese notebook's
+    ``cudacourse.setup(lang="ja")`` then loads the Japanese question banks. Each edition's
+    bank is compared with its own baseline, and a real replacement is still seen."""
+    from cudacourse import i18n, quiz
+
+    ns = {"__builtins__": __builtins__}
+    base = grading_audit.snapshot(ns, load=True)
+    lesson = quiz.lessons()[0]
+    with i18n.speaking("ja"):
+        japanese = quiz.bank(lesson)  # what the learner's setup cell and quiz.ask do
+        assert grading_audit.compare(base, grading_audit.snapshot(ns)) == []
+        qid = next(iter(japanese))
+        real = japanese[qid]
+        try:  # the control: a learner cell that swaps a Japanese question is seen
+            japanese[qid] = type(real)(**{**vars(real)}) if hasattr(real, "__dict__") else None
+            from cudacourse.grader.lang import T
+
+            problems = grading_audit.compare(base, grading_audit.snapshot(ns), T)
+        finally:
+            japanese[qid] = real
+    assert problems == [f"{qid} の答えが置き換えられました"], problems

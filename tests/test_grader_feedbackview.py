@@ -273,3 +273,64 @@ def test_the_grade_tables_reason_is_the_checkers_diagnosis():
                              "vs. 4. Add them.", "diagnosis": "out differs: e.g. 3 vs. 4",
                              "hint": "Add them."}}
     assert fv.first_cause(v) == "test_vector_add: out differs: e.g. 3 vs. 4"
+
+
+@pytest.mark.parametrize("edition", ["en", "ja"])
+def test_a_wrong_questions_cause_and_fix_are_whole_sentences(edition, master):
+    """Issue 39: the summary cut a question's message at the colon of its title ("Fix:
+    Blocks for 1,000 elements.";「answer_blocks = "b" は 問題 2.」). The cause is one whole
+    sentence of the catalogue, the fix the key's why, in the notebook's language."""
+    from cudacourse import quiz
+    from cudacourse.grader.lang import language
+
+    nb = nbformat.read(JA_MASTER if edition == "ja" else MASTER, as_version=4)
+    with language(edition):  # the verdict process speaks the notebook's edition
+        header = quiz.get("01_gpu_vs_cpu.blocks").header
+        why = "256 スレッドなら 4 ブロック。" if edition == "ja" else "Round up: 4 blocks."
+        message = fv.template_in(fv.QUIZ_WRONG, edition).format(
+            var="answer_blocks", answer='"b"', header=header) + why
+    assert ":" in header  # the title has the colon the old split cut at
+    v = _verdicts(nb, test_answer_blocks={"status": "fail", "ename": "AssertionError",
+                                          "message": message})
+    nb = _graded(nb, v)
+    fv.annotate(nb, v)
+    line = next(ln for ln in nb.cells[0].source.splitlines() if "test_answer_blocks" in ln)
+    if edition == "ja":
+        assert '**原因:** answer\\_blocks = "b" は正しい答えではありません。 **修正:** ' \
+            "256 スレッドなら 4 ブロック。" in line, line
+        assert "は 問題 2." not in line
+    else:
+        assert '**Cause:** answer\\_blocks = "b" is not the right answer. **Fix:** ' \
+            "Round up: 4 blocks." in line, line
+        assert "**Fix:** Blocks for" not in line
+    # the grade table's reason (the grader's language): the same whole sentence
+    assert fv.first_cause(v) == 'test_answer_blocks: answer_blocks = "b" is not the right answer.'
+
+
+
+def test_question_parts_recovers_the_why_of_generated_messages():
+    """Seeded generated answers, titles (colons and commas included) and whys, in both
+    editions: the cause is the one sentence, the fix exactly the why."""
+    import random
+
+    from cudacourse.grader.lang import language
+
+    rng = random.Random(39)
+    pieces = ["Blocks", "for", "1,000", "elements:", "a", "warp", "問題", "ブロック", "2:",
+              "(c)", "threads;", "x.y"]
+    for _ in range(200):
+        var = rng.choice(["answer_blocks", "answer_x", "a1"])
+        answer = rng.choice(['"b"', "'c'", "3", "1024", '"d"'])
+        header = f"Question {rng.randint(1, 9)}: " + " ".join(
+            rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        why = " ".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))).strip()
+        for edition in ("en", "ja"):
+            message = fv.template_in(fv.QUIZ_WRONG, edition).format(
+                var=var, answer=answer, header=header) + why
+            plain = ". " not in header  # no full stop of its own: found without knowing it
+            with language(edition):
+                for known in ([header, None] if plain else [header]):
+                    cause, fix = fv.question_parts(message, known)
+                    assert cause == fv.T("{var} = {answer} is not the right answer.",
+                                         var=var, answer=answer)
+                    assert fix == " ".join(why.split()), (edition, message, known, fix)

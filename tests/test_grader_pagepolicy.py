@@ -65,3 +65,66 @@ def test_nbgrader_body_scripts_are_allowed_by_hash_and_templated_ones_are_not(tm
     tooltips = [s for s in pagepolicy.nbgrader_scripts() if "tooltip" in s]
     assert tooltips, "formgrade's name tooltips script was not found in nbgrader's templates"
     assert pagepolicy._hash(tooltips[0]) in pagepolicy.policy("n")
+
+
+def _serve_twice(path: str) -> tuple:
+    """A Tornado app with formgrader's transform, asked for ``path`` twice, the second time
+    with the first answer's ETag (what a browser sends on a revisit)."""
+    import asyncio
+
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+    from tornado.httpserver import HTTPServer
+    from tornado.testing import bind_unused_port
+    from tornado.web import Application, RequestHandler
+
+    class Page(RequestHandler):
+        def get(self) -> None:
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish("<html><head><script>var base_url = '';</script></head>"
+                        "<body>list</body></html>")
+
+    async def go() -> tuple:
+        app = Application([(r"/.*", Page)], transforms=[pagepolicy._transform_class()])
+        sock, port = bind_unused_port()
+        server = HTTPServer(app)
+        server.add_sockets([sock])
+        client = AsyncHTTPClient()
+        url = f"http://127.0.0.1:{port}{path}"
+        try:
+            first = await client.fetch(url)
+            tag = first.headers.get("Etag") or '"anything"'
+            try:
+                second = await client.fetch(url, headers={"If-None-Match": tag})
+            except HTTPClientError as e:  # a 304 is raised by Tornado's client
+                second = e.response
+        finally:
+            server.stop()
+        return first, second
+
+    return asyncio.run(go())
+
+
+def _nonce(response) -> tuple[str, str]:
+    header = re.search(r"'nonce-([^']+)'", response.headers["Content-Security-Policy"])
+    body = re.search(rb'<script nonce="([^"]+)">var base_url', response.body)
+    return header.group(1), body.group(1).decode()
+
+
+def test_a_revisited_page_is_sent_again_with_the_nonce_of_its_header():
+    """A nonce page is never revalidated: a revisit with the first visit's ETag gets the
+    whole page again, and the nonce in its body is the one in its policy (issue 39: a 304
+    paired the cached body's old nonce with a fresh header, and formgrader's lists blanked)."""
+    first, second = _serve_twice("/formgrader/manage_assignments")
+    assert second.code == 200, second.code
+    for r in (first, second):
+        assert "Etag" not in r.headers
+        assert r.headers["Cache-Control"] == "no-store"
+        header, body = _nonce(r)
+        assert header == body
+    assert _nonce(first)[0] != _nonce(second)[0]  # fresh on every response
+
+
+def test_pages_outside_formgrader_keep_their_validators():
+    first, second = _serve_twice("/lab/tree")
+    assert "Etag" in first.headers and "Content-Security-Policy" not in first.headers
+    assert second.code == 304  # the control: the same server revalidates other pages

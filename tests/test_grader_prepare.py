@@ -57,3 +57,31 @@ def test_the_feedback_run_takes_its_own_cell_timeout(monkeypatch):
 
 def test_without_a_feedback_timeout_the_feedback_run_takes_the_cell_timeout(monkeypatch):
     assert _feedback_argv_timeout(monkeypatch, {"timeout": 30}) == 30
+
+
+def test_the_context_speaks_the_notebooks_edition():
+    """Issue 39: one course grades both editions; the master's setup cell is rewritten to the
+    notebook's language, whatever the master's edition said."""
+    from cudacourse.grader import prepare
+
+    ja_setup = 'import cudacourse\ncudacourse.setup(lang="ja")  # この版\nimport numpy as np'
+    assert "lang='en'" in prepare.in_edition(ja_setup, "en")
+    assert "lang='ja'" in prepare.in_edition("import cudacourse\ncudacourse.setup()", "ja")
+    assert prepare.in_edition("cudacourse.setup(device='sim')", "ja").count("lang=") == 1
+    for untouched in ("x = 1", "%matplotlib inline\ncudacourse.setup()", "setup = 3"):
+        assert prepare.in_edition(untouched, "ja") == untouched
+
+
+def test_incidents_are_shown_in_a_language_without_changing_the_process(monkeypatch):
+    """Grading threads of one process grade both editions at once: an incident is rendered
+    in its notebook's language without setting the process's language."""
+    from cudacourse import i18n
+    from cudacourse.grader import lang
+
+    before = i18n.language()
+    text = i18n.T("test cell {cell}: {status}: {message}", cell="test_x", status="timeout",
+                  message="m")
+    assert lang.shown_in(text, "ja") == "テストセル test_x: timeout: m"
+    assert lang.shown_in(text, "en") == "test cell test_x: timeout: m"
+    assert lang.shown_in("plain", "ja") == "plain"
+    assert i18n.language() == before

@@ -50,3 +50,42 @@ def test_status_csv_and_json_carry_lateness_workers_and_executor(tmp_path):
     assert rows["bob"]["late"] == "" and rows["bob"]["score"] == ""
     record = json.loads(paths["latest"].read_text())
     assert (record["workers"], record["executor"]) == (2, "thread")
+
+
+def test_no_penalty_is_no_minus_zero_and_reasons_end_between_words():
+    """Issue 39: "LATE -0" for a penalty not taken; "check the arithmet" for a reason cut
+    at a fixed width."""
+    run = _run()
+    dan = run["results"][0]
+    dan["late"] = {**LATE, "penalty": 0.0, "rule": "no penalty"}
+    reason = ("test_vector_add: out holds the wrong values at 1000 places; check the "
+              "arithmetic of every element against the reference")
+    run["results"][1]["lost"] = reason
+    rows = {ln.split()[0]: ln for ln in runrecord.table(run).splitlines()[2:5]}
+    assert "3 / 3 LATE " in rows["dan"] + " " and "LATE -" not in rows["dan"]
+    shown = rows["carol"].split("  ")[-1]
+    assert shown.endswith("…") and len(shown) <= 90
+    assert reason.startswith(shown[:-1]) and reason[len(shown) - 1] == " "  # a whole word
+    japanese = "あ" * 120
+    assert runrecord.shortened(japanese, 90) == "あ" * 89 + "…"
+
+
+def test_shortened_never_cuts_a_word_it_could_keep_whole():
+    """Generated reasons (seeded): at most the width, a prefix of the reason, and where the
+    reason has a space in the second half of the width, the cut falls between words."""
+    import random
+
+    rng = random.Random(39)
+    for _ in range(500):
+        words = ["".join(rng.choice("abcdefghij[]=.:") for _ in range(rng.randint(1, 14)))
+                 for _ in range(rng.randint(1, 20))]
+        text, width = " ".join(words), rng.randint(10, 100)
+        got = runrecord.shortened(text, width)
+        assert len(got) <= width, (text, width, got)
+        if len(text) <= width:
+            assert got == text
+            continue
+        body = got[:-1]
+        assert got.endswith("…") and text.startswith(body)
+        if " " in text[width // 2 + 1:width - 1]:
+            assert text[len(body)] in " ,;:", (text, width, got)  # a whole word kept

@@ -277,3 +277,13 @@ def test_a_learners_image_requests_nothing():
     assert "src=" not in html
     for alt in "ABCD":
         assert f'alt="{alt}"' in html
+
+
+def test_a_quote_in_an_incident_reads_as_a_quote():
+    """Issue 39: "answer cell 'vector_add' ..." showed as "&#x27;vector_add&#x27;" in the
+    feedback (the entity's "#" was escaped as Markdown)."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    page = markdown2html_mistune(untrusted.markdown_text("answer cell 'vector_add' <b>"))
+    assert "&#x27;" not in page and "&amp;#" not in page and "<b>" not in page
+    assert "'vector_add'" in page.replace("&#39;", "'")

@@ -335,9 +335,51 @@ def grade(args: argparse.Namespace) -> int:
             print(provenance.format_changes(changed))
     except (OSError, LookupError, ValueError) as exc:
         print(f"cudacourse grade: provenance not recorded: {exc}", file=sys.stderr)
+    _hand_back(args.course, args.assignment, args.db)
     print(f"\nrun record: {Path(args.course) / 'grading' / args.assignment}/ "
           "(latest.json, status.csv, summary.txt)")
     return 0 if all(r["status"] == "graded" for r in run["results"]) else 1
+
+
+def _hand_back(course: str, assignment: str, db: str | None) -> bool:
+    """The records nbgrader's release_feedback reads, beside each graded copy (handback)."""
+    from .grader import handback
+
+    try:
+        done = handback.keep(course, assignment, db)
+    except (OSError, LookupError, ValueError) as exc:
+        print(_("cudacourse: feedback cannot be released yet: {error}").format(
+            error=f"{type(exc).__name__}: {exc}"), file=sys.stderr)
+        return False
+    for line in done.lines():
+        print(line)
+    return True
+
+
+def feedback(args: argparse.Namespace) -> int:
+    """``nbgrader generate_feedback`` and, with ``--release``, ``release_feedback``, with the
+    records release needs written by the grader (:mod:`cudacourse.grader.handback`)."""
+    from .grader import course as c
+
+    def run(*step: str) -> bool:
+        proc = c.nbgrader(args.course, *step, db=args.db, timeout=3600)
+        if proc.returncode != 0:
+            print(_("cudacourse feedback: nbgrader {step} failed:").format(step=step[0]),
+                  file=sys.stderr)
+            print(proc.stderr[-3000:], file=sys.stderr)
+        return proc.returncode == 0
+
+    if not (run("generate_feedback", args.assignment, "--force")
+            and _hand_back(args.course, args.assignment, args.db)
+            and (not args.release or run("release_feedback", args.assignment))):
+        return 1
+    where = Path(args.course).resolve() / "feedback"
+    print(_("cudacourse feedback: {where}/<student>/{assignment}/").format(
+        where=where, assignment=args.assignment))
+    if args.release:
+        print(_("released to the exchange: each student runs `nbgrader fetch_feedback "
+                "{assignment}`").format(assignment=args.assignment))
+    return 0
 
 
 def class_report(args: argparse.Namespace) -> int:
@@ -470,6 +512,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--from", dest="source", default=None,
                    help="the course checkout (default: found from the current directory)")
     s.set_defaults(f=new_course)
+    s = sub.add_parser("feedback", help="feedback for an assignment (nbgrader "
+                       "generate_feedback) and, with --release, into the exchange for "
+                       "`nbgrader fetch_feedback`")
+    s.add_argument("assignment")
+    s.add_argument("--course", default=".", help="course root (default .)")
+    s.add_argument("--db", help="gradebook URL (default sqlite:///COURSE/gradebook.db)")
+    s.add_argument("--release", action="store_true",
+                   help="then nbgrader release_feedback: every graded student's feedback")
+    s.set_defaults(f=feedback)
     s = sub.add_parser("report", help="class report: scores and diagnoses per exercise, "
                        "near-identical kernels, LMS export")
     s.add_argument("assignment")

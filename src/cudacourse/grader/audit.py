@@ -14,7 +14,11 @@ strings, the identity of everything a test cell relies on:
 * the IPython machinery that turns a failing cell into an error (``run_cell``,
   ``showtraceback``, custom exception handlers, AST and input transformers) and Python's
   trace and monitoring hooks, which could skip the line that raises;
-* the answer hashes of the quiz banks.
+* the answer hashes of the quiz banks, in every language of the course: a bank is loaded
+  per language (``quiz._bank(lesson, lang)``), and a Japanese notebook's setup cell turns
+  the kernel Japanese after the baseline, so each language's bank is compared with its own
+  baseline (comparing the English baseline with the Japanese bank flagged every honest
+  Japanese-edition learner as tampering: issue 39).
 
 The executor compares each description with the baseline *outside* the kernel
 (:func:`compare`), so an answer cell cannot edit the verdict. This stops rebinding and
@@ -151,10 +155,16 @@ def _describe_quizzes(out):
     quiz = _sys.modules.get("cudacourse.quiz")
     if quiz is None:
         return
+    i18n = _sys.modules.get("cudacourse.i18n")
+    languages = tuple(getattr(i18n, "LANGUAGES", None) or ("en",))
+    by_language = getattr(quiz, "_bank", None)
     try:
         for lesson in quiz.lessons():
-            for qid, question in quiz.bank(lesson).items():
-                out[f"quiz:{qid}"] = f"{getattr(question, 'answer_hash', '?')}@{id(question)}"
+            for lang in languages:  # every edition's bank, each against its own baseline
+                bank = by_language(lesson, lang) if by_language else quiz.bank(lesson)
+                for qid, question in bank.items():
+                    out[f"quiz:{lang}:{qid}"] = (
+                        f"{getattr(question, 'answer_hash', '?')}@{id(question)}")
     except Exception as exc:  # noqa: BLE001 - a broken bank is reported, not fatal
         out["quiz:error"] = f"{type(exc).__name__}: {exc}"[:200]
 
@@ -199,38 +209,55 @@ def snapshot(user_ns, load=False):
     return out
 
 
-def _label(key):
+def _label(key, T):
     kind, _, rest = key.partition(":")
-    names = {"attr": rest, "val": rest, "cls": rest, "mod": f"the module {rest}",
-             "modtype": f"the type of module {rest}", "builtin": f"builtins.{rest}",
-             "ns": f"the notebook name {rest!r}", "quiz": f"the answer to {rest}",
-             "ipy": f"IPython's {rest}", "kernel": f"the kernel's {rest}",
-             "sys": f"the Python hook {rest}"}
+    if kind == "quiz":  # quiz:<lang>:<lesson>.<id>
+        rest = rest.partition(":")[2] or rest
+    names = {"attr": rest, "val": rest, "cls": rest,
+             "mod": T("the module {name}", name=rest),
+             "modtype": T("the type of module {name}", name=rest),
+             "builtin": T("builtins.{name}", name=rest),
+             "ns": T("the notebook name {name}", name=rest),
+             "quiz": T("the answer to {question}", question=rest),
+             "ipy": T("IPython's {name}", name=rest),
+             "kernel": T("the kernel's {name}", name=rest),
+             "sys": T("the Python hook {name}", name=rest)}
     return names.get(kind, key)
 
 
-def compare(baseline, now):
+def _english(template, **values):
+    return template.format(**values)
+
+
+def compare(baseline, now, T=None):
     """What changed since the baseline, in words; empty when nothing did.
 
     Runs in the grader, outside the kernel. Keys present in the baseline must hold the same
     identity now (new keys are fine: modules gain attributes when submodules load). A
-    notebook name like ``cudacourse`` or ``np`` must be the module of that name.
+    notebook name like ``cudacourse`` or ``np`` must be the module of that name. ``T``: the
+    catalogue's ``T`` of the notebook's language (``cudacourse.grader.lang.T``); English
+    without it (this text also runs inside the kernel, where only the standard library is).
     """
+    T = T or _english
     problems = []
     for key, want in baseline.items():
         if key.startswith("info:") or key.startswith("ns:") and key != "ns:__builtins__":
             continue
         got = now.get(key, "removed")
         if got != want:
-            verb = "was removed" if got == "removed" else "was replaced"
+            what = _label(key, T)
             if key.startswith("val:"):
-                verb = f"was changed from {want} to {got}"
-            problems.append(f"{_label(key)} {verb}")
+                problems.append(T("{what} was changed from {old} to {new}", what=what,
+                                  old=want, new=got))
+            elif got == "removed":
+                problems.append(T("{what} was removed", what=what))
+            else:
+                problems.append(T("{what} was replaced", what=what))
     for name, module in USER_NAMES.items():
         key = f"ns:{name}"
         if key in now and now[key] != baseline.get(f"mod:{module}"):
-            problems.append(f"the notebook name {name!r} no longer refers to the module "
-                            f"{module}")
+            problems.append(T("the notebook name {name} no longer refers to the module "
+                              "{module}", name=name, module=module))
     return problems
 
 

@@ -37,6 +37,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
 from . import feedbackview, policy, prepare, untrusted
+from .lang import T, language, of_notebook
 
 NOTE_ID = "cudacourse-grading-note"
 LOG_PREFIX = "cudacourse-grading:"
@@ -151,8 +152,9 @@ class ResilientExecute(Execute):
         # Incidents quote the submission (messages its kernel reported, names it chose):
         # each is escaped, as text, never markup (SanitizeSubmission then cleans it again).
         escaped = untrusted.markdown_text
-        lines = ["**Grading note (cudacourse autograder).** Something in this notebook "
-                 "needed the grader's attention:", ""]
+        with language(of_notebook(nb)):  # in the notebook's edition, as its summary
+            lines = [T("**Grading note (cudacourse autograder).** Something in this notebook "
+                       "needed the grader's attention:"), ""]
         lines += [f"- {escaped(i)}" for i in incidents[:40]]
         note = nbformat.v4.new_markdown_cell("\n".join(lines))
         if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 5) >= 5:

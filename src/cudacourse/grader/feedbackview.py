@@ -35,7 +35,7 @@ from typing import Any
 import nbformat
 
 from .. import i18n
-from .lang import T, language, of_notebook
+from .lang import T, language, of_notebook, template_in
 
 WIDTH = 88
 SUMMARY_ID = "cudacourse-summary"
@@ -81,6 +81,46 @@ def split_cause(message: str) -> tuple[str, str]:
         cause, rest = head.strip(), text[i + 1:].strip()
         return (cause[:-1] + "." if cause[-1] in ":;" else cause), rest
     return text, ""
+
+
+# The first sentence of a wrong answer's message (cudacourse.quiz.grade), in the catalogue:
+# the summary says its own whole sentence for it and keeps the rest (the why) as the fix,
+# instead of cutting the message at the colon inside "Question 2: Blocks for 1,000 elements".
+QUIZ_WRONG = "{var} = {answer} is not the right answer to {header}. "
+
+
+def _sentence_pattern(template: str, known: dict[str, str]) -> re.Pattern:
+    """``template`` as a pattern for the start of a message: ``known`` placeholders as their
+    exact text, the others as named groups; a final full stop must end a sentence."""
+    parts, seen = [], set()
+    for piece in re.split(r"(\{\w+\})", " ".join(template.split())):
+        name = piece[1:-1] if re.fullmatch(r"\{\w+\}", piece) else None
+        if name is None:
+            parts.append(re.escape(piece))
+        elif name in known:
+            parts.append(re.escape(" ".join(known[name].split())))
+        else:
+            parts.append(f"(?P<{name}>.+?)" if name not in seen else ".+?")
+            seen.add(name)
+    # an English full stop ends a sentence only before a space (not in "x.y" or "1.5")
+    end = r"(?=\s|$)" if template.rstrip().endswith(".") else ""
+    return re.compile("".join(parts) + end)
+
+
+def question_parts(message: str, header: str | None = None) -> tuple[str, str] | None:
+    """(cause, fix) of a wrong answer's message: the cause one whole sentence of the
+    catalogue (``{var} = {answer} is not the right answer.``) in the current language, the
+    fix what the question's key says after the first sentence; None for another message.
+    ``header``: the question's header as the message gives it ("Question 2: Blocks for 1,000
+    elements"), where known (a title may hold a full stop of its own)."""
+    text = " ".join(str(message).split())
+    known = {"header": header} if header else {}
+    for lang in dict.fromkeys((i18n.language(), *i18n.LANGUAGES)):  # a verdict of any edition
+        m = _sentence_pattern(template_in(QUIZ_WRONG, lang), known).match(text)
+        if m:
+            return (T("{var} = {answer} is not the right answer.", var=m.group("var"),
+                      answer=m.group("answer")), text[m.end():].strip())
+    return None
 
 
 _PLAIN_TEMPLATE = re.compile(r"\{(?!\w+\})")  # a replacement field with more than a name
@@ -287,6 +327,10 @@ def entries(nb: Any, verdicts: dict[str, dict[str, Any]],
                 e.status = "unanswered"
                 e.cause = T("The answer cell still holds the starter code.")
                 e.fix = T("Write {name} in its answer cell.", name=used[0])
+        if not e.right and not e.cause and e.question:
+            e.cause, e.fix = question_parts(message, q.header if q else None) or (
+                question_parts(message) if q else None) or (message or T(
+                "{status}: no message.", status=v.get("status")), "")
         if not e.right and not e.cause:
             e.cause, e.fix = checker_parts(v) or (split_cause(message) if message else (
                 T("{status}: no message.", status=v.get("status")), ""))
@@ -417,7 +461,7 @@ def first_cause(verdicts: dict[str, dict[str, Any]],
             blank = re.fullmatch(r"name '(\w+)' is not defined", message)
             if blank:
                 return f"{gid}: unanswered ({blank.group(1)} not written)"
-            parts = checker_parts(v)  # the checker's own diagnosis, when it gave one
+            parts = checker_parts(v) or question_parts(message)  # whole sentences
             cause = parts[0] if parts else split_cause(message)[0]
             return f"{gid}: {cause}" if cause else f"{gid}: {v.get('status')}"
     return ""
@@ -446,5 +490,6 @@ def first_lost(autograded: Path) -> str:
     return ""
 
 
-__all__ = ["Entry", "QuestionText", "annotate", "checker_parts", "order", "earned_points", "entries", "first_cause", "first_lost",
-           "md_escape", "plain_message", "question", "split_cause", "summary_markdown", "wrap"]
+__all__ = ["Entry", "QuestionText", "annotate", "checker_parts", "question_parts", "order",
+           "earned_points", "entries", "first_cause", "first_lost", "md_escape",
+           "plain_message", "question", "split_cause", "summary_markdown", "wrap"]

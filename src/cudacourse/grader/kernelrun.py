@@ -36,6 +36,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
 from . import audit
+from .lang import T  # incidents in the language nbrun chose: the notebook's
 
 AUDIT_PATH = Path(audit.__file__).resolve()
 # Its text, for the learner's kernel: run there as text (its own name), never imported, so a
@@ -353,7 +354,7 @@ class KernelExecute(Execute):
         if not self.audit or self._tampered or self._baseline is None:
             return
         try:
-            problems = compare_snapshots(self._baseline, self._snapshot(load=False))
+            problems = compare_snapshots(self._baseline, self._snapshot(load=False), T)
         except (KernelTrouble, ValueError, SyntaxError) as exc:
             problems = [f"the integrity check could not run ({exc})"]
         if problems:

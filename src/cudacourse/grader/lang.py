@@ -14,6 +14,8 @@ The grader is an ordinary part of the package (nbgrader's config imports
 from __future__ import annotations
 
 import contextlib
+import functools
+import gettext
 from typing import Any
 
 from .. import i18n
@@ -38,9 +40,36 @@ def of_notebook(nb: Any) -> str:
         return "en"
 
 
+@functools.lru_cache(maxsize=None)
+def _catalogue(lang: str) -> gettext.NullTranslations:
+    if lang == i18n.DEFAULT:
+        return gettext.NullTranslations()
+    return gettext.translation(i18n.DOMAIN, localedir=str(i18n.LOCALE_DIR), languages=[lang],
+                               fallback=True)
+
+
+def shown_in(message: Any, lang: str) -> str:
+    """``message`` (a catalogue :class:`cudacourse.i18n.Text`) in ``lang``, without changing
+    the process's language: grading threads of one process grade notebooks of both editions
+    at once. A plain string stays as it is."""
+    if not isinstance(message, i18n.Text):
+        return str(message)
+    values = {k: shown_in(v, lang) if isinstance(v, i18n.Text) else v
+              for k, v in message.values.items()}
+    try:
+        return _catalogue(lang).gettext(message.template).format(**values)
+    except (KeyError, IndexError, ValueError):  # a translation that lost a placeholder
+        return message.template.format(**values)
+
+
+def template_in(template: str, lang: str) -> str:
+    """The catalogue's ``template`` in ``lang``, placeholders unfilled (English without one)."""
+    return _catalogue(lang).gettext(template) if template else template
+
+
 def language(lang: str) -> contextlib.AbstractContextManager[str]:
     """Messages in ``lang`` inside the block; the process's language as it was after."""
     return i18n.speaking(lang)
 
 
-__all__ = ["T", "english", "language", "of_notebook"]
+__all__ = ["T", "english", "language", "of_notebook", "shown_in", "template_in"]

@@ -18,9 +18,13 @@ def main() -> int:
     src, dst, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     import nbformat
 
+    from .. import i18n
     from .kernelrun import KernelExecute
+    from .lang import of_notebook
 
     nb = nbformat.read(src, as_version=4)
+    # the incidents in the notebook's edition (its metadata), whatever the course's
+    i18n.use(of_notebook(nb))
     ex = KernelExecute(timeout=opts.get("timeout", 60), max_restarts=opts.get("max_restarts", 3),
                        output_cap=opts.get("output_cap", 20_000),
                        audit=opts.get("audit", True), kernel_name="python3",

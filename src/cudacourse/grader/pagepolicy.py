@@ -18,6 +18,14 @@ from this server (the ``jupyter_server_mathjax`` extension; the course's templat
 there, see ``nbgrader_config.py``), and :mod:`latelist`'s script, added to each page's head,
 from formgrader's own path.
 
+A nonce is fresh on every response, so a page that carries one is never revalidated: Tornado
+computes a page's ETag before this transform adds the nonce, and a revisit would get
+``304 Not Modified`` with a new nonce in the header while the browser shows the cached body,
+which holds the old one (every inline script refused: formgrader's lists stay on "Loading,
+please wait..."). A formgrader request's ``If-None-Match`` is therefore dropped before its
+handler runs, and a page with a nonce leaves without an ``ETag``, marked
+``Cache-Control: no-store``.
+
 Loaded into ``cudacourse lab --instructor``'s server by path (``instructor_server_config``),
 never by importing the ``cudacourse`` package (which would choose a device in the server).
 """
@@ -136,6 +144,8 @@ def _transform_class() -> Any:
             path = (request.path or "") + "/"
             self.applies = any(f"{p}/" in path for p in PREFIXES)
             self.base = base_of(request.path or "")
+            if self.applies:  # no 304 for a page whose body holds a nonce (module docstring)
+                request.headers.pop("If-None-Match", None)
 
         def transform_first_chunk(self, status_code: int, headers: Any, chunk: bytes,
                                   finishing: bool) -> tuple[int, Any, bytes]:
@@ -147,6 +157,8 @@ def _transform_class() -> Any:
                 chunk = add_nonce(chunk, nonce, self.base)
                 if "Content-Length" in headers:
                     headers["Content-Length"] = str(len(chunk))
+                headers.pop("Etag", None)  # computed before the nonce: it names no body sent
+                headers["Cache-Control"] = "no-store"
             headers["Content-Security-Policy"] = policy(nonce)
             headers["X-Content-Type-Options"] = "nosniff"
             headers["Referrer-Policy"] = "same-origin"

@@ -26,10 +26,13 @@ from .. import device  # the ctypes probe only: importing it chooses nothing
 from . import partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
+from ..i18n import T  # a catalogue entry; shown in the notebook's language (lang.shown_in)
+from .lang import of_notebook, shown_in
 
 # The sandboxed processes run the grader's modules by their one name (``-m``); ``-P``: the
 # working folder (the submission's) is not put on sys.path, so no file of it shadows a module.
 MODULE_CMD = (sys.executable, "-P", "-m")
+
 CONTEXT_TAG = "grading-context"  # a master cell with this tag is context, whole
 BLANK_TEST = "# (graded by the course's grader in a separate process)\n"
 
@@ -95,6 +98,29 @@ def context_for(master: nbformat.NotebookNode) -> dict[str, list[str]]:
             if defs:
                 ctx.append(defs)
     return out
+
+
+def in_edition(source: str, lang: str) -> str:
+    """A context cell with its ``cudacourse.setup(...)`` speaking ``lang``: a course grades
+    both editions, and the verdicts (their diagnoses, a question's explanation) speak the
+    notebook's language, not the master's (an English master's ``setup()`` for a Japanese
+    notebook, a Japanese master's ``setup(lang="ja")`` for an English one)."""
+    if "setup" not in source:
+        return source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    changed = False
+    for node in ast.walk(tree):
+        func = getattr(node, "func", None)
+        if isinstance(node, ast.Call) and (
+                isinstance(func, ast.Attribute) and func.attr == "setup"
+                and isinstance(func.value, ast.Name) and func.value.id == "cudacourse"):
+            node.keywords = [k for k in node.keywords if k.arg != "lang"]
+            node.keywords.append(ast.keyword(arg="lang", value=ast.Constant(lang)))
+            changed = True
+    return ast.unparse(tree) if changed else source
 
 
 # --- sanitising what came back from the sandbox --------------------------------------------
@@ -184,8 +210,11 @@ _PROBED: list[str] = []  # the grader's device probe, as JSON (once per grading 
 
 def _verdict_env(opts: dict[str, Any]) -> dict[str, str]:
     """The verdict server's environment: the grader's device probe handed down, so that the
-    server never initialises CUDA itself and can fork one clean child per test cell."""
+    server never initialises CUDA itself and can fork one clean child per test cell; the
+    notebook's language (``lang``), in which its verdicts speak."""
     env = {**GRADING_ENV, **_gpu_env(opts)}
+    if opts.get("lang"):
+        env["CUDACOURSE_LANG"] = str(opts["lang"])
     if not _PROBED:
         try:
             _PROBED.append(device.probe_json())
@@ -266,6 +295,14 @@ def run_verdicts(jobs: list[dict[str, Any]], opts: dict[str, Any], course_root: 
     return out
 
 
+def incident_kind(kind: Any) -> str:
+    """The kind of an incident the learner's kernel reported (kernelrun), in the current
+    language; an unknown one as it came (it is untrusted text, cleaned by the caller)."""
+    known = {"tampering": T("tampering"), "timeout": T("timeout"), "replay": T("replay"),
+             "crash": T("crash")}
+    return known.get(str(kind), str(kind))  # type: ignore[return-value] - a Text is a str
+
+
 def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: str,
                  db_url: str | None, who: dict[str, str]) -> tuple[list | None, list, str]:
     """Execute the notebook (test cells blanked) in the sandbox; (outputs per cell or None,
@@ -279,6 +316,10 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
                 cell.outputs = []
                 if is_test_cell(cell):
                     cell.source = BLANK_TEST
+                elif nb_meta(cell).get("locked") and opts.get("lang"):
+                    # the setup cell intake restored from the course's master: the run
+                    # speaks the notebook's edition, as its verdicts do
+                    cell.source = in_edition(cell.source, opts["lang"])
         nbformat.write(sent, os.path.join(work, "in.ipynb"))
         run_opts = {k: opts[k] for k in ("timeout", "max_restarts", "output_cap", "audit")}
         # the feedback run decides no points: its cells may have a shorter leash than a check
@@ -291,15 +332,17 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
                       cap=1 << 20)
         incidents = []
         if res.timed_out:
-            incidents.append(f"the feedback run did not finish within {opts['notebook_timeout']} s")
+            incidents.append(T("the feedback run did not finish within {n} s",
+                               n=opts["notebook_timeout"]))
         out_path = Path(work) / "out.ipynb"
         limit = 8 * opts["output_cap"] * max(1, len(nb.cells)) + (20 << 20)
         if not out_path.is_file() or out_path.is_symlink() or out_path.stat().st_size > limit:
-            why = "no result" if not out_path.is_file() else "an oversized or odd result"
             err = res.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
-            incidents.append(f"the feedback run left {why} (exit status {res.rc}"
-                             f"{': ' + ' | '.join(err) if err else ''}); feedback shows "
-                             "only the test cells' results")
+            incidents.append(T("the feedback run left {what} (exit status {rc}{error}); "
+                               "feedback shows only the test cells' results",
+                               what=T("no result") if not out_path.is_file() else
+                               T("an oversized or odd result"), rc=res.rc,
+                               error=": " + " | ".join(err) if err else ""))
             return None, incidents, res.isolation
         try:
             ran = json.loads(out_path.read_text(encoding="utf-8"))
@@ -307,7 +350,8 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
             if len(cells) != len(sent.cells):
                 raise ValueError("cell count changed")
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            incidents.append(f"the feedback run's result was unusable ({exc})")
+            incidents.append(T("the feedback run's result was unusable ({error})",
+                               error=str(exc)))
             return None, incidents, res.isolation
         outputs = []
         for mine, theirs in zip(sent.cells, cells):
@@ -320,9 +364,11 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         found = meta.get("incidents") if isinstance(meta.get("incidents"), list) else []
         for i in found[:20]:
             if isinstance(i, dict):
-                incidents.append(untrusted.line(_cap(
-                    f"feedback run (reported from the learner's kernel): cell {i.get('cell')} "
-                    f"{i.get('kind')}: {i.get('what')}", 500)))
+                incidents.append(T(
+                    "feedback run (reported from the learner's kernel): cell {cell} "
+                    "{kind}: {what}", cell=untrusted.line(_cap(i.get("cell"), 80)),
+                    kind=incident_kind(i.get("kind")),
+                    what=untrusted.line(_cap(i.get("what"), 400))))
         return outputs, incidents, res.isolation
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -331,11 +377,25 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
 def prepare(staged: nbformat.NotebookNode, master: nbformat.NotebookNode, *,
             course_root: str, options: dict[str, Any] | None = None,
             db_url: str | None = None, who: dict[str, str] | None = None) -> dict[str, Any]:
-    """Everything learner-derived for one notebook, computed in sandboxes. JSON-able."""
-    opts = {**DEFAULTS, **(options or {})}
+    """Everything learner-derived for one notebook, computed in sandboxes. JSON-able.
+
+    In the notebook's edition (``metadata.cudacourse.lang``), whatever the master's: the
+    verdicts speak it (:func:`in_edition`), and so do the incidents."""
+    lang = of_notebook(staged)
+    result = _prepare(staged, master, course_root, {**(options or {}), "lang": lang},
+                      db_url, who)
+    result["incidents"] = [shown_in(i, lang) for i in result["incidents"]]
+    return result
+
+
+def _prepare(staged: nbformat.NotebookNode, master: nbformat.NotebookNode, course_root: str,
+             options: dict[str, Any], db_url: str | None,
+             who: dict[str, str] | None) -> dict[str, Any]:
+    opts = {**DEFAULTS, **options}
     who = who or {}
     start = time.monotonic()
-    contexts = context_for(master)
+    contexts = {gid: [in_edition(src, opts["lang"]) for src in ctx]
+                for gid, ctx in context_for(master).items()}
     solution_ids = {nb_meta(c)["grade_id"] for c in master.cells
                     if nb_meta(c).get("solution") and nb_meta(c).get("grade_id")}
     tests = {nb_meta(c)["grade_id"]: c.source for c in master.cells if is_test_cell(c)}
@@ -369,7 +429,8 @@ def prepare(staged: nbformat.NotebookNode, master: nbformat.NotebookNode, *,
         isolation.add(v.pop("isolation", "?"))
         result["cells"][gid] = v
         if v["status"] in ("not_gradable", "timeout", "error"):
-            result["incidents"].append(f"test cell '{gid}': {v['status']}: {v.get('message')}")
+            result["incidents"].append(T("test cell {cell}: {status}: {message}", cell=gid,
+                                         status=v["status"], message=v.get("message")))
     result["isolation"] = sorted(isolation)
     result["seconds"] = round(time.monotonic() - start, 2)
     return result

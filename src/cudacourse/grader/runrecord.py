@@ -59,6 +59,19 @@ def late_of(res: dict[str, Any]) -> dict[str, Any] | None:
             "days": duration(float(late.get("seconds_late") or 0.0))}
 
 
+def shortened(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut between words ("check the arithmet"
+    said nothing), marked with an ellipsis; text without spaces (Japanese) is cut at the
+    width."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    space = cut.rfind(" ")
+    if space > width // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def table(run: dict[str, Any]) -> str:
     """The summary table; every cell a single line with no control character."""
     run = redacted(run)
@@ -67,13 +80,13 @@ def table(run: dict[str, Any]) -> str:
         score, most = total(r)
         shown = f"{score:g} / {most:g}" if score is not None else "NOT GRADED"
         late = late_of(r)
-        if late:
-            shown += f" LATE -{late['penalty']:g}"
+        if late:  # "LATE -0" said a penalty that was not taken
+            shown += " LATE" + (f" -{late['penalty']:g}" if late["penalty"] >= 0.005 else "")
         first = r.get("reason") or (r.get("incidents") or [""])[0] or r.get("lost") or ""
         if late:
             first = f"late {late['days']}, {late['rule']}" + (f"; {first}" if first else "")
         rows.append((untrusted.line(r["student"]), untrusted.line(r["status"]), shown,
-                     str(len(r.get("incidents", []))), untrusted.line(first)[:90]))
+                     str(len(r.get("incidents", []))), shortened(untrusted.line(first), 90)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4]
              for row in rows]

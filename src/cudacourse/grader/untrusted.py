@@ -276,7 +276,9 @@ def clean_markdown(source: Any) -> str:
 
 def markdown_text(value: Any) -> str:
     """Untrusted text inside Markdown the grader writes: no HTML, no Markdown syntax."""
-    s = html.escape(inert_text(line(value)), quote=True)
+    # quote=False: a quote is text in Markdown, and its entity (&#x27;) would lose its "#" to
+    # the escape below and show literally in the feedback
+    s = html.escape(inert_text(line(value)), quote=False)
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~>$])", r"\\\1", s)
 
 
