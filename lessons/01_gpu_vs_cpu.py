@@ -241,6 +241,18 @@ quiz.grade("01_gpu_vs_cpu.global_index", answer_global_index)
 # function compiles it, which takes a fraction of a second).
 
 # %%
+quiz.ask("01_gpu_vs_cpu.transfers")
+
+# %% [solution] id=answer_transfers
+# Question 5: Where the time goes. Answer as: answer_transfers = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_transfers = "d"
+### END SOLUTION
+
+# %% [tests] id=test_answer_transfers points=1
+quiz.grade("01_gpu_vs_cpu.transfers", answer_transfers)
+
+# %%
 timings = cpu_vs_gpu.measure()
 print(timings.table())
 
@@ -288,18 +300,6 @@ if device.is_simulator():
         "kernel's time.")
 else:
     print(f"the copies are {copies / s['gpu_kernel'][biggest]:.1f}x the kernel's time")
-
-# %%
-quiz.ask("01_gpu_vs_cpu.transfers")
-
-# %% [solution] id=answer_transfers
-# Question 5: Where the time goes. Answer as: answer_transfers = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_transfers = "d"
-### END SOLUTION
-
-# %% [tests] id=test_answer_transfers points=1
-quiz.grade("01_gpu_vs_cpu.transfers", answer_transfers)
 
 # %%
 quiz.ask("01_gpu_vs_cpu.bytes_moved")
@@ -365,8 +365,11 @@ if bw:
     plt.figure(figsize=(7, 3.5))
     plt.barh(list(bw), [g / bw["copy"] for g in bw.values()])
     plt.axvline(1.0, color="k", lw=1)
-    plt.xlabel(f"fraction of device-to-device copy bandwidth ({bw['copy']:,.0f} GB/s)")
-    plt.title(f"vector add variants ({where})")
+    from cudacourse.viz import words  # the plot's words in the course's language
+    plt.xlabel(words.T("fraction of device-to-device copy bandwidth ({copy:,.0f} GB/s)",
+                       copy=bw["copy"]))
+    plt.ylabel(words.T("variant"))
+    plt.title(words.T("vector add variants ({where})", where=where))
     plt.show()
 
 # %% [markdown]

@@ -100,7 +100,8 @@ plate[ny // 3: ny // 2, nx // 3: nx // 2] = 60.0  # a warm block in the middle
 # In the simulator the kernel would take minutes for this many steps: use the reference.
 run = stencil.diffuse_ref if SIM else stencil.diffuse
 snapshots = [plate, run(plate, 50, 0.25), run(plate, 400, 0.25)]
-fig = viz.plot_heat(snapshots, ["start", "50 steps", "400 steps"])
+fig = viz.plot_heat(snapshots, [viz.T("start"), viz.T("after {steps} steps", steps=50),
+                               viz.T("after {steps} steps", steps=400)])
 
 # %% [markdown]
 # ### The naive kernel, and what it reads
@@ -285,8 +286,9 @@ for name, fn in steps6:
     rates[name] = stencil.bytes_per_step(*shape) / t / 1e9
     print(f"{name:26s} {t * 1e3:8.3f} ms  {rates[name]:8.1f} GB/s = "
           f"{rates[name] * 1e9 / copy_bw:.2f} of copy")
-fig = viz.plot_bandwidth(rates, copy_bw / 1e9, title=f"heat step, {shape[0]} x {shape[1]}"
-                         + (" (simulator: meaningless)" if SIM else ""))
+fig = viz.plot_bandwidth(rates, copy_bw / 1e9, title=(
+    viz.T("heat step, {rows} x {cols} (simulator: meaningless)", rows=shape[0], cols=shape[1])
+    if SIM else viz.T("heat step, {rows} x {cols}", rows=shape[0], cols=shape[1])))
 report6 = bench.committed_report()  # the course's measured figures (docs/benchmarks.json)
 if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is not None:
     m6 = report6["measurements"]["stencil"]
@@ -302,17 +304,19 @@ if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is 
 # On a GPU both grids here are several times the H200's {{const.hardware.H200.l2_mb}} MB L2
 # cache, so the data comes from DRAM, as in the bench (`cudacourse bench --only stencil`, a
 # 16384 x 16384 grid, every variant and block shape; its committed figure is printed above).
-# On the {{bench.gpu}} ({{bench.date}}) the naive kernel reached only
-# {{bench.ratio.stencil_naive_32x8x1_vs_copy:.2f}} of copy and the tiled ones
-# {{bench.ratio.stencil_tiled_32x8x1_vs_copy:.2f}} (one row per thread) to
-# {{bench.ratio.stencil_tiled_128x2x8_vs_copy:.2f}} (eight rows per thread): not the bandwidth
+# On the {{bench.gpu}} ({{bench.date}}), with the blocks of the cell above, the naive kernel
+# reached only {{bench.ratio.stencil_naive_32x8x1_vs_copy:.2f}} of copy and the tiled one
+# {{bench.ratio.stencil_tiled_32x8x1_vs_copy:.2f}} (one row per thread) and
+# {{bench.ratio.stencil_tiled_32x8x4_vs_copy:.2f}} (four rows per thread): not the bandwidth
 # but the instructions and the latency limited them. Each of the naive kernel's 9 loads costs
 # 64-bit index arithmetic (Numba also checks every index for a negative value to wrap), and
 # each thread has a single 4-byte load in flight. The `rows` kernel keeps a 3 x 3 window in
 # registers while a thread walks down a column: one load per cell instead of 9 (the left and
 # right neighbours come from the lanes beside it, by warp shuffles, lesson 2), all its loads
 # issued before its first store, and about half the instructions per cell
-# ({{bench.ratio.stencil_rows_128x1x16_vs_copy:.2f}} of copy in the same run). The 9 reads per cell of the naive kernel do mostly hit
+# ({{bench.ratio.stencil_rows_128x1x8_vs_copy:.2f}} of copy in the same run, with the cell's
+# 128 x 1 threads and 8 rows each; the course's best, `rowsblock`, whose committed figure is
+# printed above, reached {{bench.ratio.stencil_vs_copy:.2f}}). The 9 reads per cell of the naive kernel do mostly hit
 # the L1 cache, which is what shared memory would have provided. Shared-memory
 # tiles pay off when a cell is re-used more often than the cache can hold: wider stencils,
 # 3D grids (where the planes above and below do not fit in L1), or **temporal blocking**:
@@ -472,7 +476,8 @@ try:
     print(f"largest deviation from the parabola: "
           f"{np.abs(ux_c[:, 0] - u_ref).max() / u_ref.max():.3%} of the peak velocity")
     print(f"mass before {mass0:.6f}, after {f_c[:, ~solid_c].sum():.6f}")
-    fig = viz.plot_profile(ux_c[:, 0], u_ref, f"Poiseuille flow, your lbm_step, {steps_c} steps")
+    fig = viz.plot_profile(ux_c[:, 0], u_ref, viz.T("Poiseuille flow, your lbm_step, {steps} "
+                                                    "steps", steps=steps_c))
 except Exception as exc:  # your kernel before the exercise is done
     print(f"skipped ({type(exc).__name__}: {exc})")
 
@@ -558,8 +563,9 @@ if report6 is not None and bench.figure(report6, "lbm_vs_copy", "ratio") is not 
           f"{bench.figure(report6, 'lbm_mlups', 'ratio'):.0f} MLUPS, "
           f"{bench.figure(report6, 'lbm_vs_copy', 'ratio'):.2f} of copy, "
           f"{bench.figure(report6, 'lbm_vs_cupy', 'ratio'):.1f}x the CuPy step")
-fig = viz.plot_bandwidth(lbm_rates, lbm_copy_bw / 1e9, title=f"LBM step, {ny_p} x {nx_p}"
-                         + (" (simulator: meaningless)" if SIM else ""))
+fig = viz.plot_bandwidth(lbm_rates, lbm_copy_bw / 1e9, title=(
+    viz.T("LBM step, {rows} x {cols} (simulator: meaningless)", rows=ny_p, cols=nx_p)
+    if SIM else viz.T("LBM step, {rows} x {cols}", rows=ny_p, cols=nx_p)))
 if not SIM:  # thousands of steps of the whole lattice, buffers swapped on the device
     t = time.perf_counter()
     lbm.simulate(solid_p, 0.6, 2000, f0=fa.copy_to_host(), force=(1e-5, 0.0))
@@ -596,7 +602,8 @@ f_v, frames_v = lbm.simulate(solid_v, tau_v, steps_v, f0=f0_v, inflow=u_in, ever
 print(f"{steps_v} steps of {ny_v} x {nx_v} nodes in {time.perf_counter() - t:.1f} s "
       f"({'NumPy reference' if SIM else 'fused kernel'}), tau = {tau_v:.3f}, Re = {re_v:.0f}")
 ux_v, uy_v = frames_v[-1]
-fig = viz.plot_vorticity(ux_v, uy_v, solid_v, f"vorticity behind a cylinder, Re = {re_v:.0f}")
+fig = viz.plot_vorticity(ux_v, uy_v, solid_v,
+                         viz.T("vorticity behind a cylinder, Re = {re:.0f}", re=re_v))
 
 # %% [markdown]
 # The same run over time (red: counter-clockwise, blue: clockwise). The wake starts
@@ -643,8 +650,9 @@ f_w, _ = lbm.simulate(solid_w, tau_w, steps_w, inflow=u_in)
 _, ux_w, uy_w = lbm.macroscopic(f_w)
 re_w, through_w = lbm.reynolds(u_in, chord, tau_w), steps_w * u_in / nx_w
 print(f"{steps_w} steps of {ny_w} x {nx_w} nodes in {time.perf_counter() - t:.1f} s")
-fig = viz.plot_speed_streamlines(ux_w, uy_w, solid_w, f"NACA 0012 at 8 degrees, Re = {re_w:.0f}, "
-                                 f"after {through_w:.2f} flow-throughs: speed and streamlines")
+fig = viz.plot_speed_streamlines(ux_w, uy_w, solid_w, viz.T(
+    "NACA 0012 at 8 degrees, Re = {re:.0f}, after {through:.2f} flow-throughs: speed and "
+    "streamlines", re=re_w, through=through_w))
 prose.show("Re = {{re:.0f}} (chord {{chord}} nodes, tau = {{tau:.2f}}); the snapshot is taken "
            "after {{through:.2f}} flow-throughs (`nx / u` = {{t_through:.0f}} steps each), so the "
            "start-up transient is still in it. The lift sweep below runs at its own, lower Re "
