@@ -793,7 +793,7 @@ def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
     graded = graded or key is None
     from IPython.display import Markdown, display
 
-    md = f"**{q.header}.** {q.prompt}\n\n" + "\n".join(
+    md = _("**{header}.** {prompt}").format(header=q.header, prompt=q.prompt) + "\n\n" + "\n".join(
         f"- **({k})** {v}" for k, v in q.choices.items())
     how = "\n\n" + _("Answer in the cell below: `{format}`.").format(format=q.answer_format())
     if graded:

@@ -109,7 +109,7 @@ def english_left(text: str, *, strict: bool = False) -> list[str]:
             run, last_end = [], None
             continue
         gap = bare[last_end:m.start()] if last_end is not None else ""
-        if run and not re.fullmatch(r"[\s,;:()'\-/]*", gap):
+        if run and not re.fullmatch(r"[\s,;:()'\-]*", gap):  # "a / b / c": names, one by one
             if len(run) >= 3:
                 found.append(" ".join(run))
             run = []
@@ -119,7 +119,11 @@ def english_left(text: str, *, strict: bool = False) -> list[str]:
             found.append(word)
     if not strict and len(run) >= 3:
         found.append(" ".join(run))
-    return found
+    # an acronym's expansion beside it ("SIMT、single instruction multiple threads") is the
+    # way Japanese documentation introduces the acronym, not English left over
+    acronyms = set(re.findall(r"\b[A-Z]{2,}\b", text))
+    return [f for f in found
+            if "".join(w[0] for w in f.split()).upper() not in acronyms]
 
 
 # --- the house style of the Japanese edition (docs/japanese-style.md) ---------------------------
@@ -175,31 +179,40 @@ def restyle(english: str, translation: str) -> str:
         t = re.sub(f"(?<=[{_JA}、。]) +(?=[{_JA}])", "", t)  # no space between Japanese words
         t = re.sub(f"(?<=[{_JA}])\\.(?=\\s|$)", "", t)  # no ASCII period after Japanese
         return t
+    if _JA_CHAR.search(translation):  # a Japanese sentence ends with 。
+        translation = re.sub(r"(?<![.\s])\.(\s*)$", r"。\1", translation)
     out = _outside_code(translation, fix)
     # a sentence appended to another: Japanese puts no space after 。
     if english.startswith(" ") and re.match(f" [{_JA}]", out):
         out = out[1:]
+    # a bracketed aside appended to a word: the space the English has before it
+    if english.startswith(" (") and out.startswith("("):
+        out = " " + out
     return out
 
 
 def style_problems(english: str, translation: str) -> list[str]:
     """Where ``translation`` departs from docs/japanese-style.md (each as a phrase)."""
     out = []
-    prose_only = _outside_code(translation, lambda t: t)
-    code_free = re.sub(r"```.*?```|`[^`\n]*`", " ", prose_only, flags=re.S)
+    # code stands as one symbol: what touches it is judged, what is inside it is not
+    code_free = re.sub(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}|\{\w+(?:[:!][^{}]*)?\}", "\ue000",
+                       translation, flags=re.S)
     if "（" in code_free or "）" in code_free:
         out.append("full-width parentheses: the edition uses half-width ( ) (style: brackets)")
+    no_code = re.sub(r"```.*?```|`[^`\n]*`", "\ue000", translation, flags=re.S)
     for bad, good in PHRASINGS:
-        if bad in code_free:
+        if bad in no_code:
             out.append(f"writes {bad!r}: the style guide writes {good!r}")
-    if re.search(r"第(?! \d+ [回節])\s*\d", code_free):
+    if re.search(r"第(?! \d+ [回節])\s*\d+\s*[回節]", code_free):
         out.append("第N回 / 第N節 without spaces: write 第 N 回, 第 N 節")
     m = re.search(f"[{_JA}、。] +[{_JA}]", code_free)
     if m:
         out.append(f"a space between Japanese words: {m.group(0)!r}")
     m = re.search(f"[{_JA}]\\.(?=\\s|$)", code_free)
-    if m:
-        out.append(f"an ASCII period after Japanese: {m.group(0)!r}")
+    if m or (_JA_CHAR.search(code_free) and re.search(r"(?<!\.)\.\s*$", code_free)):
+        out.append("an ASCII period after Japanese: a Japanese text ends with 。 or nothing")
     if english.startswith(" ") and re.match(f" [{_JA}]", translation):
         out.append("a space opening a sentence that follows another (。 needs none)")
+    if english.startswith(" (") and translation.startswith("("):
+        out.append("an aside appended to a word needs the space before its '('")
     return out
