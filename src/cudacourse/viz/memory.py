@@ -104,7 +104,8 @@ def plot_launch_costs(costs: dict[str, float], title: str = "", ax: Any = None) 
     # A linear axis: bars compare by length, and on a log axis 4,279 us looks a tenth of
     # 6,647 us. Each bar carries its value, so the shortest still reads.
     for y, k in enumerate(labels):
-        ax.annotate(f"{costs[k]:,.1f}", (costs[k], y), xytext=(3, 0), textcoords="offset points",
+        ax.annotate(T("{costs:,.1f}",
+                      costs=costs[k]), (costs[k], y), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=7)
     ax.set_xlim(0, max([*costs.values(), 0.0]) * 1.18 or 1.0)
     ax.set_yticks(range(len(labels)), labels)

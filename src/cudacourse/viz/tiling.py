@@ -44,7 +44,8 @@ def plot_reads(n: int = 4096, tiles: Sequence[int] = (16, 32, 64, 128)):
     ax.set_ylabel(T("kernel"))
     ax.set_title(T("{n} x {n} matmul: each tile is loaded once, reused by the block", n=n))
     for i, k in enumerate(names):
-        ax.annotate(f"{data[k]:,.0f}", (data[k], i), xytext=(3, 0), textcoords="offset points",
+        ax.annotate(T("{data:,.0f}",
+                      data=data[k]), (data[k], i), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=8)
     fig.tight_layout()
     return fig
@@ -113,7 +114,7 @@ def plot_bandwidth(results: dict[str, float], ceiling: float, unit: str = "GB/s"
     ax.axvline(ceiling, color="k", ls="--", label=T("device copy {ceiling:.3g} {unit}",
                                                     ceiling=ceiling, unit=unit))
     for y, k in enumerate(names):  # the value, so that a short bar still reads
-        ax.annotate(f"{results[k]:.3g}", (results[k], y), xytext=(3, 0),
+        ax.annotate(T("{results:.3g}", results=results[k]), (results[k], y), xytext=(3, 0),
                     textcoords="offset points", va="center", fontsize=7)
     ax.set_xlim(0, max([*results.values(), ceiling]) * 1.15)
     ax.set_xlabel(T("bandwidth ({unit})", unit=unit))
