@@ -281,11 +281,12 @@ for name, fn in steps6:
         t = median_time(fn)
         assert np.allclose(dout.copy_to_host(), want, atol=1e-5), "wrong result"
     except Exception as exc:  # your kernel before the exercise is done
-        print(f"{name:26s} skipped ({type(exc).__name__}: {exc})")
+        print(prose.shown("{{name:26s}} skipped ({{error}}: {{why}})", name=name,
+                          error=type(exc).__name__, why=exc))
         continue
     rates[name] = stencil.bytes_per_step(*shape) / t / 1e9
-    print(f"{name:26s} {t * 1e3:8.3f} ms  {rates[name]:8.1f} GB/s = "
-          f"{rates[name] * 1e9 / copy_bw:.2f} of copy")
+    print(prose.shown("{{name:26s}} {{ms:8.3f}} ms  {{gbs:8.1f}} GB/s = {{share:.2f}} of copy",
+                      name=name, ms=t * 1e3, gbs=rates[name], share=rates[name] * 1e9 / copy_bw))
 fig = viz.plot_bandwidth(rates, copy_bw / 1e9, title=(
     viz.T("heat step, {rows} x {cols} (simulator: meaningless)", rows=shape[0], cols=shape[1])
     if SIM else viz.T("heat step, {rows} x {cols}", rows=shape[0], cols=shape[1])))
@@ -294,10 +295,12 @@ if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is 
     m6 = report6["measurements"]["stencil"]
     when = (m6.get("remeasured") or {}).get("date", report6["date"])
     ceil6 = (m6.get("remeasured") or {}).get("ceilings") or report6.get("ceilings", {})
-    print(f"committed bench ({report6['environment'].get('gpu')}, {when[:10]}): "
-          f"{m6['label']}, {m6['shape']}: {m6['gb_s']:.0f} GB/s = "
-          f"{bench.figure(report6, 'stencil_vs_copy', 'ratio'):.2f} of its copy, "
-          f"{ceil6.get('copy_gb_s', float('nan')):.0f} GB/s"
+    print(prose.shown("committed bench ({{gpu}}, {{date}}): {{label}}, {{shape}}: {{gbs:.0f}} GB/s "
+                      "= {{share:.2f}} of its copy, {{copy:.0f}} GB/s",
+                      gpu=report6["environment"].get("gpu"), date=when[:10], label=m6["label"],
+                      shape=m6["shape"], gbs=m6["gb_s"],
+                      share=bench.figure(report6, "stencil_vs_copy", "ratio"),
+                      copy=ceil6.get("copy_gb_s", float("nan")))
           + ("" if SIM else f"; the copy here: {copy_bw / 1e9:.0f} GB/s"))
 
 # %% [markdown]
@@ -469,17 +472,19 @@ try:
         a, b = b, a
     cuda.synchronize()
     f_c = a.copy_to_host()
-    print(f"{steps_c} steps of a {ny_c} x {nx_c} channel in {time.perf_counter() - t:.2f} s")
+    print(prose.shown("{{steps}} steps of a {{ny}} x {{nx}} channel in {{s:.2f}} s", steps=steps_c,
+                      ny=ny_c, nx=nx_c, s=time.perf_counter() - t))
     _, ux_c, _ = lbm.macroscopic(f_c, (force_c, 0.0))
     ux_c[solid_c] = 0.0  # the wall rows hold no fluid
     u_ref = lbm.poiseuille_ref(ny_c, force_c, tau_c)
-    print(f"largest deviation from the parabola: "
-          f"{np.abs(ux_c[:, 0] - u_ref).max() / u_ref.max():.3%} of the peak velocity")
-    print(f"mass before {mass0:.6f}, after {f_c[:, ~solid_c].sum():.6f}")
+    print(prose.shown("largest deviation from the parabola: {{dev:.3%}} of the peak velocity",
+                      dev=np.abs(ux_c[:, 0] - u_ref).max() / u_ref.max()))
+    print(prose.shown("mass before {{before:.6f}}, after {{after:.6f}}", before=mass0,
+                      after=f_c[:, ~solid_c].sum()))
     fig = viz.plot_profile(ux_c[:, 0], u_ref, viz.T("Poiseuille flow, your lbm_step, {steps} "
                                                     "steps", steps=steps_c))
 except Exception as exc:  # your kernel before the exercise is done
-    print(f"skipped ({type(exc).__name__}: {exc})")
+    print(prose.shown("skipped ({{error}}: {{why}})", error=type(exc).__name__, why=exc))
 
 # %% [markdown]
 # ### Bytes per lattice update, and fusing the step
@@ -539,11 +544,13 @@ for name, fn in runs_p:
         t = median_time(fn)
         assert np.allclose(fb.copy_to_host(), want_p, rtol=1e-4, atol=1e-6), "wrong result"
     except Exception as exc:
-        print(f"{name:26s} skipped ({type(exc).__name__}: {exc})")
+        print(prose.shown("{{name:26s}} skipped ({{error}}: {{why}})", name=name,
+                          error=type(exc).__name__, why=exc))
         continue
     lbm_rates[name] = lbm.BYTES_PER_NODE * nodes / t / 1e9
-    print(f"{name:26s} {t * 1e3:8.3f} ms  {nodes / t / 1e6:10.0f} MLUPS  "
-          f"{lbm_rates[name] * 1e9 / lbm_copy_bw:.2f} of copy")
+    print(prose.shown("{{name:26s}} {{ms:8.3f}} ms  {{mlups:10.0f}} MLUPS  {{share:.2f}} of copy",
+                      name=name, ms=t * 1e3, mlups=nodes / t / 1e6,
+                      share=lbm_rates[name] * 1e9 / lbm_copy_bw))
 ok, why = device.cupy_usable()
 if ok:  # the same step in CuPy array operations: the library baseline
     import cupy as cp
@@ -554,23 +561,25 @@ if ok:  # the same step in CuPy array operations: the library baseline
     lbm_rates["CuPy array operations"] = lbm.BYTES_PER_NODE * nodes / t / 1e9
     print(f"{'CuPy array operations':26s} {t * 1e3:8.3f} ms  {nodes / t / 1e6:10.0f} MLUPS")
 else:
-    print("CuPy comparison skipped:", why)
+    print(prose.shown("CuPy comparison skipped: {{why}}", why=why))
 report6 = bench.committed_report()
 if report6 is not None and bench.figure(report6, "lbm_vs_copy", "ratio") is not None:
     m6 = report6["measurements"]["lbm"]
     when = (m6.get("remeasured") or {}).get("date", report6["date"])
-    print(f"committed bench ({report6['environment'].get('gpu')}, {when[:10]}): {m6['shape']}: "
-          f"{bench.figure(report6, 'lbm_mlups', 'ratio'):.0f} MLUPS, "
-          f"{bench.figure(report6, 'lbm_vs_copy', 'ratio'):.2f} of copy, "
-          f"{bench.figure(report6, 'lbm_vs_cupy', 'ratio'):.1f}x the CuPy step")
+    print(prose.shown("committed bench ({{gpu}}, {{date}}): {{shape}}: {{mlups:.0f}} MLUPS, "
+                      "{{share:.2f}} of copy, {{vs_cupy:.1f}}x the CuPy step",
+                      gpu=report6["environment"].get("gpu"), date=when[:10], shape=m6["shape"],
+                      mlups=bench.figure(report6, "lbm_mlups", "ratio"),
+                      share=bench.figure(report6, "lbm_vs_copy", "ratio"),
+                      vs_cupy=bench.figure(report6, "lbm_vs_cupy", "ratio")))
 fig = viz.plot_bandwidth(lbm_rates, lbm_copy_bw / 1e9, title=(
     viz.T("LBM step, {rows} x {cols} (simulator: meaningless)", rows=ny_p, cols=nx_p)
     if SIM else viz.T("LBM step, {rows} x {cols}", rows=ny_p, cols=nx_p)))
 if not SIM:  # thousands of steps of the whole lattice, buffers swapped on the device
     t = time.perf_counter()
     lbm.simulate(solid_p, 0.6, 2000, f0=fa.copy_to_host(), force=(1e-5, 0.0))
-    print(f"2000 steps of {ny_p} x {nx_p} nodes, with the copies to and from the GPU: "
-          f"{time.perf_counter() - t:.2f} s")
+    print(prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes, with the copies to and from the "
+                      "GPU: {{s:.2f}} s", steps=2000, ny=ny_p, nx=nx_p, s=time.perf_counter() - t))
 
 # %% [markdown]
 # ## 3. Flow past a cylinder: the vortex street
@@ -599,8 +608,12 @@ solid_v = lbm.cylinder(ny_v, nx_v, nx_v / 5, ny_v / 2, r_v)
 f0_v = lbm.init_f(solid_v, (u_in, 0.0), kick=(nx_v / 5 + 2 * r_v, ny_v / 2, r_v))
 t = time.perf_counter()
 f_v, frames_v = lbm.simulate(solid_v, tau_v, steps_v, f0=f0_v, inflow=u_in, every=every_v)
-print(f"{steps_v} steps of {ny_v} x {nx_v} nodes in {time.perf_counter() - t:.1f} s "
-      f"({'NumPy reference' if SIM else 'fused kernel'}), tau = {tau_v:.3f}, Re = {re_v:.0f}")
+print(prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes in {{s:.1f}} s (NumPy reference), "
+                  "tau = {{tau:.3f}}, Re = {{re:.0f}}", steps=steps_v, ny=ny_v, nx=nx_v,
+                  s=time.perf_counter() - t, tau=tau_v, re=re_v) if SIM else
+      prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes in {{s:.1f}} s (fused kernel), "
+                  "tau = {{tau:.3f}}, Re = {{re:.0f}}", steps=steps_v, ny=ny_v, nx=nx_v,
+                  s=time.perf_counter() - t, tau=tau_v, re=re_v))
 ux_v, uy_v = frames_v[-1]
 fig = viz.plot_vorticity(ux_v, uy_v, solid_v,
                          viz.T("vorticity behind a cylinder, Re = {re:.0f}", re=re_v))
@@ -649,7 +662,8 @@ t = time.perf_counter()
 f_w, _ = lbm.simulate(solid_w, tau_w, steps_w, inflow=u_in)
 _, ux_w, uy_w = lbm.macroscopic(f_w)
 re_w, through_w = lbm.reynolds(u_in, chord, tau_w), steps_w * u_in / nx_w
-print(f"{steps_w} steps of {ny_w} x {nx_w} nodes in {time.perf_counter() - t:.1f} s")
+print(prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes in {{s:.1f}} s", steps=steps_w,
+                  ny=ny_w, nx=nx_w, s=time.perf_counter() - t))
 fig = viz.plot_speed_streamlines(ux_w, uy_w, solid_w, viz.T(
     "NACA 0012 at 8 degrees, Re = {re:.0f}, after {through:.2f} flow-throughs: speed and "
     "streamlines", re=re_w, through=through_w))
@@ -691,9 +705,10 @@ for aoa in angles:
     cd_a, cl_a = lbm.wing_forces(s, re_a, chord_a, u_in)
     drag.append(cd_a)
     lift.append(cl_a)
-    print(f"angle {aoa:+5.1f}: C_D {cd_a:7.4f}  C_L {cl_a:+7.4f}")
-print(f"{len(angles)} angles, {ny_a} x {nx_a} nodes, Re = {re_a:.0f}, in "
-      f"{time.perf_counter() - t:.1f} s")
+    print(prose.shown("angle {{aoa:+5.1f}}: C_D {{cd:7.4f}}  C_L {{cl:+7.4f}}", aoa=aoa, cd=cd_a,
+                      cl=cl_a))
+print(prose.shown("{{n}} angles, {{ny}} x {{nx}} nodes, Re = {{re:.0f}}, in {{s:.1f}} s",
+                  n=len(angles), ny=ny_a, nx=nx_a, re=re_a, s=time.perf_counter() - t))
 fig = viz.plot_forces(angles, lift, drag)
 
 # %% [markdown]
