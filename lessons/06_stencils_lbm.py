@@ -271,10 +271,13 @@ copy_src = cuda.to_device(u0)
 copy_bw = 8.0 * u0.size / median_time(lambda: dout.copy_to_device(copy_src))  # bytes/s
 grid6 = (math.ceil(shape[1] / TX), math.ceil(shape[0] / TY))
 steps6 = [("naive", lambda: stencil.heat_step(du, dout, 0.2, "naive")),
-          ("tiled, 1 row per thread", lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 1))),
-          ("tiled, 4 rows per thread", lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 4))),
-          ("rows: register window", lambda: stencil.heat_step(du, dout, 0.2, "rows", (128, 1, 8))),
-          ("your heat_step", lambda: heat_step[grid6, (TX, TY)](du, dout, np.float32(0.2)))]
+          (viz.T("tiled, 1 row per thread"),
+           lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 1))),
+          (viz.T("tiled, 4 rows per thread"),
+           lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 4))),
+          (viz.T("rows: register window"),
+           lambda: stencil.heat_step(du, dout, 0.2, "rows", (128, 1, 8))),
+          (viz.T("your heat_step"), lambda: heat_step[grid6, (TX, TY)](du, dout, np.float32(0.2)))]
 rates = {}
 for name, fn in steps6:
     try:
@@ -535,9 +538,11 @@ grid_p = (math.ceil(nx_p / LBM_BLOCK[0]), math.ceil(ny_p / LBM_BLOCK[1]))
 nodes = ny_p * nx_p
 copy_f = cuda.to_device(fa.copy_to_host())
 lbm_copy_bw = 2 * 4 * 9 * nodes / median_time(lambda: fb.copy_to_device(copy_f))
-runs_p = [("library, fused, unrolled", lambda: lbm.lbm_step(fa, fb, dsp, 1 / 0.6, (1e-5, 0.0))),
-          ("your lbm_step", lambda: lbm_step[grid_p, LBM_BLOCK](fa, fb, dsp, np.float32(1 / 0.6),
-                                                              np.float32(1e-5)))]
+runs_p = [(viz.T("library, fused, unrolled"),
+           lambda: lbm.lbm_step(fa, fb, dsp, 1 / 0.6, (1e-5, 0.0))),
+          (viz.T("your lbm_step"),
+           lambda: lbm_step[grid_p, LBM_BLOCK](fa, fb, dsp, np.float32(1 / 0.6),
+                                               np.float32(1e-5)))]
 lbm_rates = {}
 for name, fn in runs_p:
     try:
@@ -558,8 +563,9 @@ if ok:  # the same step in CuPy array operations: the library baseline
     step_cp = lbm.ReferenceStepper(cp.asarray(solid_p), 1 / 0.6, (1e-5, 0.0), xp=cp)
     f_cp = cp.asarray(fa)
     t = median_time(lambda: step_cp.step(f_cp))
-    lbm_rates["CuPy array operations"] = lbm.BYTES_PER_NODE * nodes / t / 1e9
-    print(f"{'CuPy array operations':26s} {t * 1e3:8.3f} ms  {nodes / t / 1e6:10.0f} MLUPS")
+    lbm_rates[viz.T("CuPy array operations")] = lbm.BYTES_PER_NODE * nodes / t / 1e9
+    print(prose.shown("{{name:26s}} {{ms:8.3f}} ms  {{mlups:10.0f}} MLUPS",
+                      name=viz.T("CuPy array operations"), ms=t * 1e3, mlups=nodes / t / 1e6))
 else:
     print(prose.shown("CuPy comparison skipped: {{why}}", why=why))
 report6 = bench.committed_report()
