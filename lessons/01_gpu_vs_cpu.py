@@ -17,7 +17,7 @@
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 import cudacourse.check
-from cudacourse import quiz, cpu_vs_gpu, device, bench
+from cudacourse import quiz, cpu_vs_gpu, device, bench, prose
 
 import inspect
 import numpy as np
@@ -38,7 +38,8 @@ from numba import cuda
 
 # %%
 choice = device.current()
-print("mode:", choice.mode, "|", choice.reason)
+print(prose.shown("mode: {{mode}} | {{reason}}", mode=choice.mode,
+                  reason=cudacourse.i18n.shown(choice.reason)))
 if choice.gpu:
     print(choice.gpu.describe())
 
@@ -113,9 +114,10 @@ usable, why = device.cupy_usable()
 if usable:
     import cupy as cp
     c_cupy = cp.asarray(a) + cp.asarray(b)  # CuPy: the GPU, still one line
-    print("CuPy agrees with NumPy:", np.allclose(cp.asnumpy(c_cupy), c_numpy))
+    print(prose.shown("CuPy agrees with NumPy: {{ok}}",
+                      ok=np.allclose(cp.asnumpy(c_cupy), c_numpy)))
 else:
-    print("CuPy is not available here:", why)
+    print(prose.shown("CuPy is not available here: {{why}}", why=why))
 
 # %% [markdown]
 # ## 3. Your first kernel
@@ -156,8 +158,10 @@ blocks = (n_demo + threads - 1) // threads  # round up: every element gets a thr
 d_a, d_b = cuda.to_device(a), cuda.to_device(b)  # copy in
 d_out = cuda.device_array_like(d_a)  # allocate the output on the device
 cudacourse.vector._vector_add[blocks, threads](d_a, d_b, d_out)  # launch
-print(f"{blocks} blocks x {threads} threads = {blocks * threads} threads for {n_demo} elements")
-print("matches NumPy:", np.allclose(d_out.copy_to_host(), c_numpy))  # copy back, compare
+print(prose.shown("{{blocks}} blocks x {{threads}} threads = {{total}} threads for {{n}} elements",
+                  blocks=blocks, threads=threads, total=blocks * threads, n=n_demo))
+print(prose.shown("matches NumPy: {{ok}}",  # copy back, compare
+                  ok=np.allclose(d_out.copy_to_host(), c_numpy)))
 
 # %% [markdown]
 # ## Exercise 1: write `vector_add`
@@ -201,7 +205,7 @@ def vector_add_no_guard(a, b, out):
 try:
     cudacourse.check.check_vector_add(vector_add_no_guard)
 except AssertionError as err:
-    print("rejected:", err)
+    print(prose.shown("rejected: {{why}}", why=err))
 
 # %%
 quiz.ask("01_gpu_vs_cpu.spare_threads")
@@ -241,6 +245,18 @@ quiz.grade("01_gpu_vs_cpu.global_index", answer_global_index)
 # function compiles it, which takes a fraction of a second).
 
 # %%
+quiz.ask("01_gpu_vs_cpu.transfers")
+
+# %% [solution] id=answer_transfers
+# Question 5: Where the time goes. Answer as: answer_transfers = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_transfers = "d"
+### END SOLUTION
+
+# %% [tests] id=test_answer_transfers points=1
+quiz.grade("01_gpu_vs_cpu.transfers", answer_transfers)
+
+# %%
 timings = cpu_vs_gpu.measure()
 print(timings.table())
 
@@ -270,12 +286,13 @@ plt.show()
 s = timings.seconds
 biggest = -1
 copies = s["gpu_copy_in"][biggest] + s["gpu_copy_out"][biggest]
-print(f"at n = {timings.sizes[biggest]:,}: kernel {s['gpu_kernel'][biggest] * 1e3:.3f} ms, "
-      f"copies {copies * 1e3:.3f} ms, NumPy {s['numpy'][biggest] * 1e3:.3f} ms")
+print(prose.shown("at n = {{n:,}}: kernel {{kernel:.3f}} ms, copies {{copies:.3f}} ms, NumPy "
+                  "{{numpy:.3f}} ms", n=timings.sizes[biggest],
+                  kernel=s["gpu_kernel"][biggest] * 1e3, copies=copies * 1e3,
+                  numpy=s["numpy"][biggest] * 1e3))
 if device.is_simulator():
     # The simulator's kernel is Python emulating every thread, so its ratio says nothing:
     # the GPU's, from the course's benchmark (kernel) and the H200's measured link (copies).
-    from cudacourse import prose
     prose.show(
         "In the simulator the kernel is Python emulating every thread, so the ratio here says "
         "nothing. On the {{bench.gpu}} ({{bench.date}}) the vector add kernel moved "
@@ -287,19 +304,8 @@ if device.is_simulator():
         "{{bench.vector_add.gb_s / const.transfer.H200_PAGEABLE_H2D_GB_S:,.0f}} times the "
         "kernel's time.")
 else:
-    print(f"the copies are {copies / s['gpu_kernel'][biggest]:.1f}x the kernel's time")
-
-# %%
-quiz.ask("01_gpu_vs_cpu.transfers")
-
-# %% [solution] id=answer_transfers
-# Question 5: Where the time goes. Answer as: answer_transfers = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_transfers = "d"
-### END SOLUTION
-
-# %% [tests] id=test_answer_transfers points=1
-quiz.grade("01_gpu_vs_cpu.transfers", answer_transfers)
+    print(prose.shown("the copies are {{ratio:.1f}}x the kernel's time",
+                      ratio=copies / s["gpu_kernel"][biggest]))
 
 # %%
 quiz.ask("01_gpu_vs_cpu.bytes_moved")
@@ -339,34 +345,40 @@ quiz.grade("01_gpu_vs_cpu.bytes_moved", answer_bytes_moved)
 
 # %%
 if device.is_simulator():
-    print("Bandwidth needs a real GPU: in the simulator every 'GPU thread' is a Python call, "
-          "so GB/s figures would be meaningless. Here the variants are tested for correctness:")
+    print(prose.shown("Bandwidth needs a real GPU: in the simulator every 'GPU thread' is a "
+                      "Python call, so GB/s figures would be meaningless. Here the variants are "
+                      "tested for correctness:"))
     for v in cudacourse.vector.VARIANTS:
         x = rng.standard_normal(777, dtype=np.float32)
         ok = np.allclose(cudacourse.vector.vector_add(x, x, variant=v), 2 * x)
-        print(f"  {v:<12} correct: {ok}")
+        print(prose.shown("  {{variant:<12}} correct: {{ok}}", variant=v, ok=ok))
     # the picture from the course's committed GPU run instead (docs/benchmarks.json)
     report = bench.committed_report()
     bw = {"copy": bench.figure(report, "copy", "gb_s")}
     bw.update({v: bench.figure(report, "vector_add" if v == "simple" else f"vector_add_{v}",
                                "gb_s") for v in ("simple", "grid_stride", "ilp", "vec4")})
     if None in bw.values():  # this course has no GPU run: no figures rather than others'
-        print("No committed GPU figures in this course (docs/benchmarks.json): "
-              "`cudacourse bench` on a GPU makes them.")
+        print(prose.shown("No committed GPU figures in this course (docs/benchmarks.json): "
+                          "`cudacourse bench` on a GPU makes them."))
         bw = {}
     else:
-        where = f"{report['environment']['gpu']}, docs/benchmarks.json of {report['date'][:10]}"
+        where = prose.shown("{{gpu}}, docs/benchmarks.json of {{date}}",
+                            gpu=report["environment"]["gpu"], date=report["date"][:10])
 else:
     bw = cpu_vs_gpu.variant_bandwidth()
-    where = "measured in this run"
+    where = prose.shown("measured in this run")
 if bw:
     for name, gbs in bw.items():
-        print(f"{name:<12} {gbs:8.0f} GB/s   {gbs / bw['copy']:.2f} of the copy ({where})")
+        print(prose.shown("{{name:<12}} {{gbs:8.0f}} GB/s   {{share:.2f}} of the copy ({{where}})",
+                          name=name, gbs=gbs, share=gbs / bw["copy"], where=where))
     plt.figure(figsize=(7, 3.5))
     plt.barh(list(bw), [g / bw["copy"] for g in bw.values()])
     plt.axvline(1.0, color="k", lw=1)
-    plt.xlabel(f"fraction of device-to-device copy bandwidth ({bw['copy']:,.0f} GB/s)")
-    plt.title(f"vector add variants ({where})")
+    from cudacourse.viz import words  # the plot's words in the course's language
+    plt.xlabel(words.T("fraction of device-to-device copy bandwidth ({copy:,.0f} GB/s)",
+                       copy=bw["copy"]))
+    plt.ylabel(words.T("variant"))
+    plt.title(words.T("vector add variants ({where})", where=where))
     plt.show()
 
 # %% [markdown]

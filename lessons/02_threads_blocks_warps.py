@@ -106,7 +106,10 @@ img = indexing.radial(img_shape, block=(16, 16))
 print("matches the NumPy reference:",
       np.allclose(img, indexing.radial_ref(img_shape), atol=1e-6))
 plt.imshow(img, cmap="magma")
-plt.title(f"radial gradient, {img_shape[0]} x {img_shape[1]} pixels, one thread each")
+plt.title(viz.T("radial gradient, {rows} x {cols} pixels, one thread each",
+                rows=img_shape[0], cols=img_shape[1]))
+plt.xlabel(viz.T("column"))
+plt.ylabel(viz.T("row"))
 plt.colorbar()
 plt.show()
 
@@ -282,7 +285,6 @@ patterns = warps.branch_patterns(1024)
 passes = {label: warps.passes_ref(taken) for label, taken in patterns.items()}
 passes["branch-free"] = np.ones(1024 // 32, dtype=np.int32)  # one loop, no branch
 viz.plot_passes(passes)
-plt.title("branch paths per warp (model)")
 plt.show()
 
 # %% [markdown]
@@ -302,8 +304,9 @@ else:
     for label, ms in times.items():
         print(f"{label:15s} {ms:8.3f} ms")
     plt.bar(list(times), list(times.values()))
-    plt.ylabel("ms per launch (median)")
-    plt.title(f"divergence measured on {device.current().gpu.name}")
+    plt.ylabel(viz.T("ms per launch (median)"))
+    plt.xlabel(viz.T("kernel"))
+    plt.title(viz.T("divergence measured on {gpu}", gpu=device.current().gpu.name))
     plt.show()
 
 # %% [markdown]
@@ -353,6 +356,18 @@ print(f"registers per thread: {res.registers_per_thread}, static shared memory p
       f"{res.shared_per_block} B, local memory per thread: {res.local_per_thread} B")
 print("source:", res.source)
 
+# %%
+quiz.ask("02_threads_blocks_warps.occupancy_regs")
+
+# %% [solution] id=answer_occupancy_regs
+# Question 5: Occupancy limited by registers. Answer as: answer_occupancy_regs = "<letter>", one of a, b, c, d
+### BEGIN SOLUTION
+answer_occupancy_regs = "a"
+### END SOLUTION
+
+# %% [tests] id=test_answer_occupancy_regs points=1
+quiz.grade("02_threads_blocks_warps.occupancy_regs", answer_occupancy_regs)
+
 # %% [markdown]
 # `occupancy.occupancy(threads_per_block, registers, shared)` applies the allocation rules
 # of NVIDIA's occupancy calculator for compute capability
@@ -366,7 +381,6 @@ curves = {f"{r} registers/thread": occupancy.occupancy_curve(r) for r in (32, 64
 curves[f"this kernel ({res.registers_per_thread} regs, {'measured' if res.measured else 'example'})"
        ] = occupancy.occupancy_curve(res.registers_per_thread, res.shared_per_block)
 viz.plot_occupancy(curves)
-plt.title("occupancy per block size, compute capability 9.0 SM")
 plt.show()
 for tpb in (32, 128, 256, 1024):
     print(occupancy.occupancy(tpb, res.registers_per_thread, res.shared_per_block).describe())
@@ -378,18 +392,6 @@ for tpb in (32, 128, 256, 1024):
 # all. Occupancy is a means, not a goal: half is often plenty for a kernel
 # with enough independent work per thread, but very low occupancy starves a memory-bound
 # kernel.
-
-# %%
-quiz.ask("02_threads_blocks_warps.occupancy_regs")
-
-# %% [solution] id=answer_occupancy_regs
-# Question 5: Occupancy limited by registers. Answer as: answer_occupancy_regs = "<letter>", one of a, b, c, d
-### BEGIN SOLUTION
-answer_occupancy_regs = "a"
-### END SOLUTION
-
-# %% [tests] id=test_answer_occupancy_regs points=1
-quiz.grade("02_threads_blocks_warps.occupancy_regs", answer_occupancy_regs)
 
 # %% [markdown]
 # ### Block size against bandwidth, measured
@@ -407,8 +409,8 @@ else:
     for row in sweep:
         print(f"{row['threads_per_block']:5d} threads/block: {row['gb_per_s']:7.0f} GB/s, "
               f"occupancy {row['occupancy']:.0%}")
-    viz.plot_block_sweep(sweep)
-    plt.title(f"out = 2 * x on {device.current().gpu.name}")
+    viz.plot_block_sweep(sweep, title=viz.T("out = 2 * x on {gpu}",
+                                             gpu=device.current().gpu.name))
     plt.show()
 
 # %% [markdown]

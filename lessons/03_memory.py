@@ -188,8 +188,8 @@ rows = transfer.bandwidth_sweep(sizes, repeats=device.pick(sim=2, gpu=5))
 for r in rows:
     print(f"{int(r['bytes']):>11,} bytes   pageable {r['pageable']:7.2f} GB/s   "
           f"pinned {r['pinned']:7.2f} GB/s")
-viz.plot_bandwidth(rows, title="host to device (simulator: meaningless)" if SIM else
-                   "host to device, measured now with CUDA events")
+viz.plot_bandwidth(rows, title=viz.T("host to device (simulator: meaningless)") if SIM else
+                   viz.T("host to device, measured now with CUDA events"))
 plt.show()
 
 # %% [markdown]
@@ -279,11 +279,11 @@ cudacourse.check.check_smooth_on_device(smooth_on_device, hidden=cudacourse.chec
 
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(8, 4.5), sharex=True)
-viz.plot_timeline(transfer.modelled_timeline(6, 1), title="one stream: nothing overlaps",
-                  unit="model units", ax=axes[0])
+viz.plot_timeline(transfer.modelled_timeline(6, 1), title=viz.T("one stream: nothing overlaps"),
+                  unit=viz.T("model units"), ax=axes[0])
 viz.plot_timeline(transfer.modelled_timeline(6, 3),
-                  title="three streams: copies in, kernels and copies out overlap",
-                  unit="model units", ax=axes[1])
+                  title=viz.T("three streams: copies in, kernels and copies out overlap"),
+                  unit=viz.T("model units"), ax=axes[1])
 plt.tight_layout()
 plt.show()
 
@@ -420,7 +420,9 @@ else:
     transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3)  # warm-up: compile, pin
     result, bars = transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3, timeline=True)
     print("correct:", np.allclose(result, 2 * big))
-    viz.plot_timeline(bars, title="measured now: 256 MiB in 8 chunks over 3 streams")
+    viz.plot_timeline(bars, title=viz.T("measured now: {mib:.0f} MiB in {chunks} chunks over "
+                                        "{streams} streams", mib=big.nbytes / 2**20, chunks=8,
+                                        streams=3))
     plt.show()
 
 # %%
@@ -469,7 +471,8 @@ print(transfer.mapped_scale(np.arange(6, dtype=np.float32), 10.0))
 costs = launch_cost.launch_costs()
 for k, v in costs.items():
     print(f"{v:10.1f} us  {k}")
-viz.plot_launch_costs(costs, title="per launch, measured now" + (" (simulator)" if SIM else ""))
+viz.plot_launch_costs(costs, title=viz.T("per launch, measured now (simulator)") if SIM
+                      else viz.T("per launch, measured now"))
 plt.show()
 if SIM:  # the simulator has no driver: its order says nothing; the GPU's, from the bench
     from cudacourse import prose
@@ -523,13 +526,22 @@ for k, v in t.items():
     print(f"{k:>20}: {v * 1e3:8.2f} ms")
 if SIM:
     from cudacourse import prose
+    many, one = t["many small launches"] * 1e3, t["one big launch"] * 1e3
+    if many > one:
+        prose.show(
+            "Simulator: the {{parts:,}} small launches took {{many:,.2f}} ms and the one big "
+            "launch {{one:,.2f}} ms, but here the threads themselves are Python and dominate "
+            "both.", parts=parts, many=many, one=one)
+    else:
+        prose.show(
+            "Simulator: the {{parts:,}} small launches took {{many:,.2f}} ms and the one big "
+            "launch {{one:,.2f}} ms: a launch costs the simulator almost nothing beyond the "
+            "threads it runs.", parts=parts, many=many, one=one)
     prose.show(
-        "Simulator: a launch costs the simulator almost nothing beyond the threads it runs, so "
-        "the many small launches can even come out ahead here. On a GPU each launch costs "
-        "{{bench.launch_overhead_bare_numba.value:.0f}} us from Python ({{bench.gpu}}, "
-        "{{bench.date}}) before any thread runs: the {{parts:,}} small launches pay it "
-        "{{parts:,}} times, {{bench.launch_overhead_bare_numba.value:.0f}} ms for every "
-        "thousand launches, where one big launch pays it once.", parts=parts)
+        "On a GPU each launch costs {{bench.launch_overhead_bare_numba.value:.0f}} us from "
+        "Python ({{bench.gpu}}, {{bench.date}}) before any thread runs: the {{parts:,}} small "
+        "launches pay it {{parts:,}} times, {{bench.launch_overhead_bare_numba.value:.0f}} ms "
+        "for every thousand launches, where one big launch pays it once.", parts=parts)
 
 # %% [markdown]
 # ## 8. CuPy and PyTorch, without copies
@@ -581,7 +593,7 @@ else:
 machine = transfer.Machine.h200()  # the figures, with their sources: cudacourse.transfer
 model = transfer.offload_times(np.logspace(-2, 4, 200), nbytes=1e9, machine=machine)
 break_even = transfer.break_even_intensity(1e9, machine)
-viz.plot_offload(model, title="1 GB of data on the host: CPU against GPU with copies",
+viz.plot_offload(model, title=viz.T("1 GB of data on the host: CPU against GPU with copies"),
                  break_even=break_even)
 plt.show()
 print("the model's machine:", machine.describe())

@@ -34,7 +34,7 @@ import time
 import numpy as np
 from numba import cuda, float32
 import matplotlib.pyplot as plt
-from cudacourse import device, matmul, reduce, transpose
+from cudacourse import device, matmul, prose, reduce, transpose
 from cudacourse.viz import tiling as viz
 
 SIM = device.is_simulator()
@@ -116,7 +116,8 @@ with cudacourse.check.tiling.poisoned_shared():
         out = cuda.device_array_like(x)
         kernel[2, TPB](cuda.to_device(x), out)
         wrong = int(np.sum(out.copy_to_host() != want))
-        print(f"{kernel.__name__:28s} {wrong:4d} of {x.size} elements wrong")
+        print(prose.shown("{{kernel:28s}} {{wrong:4d}} of {{n}} elements wrong",
+                          kernel=kernel.__name__, wrong=wrong, n=x.size))
 
 # %% [markdown]
 # Two rules follow:
@@ -294,12 +295,14 @@ for name, run in steps:
         t = median_time(run, reps=3 if name == "naive" else 10)
         assert np.allclose(c.copy_to_host()[rows], want, rtol=1e-3, atol=1e-3), "wrong result"
     except Exception as exc:  # your kernel before the exercise is done
-        print(f"{name:18s} skipped ({type(exc).__name__}: {exc})")
+        print(prose.shown("{{name:18s}} skipped ({{error}}: {{why}})", name=name,
+                          error=type(exc).__name__, why=exc))
         continue
     tflops[name] = flop / t / 1e12
-    print(f"{name:18s} {t * 1e3:9.3f} ms  {tflops[name]:8.3f} TFLOP/s")
+    print(prose.shown("{{name:18s}} {{ms:9.3f}} ms  {{tflops:8.3f}} TFLOP/s", name=name,
+                      ms=t * 1e3, tflops=tflops[name]))
 if SIM:
-    print("(simulator: these timings say nothing about a GPU)")
+    print(prose.shown("(simulator: these timings say nothing about a GPU)"))
 
 # %% [markdown]
 # cuBLAS, NVIDIA's tuned library, called through CuPy, sets the bar (GPU only).
@@ -313,9 +316,10 @@ if ok:
     t = median_time(lambda: cp.matmul(ca, cb))
     tflops["cuBLAS (CuPy)"] = flop / t / 1e12
     for name, v in tflops.items():
-        print(f"{name:18s} {v:8.2f} TFLOP/s = {v / tflops['cuBLAS (CuPy)']:.2f} of cuBLAS")
+        print(prose.shown("{{name:18s}} {{tflops:8.2f}} TFLOP/s = {{share:.2f}} of cuBLAS",
+                          name=name, tflops=v, share=v / tflops["cuBLAS (CuPy)"]))
 else:
-    print("cuBLAS comparison skipped:", why)
+    print(prose.shown("cuBLAS comparison skipped: {{why}}", why=why))
 
 # %% [markdown]
 # ### The steps, as measured by the course's benchmark
@@ -343,12 +347,14 @@ names.update(cublas_sgemm="cublas_sgemm", torch_matmul="torch_matmul")
 rates = {k: bench.figure(report, n) for k, n in names.items()}
 missing = [k for k, r in rates.items() if r is None]
 if missing:  # one source for every figure: none rather than another file's
-    print(f"No committed GPU figures for {missing} in this course (docs/benchmarks.json): "
-          "`cudacourse bench` on a GPU makes them.")
+    print(prose.shown("No committed GPU figures for {{missing}} in this course "
+                      "(docs/benchmarks.json): `cudacourse bench` on a GPU makes them.",
+                      missing=missing))
 else:
     print(f"{report['path']}: {report['environment'].get('gpu')}, {report['date'][:10]}")
     for k, r in rates.items():
-        print(f"{k:18s} {r:6.2f} TFLOP/s = {r / rates['cublas_sgemm']:.2f} of cuBLAS")
+        print(prose.shown("{{name:18s}} {{tflops:8.2f}} TFLOP/s = {{share:.2f}} of cuBLAS",
+                          name=k, tflops=r, share=r / rates["cublas_sgemm"]))
 
 # %% [markdown]
 # ### A roofline
@@ -367,7 +373,11 @@ src = cuda.to_device(np.ones(n_copy, np.float32))
 dst = cuda.device_array_like(src)
 copy_bw = 2 * 4 * n_copy / median_time(lambda: dst.copy_to_device(src))  # bytes/s
 if SIM:
-    peak, bw_tb = 67.0, 4.0  # illustrative H200-like roof; the points are meaningless here
+    # the H200's roof (datasheet FP32 peak, the copy of the course's benchmark); the points
+    # are meaningless here
+    from cudacourse import prose
+    peak = prose.value("const.hardware.H200.fp32_tflop_s")
+    bw_tb = prose.value("bench.ceiling.copy_gb_s") / 1e3
 else:
     dev = cuda.get_current_device()
     peak = dev.MULTIPROCESSOR_COUNT * 128 * 2 * dev.CLOCK_RATE * 1e3 / 1e12
@@ -377,7 +387,8 @@ tiles = {"naive": None, "your tiled_matmul": (TILE, TILE),
          "register128x256v4": (128, 256)}
 points = {k: (viz.matmul_intensity(tiles[k]), v) for k, v in tflops.items() if k in tiles}
 fig = viz.plot_roofline(points, peak, bw_tb,
-                        title="matmul steps" + (" (simulator: illustrative only)" if SIM else ""))
+                        title=viz.T("matmul steps (simulator: illustrative only)") if SIM
+                        else viz.T("matmul steps"))
 
 # %% [markdown]
 # ## 3. Reductions
@@ -455,10 +466,22 @@ for v in reduce.REDUCE_VARIANTS:
     assert abs(float(total.copy_to_host()[0]) - ref_sum) < 1e-3 * max(1.0, n ** 0.5), v
     assert reduce.reduce_max(xr, v) == ref_max, v
     bandwidth[v] = 4 * n / t / 1e9
-    print(f"sum, {v:13s} {t * 1e6:10.1f} us  {bandwidth[v]:9.1f} GB/s read  "
-          f"= {bandwidth[v] * 1e9 / copy_bw:.2f} of copy")
-fig = viz.plot_bandwidth(bandwidth, copy_bw / 1e9, title=f"sum of {n:,} float32"
-                         + (" (simulator: meaningless)" if SIM else ""))
+    print(prose.shown("sum, {{variant:13s}} {{us:10.1f}} us  {{gbs:9.1f}} GB/s read  = "
+                      "{{share:.2f}} of copy", variant=v, us=t * 1e6, gbs=bandwidth[v],
+                      share=bandwidth[v] * 1e9 / copy_bw))
+if SIM:  # simulated threads run thousands of times slower than the copy: bars would be empty
+    report4 = bench.committed_report()  # the GPU's picture instead (docs/benchmarks.json)
+    sums = {name: bench.figure(report4, key, "gb_s") for name, key in
+            (("reduce_sum_into (best)", "reduce_sum"), ("CuPy sum", "cupy_sum"),
+             ("PyTorch sum", "torch_sum"))} if report4 is not None else {}
+    if sums and None not in sums.values():
+        fig = viz.plot_bandwidth(sums, bench.figure(report4, "copy", "gb_s"), title=viz.T(
+            "sum of {shape} on the {gpu} ({date}, docs/benchmarks.json)",
+            shape=report4["measurements"]["reduce_sum"]["shape"],
+            gpu=report4["environment"]["gpu"], date=report4["date"][:10]))
+else:
+    fig = viz.plot_bandwidth(bandwidth, copy_bw / 1e9,
+                             title=viz.T("sum of {n:,} float32", n=n))
 
 # %%
 quiz.ask("04_shared_memory.shuffle_barrier")
@@ -505,9 +528,12 @@ for v in transpose.TRANSPOSE_VARIANTS:
     t = median_time(lambda v=v: transpose.transpose(xt, out=ot, variant=v))
     assert np.array_equal(ot.copy_to_host(), want_t), v
     tbw[v] = 2 * 4 * shape[0] * shape[1] / t / 1e9
-    print(f"{v:15s} {t * 1e3:9.3f} ms  {tbw[v]:9.1f} GB/s = {tbw[v] * 1e9 / copy_bw:.2f} of copy")
-fig = viz.plot_bandwidth(tbw, copy_bw / 1e9, title=f"transpose {shape[0]} x {shape[1]}"
-                         + (" (simulator: meaningless)" if SIM else ""))
+    print(prose.shown("{{variant:15s}} {{ms:9.3f}} ms  {{gbs:9.1f}} GB/s = {{share:.2f}} of copy",
+                      variant=v, ms=t * 1e3, gbs=tbw[v], share=tbw[v] * 1e9 / copy_bw))
+title = (viz.T("transpose {rows} x {cols} (simulator: meaningless)", rows=shape[0],
+               cols=shape[1]) if SIM else
+         viz.T("transpose {rows} x {cols}", rows=shape[0], cols=shape[1]))
+fig = viz.plot_bandwidth(tbw, copy_bw / 1e9, title=title)
 
 # %%
 quiz.ask("04_shared_memory.padding")

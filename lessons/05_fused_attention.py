@@ -380,7 +380,7 @@ else:
         cq, ck, cv = (cp.random.standard_normal((16, s, 64), dtype=cp.float32) for _ in range(3))
         times["fused (Numba)"].append(median_ms(lambda: attention.flash_attention(cq, ck, cv)))
         times["unfused (CuPy)"].append(median_ms(lambda: attention.attention_unfused(cq, ck, cv)))
-    viz.plot_timings(seqs, times, title="16 heads, head_dim 64, float32 (this GPU, now)")
+    viz.plot_timings(seqs, times, title=viz.T("16 heads, head_dim 64, float32 (this GPU, now)"))
     plt.show()
     for s, f, u in zip(seqs, times["fused (Numba)"], times["unfused (CuPy)"]):
         tf = attention.attention_flops(16, s, 64) / f / 1e9
@@ -504,8 +504,8 @@ if report is not None and bench.figure(report, "attention_softcap_fused", "media
 #
 # ## 10. Beyond float32: tensor cores
 #
-# SDPA in bfloat16 ran {{bench.ratio.attention_sdpa_bf16_vs_sdpa_f32_d128_causal:.1f}}x to
-# {{bench.ratio.attention_sdpa_bf16_vs_sdpa_f32_d128:.1f}}x faster than in float32 on the shapes
+# SDPA in bfloat16 ran {{bench.ratio_min.attention_sdpa_bf16_vs_sdpa_f32:.1f}}x to
+# {{bench.ratio_max.attention_sdpa_bf16_vs_sdpa_f32:.1f}}x faster than in float32 on the shapes
 # above ({{bench.attention_sdpa_bf16.tflop_s:.0f}} against
 # {{bench.attention_sdpa_f32.tflop_s:.1f}} TFLOP/s at 16 x 4096 x 64). The difference is not a
 # better algorithm but different hardware: **tensor cores**, matrix units that multiply small

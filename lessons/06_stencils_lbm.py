@@ -100,7 +100,8 @@ plate[ny // 3: ny // 2, nx // 3: nx // 2] = 60.0  # a warm block in the middle
 # In the simulator the kernel would take minutes for this many steps: use the reference.
 run = stencil.diffuse_ref if SIM else stencil.diffuse
 snapshots = [plate, run(plate, 50, 0.25), run(plate, 400, 0.25)]
-fig = viz.plot_heat(snapshots, ["start", "50 steps", "400 steps"])
+fig = viz.plot_heat(snapshots, [viz.T("start"), viz.T("after {steps} steps", steps=50),
+                               viz.T("after {steps} steps", steps=400)])
 
 # %% [markdown]
 # ### The naive kernel, and what it reads
@@ -270,49 +271,58 @@ copy_src = cuda.to_device(u0)
 copy_bw = 8.0 * u0.size / median_time(lambda: dout.copy_to_device(copy_src))  # bytes/s
 grid6 = (math.ceil(shape[1] / TX), math.ceil(shape[0] / TY))
 steps6 = [("naive", lambda: stencil.heat_step(du, dout, 0.2, "naive")),
-          ("tiled, 1 row per thread", lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 1))),
-          ("tiled, 4 rows per thread", lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 4))),
-          ("rows: register window", lambda: stencil.heat_step(du, dout, 0.2, "rows", (128, 1, 8))),
-          ("your heat_step", lambda: heat_step[grid6, (TX, TY)](du, dout, np.float32(0.2)))]
+          (viz.T("tiled, 1 row per thread"),
+           lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 1))),
+          (viz.T("tiled, 4 rows per thread"),
+           lambda: stencil.heat_step(du, dout, 0.2, "tiled", (32, 8, 4))),
+          (viz.T("rows: register window"),
+           lambda: stencil.heat_step(du, dout, 0.2, "rows", (128, 1, 8))),
+          (viz.T("your heat_step"), lambda: heat_step[grid6, (TX, TY)](du, dout, np.float32(0.2)))]
 rates = {}
 for name, fn in steps6:
     try:
         t = median_time(fn)
         assert np.allclose(dout.copy_to_host(), want, atol=1e-5), "wrong result"
     except Exception as exc:  # your kernel before the exercise is done
-        print(f"{name:26s} skipped ({type(exc).__name__}: {exc})")
+        print(prose.shown("{{name:26s}} skipped ({{error}}: {{why}})", name=name,
+                          error=type(exc).__name__, why=exc))
         continue
     rates[name] = stencil.bytes_per_step(*shape) / t / 1e9
-    print(f"{name:26s} {t * 1e3:8.3f} ms  {rates[name]:8.1f} GB/s = "
-          f"{rates[name] * 1e9 / copy_bw:.2f} of copy")
-fig = viz.plot_bandwidth(rates, copy_bw / 1e9, title=f"heat step, {shape[0]} x {shape[1]}"
-                         + (" (simulator: meaningless)" if SIM else ""))
+    print(prose.shown("{{name:26s}} {{ms:8.3f}} ms  {{gbs:8.1f}} GB/s = {{share:.2f}} of copy",
+                      name=name, ms=t * 1e3, gbs=rates[name], share=rates[name] * 1e9 / copy_bw))
+fig = viz.plot_bandwidth(rates, copy_bw / 1e9, title=(
+    viz.T("heat step, {rows} x {cols} (simulator: meaningless)", rows=shape[0], cols=shape[1])
+    if SIM else viz.T("heat step, {rows} x {cols}", rows=shape[0], cols=shape[1])))
 report6 = bench.committed_report()  # the course's measured figures (docs/benchmarks.json)
 if report6 is not None and bench.figure(report6, "stencil_vs_copy", "ratio") is not None:
     m6 = report6["measurements"]["stencil"]
     when = (m6.get("remeasured") or {}).get("date", report6["date"])
     ceil6 = (m6.get("remeasured") or {}).get("ceilings") or report6.get("ceilings", {})
-    print(f"committed bench ({report6['environment'].get('gpu')}, {when[:10]}): "
-          f"{m6['label']}, {m6['shape']}: {m6['gb_s']:.0f} GB/s = "
-          f"{bench.figure(report6, 'stencil_vs_copy', 'ratio'):.2f} of its copy, "
-          f"{ceil6.get('copy_gb_s', float('nan')):.0f} GB/s"
+    print(prose.shown("committed bench ({{gpu}}, {{date}}): {{label}}, {{shape}}: {{gbs:.0f}} GB/s "
+                      "= {{share:.2f}} of its copy, {{copy:.0f}} GB/s",
+                      gpu=report6["environment"].get("gpu"), date=when[:10], label=m6["label"],
+                      shape=m6["shape"], gbs=m6["gb_s"],
+                      share=bench.figure(report6, "stencil_vs_copy", "ratio"),
+                      copy=ceil6.get("copy_gb_s", float("nan")))
           + ("" if SIM else f"; the copy here: {copy_bw / 1e9:.0f} GB/s"))
 
 # %% [markdown]
 # On a GPU both grids here are several times the H200's {{const.hardware.H200.l2_mb}} MB L2
 # cache, so the data comes from DRAM, as in the bench (`cudacourse bench --only stencil`, a
 # 16384 x 16384 grid, every variant and block shape; its committed figure is printed above).
-# On the {{bench.gpu}} ({{bench.date}}) the naive kernel reached only
-# {{bench.ratio.stencil_naive_32x8x1_vs_copy:.2f}} of copy and the tiled ones
-# {{bench.ratio.stencil_tiled_32x8x1_vs_copy:.2f}} (one row per thread) to
-# {{bench.ratio.stencil_tiled_128x2x8_vs_copy:.2f}} (eight rows per thread): not the bandwidth
+# On the {{bench.gpu}} ({{bench.date}}), with the blocks of the cell above, the naive kernel
+# reached only {{bench.ratio.stencil_naive_32x8x1_vs_copy:.2f}} of copy and the tiled one
+# {{bench.ratio.stencil_tiled_32x8x1_vs_copy:.2f}} (one row per thread) and
+# {{bench.ratio.stencil_tiled_32x8x4_vs_copy:.2f}} (four rows per thread): not the bandwidth
 # but the instructions and the latency limited them. Each of the naive kernel's 9 loads costs
 # 64-bit index arithmetic (Numba also checks every index for a negative value to wrap), and
 # each thread has a single 4-byte load in flight. The `rows` kernel keeps a 3 x 3 window in
 # registers while a thread walks down a column: one load per cell instead of 9 (the left and
 # right neighbours come from the lanes beside it, by warp shuffles, lesson 2), all its loads
 # issued before its first store, and about half the instructions per cell
-# ({{bench.ratio.stencil_rows_128x1x16_vs_copy:.2f}} of copy in the same run). The 9 reads per cell of the naive kernel do mostly hit
+# ({{bench.ratio.stencil_rows_128x1x8_vs_copy:.2f}} of copy in the same run, with the cell's
+# 128 x 1 threads and 8 rows each; the course's best, `rowsblock`, whose committed figure is
+# printed above, reached {{bench.ratio.stencil_vs_copy:.2f}}). The 9 reads per cell of the naive kernel do mostly hit
 # the L1 cache, which is what shared memory would have provided. Shared-memory
 # tiles pay off when a cell is re-used more often than the cache can hold: wider stencils,
 # 3D grids (where the planes above and below do not fit in L1), or **temporal blocking**:
@@ -465,16 +475,19 @@ try:
         a, b = b, a
     cuda.synchronize()
     f_c = a.copy_to_host()
-    print(f"{steps_c} steps of a {ny_c} x {nx_c} channel in {time.perf_counter() - t:.2f} s")
+    print(prose.shown("{{steps}} steps of a {{ny}} x {{nx}} channel in {{s:.2f}} s", steps=steps_c,
+                      ny=ny_c, nx=nx_c, s=time.perf_counter() - t))
     _, ux_c, _ = lbm.macroscopic(f_c, (force_c, 0.0))
     ux_c[solid_c] = 0.0  # the wall rows hold no fluid
     u_ref = lbm.poiseuille_ref(ny_c, force_c, tau_c)
-    print(f"largest deviation from the parabola: "
-          f"{np.abs(ux_c[:, 0] - u_ref).max() / u_ref.max():.3%} of the peak velocity")
-    print(f"mass before {mass0:.6f}, after {f_c[:, ~solid_c].sum():.6f}")
-    fig = viz.plot_profile(ux_c[:, 0], u_ref, f"Poiseuille flow, your lbm_step, {steps_c} steps")
+    print(prose.shown("largest deviation from the parabola: {{dev:.3%}} of the peak velocity",
+                      dev=np.abs(ux_c[:, 0] - u_ref).max() / u_ref.max()))
+    print(prose.shown("mass before {{before:.6f}}, after {{after:.6f}}", before=mass0,
+                      after=f_c[:, ~solid_c].sum()))
+    fig = viz.plot_profile(ux_c[:, 0], u_ref, viz.T("Poiseuille flow, your lbm_step, {steps} "
+                                                    "steps", steps=steps_c))
 except Exception as exc:  # your kernel before the exercise is done
-    print(f"skipped ({type(exc).__name__}: {exc})")
+    print(prose.shown("skipped ({{error}}: {{why}})", error=type(exc).__name__, why=exc))
 
 # %% [markdown]
 # ### Bytes per lattice update, and fusing the step
@@ -525,20 +538,24 @@ grid_p = (math.ceil(nx_p / LBM_BLOCK[0]), math.ceil(ny_p / LBM_BLOCK[1]))
 nodes = ny_p * nx_p
 copy_f = cuda.to_device(fa.copy_to_host())
 lbm_copy_bw = 2 * 4 * 9 * nodes / median_time(lambda: fb.copy_to_device(copy_f))
-runs_p = [("library, fused, unrolled", lambda: lbm.lbm_step(fa, fb, dsp, 1 / 0.6, (1e-5, 0.0))),
-          ("your lbm_step", lambda: lbm_step[grid_p, LBM_BLOCK](fa, fb, dsp, np.float32(1 / 0.6),
-                                                              np.float32(1e-5)))]
+runs_p = [(viz.T("library, fused, unrolled"),
+           lambda: lbm.lbm_step(fa, fb, dsp, 1 / 0.6, (1e-5, 0.0))),
+          (viz.T("your lbm_step"),
+           lambda: lbm_step[grid_p, LBM_BLOCK](fa, fb, dsp, np.float32(1 / 0.6),
+                                               np.float32(1e-5)))]
 lbm_rates = {}
 for name, fn in runs_p:
     try:
         t = median_time(fn)
         assert np.allclose(fb.copy_to_host(), want_p, rtol=1e-4, atol=1e-6), "wrong result"
     except Exception as exc:
-        print(f"{name:26s} skipped ({type(exc).__name__}: {exc})")
+        print(prose.shown("{{name:26s}} skipped ({{error}}: {{why}})", name=name,
+                          error=type(exc).__name__, why=exc))
         continue
     lbm_rates[name] = lbm.BYTES_PER_NODE * nodes / t / 1e9
-    print(f"{name:26s} {t * 1e3:8.3f} ms  {nodes / t / 1e6:10.0f} MLUPS  "
-          f"{lbm_rates[name] * 1e9 / lbm_copy_bw:.2f} of copy")
+    print(prose.shown("{{name:26s}} {{ms:8.3f}} ms  {{mlups:10.0f}} MLUPS  {{share:.2f}} of copy",
+                      name=name, ms=t * 1e3, mlups=nodes / t / 1e6,
+                      share=lbm_rates[name] * 1e9 / lbm_copy_bw))
 ok, why = device.cupy_usable()
 if ok:  # the same step in CuPy array operations: the library baseline
     import cupy as cp
@@ -546,25 +563,29 @@ if ok:  # the same step in CuPy array operations: the library baseline
     step_cp = lbm.ReferenceStepper(cp.asarray(solid_p), 1 / 0.6, (1e-5, 0.0), xp=cp)
     f_cp = cp.asarray(fa)
     t = median_time(lambda: step_cp.step(f_cp))
-    lbm_rates["CuPy array operations"] = lbm.BYTES_PER_NODE * nodes / t / 1e9
-    print(f"{'CuPy array operations':26s} {t * 1e3:8.3f} ms  {nodes / t / 1e6:10.0f} MLUPS")
+    lbm_rates[viz.T("CuPy array operations")] = lbm.BYTES_PER_NODE * nodes / t / 1e9
+    print(prose.shown("{{name:26s}} {{ms:8.3f}} ms  {{mlups:10.0f}} MLUPS",
+                      name=viz.T("CuPy array operations"), ms=t * 1e3, mlups=nodes / t / 1e6))
 else:
-    print("CuPy comparison skipped:", why)
+    print(prose.shown("CuPy comparison skipped: {{why}}", why=why))
 report6 = bench.committed_report()
 if report6 is not None and bench.figure(report6, "lbm_vs_copy", "ratio") is not None:
     m6 = report6["measurements"]["lbm"]
     when = (m6.get("remeasured") or {}).get("date", report6["date"])
-    print(f"committed bench ({report6['environment'].get('gpu')}, {when[:10]}): {m6['shape']}: "
-          f"{bench.figure(report6, 'lbm_mlups', 'ratio'):.0f} MLUPS, "
-          f"{bench.figure(report6, 'lbm_vs_copy', 'ratio'):.2f} of copy, "
-          f"{bench.figure(report6, 'lbm_vs_cupy', 'ratio'):.1f}x the CuPy step")
-fig = viz.plot_bandwidth(lbm_rates, lbm_copy_bw / 1e9, title=f"LBM step, {ny_p} x {nx_p}"
-                         + (" (simulator: meaningless)" if SIM else ""))
+    print(prose.shown("committed bench ({{gpu}}, {{date}}): {{shape}}: {{mlups:.0f}} MLUPS, "
+                      "{{share:.2f}} of copy, {{vs_cupy:.1f}}x the CuPy step",
+                      gpu=report6["environment"].get("gpu"), date=when[:10], shape=m6["shape"],
+                      mlups=bench.figure(report6, "lbm_mlups", "ratio"),
+                      share=bench.figure(report6, "lbm_vs_copy", "ratio"),
+                      vs_cupy=bench.figure(report6, "lbm_vs_cupy", "ratio")))
+fig = viz.plot_bandwidth(lbm_rates, lbm_copy_bw / 1e9, title=(
+    viz.T("LBM step, {rows} x {cols} (simulator: meaningless)", rows=ny_p, cols=nx_p)
+    if SIM else viz.T("LBM step, {rows} x {cols}", rows=ny_p, cols=nx_p)))
 if not SIM:  # thousands of steps of the whole lattice, buffers swapped on the device
     t = time.perf_counter()
     lbm.simulate(solid_p, 0.6, 2000, f0=fa.copy_to_host(), force=(1e-5, 0.0))
-    print(f"2000 steps of {ny_p} x {nx_p} nodes, with the copies to and from the GPU: "
-          f"{time.perf_counter() - t:.2f} s")
+    print(prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes, with the copies to and from the "
+                      "GPU: {{s:.2f}} s", steps=2000, ny=ny_p, nx=nx_p, s=time.perf_counter() - t))
 
 # %% [markdown]
 # ## 3. Flow past a cylinder: the vortex street
@@ -593,10 +614,15 @@ solid_v = lbm.cylinder(ny_v, nx_v, nx_v / 5, ny_v / 2, r_v)
 f0_v = lbm.init_f(solid_v, (u_in, 0.0), kick=(nx_v / 5 + 2 * r_v, ny_v / 2, r_v))
 t = time.perf_counter()
 f_v, frames_v = lbm.simulate(solid_v, tau_v, steps_v, f0=f0_v, inflow=u_in, every=every_v)
-print(f"{steps_v} steps of {ny_v} x {nx_v} nodes in {time.perf_counter() - t:.1f} s "
-      f"({'NumPy reference' if SIM else 'fused kernel'}), tau = {tau_v:.3f}, Re = {re_v:.0f}")
+print(prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes in {{s:.1f}} s (NumPy reference), "
+                  "tau = {{tau:.3f}}, Re = {{re:.0f}}", steps=steps_v, ny=ny_v, nx=nx_v,
+                  s=time.perf_counter() - t, tau=tau_v, re=re_v) if SIM else
+      prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes in {{s:.1f}} s (fused kernel), "
+                  "tau = {{tau:.3f}}, Re = {{re:.0f}}", steps=steps_v, ny=ny_v, nx=nx_v,
+                  s=time.perf_counter() - t, tau=tau_v, re=re_v))
 ux_v, uy_v = frames_v[-1]
-fig = viz.plot_vorticity(ux_v, uy_v, solid_v, f"vorticity behind a cylinder, Re = {re_v:.0f}")
+fig = viz.plot_vorticity(ux_v, uy_v, solid_v,
+                         viz.T("vorticity behind a cylinder, Re = {re:.0f}", re=re_v))
 
 # %% [markdown]
 # The same run over time (red: counter-clockwise, blue: clockwise). The wake starts
@@ -642,9 +668,11 @@ t = time.perf_counter()
 f_w, _ = lbm.simulate(solid_w, tau_w, steps_w, inflow=u_in)
 _, ux_w, uy_w = lbm.macroscopic(f_w)
 re_w, through_w = lbm.reynolds(u_in, chord, tau_w), steps_w * u_in / nx_w
-print(f"{steps_w} steps of {ny_w} x {nx_w} nodes in {time.perf_counter() - t:.1f} s")
-fig = viz.plot_speed_streamlines(ux_w, uy_w, solid_w, f"NACA 0012 at 8 degrees, Re = {re_w:.0f}, "
-                                 f"after {through_w:.2f} flow-throughs: speed and streamlines")
+print(prose.shown("{{steps}} steps of {{ny}} x {{nx}} nodes in {{s:.1f}} s", steps=steps_w,
+                  ny=ny_w, nx=nx_w, s=time.perf_counter() - t))
+fig = viz.plot_speed_streamlines(ux_w, uy_w, solid_w, viz.T(
+    "NACA 0012 at 8 degrees, Re = {re:.0f}, after {through:.2f} flow-throughs: speed and "
+    "streamlines", re=re_w, through=through_w))
 prose.show("Re = {{re:.0f}} (chord {{chord}} nodes, tau = {{tau:.2f}}); the snapshot is taken "
            "after {{through:.2f}} flow-throughs (`nx / u` = {{t_through:.0f}} steps each), so the "
            "start-up transient is still in it. The lift sweep below runs at its own, lower Re "
@@ -683,9 +711,10 @@ for aoa in angles:
     cd_a, cl_a = lbm.wing_forces(s, re_a, chord_a, u_in)
     drag.append(cd_a)
     lift.append(cl_a)
-    print(f"angle {aoa:+5.1f}: C_D {cd_a:7.4f}  C_L {cl_a:+7.4f}")
-print(f"{len(angles)} angles, {ny_a} x {nx_a} nodes, Re = {re_a:.0f}, in "
-      f"{time.perf_counter() - t:.1f} s")
+    print(prose.shown("angle {{aoa:+5.1f}}: C_D {{cd:7.4f}}  C_L {{cl:+7.4f}}", aoa=aoa, cd=cd_a,
+                      cl=cl_a))
+print(prose.shown("{{n}} angles, {{ny}} x {{nx}} nodes, Re = {{re:.0f}}, in {{s:.1f}} s",
+                  n=len(angles), ny=ny_a, nx=nx_a, re=re_a, s=time.perf_counter() - t))
 fig = viz.plot_forces(angles, lift, drag)
 
 # %% [markdown]

@@ -40,7 +40,8 @@ def test_bank_map_shows_the_conflict_and_the_padding_fix():
 
 def test_plots_draw_their_data():
     fig = viz.plot_reads(64, (16, 32))
-    assert [p.get_height() for p in fig.axes[0].patches] == [64.0, 4.0, 2.0]
+    # horizontal bars, the naive kernel at the top (drawn last)
+    assert [p.get_width() for p in fig.axes[0].patches] == [2.0, 4.0, 64.0]
     fig = viz.plot_roofline({"k": (10.0, 5.0)}, peak_tflops=50.0, bandwidth_tbps=4.0)
     roof = fig.axes[0].get_lines()[0].get_ydata()
     assert roof.max() == 50.0 and roof.min() == pytest.approx(10 ** -1.5 * 4.0)

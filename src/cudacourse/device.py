@@ -28,6 +28,9 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Literal, TypeVar
 
+from . import i18n
+from .i18n import N_
+
 Mode = Literal["gpu", "sim"]
 T = TypeVar("T")
 
@@ -74,7 +77,8 @@ class Choice:
             return T("cudacourse: GPU mode on {gpu}.", gpu=self.gpu.describe()).shown()
         return T("cudacourse: simulator mode ({reason}): kernels run on the CPU in Numba's "
                  "CUDA simulator, thousands of times slower than a GPU, so demos use reduced "
-                 "sizes and timings say nothing about GPU speed.", reason=self.reason).shown()
+                 "sizes and timings say nothing about GPU speed.",
+                 reason=i18n.shown(self.reason)).shown()  # the reason in the same language
 
 
 # --- asking the driver, without numba --------------------------------------------------
@@ -115,23 +119,23 @@ def _handed_down() -> tuple[GPUInfo | None, str] | None:
 def probe_gpu() -> tuple[GPUInfo | None, str]:
     """Return (info, "") for a usable GPU, or (None, why not) in plain words."""
     if os.environ.get("NUMBA_DISABLE_CUDA") == "1":
-        return None, "NUMBA_DISABLE_CUDA=1 is set"
+        return None, N_("NUMBA_DISABLE_CUDA=1 is set")
     handed = _handed_down()
     if handed is not None:
         return handed
     try:
         lib = ctypes.CDLL("libcuda.so.1" if sys.platform != "win32" else "nvcuda.dll")
     except OSError:
-        return None, "no NVIDIA driver found (libcuda could not be loaded)"
+        return None, N_("no NVIDIA driver found (libcuda could not be loaded)")
     try:
         rc = lib.cuInit(0)
         if rc == 100:
-            return None, "the NVIDIA driver reports no CUDA-capable device"
+            return None, N_("the NVIDIA driver reports no CUDA-capable device")
         if rc != 0:
-            return None, f"the NVIDIA driver failed to initialise (cuInit error {rc})"
+            return None, i18n.T("the NVIDIA driver failed to initialise (cuInit error {rc})", rc=rc)
         count = ctypes.c_int(0)
         if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
-            return None, "the NVIDIA driver reports no CUDA-capable device"
+            return None, N_("the NVIDIA driver reports no CUDA-capable device")
         dev = ctypes.c_int(0)
         lib.cuDeviceGet(ctypes.byref(dev), 0)
         buf = ctypes.create_string_buffer(256)
@@ -147,7 +151,7 @@ def probe_gpu() -> tuple[GPUInfo | None, str]:
         drv = ctypes.c_int(0)
         lib.cuDriverGetVersion(ctypes.byref(drv))
     except (AttributeError, OSError) as exc:  # a broken or partial driver install
-        return None, f"the NVIDIA driver is unusable ({exc})"
+        return None, i18n.T("the NVIDIA driver is unusable ({exc})", exc=str(exc))
     info = GPUInfo(
         name=buf.value.decode(errors="replace"),
         compute_capability=(attr(_CU_ATTR_CC_MAJOR), attr(_CU_ATTR_CC_MINOR)),

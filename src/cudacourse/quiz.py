@@ -72,7 +72,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import i18n
-from .i18n import _
+from .i18n import N_, _
 
 _SALT = "cudacourse-quiz-v1"
 KINDS = ("choice", "multi", "number")
@@ -730,7 +730,7 @@ def grade(qid: str, choice: object, reveal: bool = False, key: str | None = None
 # explanation, not this module's code.
 _WHERE = "<answer check>"
 _RAISE = compile("raise _exc from None", _WHERE, "exec")
-_SHOWN = "# your answer, checked: the explanation follows\n"
+_SHOWN = N_("your answer, checked: the explanation follows")  # the frame's line, as a comment
 
 
 _TOKEN_ARG = re.compile(r'(key\s*=\s*)(["\'])[\w-]{16,}\2')
@@ -753,7 +753,8 @@ def _fail(message: str) -> None:
     __tracebackhide__ = True
     _hide_tokens(sys._getframe(1))
     # What IPython prints as this frame's source line (mtime None: linecache keeps it).
-    linecache.cache[_WHERE] = (len(_SHOWN), None, [_SHOWN], _WHERE)
+    shown = f"# {i18n.gettext(_SHOWN)}\n"  # in the course's language
+    linecache.cache[_WHERE] = (len(shown), None, [shown], _WHERE)
     # Wrapped: a traceback is preformatted text, which notebooks do not wrap.
     text = "\n".join(textwrap.fill(part, 88, break_on_hyphens=False)
                      for part in message.split("\n"))
@@ -792,7 +793,7 @@ def ask(qid: str, graded: bool = False, key: str | None = None) -> None:
     graded = graded or key is None
     from IPython.display import Markdown, display
 
-    md = f"**{q.header}.** {q.prompt}\n\n" + "\n".join(
+    md = _("**{header}.** {prompt}").format(header=q.header, prompt=q.prompt) + "\n\n" + "\n".join(
         f"- **({k})** {v}" for k, v in q.choices.items())
     how = "\n\n" + _("Answer in the cell below: `{format}`.").format(format=q.answer_format())
     if graded:

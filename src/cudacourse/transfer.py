@@ -345,10 +345,15 @@ class Machine:
 
     @classmethod
     def h200(cls) -> "Machine":
-        """The NVIDIA H200's pinned host-to-device rate (``H200_H2D``) and its SGEMM rate
-        from docs/benchmarks.json; the CPU figures are round assumptions for one socket."""
+        """The NVIDIA H200's pinned host-to-device rate (``H200_H2D``), its SGEMM rate and
+        its launch cost from docs/benchmarks.json; the CPU figures are round assumptions for
+        one socket."""
+        from . import prose
+
         return cls(link=H200_PINNED_H2D_GB_S * 1e9, gpu_flops=h200_sgemm_tflop_s() * 1e12,
-                   cpu_flops=CPU_TFLOP_S * 1e12, cpu_bandwidth=CPU_GB_S * 1e9)
+                   cpu_flops=CPU_TFLOP_S * 1e12, cpu_bandwidth=CPU_GB_S * 1e9,
+                   # a plain Numba launch from Python, measured in the same benchmark
+                   launch=float(prose.value("bench.launch_overhead_bare_numba.value")) * 1e-6)
 
     def describe(self) -> str:
         """The model's figures, as the lesson prints them under its plot."""

@@ -28,7 +28,7 @@ from typing import Any
 from . import _diagnose as D
 from . import kit as K
 from .kit import memory_range, resolve, same_memory, sim_part, tracing
-from ..i18n import T
+from ..i18n import N_, T
 from .tiling import poisoned_shared
 from .. import lbm as _lbm
 from .. import stencil as _stencil
@@ -521,22 +521,25 @@ def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]
                           f64[_lbm.OPP[i]], _roll(f64[i], shift, axis=(0, 1)))
     pulled_wrong = st.collide(wrong)
     return {
-        (T("collided before streaming: each node's own populations were collided, then "
-           "streamed (push order) so the stored populations are not the post-collision ones of "
-           "this step. Pull first (gather f_in[i] from x - c_i, or bounce back), then compute "
-           "rho and u from those 9 and collide"), "collide_before_stream"):
-            st.stream(st.collide(f64.copy())),
-        (T("the equilibrium from rho and u of f_in at the node before streaming: compute rho "
-           "and u from the 9 populations just pulled, then collide them"),
+        # whole sentences (a translation orders its words freely), the case filled in later
+        (N_("f_out holds the populations collided before streaming [{ctx}]: each node's own "
+            "populations were collided, then streamed (push order), so the stored populations "
+            "are not the post-collision ones of this step. Pull first (gather f_in[i] from "
+            "x - c_i, or bounce back), then compute rho and u from those 9 and collide."),
+         "collide_before_stream"): st.stream(st.collide(f64.copy())),
+        (N_("f_out holds the equilibrium from rho and u of f_in at the node before streaming "
+            "[{ctx}]: compute rho and u from the 9 populations just pulled, then collide them."),
          "moments_before_stream"): mixed,
-        (T("the streamed populations without collision: add omega * (feq - f) to each"),
-         "no_collision"): streamed,
-        (T("the collision of the node's own populations without streaming: pull f_in[i, y - "
-           "CY[i], x - CX[i]] first"), "no_streaming"): st.collide(f64.copy()),
-        (T("populations pulled from x + c_i: the population moving with velocity c_i comes "
-           "from the upstream node x - c_i"), "pull_wrong_direction"): pulled_wrong,
-        (T("the step without the force term: add 3 * W[i] * CX[i] * fx to each population"),
-         "force_missing"): _Stepper(solid, omega, (0.0, 0.0)).step(f64),
+        (N_("f_out holds the streamed populations without collision [{ctx}]: add "
+            "omega * (feq - f) to each."), "no_collision"): streamed,
+        (N_("f_out holds the collision of the node's own populations without streaming "
+            "[{ctx}]: pull f_in[i, y - CY[i], x - CX[i]] first."), "no_streaming"):
+            st.collide(f64.copy()),
+        (N_("f_out holds populations pulled from x + c_i [{ctx}]: the population moving with "
+            "velocity c_i comes from the upstream node x - c_i."), "pull_wrong_direction"):
+            pulled_wrong,
+        (N_("f_out holds the step without the force term [{ctx}]: add 3 * W[i] * CX[i] * fx "
+            "to each population."), "force_missing"): _Stepper(solid, omega, (0.0, 0.0)).step(f64),
     }
 
 
@@ -563,7 +566,7 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                   formula=T("one pull-stream-collide step"), context=ctx, **tol)
     for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
         if K.isclose(got[:, fluid], alt[:, fluid], **tol).all():
-            K.fail(T("f_out holds {label} [{ctx}].", label=label, ctx=ctx), cause=cause)
+            K.fail(T(label, ctx=ctx), cause=cause)
     for label, cause, alt in _table_alternatives(f, solid, omega, fx):
         if K.isclose(got[:, fluid], alt[:, fluid], **tol).all():
             K.fail(label, cause=cause, context={"case": ctx})

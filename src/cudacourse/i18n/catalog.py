@@ -2,7 +2,8 @@
 
 ``cudacourse i18n update`` runs :func:`update`: it extracts every ``_("...")``,
 ``N_("...")`` and ``ngettext(...)`` of ``src/cudacourse`` (plus the checkers' cause table,
-``check._failure.CAUSES``, whose entries head a translated diagnosis) into a template,
+``check._failure.CAUSES``, whose entries head a translated diagnosis, and the sentences the
+lessons' code cells show through ``prose.show``) into a template,
 merges it into ``locale/<lang>/LC_MESSAGES/cudacourse.po`` (changed English becomes
 ``fuzzy``; a fuzzy entry is not used, so the English shows), and compiles the ``.mo`` that
 :mod:`gettext` reads. ``tests/test_i18n_catalog.py`` fails when the ``.mo`` is stale or a
@@ -42,6 +43,24 @@ def causes(root: Path) -> dict[str, str]:
     return {}
 
 
+def shown_sentences(source: str) -> list[tuple[int, str]]:
+    """(line, template) of every ``prose.show(...)`` / ``prose.shown(...)`` and every
+    ``viz.T(...)`` of a lesson source (percent-format Python): the sentences its code cells
+    display and the words of its plots, each a literal template looked up whole."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            continue
+        f = node.func
+        shown = (isinstance(f, ast.Attribute) and f.attr in ("show", "shown")
+                 and getattr(f.value, "id", "") == "prose")
+        label = (isinstance(f, ast.Attribute) and f.attr == "T") or getattr(f, "id", "") == "T"
+        if shown or label:  # prose.show(...) sentences; viz.T(...) a plot's words
+            out.append((node.lineno, node.args[0].value))
+    return out
+
+
 def template(root: Path) -> Catalog:
     """Every message of the package, as Babel extracts it."""
     pot = Catalog(project="cudacourse", fuzzy=False)
@@ -51,6 +70,9 @@ def template(root: Path) -> Catalog:
             comment_tags=("TRANSLATORS:",), strip_comment_tags=True):
         pot.add(message, None, [(f"src/cudacourse/{filename}", lineno)],
                 auto_comments=comments, context=context)
+    for lesson in sorted((root / "lessons").glob("[0-9]*.py")):
+        for lineno, message in shown_sentences(lesson.read_text()):
+            pot.add(message, None, [(f"lessons/{lesson.name}", lineno)])
     for cause, text in causes(root).items():
         pot.add(text, None, [("src/cudacourse/check/_failure.py", 0)],
                 auto_comments=[f"cause: {cause}"])

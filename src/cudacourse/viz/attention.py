@@ -16,7 +16,7 @@ def _axes(ax: Any) -> Any:
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.4, 3.8))
+        _, ax = plt.subplots(figsize=(7.5, 4.6))
     return ax
 
 
@@ -38,7 +38,7 @@ def plot_memory_model(seqs: Sequence[int], batch_heads: int = 16, head_dim: int 
     ax.set_ylabel(T("extra device memory (GiB)"))
     ax.set_title(T("{batch_heads} heads, head_dim {head_dim}, float32", batch_heads=batch_heads,
                    head_dim=head_dim))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
 
 
@@ -51,9 +51,8 @@ def plot_timings(seqs: Sequence[int], times_ms: dict[str, Sequence[float]],
     ax.set_xscale("log", base=2)
     ax.set_xlabel(T("sequence length S"))
     ax.set_ylabel(T("time per call (ms)"))
-    if title:
-        ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.set_title(title or T("attention: time per call"))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
 
 
@@ -72,8 +71,12 @@ def plot_online_softmax(scores: Sequence[float], ax: Any = None) -> Any:
     ax2.plot(grow, l[grow - 1], "rv", label=T("m grew: l rescaled by exp(m_old - m_new)"))
     ax.set_xlabel(T("scores seen"))
     ax.set_ylabel(T("score / max"))
-    ax2.set_ylabel(T("l"))
+    ax2.set_ylabel(T("running sum l"), color="r")
+    ax.set_title(T("online softmax of one row, score by score"))
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower right")
+    # below the axes, never on the points (a row's scores fill the whole plot)
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+              ncol=2)
+    ax.figure.tight_layout()
     return ax

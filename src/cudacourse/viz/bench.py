@@ -66,7 +66,7 @@ def roofline(report: dict[str, Any], ax: Any = None) -> Any:
     gpu = report.get("environment", {}).get("gpu", "GPU")
     ax.set_title(T("roofline, {gpu}, {get}", gpu=gpu, get=str(report.get('date', ''))[:10]))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6.5, loc="upper left")  # above the memory roof: nothing can be there
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the points
     return ax
 
 
@@ -75,6 +75,8 @@ def ratio_bars(report: dict[str, Any], ax: Any = None) -> Any:
     ax = _axes(ax, (7, 4.5))
     vals = {k: v for k, v in report.get("ratios", {}).items() if "_vs_" in k}
     names = list(vals)[::-1]
+    if ax.figure.get_figheight() < 0.17 * len(names) + 1:  # a label per bar, none overlapping
+        ax.figure.set_figheight(0.17 * len(names) + 1)
     ax.barh(names, [vals[n] for n in names], color="tab:blue")
     ax.axvline(1.0, color="k", lw=1)
     for y, n in enumerate(names):
@@ -82,6 +84,7 @@ def ratio_bars(report: dict[str, Any], ax: Any = None) -> Any:
                       vals=vals[n]), (vals[n], y), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=7)
     ax.set_xlabel(T("ratio (achieved / ceiling measured in the same run)"))
+    ax.set_ylabel(T("measurement"))
     ax.tick_params(axis="y", labelsize=7)
     ax.set_title(T("share of the ceiling"))
     return ax

@@ -11,7 +11,9 @@ from ..lbm import vorticity
 from .words import T
 
 
-VORTICITY_LABEL = T("vorticity du_y/dx - du_x/dy (1 / time step)\nred: counter-clockwise")
+def vorticity_label() -> str:
+    """The colour bar's label, in the language shown now (not the one at import)."""
+    return T("vorticity du_y/dx - du_x/dy (1 / time step)\nred: counter-clockwise")
 
 
 def _solid_overlay(ax: Any, solid: np.ndarray) -> None:
@@ -74,7 +76,7 @@ def plot_vorticity(ux: np.ndarray, uy: np.ndarray, solid: np.ndarray, title: str
     ax.set_title(title or T("vorticity"))
     ax.set_xticks([])
     ax.set_yticks([])
-    fig.colorbar(im, ax=ax, shrink=0.7, label=VORTICITY_LABEL)
+    fig.colorbar(im, ax=ax, shrink=0.7, label=vorticity_label())
     fig.tight_layout()
     return fig
 
@@ -107,7 +109,7 @@ def plot_speed_streamlines(ux: np.ndarray, uy: np.ndarray, solid: np.ndarray,
 
 
 def plot_forces(aoa: Sequence[float], lift: Sequence[float], drag: Sequence[float],
-                title: str = "", ylabel: str = T("coefficient (force / (rho u^2 c / 2))")):
+                title: str = "", ylabel: str = ""):
     """Lift and drag (momentum exchange) against the angle of attack."""
     import matplotlib.pyplot as plt
 
@@ -116,7 +118,7 @@ def plot_forces(aoa: Sequence[float], lift: Sequence[float], drag: Sequence[floa
     ax.plot(aoa, lift, "o-", label=T("lift $C_L$ (across the flow)"))
     ax.plot(aoa, drag, "s--", label=T("drag $C_D$ (along the flow)"))
     ax.set_xlabel(T("angle of attack (degrees)"))
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel(ylabel or T("coefficient (force / (rho u^2 c / 2))"))
     ax.set_title(title or T("NACA 0012: lift grows with the angle"))
     ax.legend()
     fig.tight_layout()
@@ -145,7 +147,7 @@ def animate(frames: Sequence[tuple[np.ndarray, np.ndarray]], solid: np.ndarray,
     im = ax.imshow(np.where(solid, 0.0, ws[0]), origin="lower", cmap="RdBu_r", vmin=-lim,
                    vmax=lim, interpolation="bilinear")
     _solid_overlay(ax, solid)
-    fig.colorbar(im, ax=ax, shrink=0.7, label=VORTICITY_LABEL)
+    fig.colorbar(im, ax=ax, shrink=0.7, label=vorticity_label())
     ax.set_xticks([])
     ax.set_yticks([])
     title = ax.set_title("")
@@ -171,7 +173,7 @@ def plot_bandwidth(rates: dict[str, float], copy: float, title: str = ""):
     """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3))
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rates) + 1.6))
     names = list(rates)
     values = [rates[n] for n in names]
     ax.barh(names, values, color="#1a7f37")
@@ -183,7 +185,8 @@ def plot_bandwidth(rates: dict[str, float], copy: float, title: str = ""):
         ax.set_xlabel(T("GB/s (compulsory reads + writes), log scale"))
     else:
         ax.set_xlabel(T("GB/s (compulsory reads + writes)"))
-    ax.set_title(title)
-    ax.legend(loc="lower right")
+    ax.set_title(title or T("bandwidth against the device copy"))
+    ax.set_ylabel(T("kernel"))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     return fig

@@ -78,7 +78,7 @@ def plot_warps(block: tuple[int, int], ax: Any = None) -> Any:
     return ax
 
 
-def plot_coverage(counts: dict[str, np.ndarray], ax: Any = None) -> Any:
+def plot_coverage(counts: dict[str, np.ndarray], ax: Any = None, title: str = "") -> Any:
     """How many threads handled each element, one line per launch variant."""
     ax = _axes(ax, (8, 2.8))
     # Offset and styled apart, so that two variants with the same count stay visible; the
@@ -91,25 +91,27 @@ def plot_coverage(counts: dict[str, np.ndarray], ax: Any = None) -> Any:
     ax.set_ylabel(T("threads that handled it"))
     ax.set_yticks([0, 1, 2])
     ax.set_ylim(-0.3, 2.3)
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(counts), fontsize=8,
-              frameon=False)
+    ax.set_title(title or T("threads per element, per launch"))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)  # beside the data
     return ax
 
 
-def plot_passes(passes: dict[str, np.ndarray], ax: Any = None) -> Any:
+def plot_passes(passes: dict[str, np.ndarray], ax: Any = None, title: str = "") -> Any:
     """Branch paths each warp executes, per pattern (a model: 2 means both sides ran)."""
     ax = _axes(ax, (6, 2.8))
     labels = list(passes)
     means = [float(np.mean(p)) for p in passes.values()]
     ax.bar(labels, means, color=["#c0504d", "#4f81bd", "#9bbb59"][:len(labels)])
     ax.set_ylabel(T("paths run per warp (mean)"))
+    ax.set_xlabel(T("branch pattern"))
+    ax.set_title(title or T("branch paths per warp (model)"))
     ax.set_ylim(0, 2.2)
     for k, m in enumerate(means):
         ax.text(k, m + 0.05, f"{m:.2f}", ha="center")
     return ax
 
 
-def plot_occupancy(curves: dict[str, Sequence[Any]], ax: Any = None) -> Any:
+def plot_occupancy(curves: dict[str, Sequence[Any]], ax: Any = None, title: str = "") -> Any:
     """Occupancy against block size; ``curves`` maps a label to a list of ``Occupancy``."""
     ax = _axes(ax, (8, 3.4))
     # Curves can coincide (a kernel at 32 registers is the 32-register curve): distinct line
@@ -125,11 +127,12 @@ def plot_occupancy(curves: dict[str, Sequence[Any]], ax: Any = None) -> Any:
     ax.set_ylim(0, 105)
     ax.set_xticks([32, 128, 256, 384, 512, 640, 768, 896, 1024])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the data
+    ax.set_title(title or T("occupancy per block size, compute capability 9.0 SM"))
     ax.grid(alpha=0.3)
     return ax
 
 
-def plot_block_sweep(rows: list[dict[str, float]], ax: Any = None) -> Any:
+def plot_block_sweep(rows: list[dict[str, float]], ax: Any = None, title: str = "") -> Any:
     """Measured bandwidth per block size (from ``occupancy.block_size_sweep``)."""
     ax = _axes(ax, (6, 3))
     sizes = [r["threads_per_block"] for r in rows]
@@ -138,5 +141,6 @@ def plot_block_sweep(rows: list[dict[str, float]], ax: Any = None) -> Any:
     ax.set_xticks(sizes, [str(s) for s in sizes])
     ax.set_xlabel(T("threads per block"))
     ax.set_ylabel(T("GB/s (read + write)"))
+    ax.set_title(title or T("bandwidth per block size"))
     ax.grid(alpha=0.3)
     return ax

@@ -33,13 +33,20 @@ def plot_reads(n: int = 4096, tiles: Sequence[int] = (16, 32, 64, 128)):
     import matplotlib.pyplot as plt
 
     data = reads_per_element(n, tiles)
-    fig, ax = plt.subplots(figsize=(6, 3))
-    ax.bar(list(data), list(data.values()), color=["#b35900"] + ["#1a7f37"] * len(tiles))
-    ax.set_yscale("log")
-    ax.set_ylabel(T("reads of each element of A"))
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    # Horizontal bars: the labels (Japanese ones are wide) never collide; a linear axis, so
+    # the lengths compare, with each value written beside its bar.
+    names = list(data)[::-1]
+    ax.barh(names, [data[k] for k in names],
+            color=["#1a7f37"] * len(tiles) + ["#b35900"])
+    ax.set_xlim(0, max(data.values()) * 1.15)
+    ax.set_xlabel(T("reads of each element of A"))
+    ax.set_ylabel(T("kernel"))
     ax.set_title(T("{n} x {n} matmul: each tile is loaded once, reused by the block", n=n))
-    for i, v in enumerate(data.values()):
-        ax.text(i, v, f"{v:g}", ha="center", va="bottom")
+    for i, k in enumerate(names):
+        ax.annotate(T("{data:,.0f}",
+                      data=data[k]), (data[k], i), xytext=(3, 0), textcoords="offset points",
+                    va="center", fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -50,7 +57,7 @@ def plot_roofline(points: dict[str, tuple[float, float]], peak_tflops: float,
     as (intensity FLOP/byte, achieved TFLOP/s)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     x = np.logspace(-1.5, 3, 200)
     ax.plot(x, np.minimum(peak_tflops, x * bandwidth_tbps), "k-", lw=1.5,
             label=T("roof: {bandwidth_tbps:.2g} TB/s, {peak_tflops:.3g} TFLOP/s",
@@ -62,7 +69,7 @@ def plot_roofline(points: dict[str, tuple[float, float]], peak_tflops: float,
     ax.set_xlabel(T("arithmetic intensity (FLOP per byte of global traffic)"))
     ax.set_ylabel(T("TFLOP/s"))
     ax.set_title(title or T("roofline"))
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the points
     fig.tight_layout()
     return fig
 
@@ -101,13 +108,18 @@ def plot_bandwidth(results: dict[str, float], ceiling: float, unit: str = "GB/s"
     """Horizontal bars of achieved bandwidth with the copy ceiling as a line."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 0.5 * len(results) + 1.2))
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(results) + 1.4))
     names = list(results)
     ax.barh(names, [results[k] for k in names], color="#1f6feb")
     ax.axvline(ceiling, color="k", ls="--", label=T("device copy {ceiling:.3g} {unit}",
                                                     ceiling=ceiling, unit=unit))
-    ax.set_xlabel(unit)
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    for y, k in enumerate(names):  # the value, so that a short bar still reads
+        ax.annotate(T("{results:.3g}", results=results[k]), (results[k], y), xytext=(3, 0),
+                    textcoords="offset points", va="center", fontsize=7)
+    ax.set_xlim(0, max([*results.values(), ceiling]) * 1.15)
+    ax.set_xlabel(T("bandwidth ({unit})", unit=unit))
+    ax.set_ylabel(T("kernel"))
+    ax.set_title(title or T("bandwidth against the device copy"))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
