@@ -125,13 +125,16 @@ for p in [{str(pkg)!r}, {str(tmp_path / 'course' / 'planted.txt')!r}, "/usr/plan
     except OSError as exc:
         print("refused", p, type(exc).__name__)
 """
+    code += "\nprint(open('mine.txt').read())"
     before = pkg.read_bytes()
     res, course, work = _run(code, tmp_path)
     out = res.stdout.decode()
     assert f"refused {pkg}" in out and "refused /usr/planted.txt" in out, out
     assert pkg.read_bytes() == before
-    assert not (course / "planted.txt").exists()  # the tmpfs over the course took it
-    assert (work / "mine.txt").read_text() == "my own filex"
+    assert not (course / "planted.txt").exists()  # the course is not even there
+    # the inputs were copied into the sized scratch; what was written there stays there
+    assert "wrote mine.txt" in out and "my own filex" in out, out
+    assert (work / "mine.txt").read_text() == "my own file"
 
 
 @needs_bwrap
@@ -193,7 +196,10 @@ except OSError as exc:
     res, _, work = _run(code, tmp_path, mode=mode)
     out = res.stdout.decode()
     assert "MemoryError" in out and "file too large" in out, (out, res.stderr)
-    assert (work / "big.bin").stat().st_size <= sbx.Limits().fsize_mb << 20
+    if mode == "fallback":  # its cwd is the host folder; bubblewrap's is the scratch
+        assert (work / "big.bin").stat().st_size <= sbx.Limits().fsize_mb << 20
+    else:
+        assert not (work / "big.bin").exists()
 
 
 @needs_bwrap
@@ -228,39 +234,41 @@ def test_environment_is_fresh(tmp_path):
 
 
 def test_every_tmpfs_is_sized_and_memory_plus_tmpfs_stay_within_the_limit(tmp_path):
-    """RLIMIT_AS counts a process, not the files it leaves in a tmpfs: each tmpfs gets a
-    --size, and the process limit is what their sum leaves of memory_mb."""
+    """No process limit counts the files left in a tmpfs: each tmpfs gets a --size, and the
+    processes (all of them together, the watchdog's budget) get what their sum leaves of
+    memory_mb."""
     course = tmp_path / "course"
     course.mkdir()
     for memory in (2048, 4096, 512):
         sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=memory))
         argv = sbx.bwrap_argv(sb, str(course), None, str(tmp_path), gpu=False)
-        sizes = []
+        sizes = {}
         for i, arg in enumerate(argv):
             if arg == "--tmpfs":
                 assert argv[i - 2] == "--size", argv[i - 3:i + 2]
-                sizes.append(int(argv[i - 1]))
-        assert "/tmp" in argv and "/dev/shm" in argv
+                sizes[argv[i + 1]] = int(argv[i - 1])
+        assert set(sizes) == {"/tmp", "/dev/shm", sbx.SCRATCH}, sizes
         process = sbx._limits(sb.limits, 60, gpu=False)["RLIMIT_AS"]
-        assert sum(sizes) + process <= memory << 20, (memory, sizes, process)
+        assert process == sbx.process_mb(sb.limits) << 20
+        assert sum(sizes.values()) + process <= memory << 20, (memory, sizes, process)
         assert argv.index("--remount-ro") > argv.index("--chdir")  # after every mount
         assert argv[argv.index("--remount-ro") + 1] == "/dev"  # bwrap's /dev takes no size
+        assert "/" not in [argv[i + 1] for i, a in enumerate(argv) if a.endswith("bind")]
 
 
 @needs_bwrap
 def test_filling_the_tmpfs_mounts_ends_at_their_size(tmp_path):
-    """/tmp, /dev/shm and /var/tmp fill up (ENOSPC) within the budget; /dev and the hidden
-    course root cannot be written at all."""
+    """/tmp, /dev/shm and the scratch (the working folder) fill up (ENOSPC) within the
+    budget; /dev cannot be written, and the course is not there at all."""
     code = """
-import errno
-for d in ("/tmp", "/dev/shm", "/var/tmp", "/dev", "__COURSE__"):
+import errno, os
+for d in ("/tmp", "/dev/shm", os.getcwd(), "/dev", "__COURSE__"):
     wrote = 0
     try:
-        with open(d + "/fill.bin", "wb") as fh:
-            for _ in range(64):
+        for i in range(400):  # many files: a per-file limit alone would not stop this
+            with open(d + f"/fill{i}.bin", "wb") as fh:
                 fh.write(b"0" * (1 << 20))
-                fh.flush()
-                wrote += 1
+            wrote += 1
         print(d, "wrote", wrote)
     except OSError as exc:
         print(d, "stopped", wrote, errno.errorcode.get(exc.errno))
@@ -269,14 +277,16 @@ for d in ("/tmp", "/dev/shm", "/var/tmp", "/dev", "__COURSE__"):
     course.mkdir()
     work = tmp_path / "work"
     work.mkdir()
-    sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=256))  # tmpfs budget 64 MiB
+    sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=512))  # tmpfs budget 128 MiB
     res = sbx.run([sys.executable, "-c", code.replace("__COURSE__", str(course.resolve()))],
                   workdir=str(work), sb=sb, course_root=str(course), timeout=60)
     out = dict((ln.split(" ", 1)[0], ln.split(" ", 1)[1])
                for ln in res.stdout.decode().splitlines())
-    sizes = sbx.tmpfs_sizes(sb.limits, 1)
-    for d in ("/tmp", "/dev/shm", "/var/tmp"):
+    sizes = sbx.tmpfs_sizes(sb.limits)
+    assert sum(sizes.values()) <= sbx.tmpfs_mb(sb.limits) << 20
+    for d in ("/tmp", "/dev/shm", sbx.SCRATCH):
         assert out[d].startswith("stopped") and out[d].endswith("ENOSPC"), (d, out, res.stderr)
         assert int(out[d].split()[1]) <= sizes[d] >> 20
-    for d in ("/dev", str(course.resolve())):
-        assert out[d] == "stopped 0 EROFS", (d, out)
+    assert out["/dev"] == "stopped 0 EROFS", out
+    assert out[str(course.resolve())].startswith("stopped 0"), out
+    assert list(work.iterdir()) == []  # nothing reached the host

@@ -211,6 +211,8 @@ def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
                       cap=n * 4 * opts["output_cap"] + 65536)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if res.exceeded:  # the watchdog killed it: this submission is not graded
+        raise sbx.OverBudget(res.exceeded)
     found = []
     for line in res.stdout.decode("utf-8", "replace").splitlines():
         try:
@@ -284,25 +286,27 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         # the feedback run decides no points: its cells may have a shorter leash than a check
         run_opts["timeout"] = opts.get("feedback_timeout") or opts["timeout"]
         run_opts.update(who)
-        res = sbx.run([*MODULE_CMD, "cudacourse.grader.nbrun", "in.ipynb", "out.ipynb",
+        limit = 8 * opts["output_cap"] * max(1, len(nb.cells)) + (20 << 20)
+        # the result comes on stdout: nothing written in the sandbox reaches the host
+        res = sbx.run([*MODULE_CMD, "cudacourse.grader.nbrun", "in.ipynb", "-",
                        json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
                       timeout=opts["notebook_timeout"], db_url=db_url,
                       env={**GRADING_ENV, **_gpu_env(opts)},
-                      cap=1 << 20)
+                      cap=limit + 1)
+        if res.exceeded:  # the watchdog killed it: this submission is not graded
+            raise sbx.OverBudget(res.exceeded)
         incidents = []
         if res.timed_out:
             incidents.append(f"the feedback run did not finish within {opts['notebook_timeout']} s")
-        out_path = Path(work) / "out.ipynb"
-        limit = 8 * opts["output_cap"] * max(1, len(nb.cells)) + (20 << 20)
-        if not out_path.is_file() or out_path.is_symlink() or out_path.stat().st_size > limit:
-            why = "no result" if not out_path.is_file() else "an oversized or odd result"
+        if res.rc != 0 or not res.stdout or res.truncated:
+            why = "no result" if not res.stdout else "an oversized or odd result"
             err = res.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
             incidents.append(f"the feedback run left {why} (exit status {res.rc}"
                              f"{': ' + ' | '.join(err) if err else ''}); feedback shows "
                              "only the test cells' results")
             return None, incidents, res.isolation
         try:
-            ran = json.loads(out_path.read_text(encoding="utf-8"))
+            ran = json.loads(res.stdout.decode("utf-8"))
             cells = ran["cells"]
             if len(cells) != len(sent.cells):
                 raise ValueError("cell count changed")

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator
 import nbformat
 
 from . import course, intake, prepare
+from . import sandbox as sbx
 from .safefs import T
 
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -267,6 +268,8 @@ def _feedback_run_and_verdicts(sub: Submission) -> dict[str, Any] | None:
             dest.write_text(json.dumps({**prepared, "intake": list(sub.staged.problems)}))
             sub.out["incidents"] += [f"{name}: {i}" for i in prepared["incidents"]]
             sub.out["isolation"] = sorted(set(sub.out["isolation"]) | set(prepared["isolation"]))
+    except sbx.OverBudget as exc:  # all its processes together went past the budget
+        return sub.not_graded(str(exc))
     except Exception as exc:  # noqa: BLE001 - e.g. the sandbox refused (--require-sandbox)
         return sub.not_graded(f"the grader could not run it: {type(exc).__name__}: {exc}")
     if o.get("defer_nbgrader"):
