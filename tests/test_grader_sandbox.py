@@ -290,3 +290,140 @@ for d in ("/tmp", "/dev/shm", os.getcwd(), "/dev", "__COURSE__"):
     assert out["/dev"] == "stopped 0 EROFS", out
     assert out[str(course.resolve())].startswith("stopped 0"), out
     assert list(work.iterdir()) == []  # nothing reached the host
+
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: masters, keys, tests
+
+
+@needs_bwrap
+def test_the_sandbox_shows_an_allow_list_never_the_course(tmp_path):
+    """Issue 38, class 8: a command in the sandbox sees the environment and the package,
+    nothing of the checkout's masters, hidden tests, quiz keys or tests, the gradebook or
+    another student's folder, even with the checkout as the course root."""
+    master = next((ROOT / "solutions").glob("01_*/*.ipynb"))
+    keys = ROOT / "lessons" / "quizkeys"
+    course = tmp_path / "course"
+    secrets_ = [master, master.parent, ROOT / "solutions", keys, ROOT / "tests",
+                ROOT / "lessons", course / "submitted" / "bob" / "secret.txt",
+                course / "gradebook.db", Path.home() / ".bash_history", ROOT / ".git"]
+    code = f"""
+import os
+for p in {[str(p) for p in secrets_]!r}:
+    print("SEEN" if os.path.exists(p) else "absent", p)
+print("ROOT", sorted(os.listdir("/")))
+print("CHECKOUT", sorted(os.listdir({str(ROOT)!r})) if os.path.isdir({str(ROOT)!r}) else [])
+import numpy, nbclient, cudacourse  # what a verdict needs is there
+print("IMPORTS ok")
+"""
+    for root in (str(course), str(ROOT)):
+        (course / "submitted" / "bob").mkdir(parents=True, exist_ok=True)
+        (course / "submitted" / "bob" / "secret.txt").write_text("bob's answers")
+        (course / "gradebook.db").write_text("not really a database")
+        work = tmp_path / "work"
+        work.mkdir(exist_ok=True)
+        res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sbx.Sandbox(),
+                      course_root=root, timeout=60)
+        out = res.stdout.decode()
+        assert "IMPORTS ok" in out, res.stderr.decode()
+        assert "SEEN" not in out, out
+        top = eval(out.split("ROOT ", 1)[1].splitlines()[0])
+        assert set(top) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc",
+                            "proc", "dev", "tmp", "sys", *Path(sys.prefix).parts[1:2],
+                            *Path(sys.base_prefix).parts[1:2],
+                            *Path(sbx.__file__).parts[1:2]}, top
+        seen = set(eval(out.split("CHECKOUT ", 1)[1].splitlines()[0]))
+        assert not seen & {"solutions", "tests", "lessons", "notebooks", ".git",
+                           "nbgrader_config.py"}, seen
+
+
+@needs_bwrap
+def test_learner_code_runs_unprivileged_as_root_too(tmp_path):
+    """As root, the command runs as a fresh uid with no capabilities and no_new_privs; its
+    files in the scratch are its own."""
+    code = """
+import os
+st = dict(ln.split(":", 1) for ln in open("/proc/self/status").read().splitlines())
+print(os.getuid(), os.geteuid(), os.getgid(), os.getgroups(), st["CapEff"].strip(),
+      st["NoNewPrivs"].strip(), os.stat(".").st_uid == os.getuid())
+"""
+    res, _, _ = _run(code, tmp_path)
+    uid, euid, gid, groups, cap, nnp, owns = res.stdout.decode().split(maxsplit=6)
+    assert int(uid) != 0 and int(euid) != 0 and int(gid) != 0, res.stdout
+    assert groups == "[]" and int(cap, 16) == 0 and nnp == "1", res.stdout
+    assert owns.strip() == "True"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="this test takes the non-root path from root")
+def test_the_non_root_path_maps_the_grader_to_nobody(tmp_path, monkeypatch):
+    """The grader as another user: a user namespace maps it to nobody (65534), with the
+    same allow-list; injected by as_root (the profile is chosen by it)."""
+    monkeypatch.setattr(sbx, "as_root", lambda: False)
+    ok, why = sbx.isolation(sbx.Sandbox())
+    if not ok:
+        pytest.skip(f"bwrap cannot make a user namespace here: {why}")
+    argv = sbx.bwrap_argv(sbx.Sandbox(), str(tmp_path), None, str(tmp_path), gpu=False)
+    assert "--unshare-user" in argv and argv[argv.index("--uid") + 1] == "65534"
+    res, _, _ = _run(f"import os; print(os.getuid(), os.path.exists({str(ROOT / 'solutions')!r}))",
+                     tmp_path)
+    assert res.stdout.decode().split() == ["65534", "False"], res.stderr
+
+
+FORK_HOG = """
+import os, sys, time
+kids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(int(sys.argv[1]) << 20)  # each under the per-process limit
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        print("child holds", len(block) >> 20, "MiB", flush=True)
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("all done")
+"""
+
+
+@pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
+def test_the_memory_of_all_processes_together_is_bounded(tmp_path, mode):
+    """Issue 38, class 6: four children of 150 MiB each (each within its own limit) hold
+    600 MiB together; the watchdog kills the tree at the submission's budget."""
+    sb = sbx.Sandbox(mode=mode, limits=sbx.Limits(memory_mb=512))
+    budget = sbx.process_mb(sb.limits)
+    assert 150 < budget < 600
+    work = tmp_path / "work"
+    work.mkdir()
+    start = time.monotonic()
+    res = sbx.run([sys.executable, "-c", FORK_HOG, "150"], workdir=str(work), sb=sb,
+                  course_root=str(tmp_path), timeout=60)
+    assert res.exceeded == f"used more than {budget} MiB", (res, res.stderr)
+    assert b"all done" not in res.stdout and not res.timed_out
+    assert time.monotonic() - start < 50
+
+
+@pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
+def test_the_number_of_processes_is_bounded(tmp_path, mode):
+    code = """
+import threading, time
+n = 0
+try:
+    for _ in range(200):
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+        n += 1
+except RuntimeError as exc:
+    print("refused at", n, flush=True)
+time.sleep(3)
+print("started", n)
+"""
+    sb = sbx.Sandbox(mode=mode, limits=sbx.Limits(nproc=40))
+    work = tmp_path / "work"
+    work.mkdir()
+    res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sb,
+                  course_root=str(tmp_path), timeout=60)
+    out = res.stdout.decode()
+    # refused by RLIMIT_NPROC (its own uid) or killed by the watchdog: never 200 threads
+    assert "started 200" not in out, (out, res.stderr)
+    assert "refused at" in out or res.exceeded == "started more than 40 processes", out

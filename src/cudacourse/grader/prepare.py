@@ -23,7 +23,7 @@ from typing import Any
 import nbformat
 
 from .. import device  # the ctypes probe only: importing it chooses nothing
-from . import partial, untrusted, verdict
+from . import budget, partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
 
@@ -317,6 +317,9 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         for mine, theirs in zip(sent.cells, cells):
             ok = isinstance(theirs, dict) and mine.cell_type == "code" and not is_test_cell(mine)
             outputs.append(sanitise(theirs.get("outputs"), opts["output_cap"]) if ok else None)
+        # the notebook's total, before anything is saved for the record stage
+        outputs, cut = budget.cap_cells(outputs, budget.OutputBudget.from_options(opts))
+        incidents += cut
         # Written in the sandbox, so forged at will: read only what has the expected shape
         meta = ran.get("metadata") if isinstance(ran.get("metadata"), dict) else {}
         meta = meta.get("cudacourse_feedback_run")

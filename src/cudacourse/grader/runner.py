@@ -486,7 +486,7 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
         raise sandbox.SandboxRefused(f"sandbox required but not available: {why}")
     run: dict[str, Any] = {"assignment": assignment, "course_root": root,
                            "isolation": "bwrap" if ok else f"NOT isolated: {why}",
-                           "privileges": sandbox.privilege_note(),
+                           "privileges": sandbox.privilege_note(ok),
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "options": {k: v for k, v in o.items() if k != "sandbox"},
                            "workers": getattr(executor, "_max_workers", None) or workers,

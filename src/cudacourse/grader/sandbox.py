@@ -227,11 +227,15 @@ def _pick_uid() -> int | None:
     return 200_000 + secrets.randbelow(60_000)
 
 
-def privilege_note() -> str:
+def privilege_note(isolated: bool = True) -> str:
     """What running as root means for this machine's sandbox, or "" when not root."""
     if not as_root():
         return ""
-    return "running as root: each command runs as an unused uid of its own"
+    if isolated or _others_can_run_python():
+        return "running as root: each command runs as an unused uid of its own"
+    return ("running as root without bubblewrap, and this Python is not readable by other "
+            "users, so commands keep root's uid: run grading as an unprivileged user or "
+            "install bubblewrap")
 
 
 def _drop_kwargs(uid: int | None) -> dict[str, Any]:
