@@ -348,7 +348,9 @@ SAFE_OUTPUT_DATA = frozenset({"text/plain", "image/png", "image/jpeg"})
 
 def clean_outputs(outputs: Any) -> list[dict[str, Any]]:
     """Outputs with only plain text, PNG/JPEG images and error text; HTML, JavaScript, SVG,
-    Markdown, LaTeX and widget views are dropped (their text/plain stays)."""
+    Markdown, LaTeX and widget views are dropped (their text/plain stays). Their text holds no
+    live TeX command either (:func:`inert_text`): MathJax skips ``<pre>`` today, a template
+    or a configuration tomorrow may not."""
     clean: list[dict[str, Any]] = []
     for out in outputs if isinstance(outputs, list) else []:
         if not isinstance(out, dict):
@@ -357,16 +359,16 @@ def clean_outputs(outputs: Any) -> list[dict[str, Any]]:
         if kind == "stream":
             clean.append({"output_type": "stream",
                           "name": "stderr" if out.get("name") == "stderr" else "stdout",
-                          "text": text(_joined(out.get("text", "")))})
+                          "text": _inert(out.get("text", ""))})
         elif kind == "error":
             tb = out.get("traceback")
-            clean.append({"output_type": "error", "ename": text(_joined(out.get("ename", ""))),
-                          "evalue": text(_joined(out.get("evalue", ""))),
-                          "traceback": [text(_joined(t)) for t in tb]
+            clean.append({"output_type": "error", "ename": _inert(out.get("ename", "")),
+                          "evalue": _inert(out.get("evalue", "")),
+                          "traceback": [_inert(t) for t in tb]
                           if isinstance(tb, list) else []})
         elif kind in ("display_data", "execute_result"):
             data = out.get("data") if isinstance(out.get("data"), dict) else {}
-            keep = {k: (text(_joined(v)) if k == "text/plain" else v)
+            keep = {k: (_inert(v) if k == "text/plain" else v)
                     for k, v in data.items() if k in SAFE_OUTPUT_DATA and
                     (isinstance(v, str) or (k == "text/plain" and isinstance(v, list)))}
             item: dict[str, Any] = {"output_type": kind, "data": keep, "metadata": {}}
@@ -376,6 +378,10 @@ def clean_outputs(outputs: Any) -> list[dict[str, Any]]:
                     not isinstance(count, bool) else None
             clean.append(item)
     return clean
+
+
+def _inert(v: Any) -> str:
+    return inert_text(text(_joined(v)))
 
 
 def _joined(v: Any) -> str:
