@@ -32,7 +32,7 @@ hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is in the test
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 NIGHTLY = bool(os.environ.get("CUDACOURSE_NIGHTLY"))
-SETTINGS = settings(max_examples=300 if NIGHTLY else 12, deadline=None,
+SETTINGS = settings(max_examples=300 if NIGHTLY else 8, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])
 # A small budget, so that generated notebooks of modest size (fast to build) cross it
