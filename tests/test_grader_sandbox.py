@@ -427,3 +427,24 @@ print("started", n)
     # refused by RLIMIT_NPROC (its own uid) or killed by the watchdog: never 200 threads
     assert "started 200" not in out, (out, res.stderr)
     assert "refused at" in out or res.exceeded == "started more than 40 processes", out
+
+
+def test_a_folder_to_expose_that_would_show_the_course_is_refused(tmp_path):
+    """allowed_paths: a site-packages holding a package named tests is bound; the course, a
+    folder holding it, one named like an instructor-side folder, or one that looks like a
+    course root, is not."""
+    site = tmp_path / "env" / "site-packages"
+    (site / "tests").mkdir(parents=True)  # a sloppy wheel's top-level package
+    course = tmp_path / "course"
+    (course / "solutions").mkdir(parents=True)
+    other = tmp_path / "other"
+    (other / "submitted").mkdir(parents=True)
+    named = tmp_path / "x" / "lessons"
+    named.mkdir(parents=True)
+    inside = course / "solutions" / "01"
+    inside.mkdir()
+    sb = sbx.Sandbox(expose=[str(p) for p in (site, course, tmp_path, other, named, inside)])
+    got = set(sbx.allowed_paths(sb, str(course), None))
+    assert str(site.resolve()) in got
+    for p in (course, tmp_path, other, named, inside):
+        assert str(p.resolve()) not in got, p

@@ -244,10 +244,16 @@ def _drop_kwargs(uid: int | None) -> dict[str, Any]:
     return {"user": uid, "group": uid, "extra_groups": []}
 
 
-# What a path to expose may never be or hold: the course's own instructor-side folders
+# A folder to expose is refused when it is named like an instructor-side folder, lies inside
+# one of the course's own, or holds the marks of a course root (site-packages may well hold a
+# package named "tests": only the names that mark a course are looked for inside)
 _SECRET_NAMES = frozenset({"solutions", "tests", "lessons", "submitted", "autograded",
                            "feedback", "release", "source", "quizkeys", "exchange",
                            "inbound", "outbound", ".cudacourse-grading"})
+_SECRET_PARTS = frozenset({"solutions", "submitted", "autograded", "quizkeys",
+                           ".cudacourse-grading"})
+_COURSE_MARKS = frozenset({"solutions", "submitted", "autograded", "gradebook.db",
+                           "nbgrader_config.py", "quizkeys"})
 
 
 def _secret_paths(course_root: str, db_url: str | None, sb: Sandbox) -> list[str]:
@@ -269,12 +275,12 @@ def _holds_secrets(path: str, secret: list[str]) -> bool:
     """Whether binding ``path`` would show a secret path or an instructor-side folder."""
     if any(h == path or h.startswith(path.rstrip("/") + "/") for h in secret):
         return True
-    if any(part in _SECRET_NAMES for part in Path(path).parts):
+    parts = Path(path).parts
+    if parts[-1] in _SECRET_NAMES or any(part in _SECRET_PARTS for part in parts):
         return True
     try:
         with os.scandir(path) as it:
-            return any(e.name in _SECRET_NAMES or e.name == "gradebook.db" or
-                       e.name == "nbgrader_config.py" for e in it)
+            return any(e.name in _COURSE_MARKS for e in it)
     except OSError:
         return False
 
