@@ -265,3 +265,20 @@ def test_one_slow_record_is_that_students_not_graded_and_the_rest_are_recorded(t
     assert sorted(finished) == ["ada", "bob", "dee", "eve"]
     by = {r["student"]: r for r in prepared}
     assert by["cy"]["status"] == "not_graded" and by["cy"]["reason"] == marked["cy"]
+
+
+def test_a_submission_past_its_memory_budget_is_not_graded_with_that_reason(spied,
+                                                                            monkeypatch):
+    """The sandbox's watchdog killed a run of this submission (all its processes together
+    over the budget): "not graded: used more than N MiB", nothing recorded for it."""
+    from cudacourse.grader import sandbox
+
+    def over(*a, **k):
+        spied["visited"].append("feedback run and verdicts")
+        raise sandbox.OverBudget("used more than 3840 MiB")
+
+    monkeypatch.setattr(prepare, "prepare", over)
+    out = _grade(spied)
+    assert spied["visited"] == STAGE_NAMES[:2]
+    assert out["status"] == "not_graded" and out["reason"] == "used more than 3840 MiB"
+    assert spied["marked"] == [out["reason"]]

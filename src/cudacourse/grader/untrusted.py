@@ -174,8 +174,8 @@ MAX_MARKUP = 100_000
 # Open elements a fragment may nest: past this depth a start tag is shown as text (html5lib's
 # work per token grows with the stack of open elements; no honest cell nests 100 deep).
 MAX_DEPTH = 100
-MAX_MARKDOWN = MAX_MARKUP // 8  # characters of one Markdown cell rendered (its HTML may be
-# several times longer: `&` becomes `&amp;`)
+MAX_MARKDOWN = MAX_MARKUP // 4  # characters of one Markdown cell rendered (its HTML may be
+# longer: `&` becomes `&amp;`); seven times the longest Markdown cell of the course's masters
 _TAG_TOKEN = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^<>]*(>?)")
 VOID_TAGS = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
                        "meta", "param", "source", "track", "wbr"})
