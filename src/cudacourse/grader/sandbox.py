@@ -299,10 +299,8 @@ def _exposed(sb: Sandbox) -> list[str]:
     here = Path(__file__).resolve().parents[2]  # .../src (or site-packages)
     paths.add(str(here))
     paths |= set(sb.expose)
-    out = sorted({os.path.realpath(p) for p in paths if p and os.path.isabs(p) and
-                  os.path.exists(p)})
-    # a folder inside another one bound already comes with it
-    return [p for p in out if not any(p.startswith(q + "/") for q in out if q != p)]
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.isabs(p) and
+                   os.path.exists(p)})
 
 
 # Course files a lesson reads while it runs (lesson 4's figures come from the committed
@@ -460,12 +458,10 @@ def allowed_paths(sb: Sandbox, course_root: str, db_url: str | None) -> list[str
     :func:`_exposed` that hold no secret path (:func:`_holds_secrets`) and are not already
     under /usr."""
     secret = _secret_paths(course_root, db_url, sb)
-    out = []
-    for p in _exposed(sb):
-        if p == "/usr" or p.startswith("/usr/") or _holds_secrets(p, secret):
-            continue
-        out.append(p)
-    return out
+    out = [p for p in _exposed(sb) if not (p == "/usr" or p.startswith("/usr/") or
+                                           _holds_secrets(p, secret))]
+    # a folder inside another one bound already comes with it
+    return [p for p in out if not any(p.startswith(q + "/") for q in out if q != p)]
 
 
 def bwrap_argv(sb: Sandbox, course_root: str, db_url: str | None, workdir: str,
