@@ -448,3 +448,27 @@ def test_a_folder_to_expose_that_would_show_the_course_is_refused(tmp_path):
     assert str(site.resolve()) in got
     for p in (course, tmp_path, other, named, inside):
         assert str(p.resolve()) not in got, p
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the second profile is root's")
+def test_as_root_where_bwrap_cannot_drop_the_user_namespace_profile_is_used(tmp_path,
+                                                                           monkeypatch):
+    """A container where root's bwrap cannot mount without a user namespace: the probe
+    falls back to the user-namespace profile (nobody inside, the same allow-list), and the
+    summary says what that means."""
+    real = sbx._probe
+    monkeypatch.setattr(sbx, "_probe", lambda sb, path, prof: (
+        (False, "bwrap cannot create its namespaces here: (test)") if prof == "drop"
+        else real(sb, path, prof)))
+    monkeypatch.setattr(sbx, "_probed", {})
+    sb = sbx.Sandbox(limits=sbx.Limits(nproc=64))
+    ok, _ = sbx.isolation(sb)
+    if not ok:
+        pytest.skip("bwrap cannot make a user namespace here either")
+    assert sbx.profile(sb) == "userns" and "user namespace" in sbx.privilege_note(True)
+    work = tmp_path / "work"
+    work.mkdir()
+    res = sbx.run([sys.executable, "-c", "import os, subprocess; subprocess.run(['true']); "
+                   f"print(os.getuid(), os.path.exists({str(ROOT / 'solutions')!r}))"],
+                  workdir=str(work), sb=sb, course_root=str(tmp_path), timeout=60)
+    assert res.stdout.decode().split() == ["65534", "False"], res.stderr  # and it can fork

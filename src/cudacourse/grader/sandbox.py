@@ -185,26 +185,52 @@ def as_root() -> bool:
 def isolation(sb: Sandbox, course_root: str | None = None) -> tuple[bool, str]:
     """(True, "bwrap <path>") when bwrap can isolate a command here, else (False, reason).
     The probe runs this Python, under the very profile commands get (allow-list, uid)."""
+    ok, why, _ = _isolation(sb, course_root)
+    return ok, why
+
+
+def profile(sb: Sandbox, course_root: str | None = None) -> str | None:
+    """How bwrap isolates here (:data:`PROFILES`), or None (the fallback)."""
+    return _isolation(sb, course_root)[2]
+
+
+# How a command is made unprivileged. "drop": bwrap as root without a user namespace, the
+# launcher drops to a fresh uid (real, kernel-wide); "userns": a user namespace maps the
+# grader to nobody (as root, where the first cannot run: a container without CAP_SYS_ADMIN;
+# then the processes keep root's kernel uid outside the namespace, without capabilities,
+# seeing only the allow-list, and the summary says so).
+PROFILES = ("drop", "userns")
+
+
+def _isolation(sb: Sandbox, course_root: str | None) -> tuple[bool, str, str | None]:
     if sb.mode == "fallback":
-        return False, "the fallback was chosen (--sandbox fallback)"
+        return False, "the fallback was chosen (--sandbox fallback)", None
     path = find_bwrap(sb, course_root)
     if path is None:
-        return False, "bubblewrap (bwrap) is not installed (apt-get install bubblewrap)"
+        return False, "bubblewrap (bwrap) is not installed (apt-get install bubblewrap)", None
     with _probe_lock:
         key = f"{path}:{os.geteuid()}:{as_root()}:{json.dumps(sb.to_dict(), sort_keys=True)}"
         if key not in _probed:
-            _probed[key] = _probe(sb, path)
+            tried = []
+            for prof in (PROFILES if as_root() else ("userns",)):
+                ok, why = _probe(sb, path, prof)
+                tried.append(why)
+                if ok:
+                    _probed[key] = (True, why, prof)
+                    break
+            else:
+                _probed[key] = (False, tried[-1], None)
         return _probed[key]
 
 
-def _probe(sb: Sandbox, path: str) -> tuple[bool, str]:
+def _probe(sb: Sandbox, path: str, prof: str) -> tuple[bool, str]:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="cudacourse-probe-") as tmp:
         os.chmod(tmp, 0o755)
         probe = Sandbox(**{**sb.to_dict(), "bwrap": path, "limits": sb.limits, "gpu": False})
-        uid = _pick_uid()
-        cmd = bwrap_argv(probe, tmp, None, tmp, gpu=False)
+        uid = _pick_uid() if prof == "drop" else None
+        cmd = bwrap_argv(probe, tmp, None, tmp, gpu=False, prof=prof)
         cfg = {"inputs": "/tmp/in", "scratch": "/tmp/work", "uid": uid,
                "own": ["/tmp/home", "/tmp/work"], "sticky": ["/tmp", "/dev/shm"], "limits": {}}
         full = cmd + [sys.executable, "-S", "-c", _LAUNCHER, json.dumps(cfg),
@@ -219,6 +245,11 @@ def _probe(sb: Sandbox, path: str) -> tuple[bool, str]:
     return True, f"bwrap {path}"
 
 
+def _probed_profile() -> str | None:
+    profs = {v[2] for k, v in _probed.items() if v[0] and f":{as_root()}:" in k}
+    return "userns" if "userns" in profs else ("drop" if profs else None)
+
+
 def _pick_uid() -> int | None:
     """As root: a fresh uid for one command (its own process count, no access to root's
     files, no capabilities); otherwise None (a user namespace maps the grader to nobody)."""
@@ -231,6 +262,10 @@ def privilege_note(isolated: bool = True) -> str:
     """What running as root means for this machine's sandbox, or "" when not root."""
     if not as_root():
         return ""
+    if isolated and _probed_profile() == "userns":
+        return ("running as root where bubblewrap cannot drop to another uid: commands run "
+                "as nobody in a user namespace, root's uid outside it, seeing only the "
+                "allow-list; run grading as an unprivileged user")
     if isolated or _others_can_run_python():
         return "running as root: each command runs as an unused uid of its own"
     return ("running as root without bubblewrap, and this Python is not readable by other "
@@ -465,7 +500,7 @@ def allowed_paths(sb: Sandbox, course_root: str, db_url: str | None) -> list[str
 
 
 def bwrap_argv(sb: Sandbox, course_root: str, db_url: str | None, workdir: str,
-               gpu: bool) -> list[str]:
+               gpu: bool, prof: str | None = None) -> list[str]:
     """bubblewrap's arguments for one command, up to the command itself: an allow-list of
     read-only binds, sized tmpfs mounts (:func:`tmpfs_sizes`), the inputs read-only at
     :data:`INPUTS`; as root no user namespace (the launcher drops to a fresh uid), otherwise
@@ -475,7 +510,7 @@ def bwrap_argv(sb: Sandbox, course_root: str, db_url: str | None, workdir: str,
     def tmpfs(path: str, size: int) -> list[str]:
         return ["--size", str(size), "--tmpfs", path]
 
-    if as_root():
+    if (prof or ("drop" if as_root() else "userns")) == "drop":
         unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                    "--unshare-cgroup-try"]
     else:
@@ -601,12 +636,13 @@ def run(argv: list[str], *, workdir: str, sb: Sandbox, course_root: str, timeout
     if not ok and (sb.require or sb.mode == "bwrap"):
         raise SandboxRefused(f"sandbox required but not available: {why}")
     gpu = sb.gpu if sb.gpu is not None else bool(glob.glob("/dev/nvidia*"))
-    uid = _pick_uid()
+    prof = profile(sb, course_root)
+    uid = _pick_uid() if prof in ("drop", None) else None
     token = secrets.token_hex(8)
     workdir = os.path.realpath(workdir)
     if ok:
         home = HOME
-        cmd = bwrap_argv(sb, course_root, db_url, workdir, gpu)
+        cmd = bwrap_argv(sb, course_root, db_url, workdir, gpu, prof=prof)
         isolation_txt = "bwrap"
         cfg: dict[str, Any] = {"inputs": INPUTS, "scratch": SCRATCH, "uid": uid,
                                "own": [HOME, SCRATCH], "sticky": ["/tmp", "/dev/shm"]}
@@ -621,6 +657,8 @@ def run(argv: list[str], *, workdir: str, sb: Sandbox, course_root: str, timeout
         cfg = {"inputs": None, "scratch": None, "uid": None}
         popen_uid = uid
     cfg["limits"] = _limits(sb.limits, timeout, gpu, own_uid=uid is not None)
+    if uid is None and as_root():  # root's kernel uid: its count is every root process's;
+        cfg["limits"]["RLIMIT_NPROC"] = None  # the watchdog counts the command's own
     full = cmd + [sys.executable, "-S", "-c", _LAUNCHER, json.dumps(cfg), *argv]
     child_env = _env(home, {**(env or {}), "CUDACOURSE_SANDBOX_TOKEN": token,
                             # where lessons find the course's figures (bench.committed_report)
