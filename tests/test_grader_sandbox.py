@@ -472,3 +472,23 @@ def test_as_root_where_bwrap_cannot_drop_the_user_namespace_profile_is_used(tmp_
                    f"print(os.getuid(), os.path.exists({str(ROOT / 'solutions')!r}))"],
                   workdir=str(work), sb=sb, course_root=str(tmp_path), timeout=60)
     assert res.stdout.decode().split() == ["65534", "False"], res.stderr  # and it can fork
+
+
+def test_the_fallbacks_working_folder_is_watched_too(tmp_path):
+    """Without bubblewrap the working folder is a host folder, with no size of its own: the
+    watchdog ends a command that writes more than the scratch's budget there."""
+    code = """
+import time
+for i in range(120):
+    with open(f"fill{i}.bin", "wb") as fh:
+        fh.write(b"1" * (1 << 20))
+time.sleep(20)
+print("survived")
+"""
+    sb = sbx.Sandbox(mode="fallback", limits=sbx.Limits(memory_mb=256))  # scratch: 64 MiB
+    work = tmp_path / "work"
+    work.mkdir()
+    res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sb,
+                  course_root=str(tmp_path), timeout=60)
+    assert res.exceeded == f"wrote more than {sbx.tmpfs_mb(sb.limits)} MiB", (res, res.stderr)
+    assert b"survived" not in res.stdout

@@ -546,9 +546,10 @@ class Watchdog(threading.Thread):
     threads. Past either budget it kills the tree and says why (:attr:`exceeded`)."""
 
     def __init__(self, pid: int, memory_mb: int | None, nproc: int | None,
-                 kill: Any, every: float = 0.2) -> None:
+                 kill: Any, every: float = 0.2, disk: tuple[str, int] | None = None) -> None:
         super().__init__(daemon=True, name=f"watchdog {pid}")
         self.pid, self.memory_mb, self.nproc, self.kill = pid, memory_mb, nproc, kill
+        self.disk = disk  # (folder, MiB): the fallback's working folder, a host folder
         self.every = every
         self.done = threading.Event()
         self.exceeded: str | None = None
@@ -566,9 +567,27 @@ class Watchdog(threading.Thread):
                 self.exceeded = T("used more than {n} MiB", n=self.memory_mb)
             elif self.nproc is not None and threads > self.nproc:
                 self.exceeded = T("started more than {n} processes", n=self.nproc)
+            elif self.disk is not None and disk_mb(self.disk[0]) > self.disk[1]:
+                self.exceeded = T("wrote more than {n} MiB", n=self.disk[1])
             if self.exceeded:
                 self.kill()
                 return
+
+
+def disk_mb(folder: str, most: int = 100_000) -> float:
+    """MiB the files under ``folder`` take on disk (links not followed; at most ``most``
+    entries are looked at, so that a folder of a million empty files costs no more)."""
+    used, seen = 0, 0
+    for root, dirs, files in os.walk(folder):
+        for name in files + dirs:
+            seen += 1
+            if seen > most:
+                return float("inf")
+            try:
+                used += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+    return used / MIB
 
 
 def tree_of(pid: int) -> list[int]:
@@ -672,8 +691,10 @@ def run(argv: list[str], *, workdir: str, sb: Sandbox, course_root: str, timeout
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True,
                             **_drop_kwargs(popen_uid))
+    # in bubblewrap the scratch is a sized tmpfs; the fallback's is a host folder: watched
     dog = Watchdog(proc.pid, process_mb(sb.limits), sb.limits.nproc,
-                   kill=lambda: _end_tree(proc, popen_uid if not ok else uid, token))
+                   kill=lambda: _end_tree(proc, popen_uid if not ok else uid, token),
+                   disk=None if ok else (workdir, tmpfs_mb(sb.limits)))
     dog.start()
     out: list[bytes] = []
     err: list[bytes] = []
