@@ -454,7 +454,8 @@ def tmpfs_sizes(lim: Limits, n_hidden: int = 0) -> dict[str, int]:
     ``memory_mb`` (:func:`process_mb`). (``n_hidden``: no longer used; nothing is hidden, the
     sandbox shows an allow-list.)"""
     total = tmpfs_mb(lim) * MIB
-    sizes = {"/dev/shm": total // 16, "/tmp": max(2 * MIB, total // 8)}
+    # /tmp holds HOME and the caches a GPU fills (CUDA's JIT cache, Numba's): half of it
+    sizes = {"/dev/shm": total // 16, "/tmp": max(2 * MIB, total // 2)}
     sizes[SCRATCH] = max(2 * MIB, total - sizes["/dev/shm"] - sizes["/tmp"])
     return sizes
 
