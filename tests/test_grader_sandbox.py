@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -492,3 +493,33 @@ print("survived")
                   course_root=str(tmp_path), timeout=60)
     assert res.exceeded == f"wrote more than {sbx.tmpfs_mb(sb.limits)} MiB", (res, res.stderr)
     assert b"survived" not in res.stdout
+
+
+@needs_bwrap
+def test_the_feedback_runs_working_folder_cannot_grow_past_its_budget(tmp_path):
+    """Issue 38, class 6, end to end: a cell that writes 600 MiB into its working folder
+    under a 1024 MiB budget stops at the scratch's size (ENOSPC in that cell), the run goes
+    on to the next cell, and nothing of it reaches the host."""
+    import nbformat
+
+    from cudacourse.grader import prepare
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(
+            "import os\nn = 0\ntry:\n    for i in range(600):\n"
+            "        with open(f'fill{i}.bin', 'wb') as fh:\n"
+            "            fh.write(b'1' * (1 << 20))\n        n += 1\n"
+            "except OSError as exc:\n    print('stopped after', n, 'MiB:', exc.strerror)\n"),
+        nbformat.v4.new_code_cell("print('next cell ran in', os.getcwd())")])
+    opts = {**prepare.DEFAULTS, "timeout": 120, "audit": False,
+            "sandbox": {"limits": {"memory_mb": 1024}}}
+    before = set(Path(tempfile.gettempdir()).iterdir())
+    outputs, incidents, isolation = prepare.feedback_run(nb, opts, str(tmp_path), None, {})
+    assert isolation == "bwrap" and outputs is not None, incidents
+    first = "".join(o.get("text", "") for o in outputs[0])
+    scratch = sbx.tmpfs_sizes(sbx.Limits(memory_mb=1024))[sbx.SCRATCH] >> 20
+    n = int(first.split("stopped after ")[1].split()[0])
+    assert n <= scratch and "No space left" in first, first
+    assert "next cell ran in " + sbx.SCRATCH in "".join(o.get("text", "") for o in outputs[1])
+    after = set(Path(tempfile.gettempdir()).iterdir())
+    assert not any(p.name.startswith("cudacourse-run-") for p in after - before)
