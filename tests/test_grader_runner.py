@@ -161,7 +161,7 @@ def test_an_nbgrader_that_hangs_is_recorded_per_student(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runner, "nbgrader", hang)
     o = {**runner.DEFAULT_OPTIONS, "db_url": f"sqlite:///{tmp_path}/gb.db",
-         "work_dir": str(tmp_path / "work"), "nbgrader_timeout": 3}
+         "work_dir": str(tmp_path / "work"), "nbgrader_timeout": 3, "record_each": 1.5}
     failed = runner.autograde(str(tmp_path), "a1", ["ada", "bob"], o)
     assert failed == {s: "record took longer than 6 s" for s in ("ada", "bob")}
 
@@ -220,3 +220,65 @@ def test_a_student_name_that_climbs_writes_no_note_anywhere(tmp_path, student):
         runner.mark_not_graded(str(tmp_path / "course"), "a1", student, "why",
                                f"sqlite:///{tmp_path}/gb.db")
     assert not (tmp_path / "feedback").exists() and not (tmp_path / "course").exists()
+
+
+def test_one_slow_record_is_that_students_not_graded_and_the_rest_are_recorded(tmp_path,
+                                                                              monkeypatch):
+    """Issue 38, class 7: the batch record run stops at its deadline (its own plus a little
+    per student); those it finished stand, the rest are recorded one by one, each with its
+    own deadline, and only the slow one ends "not graded: record took longer than N s"."""
+    import subprocess
+
+    root = tmp_path / "course"
+    (root / "solutions" / "a1").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), root / "solutions" / "a1" / "one.ipynb")
+    students = ["ada", "bob", "cy", "dee", "eve"]
+    slow = "cy"
+    calls: list[str] = []
+
+    def record(student):
+        path = root / "autograded" / student / "a1" / "one.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbformat.v4.new_notebook(), path)
+
+    def fake_nbgrader(course_root, *args, db=None, timeout=600):
+        who = [a.split("=", 1)[1] for a in args if a.startswith("--student=")]
+        calls.append(who[0] if who else "batch")
+        for s in who or students:  # nbgrader records students in order
+            if s == slow:
+                raise subprocess.TimeoutExpired("nbgrader", timeout)
+            record(s)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    finished, marked = [], {}
+    monkeypatch.setattr(runner, "nbgrader", fake_nbgrader)
+    monkeypatch.setattr(runner, "finish", lambda r, o, root=None: finished.append(r["student"]))
+    monkeypatch.setattr(runner, "mark_not_graded",
+                        lambda root_, a, s, reason, db: marked.__setitem__(s, reason))
+    o = {**runner.DEFAULT_OPTIONS, "db_url": f"sqlite:///{tmp_path}/gb.db",
+         "work_dir": str(tmp_path / "work"), "nbgrader_timeout": 3, "record_each": 1}
+    prepared = [{"student": s, "status": "prepared", "incidents": []} for s in students]
+    said: list[str] = []
+    runner._finish_batch(str(root), "a1", prepared, o, said.append)
+    assert calls == ["batch", "cy", "dee", "eve"]  # ada and bob were recorded by the batch
+    assert marked == {"cy": "record took longer than 3 s"}
+    assert sorted(finished) == ["ada", "bob", "dee", "eve"]
+    by = {r["student"]: r for r in prepared}
+    assert by["cy"]["status"] == "not_graded" and by["cy"]["reason"] == marked["cy"]
+
+
+def test_a_submission_past_its_memory_budget_is_not_graded_with_that_reason(spied,
+                                                                            monkeypatch):
+    """The sandbox's watchdog killed a run of this submission (all its processes together
+    over the budget): "not graded: used more than N MiB", nothing recorded for it."""
+    from cudacourse.grader import sandbox
+
+    def over(*a, **k):
+        spied["visited"].append("feedback run and verdicts")
+        raise sandbox.OverBudget("used more than 3840 MiB")
+
+    monkeypatch.setattr(prepare, "prepare", over)
+    out = _grade(spied)
+    assert spied["visited"] == STAGE_NAMES[:2]
+    assert out["status"] == "not_graded" and out["reason"] == "used more than 3840 MiB"
+    assert spied["marked"] == [out["reason"]]

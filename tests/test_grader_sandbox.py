@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -125,13 +126,16 @@ for p in [{str(pkg)!r}, {str(tmp_path / 'course' / 'planted.txt')!r}, "/usr/plan
     except OSError as exc:
         print("refused", p, type(exc).__name__)
 """
+    code += "\nprint(open('mine.txt').read())"
     before = pkg.read_bytes()
     res, course, work = _run(code, tmp_path)
     out = res.stdout.decode()
     assert f"refused {pkg}" in out and "refused /usr/planted.txt" in out, out
     assert pkg.read_bytes() == before
-    assert not (course / "planted.txt").exists()  # the tmpfs over the course took it
-    assert (work / "mine.txt").read_text() == "my own filex"
+    assert not (course / "planted.txt").exists()  # the course is not even there
+    # the inputs were copied into the sized scratch; what was written there stays there
+    assert "wrote mine.txt" in out and "my own filex" in out, out
+    assert (work / "mine.txt").read_text() == "my own file"
 
 
 @needs_bwrap
@@ -193,7 +197,10 @@ except OSError as exc:
     res, _, work = _run(code, tmp_path, mode=mode)
     out = res.stdout.decode()
     assert "MemoryError" in out and "file too large" in out, (out, res.stderr)
-    assert (work / "big.bin").stat().st_size <= sbx.Limits().fsize_mb << 20
+    if mode == "fallback":  # its cwd is the host folder; bubblewrap's is the scratch
+        assert (work / "big.bin").stat().st_size <= sbx.Limits().fsize_mb << 20
+    else:
+        assert not (work / "big.bin").exists()
 
 
 @needs_bwrap
@@ -228,39 +235,41 @@ def test_environment_is_fresh(tmp_path):
 
 
 def test_every_tmpfs_is_sized_and_memory_plus_tmpfs_stay_within_the_limit(tmp_path):
-    """RLIMIT_AS counts a process, not the files it leaves in a tmpfs: each tmpfs gets a
-    --size, and the process limit is what their sum leaves of memory_mb."""
+    """No process limit counts the files left in a tmpfs: each tmpfs gets a --size, and the
+    processes (all of them together, the watchdog's budget) get what their sum leaves of
+    memory_mb."""
     course = tmp_path / "course"
     course.mkdir()
     for memory in (2048, 4096, 512):
         sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=memory))
         argv = sbx.bwrap_argv(sb, str(course), None, str(tmp_path), gpu=False)
-        sizes = []
+        sizes = {}
         for i, arg in enumerate(argv):
             if arg == "--tmpfs":
                 assert argv[i - 2] == "--size", argv[i - 3:i + 2]
-                sizes.append(int(argv[i - 1]))
-        assert "/tmp" in argv and "/dev/shm" in argv
+                sizes[argv[i + 1]] = int(argv[i - 1])
+        assert set(sizes) == {"/tmp", "/dev/shm", sbx.SCRATCH}, sizes
         process = sbx._limits(sb.limits, 60, gpu=False)["RLIMIT_AS"]
-        assert sum(sizes) + process <= memory << 20, (memory, sizes, process)
+        assert process == sbx.process_mb(sb.limits) << 20
+        assert sum(sizes.values()) + process <= memory << 20, (memory, sizes, process)
         assert argv.index("--remount-ro") > argv.index("--chdir")  # after every mount
         assert argv[argv.index("--remount-ro") + 1] == "/dev"  # bwrap's /dev takes no size
+        assert "/" not in [argv[i + 1] for i, a in enumerate(argv) if a.endswith("bind")]
 
 
 @needs_bwrap
 def test_filling_the_tmpfs_mounts_ends_at_their_size(tmp_path):
-    """/tmp, /dev/shm and /var/tmp fill up (ENOSPC) within the budget; /dev and the hidden
-    course root cannot be written at all."""
+    """/tmp, /dev/shm and the scratch (the working folder) fill up (ENOSPC) within the
+    budget; /dev cannot be written, and the course is not there at all."""
     code = """
-import errno
-for d in ("/tmp", "/dev/shm", "/var/tmp", "/dev", "__COURSE__"):
+import errno, os
+for d in ("/tmp", "/dev/shm", os.getcwd(), "/dev", "__COURSE__"):
     wrote = 0
     try:
-        with open(d + "/fill.bin", "wb") as fh:
-            for _ in range(64):
+        for i in range(400):  # many files: a per-file limit alone would not stop this
+            with open(d + f"/fill{i}.bin", "wb") as fh:
                 fh.write(b"0" * (1 << 20))
-                fh.flush()
-                wrote += 1
+            wrote += 1
         print(d, "wrote", wrote)
     except OSError as exc:
         print(d, "stopped", wrote, errno.errorcode.get(exc.errno))
@@ -269,14 +278,248 @@ for d in ("/tmp", "/dev/shm", "/var/tmp", "/dev", "__COURSE__"):
     course.mkdir()
     work = tmp_path / "work"
     work.mkdir()
-    sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=256))  # tmpfs budget 64 MiB
+    sb = sbx.Sandbox(limits=sbx.Limits(memory_mb=512))  # tmpfs budget 128 MiB
     res = sbx.run([sys.executable, "-c", code.replace("__COURSE__", str(course.resolve()))],
                   workdir=str(work), sb=sb, course_root=str(course), timeout=60)
     out = dict((ln.split(" ", 1)[0], ln.split(" ", 1)[1])
                for ln in res.stdout.decode().splitlines())
-    sizes = sbx.tmpfs_sizes(sb.limits, 1)
-    for d in ("/tmp", "/dev/shm", "/var/tmp"):
+    sizes = sbx.tmpfs_sizes(sb.limits)
+    assert sum(sizes.values()) <= sbx.tmpfs_mb(sb.limits) << 20
+    for d in ("/tmp", "/dev/shm", sbx.SCRATCH):
         assert out[d].startswith("stopped") and out[d].endswith("ENOSPC"), (d, out, res.stderr)
         assert int(out[d].split()[1]) <= sizes[d] >> 20
-    for d in ("/dev", str(course.resolve())):
-        assert out[d] == "stopped 0 EROFS", (d, out)
+    assert out["/dev"] == "stopped 0 EROFS", out
+    assert out[str(course.resolve())].startswith("stopped 0"), out
+    assert list(work.iterdir()) == []  # nothing reached the host
+
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: masters, keys, tests
+
+
+@needs_bwrap
+def test_the_sandbox_shows_an_allow_list_never_the_course(tmp_path):
+    """Issue 38, class 8: a command in the sandbox sees the environment and the package,
+    nothing of the checkout's masters, hidden tests, quiz keys or tests, the gradebook or
+    another student's folder, even with the checkout as the course root."""
+    master = next((ROOT / "solutions").glob("01_*/*.ipynb"))
+    keys = ROOT / "lessons" / "quizkeys"
+    course = tmp_path / "course"
+    secrets_ = [master, master.parent, ROOT / "solutions", keys, ROOT / "tests",
+                ROOT / "lessons", course / "submitted" / "bob" / "secret.txt",
+                course / "gradebook.db", Path.home() / ".bash_history", ROOT / ".git"]
+    code = f"""
+import os
+for p in {[str(p) for p in secrets_]!r}:
+    print("SEEN" if os.path.exists(p) else "absent", p)
+print("ROOT", sorted(os.listdir("/")))
+print("CHECKOUT", sorted(os.listdir({str(ROOT)!r})) if os.path.isdir({str(ROOT)!r}) else [])
+import numpy, nbclient, cudacourse  # what a verdict needs is there
+print("IMPORTS ok")
+"""
+    for root in (str(course), str(ROOT)):
+        (course / "submitted" / "bob").mkdir(parents=True, exist_ok=True)
+        (course / "submitted" / "bob" / "secret.txt").write_text("bob's answers")
+        (course / "gradebook.db").write_text("not really a database")
+        work = tmp_path / "work"
+        work.mkdir(exist_ok=True)
+        res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sbx.Sandbox(),
+                      course_root=root, timeout=60)
+        out = res.stdout.decode()
+        assert "IMPORTS ok" in out, res.stderr.decode()
+        assert "SEEN" not in out, out
+        top = eval(out.split("ROOT ", 1)[1].splitlines()[0])
+        assert set(top) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc",
+                            "proc", "dev", "tmp", "sys", *Path(sys.prefix).parts[1:2],
+                            *Path(sys.base_prefix).parts[1:2],
+                            *Path(sbx.__file__).parts[1:2]}, top
+        seen = set(eval(out.split("CHECKOUT ", 1)[1].splitlines()[0]))
+        assert not seen & {"solutions", "tests", "lessons", "notebooks", ".git",
+                           "nbgrader_config.py"}, seen
+
+
+@needs_bwrap
+def test_learner_code_runs_unprivileged_as_root_too(tmp_path):
+    """As root, the command runs as a fresh uid with no capabilities and no_new_privs; its
+    files in the scratch are its own."""
+    code = """
+import os
+st = dict(ln.split(":", 1) for ln in open("/proc/self/status").read().splitlines())
+print(os.getuid(), os.geteuid(), os.getgid(), os.getgroups(), st["CapEff"].strip(),
+      st["NoNewPrivs"].strip(), os.stat(".").st_uid == os.getuid())
+"""
+    res, _, _ = _run(code, tmp_path)
+    uid, euid, gid, groups, cap, nnp, owns = res.stdout.decode().split(maxsplit=6)
+    assert int(uid) != 0 and int(euid) != 0 and int(gid) != 0, res.stdout
+    assert groups == "[]" and int(cap, 16) == 0 and nnp == "1", res.stdout
+    assert owns.strip() == "True"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="this test takes the non-root path from root")
+def test_the_non_root_path_maps_the_grader_to_nobody(tmp_path, monkeypatch):
+    """The grader as another user: a user namespace maps it to nobody (65534), with the
+    same allow-list; injected by as_root (the profile is chosen by it)."""
+    monkeypatch.setattr(sbx, "as_root", lambda: False)
+    ok, why = sbx.isolation(sbx.Sandbox())
+    if not ok:
+        pytest.skip(f"bwrap cannot make a user namespace here: {why}")
+    argv = sbx.bwrap_argv(sbx.Sandbox(), str(tmp_path), None, str(tmp_path), gpu=False)
+    assert "--unshare-user" in argv and argv[argv.index("--uid") + 1] == "65534"
+    res, _, _ = _run(f"import os; print(os.getuid(), os.path.exists({str(ROOT / 'solutions')!r}))",
+                     tmp_path)
+    assert res.stdout.decode().split() == ["65534", "False"], res.stderr
+
+
+FORK_HOG = """
+import os, sys, time
+kids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(int(sys.argv[1]) << 20)  # each under the per-process limit
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        print("child holds", len(block) >> 20, "MiB", flush=True)
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("all done")
+"""
+
+
+@pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
+def test_the_memory_of_all_processes_together_is_bounded(tmp_path, mode):
+    """Issue 38, class 6: four children of 150 MiB each (each within its own limit) hold
+    600 MiB together; the watchdog kills the tree at the submission's budget."""
+    sb = sbx.Sandbox(mode=mode, limits=sbx.Limits(memory_mb=512))
+    budget = sbx.process_mb(sb.limits)
+    assert 150 < budget < 600
+    work = tmp_path / "work"
+    work.mkdir()
+    start = time.monotonic()
+    res = sbx.run([sys.executable, "-c", FORK_HOG, "150"], workdir=str(work), sb=sb,
+                  course_root=str(tmp_path), timeout=60)
+    assert res.exceeded == f"used more than {budget} MiB", (res, res.stderr)
+    assert b"all done" not in res.stdout and not res.timed_out
+    assert time.monotonic() - start < 50
+
+
+@pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
+def test_the_number_of_processes_is_bounded(tmp_path, mode):
+    code = """
+import threading, time
+n = 0
+try:
+    for _ in range(200):
+        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+        n += 1
+except RuntimeError as exc:
+    print("refused at", n, flush=True)
+time.sleep(3)
+print("started", n)
+"""
+    sb = sbx.Sandbox(mode=mode, limits=sbx.Limits(nproc=40))
+    work = tmp_path / "work"
+    work.mkdir()
+    res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sb,
+                  course_root=str(tmp_path), timeout=60)
+    out = res.stdout.decode()
+    # refused by RLIMIT_NPROC (its own uid) or killed by the watchdog: never 200 threads
+    assert "started 200" not in out, (out, res.stderr)
+    assert "refused at" in out or res.exceeded == "started more than 40 processes", out
+
+
+def test_a_folder_to_expose_that_would_show_the_course_is_refused(tmp_path):
+    """allowed_paths: a site-packages holding a package named tests is bound; the course, a
+    folder holding it, one named like an instructor-side folder, or one that looks like a
+    course root, is not."""
+    site = tmp_path / "env" / "site-packages"
+    (site / "tests").mkdir(parents=True)  # a sloppy wheel's top-level package
+    course = tmp_path / "course"
+    (course / "solutions").mkdir(parents=True)
+    other = tmp_path / "other"
+    (other / "submitted").mkdir(parents=True)
+    named = tmp_path / "x" / "lessons"
+    named.mkdir(parents=True)
+    inside = course / "solutions" / "01"
+    inside.mkdir()
+    sb = sbx.Sandbox(expose=[str(p) for p in (site, course, tmp_path, other, named, inside)])
+    got = set(sbx.allowed_paths(sb, str(course), None))
+    assert str(site.resolve()) in got
+    for p in (course, tmp_path, other, named, inside):
+        assert str(p.resolve()) not in got, p
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the second profile is root's")
+def test_as_root_where_bwrap_cannot_drop_the_user_namespace_profile_is_used(tmp_path,
+                                                                           monkeypatch):
+    """A container where root's bwrap cannot mount without a user namespace: the probe
+    falls back to the user-namespace profile (nobody inside, the same allow-list), and the
+    summary says what that means."""
+    real = sbx._probe
+    monkeypatch.setattr(sbx, "_probe", lambda sb, path, prof: (
+        (False, "bwrap cannot create its namespaces here: (test)") if prof == "drop"
+        else real(sb, path, prof)))
+    monkeypatch.setattr(sbx, "_probed", {})
+    sb = sbx.Sandbox(limits=sbx.Limits(nproc=64))
+    ok, _ = sbx.isolation(sb)
+    if not ok:
+        pytest.skip("bwrap cannot make a user namespace here either")
+    assert sbx.profile(sb) == "userns" and "user namespace" in sbx.privilege_note(True)
+    work = tmp_path / "work"
+    work.mkdir()
+    res = sbx.run([sys.executable, "-c", "import os, subprocess; subprocess.run(['true']); "
+                   f"print(os.getuid(), os.path.exists({str(ROOT / 'solutions')!r}))"],
+                  workdir=str(work), sb=sb, course_root=str(tmp_path), timeout=60)
+    assert res.stdout.decode().split() == ["65534", "False"], res.stderr  # and it can fork
+
+
+def test_the_fallbacks_working_folder_is_watched_too(tmp_path):
+    """Without bubblewrap the working folder is a host folder, with no size of its own: the
+    watchdog ends a command that writes more than the scratch's budget there."""
+    code = """
+import time
+for i in range(120):
+    with open(f"fill{i}.bin", "wb") as fh:
+        fh.write(b"1" * (1 << 20))
+time.sleep(20)
+print("survived")
+"""
+    sb = sbx.Sandbox(mode="fallback", limits=sbx.Limits(memory_mb=256))  # scratch: 64 MiB
+    work = tmp_path / "work"
+    work.mkdir()
+    res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sb,
+                  course_root=str(tmp_path), timeout=60)
+    assert res.exceeded == f"wrote more than {sbx.tmpfs_mb(sb.limits)} MiB", (res, res.stderr)
+    assert b"survived" not in res.stdout
+
+
+@needs_bwrap
+def test_the_feedback_runs_working_folder_cannot_grow_past_its_budget(tmp_path):
+    """Issue 38, class 6, end to end: a cell that writes 600 MiB into its working folder
+    under a 1024 MiB budget stops at the scratch's size (ENOSPC in that cell), the run goes
+    on to the next cell, and nothing of it reaches the host."""
+    import nbformat
+
+    from cudacourse.grader import prepare
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(
+            "import os\nn = 0\ntry:\n    for i in range(600):\n"
+            "        with open(f'fill{i}.bin', 'wb') as fh:\n"
+            "            fh.write(b'1' * (1 << 20))\n        n += 1\n"
+            "except OSError as exc:\n    print('stopped after', n, 'MiB:', exc.strerror)\n"),
+        nbformat.v4.new_code_cell("print('next cell ran in', os.getcwd())")])
+    opts = {**prepare.DEFAULTS, "timeout": 120, "audit": False,
+            "sandbox": {"limits": {"memory_mb": 1024}}}
+    before = set(Path(tempfile.gettempdir()).iterdir())
+    outputs, incidents, isolation = prepare.feedback_run(nb, opts, str(tmp_path), None, {})
+    assert isolation == "bwrap" and outputs is not None, incidents
+    first = "".join(o.get("text", "") for o in outputs[0])
+    scratch = sbx.tmpfs_sizes(sbx.Limits(memory_mb=1024))[sbx.SCRATCH] >> 20
+    n = int(first.split("stopped after ")[1].split()[0])
+    assert n <= scratch and "No space left" in first, first
+    assert "next cell ran in " + sbx.SCRATCH in "".join(o.get("text", "") for o in outputs[1])
+    after = set(Path(tempfile.gettempdir()).iterdir())
+    assert not any(p.name.startswith("cudacourse-run-") for p in after - before)

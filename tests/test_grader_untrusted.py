@@ -287,3 +287,100 @@ def test_a_quote_in_an_incident_reads_as_a_quote():
     page = markdown2html_mistune(untrusted.markdown_text("answer cell 'vector_add' <b>"))
     assert "&#x27;" not in page and "&amp;#" not in page and "<b>" not in page
     assert "'vector_add'" in page.replace("&#39;", "'")
+
+
+# --- linear time, and properties over generated text (issue 38, class 7) -------------------
+
+import subprocess  # noqa: E402 - this part's own imports
+import sys  # noqa: E402
+
+try:
+    from hypothesis import given, settings, strategies as st
+except ImportError:  # the test extra has it; without it only the two properties are skipped
+    st = None
+
+NIGHTLY = bool(os.environ.get("CUDACOURSE_NIGHTLY"))
+EXAMPLES = 400 if NIGHTLY else 30
+
+# 1 MB of one adversarial shape each: repeated, nested, unclosed, split across tags, encoded
+ADVERSARIAL_1MB = {
+    "300,000 hrefs": r"\href{javascript:x}{y}",
+    "nested tags": "<b><i><span><ul><li><p>",
+    "unclosed <": "<",
+    "unclosed tags": "<a href='",
+    "commands split by tags and entities": r"$\hr<b></b>ef{x}&#92;href{y}",
+    "unclosed script and comments": "<script><!--<style>",
+}
+
+
+@pytest.mark.parametrize("shape", list(ADVERSARIAL_1MB))
+def test_every_sanitiser_is_linear_on_a_megabyte(shape):
+    """Each of untrusted's functions on 1 MB of the shape, in a child with a wall-clock
+    guard no linear run comes near: a few seconds here (bleach parses 100,000 characters at
+    most), some ten on a loaded 2-core runner; the quadratic ones took many minutes."""
+    code = f"""
+import nbformat
+from cudacourse.grader import untrusted as u
+unit = {ADVERSARIAL_1MB[shape]!r}
+s = unit * (1_000_000 // len(unit) + 1)
+assert len(s) >= 1_000_000
+u.inert_tex(s); u.inert_text(s); u.clean_html(s); u.clean_markdown(s)
+u.line(s); u.markdown_text(s); u.csv_cell(s); u.text(s)
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(s),
+                                     nbformat.v4.new_raw_cell(s)])
+u.clean_notebook(nb)
+print("done")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout.strip() == "done", proc.stderr[-2000:]
+
+
+if st is not None:
+    # Pieces a hostile cell is built from: TeX that MathJax would make live, HTML that a browser
+    # would, entities and splits that hide either
+    PIECES = st.sampled_from([
+        r"\href{javascript:alert(1)}{x}", r"\class{x}{y}", r"\style{color:red}{x}", r"\require{x}",
+        r"\def\h{\hr", r"ef}", r"\unicode{x}", r"\HREF", "$", "$$", r"\(", r"\)", r"\[", "&#92;",
+        "&bsol;", "&#x5c;", "\\", "href", "<b>", "</b>", "<i>", "<", ">", "<!--", "-->",
+        "<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<a href='javascript:x'>",
+        "</a>", "<svg onload=alert(1)>", "`", "*", "_", "[x](javascript:y)", "\n", "\n\n", " ",
+        "<style>", "&amp;", "&lt;", "<div>", "</div>", "x", "é", "\u202e",
+    ])
+    TEXTS = st.lists(PIECES, max_size=40).map("".join)
+    TEX_LIVE = re.compile(r"\\(?=(%s)(?![A-Za-z]))" % "|".join(untrusted.TEX_MARKUP), re.I)
+
+
+    def _text_of(fragment: str) -> str:
+        """What MathJax reads: the text between tags, entities decoded, across tags."""
+        import html as _html
+
+        return _html.unescape(re.sub(r"</?[A-Za-z][^<>]*>", "", fragment))
+
+
+    @settings(max_examples=EXAMPLES, deadline=None)
+    @given(TEXTS)
+    def test_inert_tex_leaves_no_live_command_and_is_idempotent(s):
+        out = untrusted.inert_tex(untrusted.clean_html(s))
+        assert not TEX_LIVE.search(_text_of(out)), out
+        assert untrusted.inert_tex(out) == out
+
+
+    @settings(max_examples=EXAMPLES, deadline=None)
+    @given(TEXTS)
+    def test_clean_markdown_leaves_nothing_live_and_is_idempotent(s):
+        cleaned = untrusted.clean_markdown(s)
+        html = markdown2html(cleaned)
+        tags_only = re.sub(r">[^<]*<", "><", html)
+        assert not LIVE.search(tags_only), html
+        assert not re.search(r"<img\b[^>]*\ssrc=\"(?!data:image/)", html), html
+        assert not TEX_LIVE.search(_text_of(html)), html
+        assert untrusted.clean_markdown(cleaned) == cleaned
+else:
+    @pytest.mark.skip(reason="hypothesis is not installed (pip install -e .[test])")
+    def test_inert_tex_leaves_no_live_command_and_is_idempotent():
+        pass
+
+    @pytest.mark.skip(reason="hypothesis is not installed (pip install -e .[test])")
+    def test_clean_markdown_leaves_nothing_live_and_is_idempotent():
+        pass

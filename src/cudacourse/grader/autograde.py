@@ -36,7 +36,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Dict, Integer, Unicode
 
-from . import feedbackview, policy, prepare, untrusted
+from . import budget, feedbackview, policy, prepare, untrusted
 from .lang import T, language, of_notebook
 
 NOTE_ID = "cudacourse-grading-note"
@@ -62,6 +62,9 @@ class ResilientExecute(Execute):
     results_dir = Unicode("", help=(
         "Directory with results that `cudacourse grade` prepared "
         "(<student>/<assignment>/<notebook>.json); empty: compute them here.")).tag(config=True)
+    output_budget = Dict({}, help="cudacourse.grader.budget.OutputBudget fields: a notebook's "
+                                  "totals, e.g. {'total_bytes': 6291456, 'images': 40}.").tag(
+        config=True)
     sandbox = Dict({}, help="cudacourse.grader.sandbox.Sandbox fields, e.g. "
                             "{'mode': 'bwrap', 'require': True}.").tag(config=True)
 
@@ -70,7 +73,7 @@ class ResilientExecute(Execute):
                 "notebook_timeout": self.notebook_timeout,
                 "max_restarts": self.max_restarts, "output_cap": self.output_cap,
                 "audit": self.audit, "feedback_run": self.feedback_run,
-                "sandbox": self._sandbox()}
+                "output_budget": dict(self.output_budget), "sandbox": self._sandbox()}
 
     def _sandbox(self) -> dict[str, Any]:
         """The configured sandbox, with the course's exchange (if configured) hidden too."""
@@ -103,6 +106,8 @@ class ResilientExecute(Execute):
                                        who={"student": student, "assignment": assignment,
                                             "notebook": notebook})
         problems = prepare.apply(nb, prepared, self.output_cap)
+        # the notebook's total (outputs, images, Markdown), before nbgrader writes it
+        problems += budget.enforce(nb, budget.OutputBudget.from_options(self.options()))
         # intake's first (what was restored or ignored on arrival), then the runs'
         incidents = (list(prepared.get("intake", [])) + list(prepared.get("incidents", []))
                      + problems)
@@ -173,6 +178,7 @@ class SanitizeSubmission(Preprocessor):
     enabled = Bool(True, help="Sanitize the notebook (never turn this off).").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: Any = None) -> tuple[NotebookNode, Any]:
+        budget.enforce(nb, budget.OutputBudget())  # bounded before anything is cleaned
         untrusted.clean_notebook(nb)
         return nb, resources
 

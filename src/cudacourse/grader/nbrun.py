@@ -2,6 +2,10 @@
 
     python -P -m cudacourse.grader.nbrun IN.ipynb OUT.ipynb OPTIONS_JSON
 
+``OUT.ipynb`` ``-``: the result goes to stdout (nothing written in the sandbox reaches the
+host). The learner's kernel never holds that stdout: this process keeps it on a descriptor
+of its own that no child inherits, and fd 1 (which the kernel inherits) becomes stderr.
+
 Its test cells were blanked by the caller (their outputs come from the verdicts), so neither
 the hidden tests nor the checkers run in the learner's kernel. The learner controls this
 process tree; the caller treats OUT.ipynb as untrusted (it re-caps it and keeps only the
@@ -11,11 +15,16 @@ outputs, never the cells).
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 
 def main() -> int:
     src, dst, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    result = None
+    if dst == "-":
+        result = os.fdopen(os.dup(1), "w", encoding="utf-8")  # not inheritable (PEP 446)
+        os.dup2(2, 1)
     import nbformat
 
     from .. import i18n
@@ -38,7 +47,11 @@ def main() -> int:
     incidents = getattr(ex, "_incidents", [])
     nb.metadata["cudacourse_feedback_run"] = {"incidents": incidents[:50],
                                               "restarts": getattr(ex, "_restarts", 0)}
-    nbformat.write(nb, dst)
+    if result is not None:
+        nbformat.write(nb, result)
+        result.close()
+    else:
+        nbformat.write(nb, dst)
     return 0
 
 

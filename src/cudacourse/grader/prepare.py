@@ -23,7 +23,7 @@ from typing import Any
 import nbformat
 
 from .. import device  # the ctypes probe only: importing it chooses nothing
-from . import partial, untrusted, verdict
+from . import budget, partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
 from ..i18n import T  # a catalogue entry; shown in the notebook's language (lang.shown_in)
@@ -240,6 +240,8 @@ def _sandboxed_verdicts(request: dict[str, Any], n: int, opts: dict[str, Any],
                       cap=n * 4 * opts["output_cap"] + 65536)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if res.exceeded:  # the watchdog killed it: this submission is not graded
+        raise sbx.OverBudget(res.exceeded)
     found = []
     for line in res.stdout.decode("utf-8", "replace").splitlines():
         try:
@@ -325,27 +327,29 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         # the feedback run decides no points: its cells may have a shorter leash than a check
         run_opts["timeout"] = opts.get("feedback_timeout") or opts["timeout"]
         run_opts.update(who)
-        res = sbx.run([*MODULE_CMD, "cudacourse.grader.nbrun", "in.ipynb", "out.ipynb",
+        limit = 8 * opts["output_cap"] * max(1, len(nb.cells)) + (20 << 20)
+        # the result comes on stdout: nothing written in the sandbox reaches the host
+        res = sbx.run([*MODULE_CMD, "cudacourse.grader.nbrun", "in.ipynb", "-",
                        json.dumps(run_opts)], workdir=work, sb=sb, course_root=course_root,
                       timeout=opts["notebook_timeout"], db_url=db_url,
                       env={**GRADING_ENV, **_gpu_env(opts)},
-                      cap=1 << 20)
+                      cap=limit + 1)
+        if res.exceeded:  # the watchdog killed it: this submission is not graded
+            raise sbx.OverBudget(res.exceeded)
         incidents = []
         if res.timed_out:
             incidents.append(T("the feedback run did not finish within {n} s",
                                n=opts["notebook_timeout"]))
-        out_path = Path(work) / "out.ipynb"
-        limit = 8 * opts["output_cap"] * max(1, len(nb.cells)) + (20 << 20)
-        if not out_path.is_file() or out_path.is_symlink() or out_path.stat().st_size > limit:
+        if res.rc != 0 or not res.stdout or res.truncated:
             err = res.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
             incidents.append(T("the feedback run left {what} (exit status {rc}{error}); "
                                "feedback shows only the test cells' results",
-                               what=T("no result") if not out_path.is_file() else
+                               what=T("no result") if not res.stdout else
                                T("an oversized or odd result"), rc=res.rc,
                                error=": " + " | ".join(err) if err else ""))
             return None, incidents, res.isolation
         try:
-            ran = json.loads(out_path.read_text(encoding="utf-8"))
+            ran = json.loads(res.stdout.decode("utf-8"))
             cells = ran["cells"]
             if len(cells) != len(sent.cells):
                 raise ValueError("cell count changed")
@@ -357,6 +361,9 @@ def feedback_run(nb: nbformat.NotebookNode, opts: dict[str, Any], course_root: s
         for mine, theirs in zip(sent.cells, cells):
             ok = isinstance(theirs, dict) and mine.cell_type == "code" and not is_test_cell(mine)
             outputs.append(sanitise(theirs.get("outputs"), opts["output_cap"]) if ok else None)
+        # the notebook's total, before anything is saved for the record stage
+        outputs, cut = budget.cap_cells(outputs, budget.OutputBudget.from_options(opts))
+        incidents += cut
         # Written in the sandbox, so forged at will: read only what has the expected shape
         meta = ran.get("metadata") if isinstance(ran.get("metadata"), dict) else {}
         meta = meta.get("cudacourse_feedback_run")

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator
 import nbformat
 
 from . import course, intake, prepare
+from . import sandbox as sbx
 from .safefs import T
 
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -49,7 +50,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "work_dir": None,  # default: <course>/.cudacourse-grading/<assignment>
     "submitted_dir": "submitted",
     "source_dir": "solutions",
-    "nbgrader_timeout": 600,
+    "nbgrader_timeout": 600,  # seconds one student's record may take (its own nbgrader run)
+    "record_each": 20,  # seconds per student a batch record run may add to that
     "keep_work": False,
     "batch_nbgrader": True,  # grade_class: one nbgrader run for all prepared students
     "deadlines": {},  # stage name -> seconds; the rest from stage_deadlines()
@@ -267,6 +269,8 @@ def _feedback_run_and_verdicts(sub: Submission) -> dict[str, Any] | None:
             dest.write_text(json.dumps({**prepared, "intake": list(sub.staged.problems)}))
             sub.out["incidents"] += [f"{name}: {i}" for i in prepared["incidents"]]
             sub.out["isolation"] = sorted(set(sub.out["isolation"]) | set(prepared["isolation"]))
+    except sbx.OverBudget as exc:  # all its processes together went past the budget
+        return sub.not_graded(str(exc))
     except Exception as exc:  # noqa: BLE001 - e.g. the sandbox refused (--require-sandbox)
         return sub.not_graded(f"the grader could not run it: {type(exc).__name__}: {exc}")
     if o.get("defer_nbgrader"):
@@ -386,25 +390,44 @@ def autograde(root: str, assignment: str, students: list[str],
     for s in students:  # a stale result must not pass for this run's
         shutil.rmtree(Path(root) / "autograded" / s / assignment, ignore_errors=True)
     proc = None
-    limit = o["nbgrader_timeout"] * max(1, len(students))
+    # one student: its own deadline; a batch: that plus a little per student, so that one
+    # slow submission costs the batch minutes, not hours, before each is recorded alone
+    limit = o["nbgrader_timeout"] + (o.get("record_each", 20) * len(students)
+                                     if len(students) > 1 else 0)
     for attempt in range(4):
         try:
             with gradebook_lock(o["db_url"]):
                 proc = nbgrader(root, *args, db=o["db_url"], timeout=limit)
         except subprocess.TimeoutExpired:
             why = took_longer("record", limit)
-            return {s: why for s in students}
+            # those the run finished before it was stopped are recorded (nbgrader writes the
+            # gradebook before the autograded notebook); the others are retried alone
+            return {s: why for s in students
+                    if len(students) == 1 or not _recorded(root, assignment, s, o)}
         if "database is locked" not in proc.stderr:
             break
         time.sleep(1 + attempt)
     failed = {}
-    masters = intake.master_notebooks(Path(root), o["source_dir"], assignment)
     for s in students:
-        done = all((Path(root) / "autograded" / s / assignment / f"{m}.ipynb").is_file()
-                   for m in masters)
-        if not done or (len(students) == 1 and proc.returncode != 0):
+        if not _recorded(root, assignment, s, o) or (len(students) == 1 and
+                                                     proc.returncode != 0):
             failed[s] = f"nbgrader autograde failed: {_last_error(proc.stderr)}"
     return failed
+
+
+def _recorded(root: str, assignment: str, student: str, o: dict[str, Any]) -> bool:
+    """Whether every notebook of ``student`` was autograded whole (a readable notebook)."""
+    try:
+        masters = intake.master_notebooks(Path(root), o["source_dir"], assignment)
+    except OSError:
+        return False
+    for m in masters:
+        path = Path(root) / "autograded" / student / assignment / f"{m}.ipynb"
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def _finish_batch(root: str, assignment: str, prepared: list[dict[str, Any]],
@@ -483,7 +506,7 @@ def grade_class(course_root: str, assignment: str, *, students: list[str] | None
         raise sandbox.SandboxRefused(f"sandbox required but not available: {why}")
     run: dict[str, Any] = {"assignment": assignment, "course_root": root,
                            "isolation": "bwrap" if ok else f"NOT isolated: {why}",
-                           "privileges": sandbox.privilege_note(),
+                           "privileges": sandbox.privilege_note(ok),
                            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "options": {k: v for k, v in o.items() if k != "sandbox"},
                            "workers": getattr(executor, "_max_workers", None) or workers,

@@ -168,16 +168,69 @@ def _attribute_ok(tag: str, name: str, value: str) -> bool:
     return True
 
 
+# Markup sanitised per fragment, at most: html5lib (bleach's parser) is slow per character and
+# superlinear in nesting; past this, the rest of a fragment is cut with a note, in linear time.
+MAX_MARKUP = 100_000
+# Open elements a fragment may nest: past this depth a start tag is shown as text (html5lib's
+# work per token grows with the stack of open elements; no honest cell nests 100 deep).
+MAX_DEPTH = 100
+MAX_MARKDOWN = MAX_MARKUP // 4  # characters of one Markdown cell rendered (its HTML may be
+# longer: `&` becomes `&amp;`); seven times the longest Markdown cell of the course's masters
+_TAG_TOKEN = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^<>]*(>?)")
+VOID_TAGS = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link",
+                       "meta", "param", "source", "track", "wbr"})
+
+
+def cut_note(n: int) -> str:
+    """The note that replaces what a budget cut (said in the text, not as markup)."""
+    return f"\n[... {n} characters cut by the grader: too long to show]\n"
+
+
+def _capped(s: str, cap: int = MAX_MARKUP) -> str:
+    return s if len(s) <= cap else s[:cap] + cut_note(len(s) - cap)
+
+
+def _bounded_nesting(s: str, depth: int = MAX_DEPTH) -> str:
+    """``s`` with every start tag past ``depth`` unclosed elements made text (``&lt;``):
+    one pass, counting open elements per name (an end tag closes one of its own name)."""
+    open_by_name: dict[str, int] = {}
+    total = 0
+    out: list[str] = []
+    at = 0
+    for m in _TAG_TOKEN.finditer(s):
+        name = m.group(2).lower()
+        if m.group(1):  # an end tag
+            if open_by_name.get(name):
+                open_by_name[name] -= 1
+                total -= 1
+            continue
+        if name in VOID_TAGS or m.group(0).endswith("/>"):
+            continue
+        if total >= depth:
+            out += [s[at:m.start()], "&lt;"]
+            at = m.start() + 1
+            continue
+        open_by_name[name] = open_by_name.get(name, 0) + 1
+        total += 1
+    out.append(s[at:])
+    return "".join(out)
+
+
+_DROPPED_BLOCK = re.compile(r"(?is)<(script|style|template|noscript)\b.*?(</\1\s*>|$)")
+
+
 def clean_html(fragment: Any) -> str:
     """``fragment`` through the allow-list: disallowed tags are escaped as text (so the
     learner sees what they wrote), ``<script>``/``<style>`` content and comments are
-    dropped, attributes and URL schemes not listed are removed."""
+    dropped, attributes and URL schemes not listed are removed. Linear in the fragment's
+    length: at most :data:`MAX_MARKUP` characters are parsed (the rest is cut with a note)
+    and at most :data:`MAX_DEPTH` elements nest."""
     import bleach
 
     s = text(fragment if isinstance(fragment, str) else
              "".join(fragment) if isinstance(fragment, list) else str(fragment))
     # Dropped with their content: what would otherwise show up as a wall of code
-    s = re.sub(r"(?is)<(script|style|template|noscript)\b.*?(</\1\s*>|$)", "", s)
+    s = _bounded_nesting(_capped(_DROPPED_BLOCK.sub("", s)))
     return bleach.clean(s, tags=TAGS, attributes=_attribute_ok, protocols=PROTOCOLS,
                         strip=False, strip_comments=True)
 
@@ -209,41 +262,45 @@ def inert_text(value: str) -> str:
     return _TEX_COMMAND.sub(INERT_BACKSLASH, value)
 
 
+# A tag as a browser starts one (``<`` then a letter, or ``</`` then a letter), up to the next
+# ``<`` or ``>``: stopping at ``<`` too keeps the scan linear on a run of unclosed ``<``.
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+
+
 def inert_tex(fragment: str) -> str:
     """Sanitized HTML whose text (what MathJax reads: character references decoded, across
     tags, since MathJax's math can span them) holds none of the commands of
-    :data:`TEX_MARKUP`; tags are kept as they are, text is re-escaped."""
-    from html.parser import HTMLParser
-
-    parts: list[list[str]] = []  # [kind, raw tag | decoded text]
-
-    class _Walk(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: Any) -> None:
-            parts.append(["tag", self.get_starttag_text() or ""])
-
-        handle_startendtag = handle_starttag
-
-        def handle_endtag(self, tag: str) -> None:
-            parts.append(["tag", f"</{tag}>"])
-
-        def handle_data(self, data: str) -> None:
-            parts.append(["text", data])
-
-    walk = _Walk(convert_charrefs=True)
-    walk.feed(fragment)
-    walk.close()  # comments, declarations and processing instructions are dropped
-    texts = [p for p in parts if p[0] == "text"]
-    joined = "".join(p[1] for p in texts)
-    hits = {m.start() for m in _TEX_COMMAND.finditer(joined)}
+    :data:`TEX_MARKUP`; tags are kept (their own text made inert too), text is re-escaped.
+    One pass over the fragment: linear in its length, whatever its shape."""
+    kinds: list[bool] = []  # True: a tag (kept), False: text (decoded)
+    pieces: list[str] = []
+    at = 0
+    for m in _HTML_TAG.finditer(fragment):
+        if m.start() > at:
+            kinds.append(False)
+            pieces.append(html.unescape(fragment[at:m.start()]))
+        kinds.append(True)
+        pieces.append(_TEX_COMMAND.sub(INERT_BACKSLASH, m.group(0)))
+        at = m.end()
+    if at < len(fragment):
+        kinds.append(False)
+        pieces.append(html.unescape(fragment[at:]))
+    texts = [i for i, k in enumerate(kinds) if not k]
+    joined = "".join(pieces[i] for i in texts)
+    hits = [m.start() for m in _TEX_COMMAND.finditer(joined)]  # in order: one merge below
     if hits:
-        at = 0
-        for p in texts:
-            n = len(p[1])
-            if any(at <= h < at + n for h in hits):
-                p[1] = "".join(INERT_BACKSLASH if at + i in hits else ch
-                               for i, ch in enumerate(p[1]))
-            at += n
-    return "".join(v if kind == "tag" else html.escape(v, quote=False) for kind, v in parts)
+        h, start = 0, 0
+        for i in texts:
+            piece = pieces[i]
+            end = start + len(piece)
+            if h < len(hits) and hits[h] < end:
+                chars = list(piece)
+                while h < len(hits) and hits[h] < end:
+                    chars[hits[h] - start] = INERT_BACKSLASH
+                    h += 1
+                pieces[i] = "".join(chars)
+            start = end
+    return "".join(p if k else html.escape(p, quote=False) for k, p in zip(kinds, pieces))
 
 
 def _markdown_to_html(source: str) -> str:
@@ -262,6 +319,10 @@ def clean_markdown(source: Any) -> str:
     interpreted again (newlines become ``&#10;``, which HTML reads as the same newline)."""
     s = text(source if isinstance(source, str) else
              "".join(source) if isinstance(source, list) else str(source))
+    # A cell is cut at MAX_MARKDOWN before rendering; one frozen already (its rendering, up
+    # to a few times longer than its source) is sanitized again whole, up to MAX_MARKUP.
+    s = _capped(s, MAX_MARKUP if s.startswith(f'<div class="{FROZEN_CLASS}">') else
+                MAX_MARKDOWN)
     try:
         rendered = _markdown_to_html(s)
     except Exception:  # noqa: BLE001 - whatever defeats the renderer is shown as text
@@ -289,7 +350,9 @@ SAFE_OUTPUT_DATA = frozenset({"text/plain", "image/png", "image/jpeg"})
 
 def clean_outputs(outputs: Any) -> list[dict[str, Any]]:
     """Outputs with only plain text, PNG/JPEG images and error text; HTML, JavaScript, SVG,
-    Markdown, LaTeX and widget views are dropped (their text/plain stays)."""
+    Markdown, LaTeX and widget views are dropped (their text/plain stays). Their text holds no
+    live TeX command either (:func:`inert_text`): MathJax skips ``<pre>`` today, a template
+    or a configuration tomorrow may not."""
     clean: list[dict[str, Any]] = []
     for out in outputs if isinstance(outputs, list) else []:
         if not isinstance(out, dict):
@@ -298,16 +361,16 @@ def clean_outputs(outputs: Any) -> list[dict[str, Any]]:
         if kind == "stream":
             clean.append({"output_type": "stream",
                           "name": "stderr" if out.get("name") == "stderr" else "stdout",
-                          "text": text(_joined(out.get("text", "")))})
+                          "text": _inert(out.get("text", ""))})
         elif kind == "error":
             tb = out.get("traceback")
-            clean.append({"output_type": "error", "ename": text(_joined(out.get("ename", ""))),
-                          "evalue": text(_joined(out.get("evalue", ""))),
-                          "traceback": [text(_joined(t)) for t in tb]
+            clean.append({"output_type": "error", "ename": _inert(out.get("ename", "")),
+                          "evalue": _inert(out.get("evalue", "")),
+                          "traceback": [_inert(t) for t in tb]
                           if isinstance(tb, list) else []})
         elif kind in ("display_data", "execute_result"):
             data = out.get("data") if isinstance(out.get("data"), dict) else {}
-            keep = {k: (text(_joined(v)) if k == "text/plain" else v)
+            keep = {k: (_inert(v) if k == "text/plain" else v)
                     for k, v in data.items() if k in SAFE_OUTPUT_DATA and
                     (isinstance(v, str) or (k == "text/plain" and isinstance(v, list)))}
             item: dict[str, Any] = {"output_type": kind, "data": keep, "metadata": {}}
@@ -317,6 +380,10 @@ def clean_outputs(outputs: Any) -> list[dict[str, Any]]:
                     not isinstance(count, bool) else None
             clean.append(item)
     return clean
+
+
+def _inert(v: Any) -> str:
+    return inert_text(text(_joined(v)))
 
 
 def _joined(v: Any) -> str:
