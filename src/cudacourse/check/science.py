@@ -223,10 +223,11 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
 def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = False) -> None:
     """Simulator-only (re-run in a simulator on a GPU): one grid with poisoned shared memory
     (a missing barrier or an unloaded halo cell shows), and the count of reads of u."""
+    # hidden: the first of the master's hidden grids, and their seed (visible: the fixed one)
+    firsts, seed = resolve(hidden, [(13, 21, 0)], seed, name="check_heat_step")
+    first = firsts[0]
     gen = K.rng(seed)
     with poisoned_shared():
-        # hidden: the first of the master's hidden grids
-        first = resolve(hidden, [(13, 21, 0)], None, name="check_heat_step")[0][0]
         _heat_run(kernel, gen, *first)
     ny, nx = 2 * TY, 2 * TX
     u = K.random_array(gen, (ny, nx))
