@@ -65,6 +65,7 @@ CAUSES = {
     "implicit_copy": "a host array passed to a kernel: an implicit copy on every launch",
     "result_on_device": "the result was left in GPU memory",
     "no_result": "no NumPy array returned",
+    "needless_upload": "a buffer copied to the device that the kernel only overwrites",
     "wrong_dtype": "the result has the wrong dtype",
     "returned_before_sync": "returned while queued GPU work could still be running",
     "stream_race": "two streams use one buffer with nothing ordering them",
