@@ -232,6 +232,13 @@ def diffuse_no_swap(d_u, d_tmp, steps, alpha):
     return d_tmp
 
 
+def diffuse_swaps_first(d_u, d_tmp, steps, alpha):  # issue 45: swapped before the first launch
+    for _ in range(steps):
+        d_u, d_tmp = d_tmp, d_u
+        _launch(d_u, d_tmp, alpha)
+    return d_tmp
+
+
 def diffuse_returns_older(d_u, d_tmp, steps, alpha):
     for _ in range(steps):
         _launch(d_u, d_tmp, alpha)
@@ -343,6 +350,8 @@ DIFFUSE_WRONG = {
                                              "copies_in_loop"),
     "more than 1024 threads per block": (diffuse_huge_block, "at most 1024", "bad_launch"),
     "buffers not swapped": (diffuse_no_swap, "not swapped", "buffers_not_swapped"),
+    "buffers swapped before the first launch": (diffuse_swaps_first, "read d_tmp",
+                                                "swapped_before_first_step"),
     "returns the older buffer": (diffuse_returns_older, "stale buffer", "wrong_buffer"),
     "copies to the host": (diffuse_to_host, "NumPy array", "not_device_array"),
     "allocates every step": (diffuse_allocates, "new array", "buffers_reallocated"),

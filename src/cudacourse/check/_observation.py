@@ -74,6 +74,16 @@ def _kernel_site() -> tuple[str, int]:
 _OURS: dict[str, bool] = {}
 
 
+def _shared_name(site: tuple) -> str:
+    """The name a kernel gave a shared array (``sh = cuda.shared.array(...)``), from the line
+    that declares it; ``shared`` when the line does not say."""
+    import linecache
+    import re
+
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*=\s*cuda\.shared\.array", linecache.getline(*site))
+    return m.group(1) if m else "shared"
+
+
 _SIM = [""]
 
 
@@ -119,6 +129,7 @@ class OutOfBounds:
     size: int
     line: int
     write: bool = False
+    shared: tuple | None = None  # a shared array's (declaring line, declared shape)
 
     def grid_index(self, block: tuple, dim: int = 0) -> int:
         """The thread's cuda.grid(...) along ``dim`` for a launch with blocks ``block``."""
@@ -314,7 +325,23 @@ class Observation:
         def report(buf: Any, slots: list, write: bool) -> None:
             obs._shared_access(aid, slots, write)
 
-        arr = _B.probe(base, _B.Buffer(base, f"shared@{site[1]}", report))
+        label = _shared_name(site)
+        shape = tuple(base.shape)
+
+        def outside(v: Any, axis: int, index: int, size: int, write: bool) -> bool:
+            # Like a GPU, go on (reading a sentinel, dropping a write) and record the index:
+            # the diagnosis then names the shared array, its declared shape and the thread.
+            if not _B.in_kernel():
+                return False
+            with obs.lock:
+                if len(obs.oob) < 4096:
+                    obs.oob.append(OutOfBounds(_key(threading.current_thread()), label, axis,
+                                               index, size, _kernel_site()[1], write,
+                                               (site[1], shape)))
+            return True
+
+        arr = _B.probe(base, _B.Buffer(base, f"shared@{site[1]}", report, outside,
+                                       base.dtype.type(fill)))
         self._shared_meta[aid] = {"site": site, "shape": tuple(base.shape)}
         self._shared_state[aid] = {}
         self._shared_keep.append(arr)

@@ -80,16 +80,63 @@ def ctx_text(context: Any) -> str:
     return str(context or "")
 
 
+# the last observation made (one list: module state that never changes identity), so that a
+# comparison can ask the record whether an element it finds "never written" was written
+_LAST: list = []
+
+
 def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
-    """``E.compare`` with this module's dict contexts, re-raised as a structured failure."""
+    """``E.compare`` with this module's dict contexts, re-raised as a structured failure.
+    An output the comparison finds "never written" is checked against the record of the
+    last observed launch: elements that were written and still hold the check's NaN
+    poison were computed from the output itself (``c[i, j] += ...`` into memory nobody
+    initialised), which is named instead."""
     __tracebackhide__ = True
     try:
         E.compare(got, want, context=context if isinstance(context, dict) else
                   ctx_text(context), **kwargs)
     except E.CheckFailure as exc:
+        if getattr(exc, "cause", None) == "unwritten":
+            _written_poison(got, kwargs.get("name", ""), exc)
         if getattr(exc, "cause", None) and getattr(exc, "context", None) is not None:
             raise
         fail("wrong_values", str(exc), None)
+
+
+def _written_poison(got: Any, name: Any, exc: E.CheckFailure) -> None:
+    """Raise "accumulated into the output" when the record shows the elements that still
+    hold the poison were written by the kernel (and the kernel read the output)."""
+    __tracebackhide__ = True
+    obs = _LAST[0] if _LAST else None
+    if obs is None or not getattr(obs, "live", False) or not isinstance(name, str):
+        return
+    log = obs.arrays.get(name)
+    if log is None or log.element_writes is None or not log.total_reads:
+        return
+    got = E._asarray(got)
+    left = poisoned(got).ravel()
+    writes = _asarray_int(log.element_writes)
+    if writes.size != left.size or not left.any():
+        return
+    written = left & (writes > 0)
+    if not written.any() or written.sum() < left.sum():
+        return  # some elements really were never written: the first diagnosis stands
+    first = int(E._flatnonzero(written)[0])
+    idx = E._unravel_index(first, got.shape) if got.ndim > 1 else first
+    who, _n = log.busiest_reader()
+    fail("accumulated_into_output",
+         T("{k} of {n} elements of {name} were written by the kernel, yet still hold the NaN "
+           "the check filled {name} with, the first {at}; and {thread_name} read {name}: the "
+           "kernel computes from the output itself, such as `{name}[...] += ...` into memory "
+           "nobody initialised (a new device array holds whatever was there before). "
+           "Accumulate into a local variable (acc = 0.0, then acc += ... in the loop) and "
+           "store it once: {name}[...] = acc", k=int(written.sum()), n=int(got.size),
+           name=name, at=E.at(name, idx), thread_name=thread_name(who)),
+         {**exc.context})
+
+
+def _asarray_int(v: Any) -> Any:
+    return E._asarray(v).ravel()
 
 
 def cause_of(exc: BaseException) -> str:
@@ -207,6 +254,7 @@ def observing() -> Iterator[Observation]:
     from . import _instrument
 
     native = _instrument.observation()
+    _LAST[:] = [native]
     if native is not None:
         try:
             yield native
@@ -222,6 +270,7 @@ def observing() -> Iterator[Observation]:
     from numba.cuda.simulator import kernelapi
 
     obs = Observation(True)
+    _LAST[:] = [obs]
     saved: list[tuple[Any, str, Any]] = []
 
     def patch(owner: Any, name: str, new: Any) -> None:
@@ -369,10 +418,28 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
         return
     b = (block,) if isinstance(block, int) else tuple(block)
     recs = list(obs.oob)
+    if recs[0].shared is not None:  # a shared array: its declared shape is the evidence
+        better = oob(recs, b) if getattr(oob, "sees_shared", False) else None
+        fail(*(better or shared_out_of_bounds_words(recs[0])), context)
     better = oob(recs, b) if oob is not None else None
     if not better:
         better = out_of_bounds_words(recs, b, name)
     fail(better[0], better[1], context)
+
+
+def shared_out_of_bounds_words(r: Any) -> tuple[str, Any]:
+    """(cause, message) for an index outside a shared array: its shape is the one declared,
+    whatever the input's size, so a bounds guard on the input is never the fix."""
+    decl, shape = r.shared
+    return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
+            T("{thread_name} {verb} {array} with index {index} on its axis {axis}, of size "
+              "{size} (line {line}): outside the shared array {array}, declared at line {decl} "
+              "with shape {shape}. A shared array has the shape the kernel declares, whatever "
+              "the input's size, so a bounds guard on the input does not help: check the "
+              "declared shape (rows first, then columns) against how this index is computed",
+              thread_name=thread_name(r.thread), verb=_verb(r.write), array=r.array,
+              index=r.index, axis=r.axis, size=r.size, line=r.line, decl=decl,
+              shape=E.fmt(tuple(shape))))
 
 
 def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:

@@ -301,6 +301,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
 
         if same(steps):
             continue
+        _diffuse_first_input(trace, dt, ctx)
         if steps > 1 and same(1):
             K.fail(T("diffuse's result is one step from u, whatever the number of steps: the "
                      "buffers are not swapped, so every step reads the same input. After each "
@@ -366,6 +367,20 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
         K.fail(T("diffuse launched {n_launches} kernel(s) for steps={steps}: one launch of "
                  "heat_step per step [{ctx}].", n_launches=len(launches), steps=steps,
                  ctx=ctx), cause="launch_count")
+
+
+def _diffuse_first_input(trace: Any, dt: Any, ctx: str) -> None:
+    """A wrong result whose first launch read d_tmp (the scratch buffer, whose contents mean
+    nothing) from the record of buffers: the two were swapped before the first step."""
+    launches = trace.of("launch")
+    io = launches[0].io() if launches else None
+    if io and same_memory(memory_range(dt), io[0]):
+        K.fail(T("diffuse's first step (operation #{index}, {what}) read d_tmp, the scratch "
+                 "buffer whose contents mean nothing, instead of d_u, the field: the buffers "
+                 "are swapped before the first launch. Launch heat_step on (d_u, d_tmp) "
+                 "first, then swap: d_u, d_tmp = d_tmp, d_u", index=launches[0].index + 1,
+                 what=launches[0].what),
+               cause="swapped_before_first_step", context={"case": ctx})
 
 
 def _diffuse_buffers(trace: Any, res: Any, ctx: str) -> None:
