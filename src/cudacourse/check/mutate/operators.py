@@ -266,11 +266,11 @@ def launch_geometry(node, parent):
     one = copy.deepcopy(node)
     one.func.slice.elts[0] = ast.Constant(1)
     out.append(one)
-    if not isinstance(g, ast.Tuple):
+    if not isinstance(g, (ast.Tuple, ast.Name)):  # a name may hold a tuple: no arithmetic
         short = copy.deepcopy(node)
         short.func.slice.elts[0] = ast.BinOp(copy.deepcopy(g), ast.Sub(), _num(1))
         out.append(short)
-    else:
+    elif isinstance(g, ast.Tuple):
         rev = copy.deepcopy(node)
         rev.func.slice.elts[0].elts.reverse()
         out.append(rev)

@@ -44,17 +44,19 @@ def _load(ex: Exercise, source: str, where: Path) -> Any:
     return getattr(module, ex.name)
 
 
-def _english(text: str) -> int:
+def _english(text: str, exc: Any) -> int:
     """English words left in a Japanese diagnosis (the course's own detector when the
-    repository's tests are beside the package; else none counted)."""
+    repository's tests are beside the package; else none counted). Values filled into the
+    message that are code (names, source lines, what the learner's code raised) are not
+    English to translate."""
     tests = Path(__file__).resolve().parents[4] / "tests"
     if str(tests) not in sys.path and (tests / "japanese_edition.py").exists():
         sys.path.insert(0, str(tests))
     try:
-        from japanese_edition import not_japanese  # type: ignore[import-not-found]
+        from japanese_edition import _names, not_japanese  # type: ignore[import-not-found]
     except ImportError:
         return 0
-    return len(not_japanese(text))
+    return len(not_japanese(text, _names(exc.text_message) | _names(exc.text_hint)))
 
 
 def evaluate(ex: Exercise, source: str, operator: str, line: int = 0) -> Outcome:
@@ -77,7 +79,7 @@ def evaluate(ex: Exercise, source: str, operator: str, line: int = 0) -> Outcome
             with i18n.speaking("ja"):
                 message, _hint = exc.shown()
             out.ja = message[:600]
-            out.english_in_ja = _english(message)
+            out.english_in_ja = _english(message, exc)
             if exc.cause in GENERIC:
                 out.verdict = "rejected"
             elif exc.cause in BY_NAME[operator].causes:
