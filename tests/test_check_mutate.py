@@ -80,3 +80,34 @@ def test_the_sample_is_never_misled_and_speaks_japanese(ex, m):
     assert out.verdict != "survived", (out.cause, out.message, m.source)
     if out.verdict in ("named", "rejected"):
         assert out.english_in_ja == 0, out.ja
+
+
+# --- no mistake poisons the learner's GPU (issue 45 item 4) ----------------------------------
+
+@pytest.mark.gpu
+def test_an_out_of_bounds_kernel_is_named_and_the_next_check_still_works():
+    """On a GPU a learner kernel runs first under the instrumented build with every index
+    checked: an access far outside the arrays is named like in the simulator and the raw
+    kernel never runs, so the CUDA context stays usable and a right kernel checked next in
+    the same process passes. (In the simulator every index is checked anyway: the conftest
+    skips this test there, with that reason.)"""
+    from numba import cuda
+
+    import cudacourse.check as check
+
+    @cuda.jit
+    def far_out(a, b, out):  # raw, thread i writes 100000 * i floats past the start
+        i = cuda.grid(1)
+        out[i * 100000] = a[i] + b[i]
+
+    @cuda.jit
+    def right(a, b, out):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = a[i] + b[i]
+
+    with pytest.raises(check.CheckFailure) as info:
+        check.check_vector_add(far_out)
+    assert info.value.cause in ("out_of_bounds_write", "out_of_bounds_read"), str(info.value)
+    assert "illegal address" not in str(info.value)
+    check.check_vector_add(right)  # the context is still usable
