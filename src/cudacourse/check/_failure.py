@@ -175,7 +175,8 @@ class CheckFailure(AssertionError):
             lines.append(textwrap.fill(_i18n.gettext("Fix: ") + hint, width))
         if self.context:
             lines.append(textwrap.fill(_i18n.gettext("Case: ") + ", ".join(
-                f"{k}={fmt(v)}" for k, v in self.context.items()), width))
+                f"{_i18n.shown(k)}={_i18n.shown(v) if isinstance(v, _i18n.Text) else fmt(v)}"
+                for k, v in self.context.items()), width))  # T(...) keys in the language
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

@@ -26,15 +26,17 @@ _VALUES = {"wrong_formula", "wrong_scale", "off_by_one", "unwritten", "overflow"
            "accumulated_into_output", "mass_not_conserved", "lost_population", "wrong_axis",
            "periodic_wrap", "wrong_opposite", "solid_not_copied", "causal_mask_off_by_one",
            "only_first_block", "halo_missing", "unfilled_tile", "dropped_tail"}
-_INDEX = _BOUNDS | _VALUES | {"swapped_axes", "guard_wrong_axis", "wrong_index",
+_INDEX = _BOUNDS | _VALUES | _WARP | {"swapped_axes", "guard_wrong_axis", "wrong_index",
                               "redundant_work", "serial_work", "no_grid_stride",
                               "pulled_from_output", "push_race", "stale_tile_keys",
                               "missing_barrier", "nondeterministic", "race", "divergent_barrier",
                               "early_return", "grid_axes_swapped", "grid_too_small",
                               "wrong_buffer", "no_tree", "no_tiles", "launch_count"}
+# a warp call's mask, width or offset changed, or a lane leaving early: the warp's own causes
+_WARP = {"warp_ub", "early_return", "no_shuffle", "divergent_barrier"}
 _BARRIER = {"missing_barrier", "race", "nondeterministic", "unfilled_tile", "stale_tile_keys",
             "halo_missing", "divergent_barrier", "push_race"}
-_LAUNCH = {"bad_launch", "only_first_block", "unwritten", "grid_too_small", "grid_axes_swapped",
+_LAUNCH = _WARP | {"bad_launch", "only_first_block", "unwritten", "grid_too_small", "grid_axes_swapped",
            "no_grid_stride", "redundant_work", "serial_work", "out_of_bounds_read",
            "out_of_bounds_write", "off_by_one_guard", "dropped_tail", "launch_count",
            "halo_missing", "swapped_axes", "guard_wrong_axis", "missing_barrier", "race",
