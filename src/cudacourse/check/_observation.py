@@ -85,6 +85,7 @@ def _shared_name(site: tuple) -> str:
 
 
 _SIM = [""]
+_DETAIL_MAX = 1 << 16  # arrays up to this many elements keep the per-element record
 
 
 @dataclass
@@ -96,6 +97,11 @@ class ArrayLog:
     reads: dict = field(default_factory=lambda: defaultdict(int))  # thread -> elements
     writes: dict = field(default_factory=lambda: defaultdict(int))
     element_writes: Any = None
+    shape: tuple = ()
+    # the record a wrong value is explained from (the simulator's, for small arrays): the
+    # last writer of each element and its line, and every thread's reads (element, line)
+    writer: dict = field(default_factory=dict)  # element -> (thread, line)
+    read_log: dict = field(default_factory=lambda: defaultdict(list))  # thread -> [(el, line)]
 
     @property
     def total_reads(self) -> int:
@@ -282,19 +288,26 @@ class Observation:
         ary = _np.asarray(ary).view(_np.ndarray)
         log = ArrayLog(name, int(ary.size))
         log.element_writes = _zeros(ary.size, dtype=_np.int64)
+        log.shape = tuple(int(d) for d in ary.shape)
         self.arrays[name] = log
         obs = self
+        detail = ary.size <= _DETAIL_MAX  # who wrote and read what: small cases only
 
         def report(buf: Any, slots: list, write: bool) -> None:
             k = _key(threading.current_thread())
+            line = _kernel_site()[1] if detail and len(slots) == 1 else 0
             with obs.lock:
                 if write:
                     log.writes[k] += len(slots)
                     for s in slots:
                         if 0 <= s < log.size:
                             log.element_writes[s] += 1
+                            if detail:
+                                log.writer[s] = (k, line)
                 else:
                     log.reads[k] += len(slots)
+                    if detail and len(log.read_log[k]) < 4096:
+                        log.read_log[k].extend((s, line) for s in slots)
 
         def outside(v: Any, axis: int, index: int, size: int, write: bool) -> bool:
             # Outside the array, a GPU reads whatever lies there (here: the sentinel of an

@@ -38,6 +38,8 @@ import sys
 import threading
 from typing import Any, Iterator, NoReturn
 
+import numpy as _np
+
 from . import _engine as E
 from ..i18n import T
 # The record both observers fill (this module in the simulator, _instrument on any device),
@@ -92,12 +94,15 @@ def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
     poison were computed from the output itself (``c[i, j] += ...`` into memory nobody
     initialised), which is named instead."""
     __tracebackhide__ = True
+    reads = kwargs.pop("reads", None)
     try:
         E.compare(got, want, context=context if isinstance(context, dict) else
                   ctx_text(context), **kwargs)
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None) == "unwritten":
             _written_poison(got, kwargs.get("name", ""), exc)
+        if getattr(exc, "cause", None) == "wrong_values":
+            _first_wrong_value(kwargs.get("name", ""), exc, reads)
         if getattr(exc, "cause", None) and getattr(exc, "context", None) is not None:
             raise
         fail("wrong_values", str(exc), None)
@@ -133,6 +138,94 @@ def _written_poison(got: Any, name: Any, exc: E.CheckFailure) -> None:
            "store it once: {name}[...] = acc", k=int(written.sum()), n=int(got.size),
            name=name, at=E.at(name, idx), thread_name=thread_name(who)),
          {**exc.context})
+
+
+def _span(values: list) -> str:
+    """``3``, ``0..15``, or ``{0, 16, 32}`` for the values one axis of a read took."""
+    v = sorted(set(values))
+    if len(v) == 1:
+        return str(v[0])
+    if v[-1] - v[0] + 1 == len(v):
+        return f"{v[0]}..{v[-1]}"
+    return "{" + ", ".join(str(x) for x in v[:4]) + (", ...}" if len(v) > 4 else "}")
+
+
+def _elements(name: str, shape: tuple, idx: list) -> Any:
+    """The elements ``idx`` (index tuples) of ``name`` in a few words: a[0, 0..15] (16)."""
+    if not idx:
+        return T("nothing of {name}", name=name)
+    axes = [_span([i[d] for i in idx]) for d in range(len(idx[0]))]
+    return T("{name}[{axes}] ({n} elements)", name=name, axes=", ".join(axes), n=len(set(idx)))
+
+
+def _first_wrong_value(name: Any, exc: E.CheckFailure, reads: Any) -> None:
+    """No family matched: explain the first wrong element from the record, what the thread
+    that wrote it read (and, with ``reads(index) -> {array: [index, ...]}`` from the
+    checker, what the reference reads for it, and the line of the first read that
+    differs). No cause is named: the evidence is shown."""
+    __tracebackhide__ = True
+    obs = _LAST[0] if _LAST else None
+    idx = exc.context.get("index")
+    if obs is None or not getattr(obs, "live", False) or not isinstance(name, str) or \
+            idx is None:
+        return
+    log = obs.arrays.get(name)
+    if log is None or not log.writer or not log.shape:
+        return
+    index = tuple(idx) if isinstance(idx, (list, tuple)) else (idx,)
+    try:
+        flat = int(_np.ravel_multi_index(index, log.shape))
+    except ValueError:
+        return
+    if flat not in log.writer:
+        return
+    who, line = log.writer[flat]
+    parts, versus, first_line = [], [], 0
+    want = reads(index) if reads is not None else None
+    for other in obs.arrays.values():
+        if other is log or not other.shape:
+            continue
+        mine = [(tuple(int(i) for i in _np.unravel_index(el, other.shape)), ln)
+                for el, ln in other.read_log.get(who, [])]
+        got_idx = [m for m, _ln in mine]
+        if got_idx:
+            parts.append(_elements(other.name, other.shape, got_idx))
+        if want is None or other.name not in want:
+            continue
+        ref = {tuple(int(i) for i in t) for t in want[other.name]}
+        missing = sorted(ref - set(got_idx))
+        extra = sorted(set(got_idx) - ref)
+        if missing:
+            versus.append(T("it did not read {what}", what=_elements(other.name, other.shape,
+                                                                      missing)))
+        if extra:
+            versus.append(T("it read {what}, which the reference does not",
+                            what=_elements(other.name, other.shape, extra)))
+            first_line = first_line or next((ln for m, ln in mine if m not in ref), 0)
+    if not parts and not versus:
+        return
+    read = ", ".join(str(p) for p in parts) if parts else T("no watched input")
+    text = T("{message} From the record: {at} was written by {thread_name} (line {line}), "
+             "which read {read}.", message=exc.text_message or exc.message,
+             at=E.at(name, index), thread_name=thread_name(who), line=line,
+             read=_joined(parts) if parts else read)
+    if want is not None:
+        if versus:
+            text = T("{text} Against the reference: {versus}{where}.", text=text,
+                     versus=_joined(versus),
+                     where=T(" (the first such read at line {line})", line=first_line)
+                     if first_line else "")
+        else:
+            text = T("{text} It read the same elements as the reference: the arithmetic "
+                     "on them differs.", text=text)
+    raise E.CheckFailure(text, cause=exc.cause, hint=exc.hint, context=exc.context) from None
+
+
+def _joined(parts: list) -> Any:
+    """Texts joined with the language's comma (each shown in the learner's language)."""
+    if len(parts) == 1:
+        return parts[0]
+    return T("{first}; {rest}", first=parts[0], rest=_joined(parts[1:]))
 
 
 def _asarray_int(v: Any) -> Any:
