@@ -101,6 +101,7 @@ def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None) == "unwritten":
             _written_poison(got, kwargs.get("name", ""), exc)
+            _colliding_writes(got, kwargs.get("name", ""), exc)
         if getattr(exc, "cause", None) == "wrong_values":
             _first_wrong_value(kwargs.get("name", ""), exc, reads)
         if getattr(exc, "cause", None) and getattr(exc, "context", None) is not None:
@@ -226,6 +227,37 @@ def _joined(parts: list) -> Any:
     if len(parts) == 1:
         return parts[0]
     return T("{first}; {rest}", first=parts[0], rest=_joined(parts[1:]))
+
+
+def _colliding_writes(got: Any, name: Any, exc: E.CheckFailure) -> None:
+    """Elements never written while others were written by several threads: the launch
+    has the threads, the index maps them onto each other (``blockIdx.x * gridDim.x`` where
+    ``blockDim.x`` belongs); "does your launch cover every element" would point away."""
+    __tracebackhide__ = True
+    obs = _LAST[0] if _LAST else None
+    if obs is None or not getattr(obs, "live", False) or not isinstance(name, str):
+        return
+    log = obs.arrays.get(name)
+    if log is None or log.element_writes is None:
+        return
+    counts = _asarray_int(log.element_writes)
+    if counts.size != E._asarray(got).size:
+        return
+    many = E._flatnonzero(counts > 1)
+    never = E._flatnonzero(counts == 0)
+    if not many.size or not never.size:
+        return
+    shape = E._asarray(got).shape
+    pos = (lambda k: E._unravel_index(int(k), shape) if len(shape) > 1 else int(k))
+    fail("wrong_index",
+         T("{k} elements of {name} were written by more than one thread (the first, {at}, "
+           "{times} times) while {m} were never written (the first {at_2}): the launch has "
+           "threads enough, but the index maps several threads onto one element and none "
+           "onto others. Check how the index is computed: blockIdx times blockDim (the "
+           "block's size, not gridDim, the grid's), plus threadIdx (cuda.grid does it)",
+           k=int(many.size), name=name, at=E.at(name, pos(many[0])),
+           times=int(counts[int(many[0])]), m=int(never.size), at_2=E.at(name, pos(never[0]))),
+         {**exc.context})
 
 
 def _asarray_int(v: Any) -> Any:
