@@ -18,6 +18,8 @@ from typing import Callable, Iterator
 GENERIC = frozenset({"wrong_values", "kernel_raised", "replay_error", "not_checked",
                      "nonfinite", "nan_result", "host_function_raised", "does_not_compile"})
 
+# a warp call's mask, width or offset changed, or a lane leaving early: the warp's own causes
+_WARP = {"warp_ub", "early_return", "no_shuffle", "divergent_barrier"}
 # what running past an array's end, or leaving elements out, may rightly be called
 _BOUNDS = {"out_of_bounds_read", "out_of_bounds_write", "off_by_one_guard", "off_by_one",
            "illegal_address", "unwritten", "unfilled_tile", "halo_missing", "dropped_tail",
@@ -32,8 +34,6 @@ _INDEX = _BOUNDS | _VALUES | _WARP | {"swapped_axes", "guard_wrong_axis", "wrong
                               "missing_barrier", "nondeterministic", "race", "divergent_barrier",
                               "early_return", "grid_axes_swapped", "grid_too_small",
                               "wrong_buffer", "no_tree", "no_tiles", "launch_count"}
-# a warp call's mask, width or offset changed, or a lane leaving early: the warp's own causes
-_WARP = {"warp_ub", "early_return", "no_shuffle", "divergent_barrier"}
 _BARRIER = {"missing_barrier", "race", "nondeterministic", "unfilled_tile", "stale_tile_keys",
             "halo_missing", "divergent_barrier", "push_race"}
 _LAUNCH = _WARP | {"bad_launch", "only_first_block", "unwritten", "grid_too_small", "grid_axes_swapped",
