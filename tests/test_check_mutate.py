@@ -15,7 +15,7 @@ import pytest
 
 from cudacourse.check.mutate.masters import exercises
 from cudacourse.check.mutate.operators import OPERATORS, mutants
-from cudacourse.check.mutate.runner import evaluate
+from cudacourse.check.mutate.runner import evaluate, run
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = os.environ.get("CUDACOURSE_NIGHTLY") == "1"
@@ -74,7 +74,10 @@ def _sample():
                          ids=lambda v: getattr(v, "name", None) or
                          f"{getattr(v, 'operator', '')}@{getattr(v, 'site', '')}.{getattr(v, 'variant', '')}")
 def test_the_sample_is_never_misled_and_speaks_japanese(ex, m):
-    out = evaluate(ex, m.source, m.operator, m.line)
+    # nightly: each mutant in a child with a time box (a mutant may loop forever)
+    out = run(ex, m.source, m.operator, m.line, 240) if NIGHTLY else \
+        evaluate(ex, m.source, m.operator, m.line)
+    assert out.verdict != "timeout", m.source
     assert out.verdict not in ("misleading", "crashed", "broken"), (out.verdict, out.cause,
                                                                     out.message, m.source)
     assert out.verdict != "survived", (out.cause, out.message, m.source)
