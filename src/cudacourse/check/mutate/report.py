@@ -45,11 +45,13 @@ def summary(outcomes: list) -> str:
     return ", ".join(f"{v} {c[v]}" for v in VERDICTS)
 
 
-def write(outcomes: list, out_dir: Path, root: Path, *, sampled: int, seed: int) -> None:
+def write(outcomes: list, out_dir: Path, root: Path, *, sampled: int, seed: int,
+          meta: dict | None = None) -> None:
+    """Both files; ``meta`` (date, commit) kept from an earlier run when re-rendering."""
     t = tally(outcomes)
-    meta = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": _commit(root), "mutants": len(outcomes),
-            "sample_per_exercise": sampled, "seed": seed}
+    meta = meta or {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "commit": _commit(root)}
+    meta = {**meta, "mutants": len(outcomes), "sample_per_exercise": sampled, "seed": seed}
     data = {**meta, "by_lesson": {k: dict(v) for k, v in t["lesson"].items()},
             "by_exercise": {k: dict(v) for k, v in t["exercise"].items()},
             "by_operator": {k: dict(v) for k, v in t["operator"].items()},
@@ -57,7 +59,7 @@ def write(outcomes: list, out_dir: Path, root: Path, *, sampled: int, seed: int)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "mutation-report.json").write_text(json.dumps(data, indent=1, ensure_ascii=False)
                                                   + "\n", encoding="utf-8")
-    head = "| group | rejected | " + " | ".join(VERDICTS) + " | named / rejected | " \
+    head = "| group | rejections (all) | " + " | ".join(VERDICTS) + " | named / rejected | " \
         "English in ja |"
     rule = "|" + "---|" * (len(VERDICTS) + 4)
     lines = ["# Mutation report", "",
@@ -83,3 +85,13 @@ def write(outcomes: list, out_dir: Path, root: Path, *, sampled: int, seed: int)
         lines += [f"- {o.exercise} `{o.operator}` (line {o.line}): **{o.verdict}** "
                   f"`{o.cause}`: {o.message[:240]}" for o in bad]
     (out_dir / "mutation-report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def rerender(json_path: Path) -> None:
+    """The Markdown again from the JSON of a run (its date and commit kept)."""
+    from .runner import Outcome
+
+    data = json.loads(json_path.read_text(encoding="utf-8"))
+    outcomes = [Outcome(**o) for o in data["outcomes"]]
+    write(outcomes, json_path.parent, json_path.parent, sampled=data["sample_per_exercise"],
+          seed=data["seed"], meta={"date": data["date"], "commit": data["commit"]})
