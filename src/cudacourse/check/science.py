@@ -407,7 +407,7 @@ def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
         if cx >= nx and cy >= ny:
             continue
         swapped = g[0] * b[1] >= ny and g[1] * b[0] >= nx
-        K.fail(T("diffuse launched {what} (operation #{index}): its threads cover {cx} "
+        K.fail(T("diffuse's operation #{index} ({what}): its threads cover {cx} "
                  "columns and {cy} rows of a {ny} x {nx} field, so cells are never updated. "
                  "{why}", what=op.what, index=op.index + 1, cx=cx, cy=cy, ny=ny, nx=nx,
                  why=T("The grid's axes are swapped: x (columns) comes first, grid = "
