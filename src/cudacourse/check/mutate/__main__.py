@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--compare", type=Path, default=None,
+                   help="a report's .json from another device: exit 1 unless every mutant "
+                        "got the same verdict and cause here (same --sample and --seed)")
     args = p.parse_args(argv)
     pairs = sample(args.root, args.sample, args.seed, args.exercise)
     print(f"{len(pairs)} mutants", file=sys.stderr)
@@ -59,7 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out or args.root / "docs"
     report.write(outcomes, out_dir, args.root, sampled=args.sample, seed=args.seed)
     print(report.summary(outcomes), file=sys.stderr)
+    if args.compare is not None:
+        return _compare(outcomes, args.compare)
     return 0
+
+
+def _compare(outcomes: list, other: Path) -> int:
+    """Same mutants (same draw) in the same order: their verdicts and causes must agree."""
+    import json
+
+    theirs = json.loads(other.read_text(encoding="utf-8"))["outcomes"]
+    if len(theirs) != len(outcomes):
+        print(f"{other}: {len(theirs)} mutants, here {len(outcomes)}", file=sys.stderr)
+        return 1
+    differ = [(o, t) for o, t in zip(outcomes, theirs)
+              if (o.exercise, o.operator, o.line) == (t["exercise"], t["operator"], t["line"])
+              and (o.verdict, o.cause) != (t["verdict"], t["cause"])]
+    for o, t in differ:
+        print(f"DIFFERS {o.exercise} {o.operator} line {o.line}: here {o.verdict} {o.cause}, "
+              f"{other.name} {t['verdict']} {t['cause']}", file=sys.stderr)
+    print(f"{len(outcomes) - len(differ)} of {len(outcomes)} verdicts identical to {other}",
+          file=sys.stderr)
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
