@@ -157,11 +157,28 @@ def scale_no_sync(x, alpha):
     return d_out.copy_to_host(stream=s)
 
 
+def scale_uploads_zeros(x, alpha):  # issue 45 item 3: n floats over the bus for nothing
+    d_x = cuda.to_device(x)
+    d_out = cuda.to_device(np.zeros_like(x))
+    scale_kernel[blocks(x.size), 128](d_x, d_out, alpha)
+    return d_out.copy_to_host()
+
+
+def scale_via_pinned(x, alpha):  # one upload of x, from a pinned staging copy: right
+    p = cuda.pinned_array(x.shape, dtype=x.dtype)
+    p[:] = x
+    d_x = cuda.to_device(p)
+    d_out = cuda.device_array_like(d_x)
+    scale_kernel[blocks(x.size), 128](d_x, d_out, alpha)
+    return d_out.copy_to_host()
+
+
 def scale_stub(x, alpha):
     raise NotImplementedError()
 
 
-@pytest.mark.parametrize("fn", [scale_right, scale_right_stride, scale_right_stream])
+@pytest.mark.parametrize("fn", [scale_right, scale_right_stride, scale_right_stream,
+                                scale_via_pinned])
 def test_gpu_scale_accepts(fn):
     check.check_gpu_scale(fn, seed=1)
     check.check_gpu_scale(fn, hidden=check.Cases(2, [(1531, 1.75), (97, -2.0), (700, 0.375)]))
@@ -179,6 +196,7 @@ def test_gpu_scale_accepts(fn):
     (scale_in_place_on_x, "changed its input x"),
     (scale_float64, "dtype float64"),
     (scale_no_sync, "could still be running"),
+    (scale_uploads_zeros, "the output buffer needs no upload"),
     (scale_stub, "not written yet"),
     (scale_kernel, "not a @cuda.jit kernel"),
 ])

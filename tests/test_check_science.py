@@ -171,7 +171,75 @@ def heat_plain_python(u, out, alpha):
     out[:] = stencil.heat_step_ref(u, alpha)
 
 
+HALO = (TY + 2, TX + 2)
+_HEAT_MASTER = """
+def heat_step(u, out, alpha):
+    tile = cuda.shared.array(HALO, float32)
+    ny, nx = u.shape
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    x0 = cuda.blockIdx.x * TX - 1
+    y0 = cuda.blockIdx.y * TY - 1
+    for k in range(ty * TX + tx, HALO[0] * HALO[1], TX * TY):
+        r = k // (TX + 2)
+        s = k % (TX + 2)
+        gy = y0 + r
+        gx = x0 + s
+        if 0 <= gy < ny and 0 <= gx < nx:
+            tile[r, s] = u[gy, gx]
+        else:
+            tile[r, s] = 0.0
+    cuda.syncthreads()
+    y = y0 + ty + 1
+    x = x0 + tx + 1
+    if y < ny and x < nx:
+        r = ty + 1
+        s = tx + 1
+        c = tile[r, s]
+        if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+            out[y, x] = c
+        else:
+            edges = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+            corners = tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1] + tile[r + 1, s + 1]
+            out[y, x] = c + alpha * (4.0 * edges + corners - 20.0 * c) / 6.0
+"""
+
+
+def _heat_variant(*edits):
+    """The lesson's master heat_step with one learner mistake (issue 45's held-out set),
+    from a file so that the checker can read its lines."""
+    import importlib.util
+    import tempfile
+
+    src = _HEAT_MASTER
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    path = tempfile.NamedTemporaryFile("w", suffix="_heat.py", delete=False)
+    path.write("from numba import cuda, float32\n" + f"TX, TY, HALO = {TX}, {TY}, {HALO}\n"
+               + f"HALO_T = {HALO[::-1]}\n" + src)
+    path.close()
+    spec = importlib.util.spec_from_file_location("_heat_variant_" + str(abs(hash(edits))), path.name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return cuda.jit(mod.heat_step)
+
+
+heat_diagonal_halo = _heat_variant(("gy = y0 + r", "gy = y0 + r + 1"),
+                                   ("gx = x0 + s", "gx = x0 + s + 1"))
+heat_row_length_tx = _heat_variant(("r = k // (TX + 2)", "r = k // TX"),
+                                   ("s = k % (TX + 2)", "s = k % TX"))
+heat_tile_axes_swapped = _heat_variant(("cuda.shared.array(HALO, float32)",
+                                        "cuda.shared.array(HALO_T, float32)"))
+
 HEAT_WRONG = {
+    # issue 45: the evidence, never "missing bounds guard" or "ruled out: off by one"
+    "halo origin shifted diagonally": (heat_diagonal_halo, "along both axes at once", False,
+                                       "off_by_one"),
+    "tile row length TX, not TX + 2": (heat_row_length_tx, "shared array tile outside the shape it declares",
+                                       True, None),
+    "shared tile declared with its axes swapped": (heat_tile_axes_swapped,
+                                                   "with shape (18, 10)", True, None),
     "halo not loaded": (_make_heat_edges(halo=False), "edges of each tile", False, "halo_missing"),
     "tile loaded once per thread": (heat_loads_once, "52 never were", True, "halo_missing"),
     "halo corners not loaded": (
@@ -228,6 +296,13 @@ def diffuse_right_parity(d_u, d_tmp, steps, alpha):
 
 def diffuse_no_swap(d_u, d_tmp, steps, alpha):
     for _ in range(steps):
+        _launch(d_u, d_tmp, alpha)
+    return d_tmp
+
+
+def diffuse_swaps_first(d_u, d_tmp, steps, alpha):  # issue 45: swapped before the first launch
+    for _ in range(steps):
+        d_u, d_tmp = d_tmp, d_u
         _launch(d_u, d_tmp, alpha)
     return d_tmp
 
@@ -343,6 +418,8 @@ DIFFUSE_WRONG = {
                                              "copies_in_loop"),
     "more than 1024 threads per block": (diffuse_huge_block, "at most 1024", "bad_launch"),
     "buffers not swapped": (diffuse_no_swap, "not swapped", "buffers_not_swapped"),
+    "buffers swapped before the first launch": (diffuse_swaps_first, "read d_tmp",
+                                                "swapped_before_first_step"),
     "returns the older buffer": (diffuse_returns_older, "stale buffer", "wrong_buffer"),
     "copies to the host": (diffuse_to_host, "NumPy array", "not_device_array"),
     "allocates every step": (diffuse_allocates, "new array", "buffers_reallocated"),

@@ -538,3 +538,23 @@ def test_warp_sum_accepts_hidden():
 def test_warp_sum_rejects(kernel, phrase):
     rejects(check.check_warp_sum, kernel, phrase)
 
+
+
+# --- the first wrong value explained from the record (issue 45 item 3) ---------------------
+
+@cuda.jit
+def mirror_reads_an_extra_pixel(img, out):  # no family matches: the record is the evidence
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] - 1 - c] + img[r, 0] * 0.01
+
+
+def test_the_first_wrong_value_is_explained_from_the_record_without_naming_a_cause():
+    with pytest.raises(CheckFailure) as info:
+        check.check_mirror(mirror_reads_an_extra_pixel, seed=1)
+    err = info.value
+    text = str(err)
+    assert err.cause == "wrong_values"  # the evidence singles out no cause: none is named
+    assert "was written by thread 0 of block 0 (line" in text, text
+    assert "which read img[0, {0, 39}] (2 elements)" in text, text
+    assert "it read img[0, 0] (1 elements), which the reference does not" in text, text

@@ -273,7 +273,29 @@ def mm_right_statements(a, b, c):
     c[row, col] = acc
 
 
+@cuda.jit
+def mm_accumulates_into_c(a, b, c):  # issue 45: c[row, col] += into the uninitialised output
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m, k = a.shape
+    n = b.shape[1]
+    for t in range(0, k, TILE):
+        sa[ty, tx] = a[row, t + tx] if row < m and t + tx < k else float32(0.0)
+        sb[ty, tx] = b[t + ty, col] if t + ty < k and col < n else float32(0.0)
+        cuda.syncthreads()
+        for i in range(TILE):
+            if row < m and col < n:
+                c[row, col] += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+
+
 MM_WRONG = {
+    "accumulates into the uninitialised c": (mm_accumulates_into_c,
+                                             "accumulate into a local variable"),
     "no shared memory": (mm_naive, "as often as a kernel without shared memory"),
     "no shared memory, read through views": (mm_naive_through_transpose,
                                              "as often as a kernel without shared memory"),
@@ -651,7 +673,44 @@ def sum_unwritten(x, partial):
     sh[cuda.threadIdx.x] = 0.0
 
 
+@cuda.jit
+def sum_stores_at_thread_index(x, partial):  # issue 45: partial[i], not partial[blockIdx.x]
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[i] = sh[0]
+
+
+@cuda.jit
+def sum_tree_from_tpb(x, partial):  # issue 45: the tree starts at s = TPB
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()
+    s = TPB
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
 SUM_WRONG = {
+    "stores at its own global index": (sum_stores_at_thread_index,
+                                       "partial[cuda.blockIdx.x]"),
+    "tree starts at s = TPB": (sum_tree_from_tpb, "starts one level too high"),
     "missing barrier in the tree": (sum_no_tree_barrier, "races on shared memory"),
     "missing barrier after loading": (sum_no_load_barrier, "races on shared memory"),
     "wrong tree stride": (sum_wrong_stride, "first half only"),
@@ -675,9 +734,15 @@ def test_block_sum_rejects(name):
 
 def test_block_sum_causes():
     causes = {k.__name__: rejects(cudacourse.check.check_block_sum, k, "").cause
-              for k in (sum_sync_in_if, sum_serial_thread0, sum_no_tree_barrier)}
+              for k in (sum_sync_in_if, sum_serial_thread0, sum_no_tree_barrier,
+                        sum_stores_at_thread_index)}
     assert causes == {"sum_sync_in_if": "divergent_barrier", "sum_serial_thread0": "no_tree",
-                      "sum_no_tree_barrier": "missing_barrier"}
+                      "sum_no_tree_barrier": "missing_barrier",
+                      "sum_stores_at_thread_index": "wrong_index"}
+    # the misleading words of issue 45 are gone: a guard would hide these mistakes
+    for k in (sum_stores_at_thread_index, sum_tree_from_tpb):
+        assert "missing bounds guard" not in str(rejects(cudacourse.check.check_block_sum, k,
+                                                         "")).lower()
 
 
 @pytest.mark.parametrize("kernel", [sum_right, sum_right_grid_stride, sum_right_interleaved,

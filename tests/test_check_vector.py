@@ -199,6 +199,13 @@ def stub(a, b, out):
     raise NotImplementedError()
 
 
+@cuda.jit
+def grid_dim_for_block_dim(a, b, out):  # issue 45: the launch is fine, the index is not
+    i = cuda.blockIdx.x * cuda.gridDim.x + cuda.threadIdx.x
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
 def host_function(a, b, out):
     out[:] = a + b
 
@@ -222,6 +229,7 @@ WRONG = [
     (computes_nan, "wrote nan"),
     (stub, "not written yet"),
     (host_function, "@cuda.jit"),
+    (grid_dim_for_block_dim, "several threads onto one element"),
     # views alias their array: accesses through them are observed as accesses to it
     (one_thread_through_transpose, "not spread over the threads"),
     (one_thread_through_slice, "not spread over the threads"),

@@ -19,6 +19,7 @@ Between processes (the simulator replay on a GPU) a ``Cases`` travels as JSON (`
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,16 +58,24 @@ class Cases:
         return {"seed": self.seed, "sizes": self.sizes}
 
 
+def visible_seed(name: str) -> int:
+    """The fixed seed of a check's visible cases (issue 45, stable evidence): the same answer
+    gets the same inputs, so the same numbers in its diagnosis, on every run and device. It
+    is no secret (the learner runs the visible cases); the hidden cases bring their own."""
+    return zlib.crc32(name.encode("utf-8")) & _SEED_MAX
+
+
 def resolve(hidden: Any, visible: list, seed: int | None, *, arity: int | None = None,
-            name: str = "check") -> tuple[list, int | None]:
+            name: str = "check") -> tuple[list, int]:
     """(the cases to run, their seed): ``visible`` and ``seed`` unless ``hidden`` is a
-    ``Cases`` (or its JSON form), whose sizes and seed then replace them.
+    ``Cases`` (or its JSON form), whose sizes and seed then replace them. Without a seed the
+    visible cases take the check's fixed one (``visible_seed(name)``).
 
     ``arity`` is how many entries each case tuple has (as in ``visible``); a case of another
     length is refused with a message naming the checker.
     """
     if hidden is None or hidden is False:
-        return list(visible), seed
+        return list(visible), (visible_seed(name) if seed is None else seed)
     if hidden is True:
         raise TypeError(
             f"{name}: hidden=True draws nothing: the hidden cases are chosen by the master's "

@@ -103,6 +103,29 @@ def shifted(got: Any, want: Any, name: str, rtol: float, atol: float, ctx: str) 
                      cause="off_by_one", axis=letter)
 
 
+def shifted_diagonally(got: Any, want: Any, name: str, rtol: float, atol: float,
+                       ctx: str) -> None:
+    """2-D: most of the output equals the reference one row AND one column away (a halo or
+    tile origin off by one on both axes at once)."""
+    if got.ndim != 2 or min(got.shape) < 3:
+        return
+    head, tail = slice(None, -1), slice(1, None)
+    for dy in (1, -1):
+        for dx in (1, -1):
+            gy, wy = (head, tail) if dy == 1 else (tail, head)
+            gx, wx = (head, tail) if dx == 1 else (tail, head)
+            g, w, same = got[gy, gx], want[wy, wx], want[gy, gx]
+            if _isclose(g, w, rtol=rtol, atol=atol).mean() > 0.75 and \
+                    _isclose(g, same, rtol=rtol, atol=atol).mean() < 0.5:
+                fail(T("{name}[y, x] holds the value expected at (y {sy} 1, x {sx} 1): off by "
+                       "one along both axes at once. An origin is one cell away diagonally: "
+                       "for a tile with a one-cell halo the tile starts at blockIdx * blockDim "
+                       "- 1 on each axis and the thread's own cell is tile[ty + 1, tx + 1]"
+                       "{ctx}", name=name, sy="+" if dy == 1 else "-",
+                       sx="+" if dx == 1 else "-", ctx=ctx),
+                     cause="off_by_one", axis="xy")
+
+
 def swapped_coverage(unwritten: Any, grid: tuple, block: tuple, name: str, ctx: str) -> None:
     """2-D: the cells never written are exactly those a launch of ``grid`` x ``block``
     (x first) misses when x and y are exchanged in the kernel's indices or its guard."""

@@ -395,6 +395,19 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             where = (T(" (index {group} on an axis of size {group_2})", group=m.group(1),
                        group_2=m.group(3)) if m else "")
             who = plain(str(exc).split(":")[0])
+            tile = _shared_index(exc, m)
+            if tile is not None:  # a shared array: its declared shape is the evidence
+                fail(T("{name} indexed its shared array {array} outside the shape it declares "
+                       "(index {index} on its axis {axis}, of size {size}) at line {line}, in "
+                       "{who}: {array} is declared at line {decl} with shape {shape}. A shared "
+                       "array has the shape the kernel declares, whatever the input's size, so "
+                       "a bounds guard on the input does not help: check the declared shape "
+                       "(rows first, then columns) against how this index is computed",
+                       name=name, array=tile[0], index=int(m.group(1)), axis=int(m.group(2)),
+                       size=int(m.group(3)), line=tile[1], who=who, decl=tile[2],
+                       shape=fmt(tile[3])),
+                     cause="out_of_bounds_read", context=ctx, index=int(m.group(1)),
+                     size=int(m.group(3)))
             if m and len(g) > 1 and int(m.group(1)) >= int(m.group(3)) >= 0:
                 # a 2-D launch: the guard may be there, on the wrong axis (x < ny)
                 fail(T("{name} indexed outside an array (index {index} on its axis {axis}, of "
@@ -413,6 +426,47 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             _launch_error(exc, name, {**ctx, "kernel": kernel})
     if stray.first is not None:
         _launch_error(stray.first, name, {**ctx, "kernel": kernel}, stray.thread, stray.count)
+
+
+def _shared_index(exc: BaseException, m: Any) -> tuple | None:
+    """(array, line, declaring line, shape) when the index the simulator refused was into a
+    shared (or local) array of the kernel: the line that raised indexes a name the kernel
+    declares with ``cuda.shared.array(shape, ...)`` whose shape has that size on that axis."""
+    import inspect
+    import linecache
+
+    if m is None:
+        return None
+    tb, frame = exc.__traceback__, None
+    while tb is not None:  # the innermost frame of the learner's code
+        fn = tb.tb_frame.f_code.co_filename
+        if "numba" not in fn and "cudacourse" not in fn:
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    line = frame.f_lineno
+    text = linecache.getline(frame.f_code.co_filename, line)
+    try:
+        lines, start = inspect.getsourcelines(frame.f_code)
+    except (OSError, TypeError):
+        return None
+    axis, size = int(m.group(2)), int(m.group(3))
+    for name in dict.fromkeys(re.findall(r"([A-Za-z_]\w*)\s*\[", text)):
+        for k, src in enumerate(lines):
+            d = re.match(r"\s*" + re.escape(name) +
+                         r"\s*=\s*cuda\.(?:shared|local)\.array\(\s*(.+?)\s*,\s*[\w.]+\s*\)",
+                         src)
+            if not d:
+                continue
+            try:  # the shape as the kernel compiled it (a constant or a module global)
+                shape = eval(d.group(1), dict(frame.f_globals))  # noqa: S307 - the kernel's own
+            except Exception:  # noqa: BLE001 - not a shape we can read: no claim
+                continue
+            shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+            if axis < len(shape) and int(shape[axis]) == size:
+                return (name, line, start + k, tuple(int(x) for x in shape))
+    return None
 
 
 def _is_compile_error(exc: BaseException, text: str) -> bool:
@@ -517,6 +571,7 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
         unwritten = unwritten & False
     if want.ndim == 2 and not unwritten.any():
         D.shifted(got, want, name, rtol, atol, ctx)
+        D.shifted_diagonally(got, want, name, rtol, atol, ctx)
     written = ~unwritten
     for shift, hint in ((1, "i + 1"), (-1, "i - 1")):
         if n > 2 and written.sum() > 2:
@@ -552,7 +607,8 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
     D.nonfinite(got, want, name, inputs, computed, ctx)
     D.swapped(got, want, name, rtol, atol, ctx)
     D.factor(got, want, name, rtol, atol, factors, ctx)
-    expect = f" ({formula})" if formula else ""
+    # a T(...) formula stays a Text, so it is shown in the learner's language (issue 45)
+    expect = T(" ({formula})", formula=formula) if formula else ""
     where = D.region(~ok.reshape(want.shape), want.shape, tile)
     fail(T("{at} = {value}, expected {expected}{formula}; {k} of {n} elements are wrong"
            "{where}: check the arithmetic (ruled out: {families}).{ctx}", at=at(name, idx),

@@ -23,6 +23,9 @@ CAUSES = {
     "wrong_values": "the output differs from the NumPy reference",
     "off_by_one": "every value sits one index away from where it belongs",
     "unwritten": "some outputs were never written",
+    "accumulated_into_output": "the kernel added into an output nobody had initialised",
+    "wrong_index": "an index computed from the wrong quantity (a thread's where a block's belongs)",
+    "swapped_before_first_step": "the buffers swapped before the first step: it read the scratch buffer",
     "only_first_block": "only block 0 did its work",
     "wrong_formula": "the output matches a different formula",
     "nonfinite": "NaN or inf where the reference is finite",
@@ -65,6 +68,7 @@ CAUSES = {
     "implicit_copy": "a host array passed to a kernel: an implicit copy on every launch",
     "result_on_device": "the result was left in GPU memory",
     "no_result": "no NumPy array returned",
+    "needless_upload": "a buffer copied to the device that the kernel only overwrites",
     "wrong_dtype": "the result has the wrong dtype",
     "returned_before_sync": "returned while queued GPU work could still be running",
     "stream_race": "two streams use one buffer with nothing ordering them",
@@ -171,7 +175,8 @@ class CheckFailure(AssertionError):
             lines.append(textwrap.fill(_i18n.gettext("Fix: ") + hint, width))
         if self.context:
             lines.append(textwrap.fill(_i18n.gettext("Case: ") + ", ".join(
-                f"{k}={fmt(v)}" for k, v in self.context.items()), width))
+                f"{_i18n.shown(k)}={_i18n.shown(v) if isinstance(v, _i18n.Text) else fmt(v)}"
+                for k, v in self.context.items()), width))  # T(...) keys in the language
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

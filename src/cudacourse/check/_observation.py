@@ -74,7 +74,18 @@ def _kernel_site() -> tuple[str, int]:
 _OURS: dict[str, bool] = {}
 
 
+def _shared_name(site: tuple) -> str:
+    """The name a kernel gave a shared array (``sh = cuda.shared.array(...)``), from the line
+    that declares it; ``shared`` when the line does not say."""
+    import linecache
+    import re
+
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*=\s*cuda\.shared\.array", linecache.getline(*site))
+    return m.group(1) if m else "shared"
+
+
 _SIM = [""]
+_DETAIL_MAX = 1 << 16  # arrays up to this many elements keep the per-element record
 
 
 @dataclass
@@ -86,6 +97,11 @@ class ArrayLog:
     reads: dict = field(default_factory=lambda: defaultdict(int))  # thread -> elements
     writes: dict = field(default_factory=lambda: defaultdict(int))
     element_writes: Any = None
+    shape: tuple = ()
+    # the record a wrong value is explained from (the simulator's, for small arrays): the
+    # last writer of each element and its line, and every thread's reads (element, line)
+    writer: dict = field(default_factory=dict)  # element -> (thread, line)
+    read_log: dict = field(default_factory=lambda: defaultdict(list))  # thread -> [(el, line)]
 
     @property
     def total_reads(self) -> int:
@@ -119,6 +135,7 @@ class OutOfBounds:
     size: int
     line: int
     write: bool = False
+    shared: tuple | None = None  # a shared array's (declaring line, declared shape)
 
     def grid_index(self, block: tuple, dim: int = 0) -> int:
         """The thread's cuda.grid(...) along ``dim`` for a launch with blocks ``block``."""
@@ -271,19 +288,26 @@ class Observation:
         ary = _np.asarray(ary).view(_np.ndarray)
         log = ArrayLog(name, int(ary.size))
         log.element_writes = _zeros(ary.size, dtype=_np.int64)
+        log.shape = tuple(int(d) for d in ary.shape)
         self.arrays[name] = log
         obs = self
+        detail = ary.size <= _DETAIL_MAX  # who wrote and read what: small cases only
 
         def report(buf: Any, slots: list, write: bool) -> None:
             k = _key(threading.current_thread())
+            line = _kernel_site()[1] if detail and len(slots) == 1 else 0
             with obs.lock:
                 if write:
                     log.writes[k] += len(slots)
                     for s in slots:
                         if 0 <= s < log.size:
                             log.element_writes[s] += 1
+                            if detail:
+                                log.writer[s] = (k, line)
                 else:
                     log.reads[k] += len(slots)
+                    if detail and len(log.read_log[k]) < 4096:
+                        log.read_log[k].extend((s, line) for s in slots)
 
         def outside(v: Any, axis: int, index: int, size: int, write: bool) -> bool:
             # Outside the array, a GPU reads whatever lies there (here: the sentinel of an
@@ -314,7 +338,23 @@ class Observation:
         def report(buf: Any, slots: list, write: bool) -> None:
             obs._shared_access(aid, slots, write)
 
-        arr = _B.probe(base, _B.Buffer(base, f"shared@{site[1]}", report))
+        label = _shared_name(site)
+        shape = tuple(base.shape)
+
+        def outside(v: Any, axis: int, index: int, size: int, write: bool) -> bool:
+            # Like a GPU, go on (reading a sentinel, dropping a write) and record the index:
+            # the diagnosis then names the shared array, its declared shape and the thread.
+            if not _B.in_kernel():
+                return False
+            with obs.lock:
+                if len(obs.oob) < 4096:
+                    obs.oob.append(OutOfBounds(_key(threading.current_thread()), label, axis,
+                                               index, size, _kernel_site()[1], write,
+                                               (site[1], shape)))
+            return True
+
+        arr = _B.probe(base, _B.Buffer(base, f"shared@{site[1]}", report, outside,
+                                       base.dtype.type(fill)))
         self._shared_meta[aid] = {"site": site, "shape": tuple(base.shape)}
         self._shared_state[aid] = {}
         self._shared_keep.append(arr)

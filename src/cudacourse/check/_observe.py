@@ -38,6 +38,8 @@ import sys
 import threading
 from typing import Any, Iterator, NoReturn
 
+import numpy as _np
+
 from . import _engine as E
 from ..i18n import T
 # The record both observers fill (this module in the simulator, _instrument on any device),
@@ -80,16 +82,186 @@ def ctx_text(context: Any) -> str:
     return str(context or "")
 
 
+# the last observation made (one list: module state that never changes identity), so that a
+# comparison can ask the record whether an element it finds "never written" was written
+_LAST: list = []
+
+
 def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
-    """``E.compare`` with this module's dict contexts, re-raised as a structured failure."""
+    """``E.compare`` with this module's dict contexts, re-raised as a structured failure.
+    An output the comparison finds "never written" is checked against the record of the
+    last observed launch: elements that were written and still hold the check's NaN
+    poison were computed from the output itself (``c[i, j] += ...`` into memory nobody
+    initialised), which is named instead."""
     __tracebackhide__ = True
+    reads = kwargs.pop("reads", None)
     try:
         E.compare(got, want, context=context if isinstance(context, dict) else
                   ctx_text(context), **kwargs)
     except E.CheckFailure as exc:
+        if getattr(exc, "cause", None) == "unwritten":
+            _written_poison(got, kwargs.get("name", ""), exc)
+            _colliding_writes(got, kwargs.get("name", ""), exc)
+        if getattr(exc, "cause", None) == "wrong_values":
+            _first_wrong_value(kwargs.get("name", ""), exc, reads)
         if getattr(exc, "cause", None) and getattr(exc, "context", None) is not None:
             raise
         fail("wrong_values", str(exc), None)
+
+
+def _written_poison(got: Any, name: Any, exc: E.CheckFailure) -> None:
+    """Raise "accumulated into the output" when the record shows the elements that still
+    hold the poison were written by the kernel (and the kernel read the output)."""
+    __tracebackhide__ = True
+    obs = _LAST[0] if _LAST else None
+    if obs is None or not getattr(obs, "live", False) or not isinstance(name, str):
+        return
+    log = obs.arrays.get(name)
+    if log is None or log.element_writes is None or not log.total_reads:
+        return
+    got = E._asarray(got)
+    left = poisoned(got).ravel()
+    writes = _asarray_int(log.element_writes)
+    if writes.size != left.size or not left.any():
+        return
+    written = left & (writes > 0)
+    if not written.any() or written.sum() < left.sum():
+        return  # some elements really were never written: the first diagnosis stands
+    first = int(E._flatnonzero(written)[0])
+    idx = E._unravel_index(first, got.shape) if got.ndim > 1 else first
+    who, _n = log.busiest_reader()
+    fail("accumulated_into_output",
+         T("{k} of {n} elements of {name} were written by the kernel, yet still hold the NaN "
+           "the check filled {name} with, the first {at}; and {thread_name} read {name}: the "
+           "kernel computes from the output itself, such as `{name}[...] += ...` into memory "
+           "nobody initialised (a new device array holds whatever was there before). "
+           "Accumulate into a local variable (acc = 0.0, then acc += ... in the loop) and "
+           "store it once: {name}[...] = acc", k=int(written.sum()), n=int(got.size),
+           name=name, at=E.at(name, idx), thread_name=thread_name(who)),
+         {**exc.context})
+
+
+def _span(values: list) -> str:
+    """``3``, ``0..15``, or ``{0, 16, 32}`` for the values one axis of a read took."""
+    v = sorted(set(values))
+    if len(v) == 1:
+        return str(v[0])
+    if v[-1] - v[0] + 1 == len(v):
+        return f"{v[0]}..{v[-1]}"
+    return "{" + ", ".join(str(x) for x in v[:4]) + (", ...}" if len(v) > 4 else "}")
+
+
+def _elements(name: str, shape: tuple, idx: list) -> Any:
+    """The elements ``idx`` (index tuples) of ``name`` in a few words: a[0, 0..15] (16)."""
+    if not idx:
+        return T("nothing of {name}", name=name)
+    axes = [_span([i[d] for i in idx]) for d in range(len(idx[0]))]
+    return T("{name}[{axes}] ({n} elements)", name=name, axes=", ".join(axes), n=len(set(idx)))
+
+
+def _first_wrong_value(name: Any, exc: E.CheckFailure, reads: Any) -> None:
+    """No family matched: explain the first wrong element from the record, what the thread
+    that wrote it read (and, with ``reads(index) -> {array: [index, ...]}`` from the
+    checker, what the reference reads for it, and the line of the first read that
+    differs). No cause is named: the evidence is shown."""
+    __tracebackhide__ = True
+    obs = _LAST[0] if _LAST else None
+    idx = exc.context.get("index")
+    if obs is None or not getattr(obs, "live", False) or not isinstance(name, str) or \
+            idx is None:
+        return
+    log = obs.arrays.get(name)
+    if log is None or not log.writer or not log.shape:
+        return
+    index = tuple(idx) if isinstance(idx, (list, tuple)) else (idx,)
+    try:
+        flat = int(_np.ravel_multi_index(index, log.shape))
+    except ValueError:
+        return
+    if flat not in log.writer:
+        return
+    who, line = log.writer[flat]
+    parts, versus, first_line = [], [], 0
+    want = reads(index) if reads is not None else None
+    for other in obs.arrays.values():
+        if other is log or not other.shape:
+            continue
+        mine = [(tuple(int(i) for i in _np.unravel_index(el, other.shape)), ln)
+                for el, ln in other.read_log.get(who, [])]
+        got_idx = [m for m, _ln in mine]
+        if got_idx:
+            parts.append(_elements(other.name, other.shape, got_idx))
+        if want is None or other.name not in want:
+            continue
+        ref = {tuple(int(i) for i in t) for t in want[other.name]}
+        missing = sorted(ref - set(got_idx))
+        extra = sorted(set(got_idx) - ref)
+        if missing:
+            versus.append(T("it did not read {what}", what=_elements(other.name, other.shape,
+                                                                      missing)))
+        if extra:
+            versus.append(T("it read {what}, which the reference does not",
+                            what=_elements(other.name, other.shape, extra)))
+            first_line = first_line or next((ln for m, ln in mine if m not in ref), 0)
+    if not parts and not versus:
+        return
+    read = ", ".join(str(p) for p in parts) if parts else T("no watched input")
+    text = T("{message} From the record: {at} was written by {thread_name} (line {line}), "
+             "which read {read}.", message=exc.text_message or exc.message,
+             at=E.at(name, index), thread_name=thread_name(who), line=line,
+             read=_joined(parts) if parts else read)
+    if want is not None:
+        if versus:
+            text = T("{text} Against the reference: {versus}{where}.", text=text,
+                     versus=_joined(versus),
+                     where=T(" (the first such read at line {line})", line=first_line)
+                     if first_line else "")
+        else:
+            text = T("{text} It read the same elements as the reference: the arithmetic "
+                     "on them differs.", text=text)
+    raise E.CheckFailure(text, cause=exc.cause, hint=exc.hint, context=exc.context) from None
+
+
+def _joined(parts: list) -> Any:
+    """Texts joined with the language's comma (each shown in the learner's language)."""
+    if len(parts) == 1:
+        return parts[0]
+    return T("{first}; {rest}", first=parts[0], rest=_joined(parts[1:]))
+
+
+def _colliding_writes(got: Any, name: Any, exc: E.CheckFailure) -> None:
+    """Elements never written while others were written by several threads: the launch
+    has the threads, the index maps them onto each other (``blockIdx.x * gridDim.x`` where
+    ``blockDim.x`` belongs); "does your launch cover every element" would point away."""
+    __tracebackhide__ = True
+    obs = _LAST[0] if _LAST else None
+    if obs is None or not getattr(obs, "live", False) or not isinstance(name, str):
+        return
+    log = obs.arrays.get(name)
+    if log is None or log.element_writes is None:
+        return
+    counts = _asarray_int(log.element_writes)
+    if counts.size != E._asarray(got).size:
+        return
+    many = E._flatnonzero(counts > 1)
+    never = E._flatnonzero(counts == 0)
+    if not many.size or not never.size:
+        return
+    shape = E._asarray(got).shape
+    pos = (lambda k: E._unravel_index(int(k), shape) if len(shape) > 1 else int(k))
+    fail("wrong_index",
+         T("{k} elements of {name} were written by more than one thread (the first, {at}, "
+           "{times} times) while {m} were never written (the first {at_2}): the launch has "
+           "threads enough, but the index maps several threads onto one element and none "
+           "onto others. Check how the index is computed: blockIdx times blockDim (the "
+           "block's size, not gridDim, the grid's), plus threadIdx (cuda.grid does it)",
+           k=int(many.size), name=name, at=E.at(name, pos(many[0])),
+           times=int(counts[int(many[0])]), m=int(never.size), at_2=E.at(name, pos(never[0]))),
+         {**exc.context})
+
+
+def _asarray_int(v: Any) -> Any:
+    return E._asarray(v).ravel()
 
 
 def cause_of(exc: BaseException) -> str:
@@ -207,6 +379,7 @@ def observing() -> Iterator[Observation]:
     from . import _instrument
 
     native = _instrument.observation()
+    _LAST[:] = [native]
     if native is not None:
         try:
             yield native
@@ -222,6 +395,7 @@ def observing() -> Iterator[Observation]:
     from numba.cuda.simulator import kernelapi
 
     obs = Observation(True)
+    _LAST[:] = [obs]
     saved: list[tuple[Any, str, Any]] = []
 
     def patch(owner: Any, name: str, new: Any) -> None:
@@ -369,10 +543,28 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
         return
     b = (block,) if isinstance(block, int) else tuple(block)
     recs = list(obs.oob)
+    if recs[0].shared is not None:  # a shared array: its declared shape is the evidence
+        better = oob(recs, b) if getattr(oob, "sees_shared", False) else None
+        fail(*(better or shared_out_of_bounds_words(recs[0])), context)
     better = oob(recs, b) if oob is not None else None
     if not better:
         better = out_of_bounds_words(recs, b, name)
     fail(better[0], better[1], context)
+
+
+def shared_out_of_bounds_words(r: Any) -> tuple[str, Any]:
+    """(cause, message) for an index outside a shared array: its shape is the one declared,
+    whatever the input's size, so a bounds guard on the input is never the fix."""
+    decl, shape = r.shared
+    return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
+            T("{thread_name} {verb} {array} with index {index} on its axis {axis}, of size "
+              "{size} (line {line}): outside the shared array {array}, declared at line {decl} "
+              "with shape {shape}. A shared array has the shape the kernel declares, whatever "
+              "the input's size, so a bounds guard on the input does not help: check the "
+              "declared shape (rows first, then columns) against how this index is computed",
+              thread_name=thread_name(r.thread), verb=_verb(r.write), array=r.array,
+              index=r.index, axis=r.axis, size=r.size, line=r.line, decl=decl,
+              shape=E.fmt(tuple(shape))))
 
 
 def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:

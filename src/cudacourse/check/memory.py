@@ -14,6 +14,7 @@ from ..i18n import T
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
 # (cudacourse.grader.partial, through cudacourse.lessons.technique).
 TECHNIQUE = {
+    "check_gpu_scale": ("needless_upload",),
     "check_pipelined_scale": ("default_stream", "too_few_streams",
                               "sync_copies", "pageable_copy"),
 }
@@ -132,6 +133,21 @@ def _copied_back_early(trace: Trace, name: str) -> None:
                cause="copied_back_early")
 
 
+def _needless_uploads(trace: Trace, name: str, x: K.np.ndarray, ctx: str) -> None:
+    """More bytes copied to the device than the input holds: an output buffer uploaded
+    (``cuda.to_device(np.zeros_like(x))``), though the kernel overwrites every element of
+    it, sends n floats over the bus for nothing (issue 45, item 3)."""
+    ups = trace.of("H2D")
+    sent = sum(hi - lo for op in ups for _space, lo, hi in op.reads)
+    if sent > x.nbytes:
+        K.fail(T("{name} copied {sent} bytes to the device for an input of {need} bytes "
+                 "({k} copies to the device): the output buffer needs no upload, as the kernel "
+                 "writes every element of it; allocate it on the device with "
+                 "cuda.device_array_like(d_x) instead of copying a host array (such as "
+                 "np.zeros_like(x)) over the bus", name=name, sent=sent, need=x.nbytes,
+                 k=len(ups)), cause="needless_upload", context=ctx)
+
+
 def _read_after_sync(result: K.np.ndarray, trace: Trace, name: str, ctx: str) -> None:
     """The host read the pinned buffer only after waiting for the copies into it.
 
@@ -181,6 +197,7 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         K.compare(result, want, name=T("the result"), formula="alpha * x[i]", block=block,
                   factors={"alpha": a32}, context=ctx, alternatives={T("x (not scaled)"): x, "x * x": x * x,
                                              "alpha + x[i]": x + a32, "x[i] / alpha": x / a32})
+        _needless_uploads(trace, name, x, ctx)
     return K.passes("gpu_scale", T("{n_cases} sizes with different alphas", n_cases=len(cases)),
              T("device arrays passed to the kernel"), T("the result copied back after the launch"),
              T("nothing left running"), hidden=hidden)

@@ -223,10 +223,11 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
 def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = False) -> None:
     """Simulator-only (re-run in a simulator on a GPU): one grid with poisoned shared memory
     (a missing barrier or an unloaded halo cell shows), and the count of reads of u."""
+    # hidden: the first of the master's hidden grids, and their seed (visible: the fixed one)
+    firsts, seed = resolve(hidden, [(13, 21, 0)], seed, name="check_heat_step")
+    first = firsts[0]
     gen = K.rng(seed)
     with poisoned_shared():
-        # hidden: the first of the master's hidden grids
-        first = resolve(hidden, [(13, 21, 0)], None, name="check_heat_step")[0][0]
         _heat_run(kernel, gen, *first)
     ny, nx = 2 * TY, 2 * TX
     u = K.random_array(gen, (ny, nx))
@@ -300,6 +301,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
 
         if same(steps):
             continue
+        _diffuse_first_input(trace, dt, ctx)
         if steps > 1 and same(1):
             K.fail(T("diffuse's result is one step from u, whatever the number of steps: the "
                      "buffers are not swapped, so every step reads the same input. After each "
@@ -367,6 +369,20 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
                  ctx=ctx), cause="launch_count")
 
 
+def _diffuse_first_input(trace: Any, dt: Any, ctx: str) -> None:
+    """A wrong result whose first launch read d_tmp (the scratch buffer, whose contents mean
+    nothing) from the record of buffers: the two were swapped before the first step."""
+    launches = trace.of("launch")
+    io = launches[0].io() if launches else None
+    if io and same_memory(memory_range(dt), io[0]):
+        K.fail(T("diffuse's first step (operation #{index}, {what}) read d_tmp, the scratch "
+                 "buffer whose contents mean nothing, instead of d_u, the field: the buffers "
+                 "are swapped before the first launch. Launch heat_step on (d_u, d_tmp) "
+                 "first, then swap: d_u, d_tmp = d_tmp, d_u", index=launches[0].index + 1,
+                 what=launches[0].what),
+               cause="swapped_before_first_step", context={"case": ctx})
+
+
 def _diffuse_buffers(trace: Any, res: Any, ctx: str) -> None:
     """The returned buffer is the one the last launch wrote, from the record: returning
     the one it read (the state one step older) is a stale buffer."""
@@ -391,7 +407,7 @@ def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
         if cx >= nx and cy >= ny:
             continue
         swapped = g[0] * b[1] >= ny and g[1] * b[0] >= nx
-        K.fail(T("diffuse launched {what} (operation #{index}): its threads cover {cx} "
+        K.fail(T("diffuse's operation #{index} ({what}): its threads cover {cx} "
                  "columns and {cy} rows of a {ny} x {nx} field, so cells are never updated. "
                  "{why}", what=op.what, index=op.index + 1, cx=cx, cy=cy, ny=ny, nx=nx,
                  why=T("The grid's axes are swapped: x (columns) comes first, grid = "

@@ -121,6 +121,7 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
                          "index must include cuda.blockIdx (cuda.grid(2) does it for you).",
                          by=by, bx=bx), cause="only_first_block", context=ctx)
         K.compare(got, want, name="out", formula="img[r, W - 1 - c]", context=ctx,
+                  reads=lambda at, cols=cols: {"img": [(at[0], cols - 1 - at[1])]},
                   alternatives={T("img itself (nothing mirrored)"): img,
                                 T("img flipped upside down (rows mirrored, not columns)"):
                                     img[::-1, :],

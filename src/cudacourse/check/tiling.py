@@ -308,7 +308,8 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = No
             out = K.output(blocks, "partial")
             with K.observing() as obs:
                 K.launch_observed(obs, kernel, blocks, TPB, obs.watch(gx.view, "x"),
-                                  obs.watch(out.view, "partial"), name="block_sum", context=ctx)
+                                  obs.watch(out.view, "partial"), name="block_sum", context=ctx,
+                                  oob=_partial_index)
             _race_or_divergence(obs, "block_sum", ctx,
                                 T("Put a cuda.syncthreads() after the loads and after every "
                                   "level of the tree, where every thread of the block reaches "
@@ -324,6 +325,36 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = No
                      "cuda.syncthreads() after the loads and after every level of the tree?"),
                    cause="missing_barrier", context=ctx)
     return cases
+
+
+def _partial_index(recs: list, block: tuple) -> tuple[str, Any] | None:
+    """Writes past partial made at the writer's global thread index (partial[i], i =
+    blockIdx.x * blockDim.x + threadIdx.x) instead of its block's: no guard would fix it,
+    the index is the mistake (the record of the writers says which)."""
+    r = recs[0]
+    if r.shared is not None:
+        s = r.index - r.thread[1][0]  # the tree reads slot t + s
+        if len(r.shared[1]) == 1 and s >= r.size and not r.write:
+            return ("wrong_formula",
+                    T("{thread_name} read {array}[{index}] = {array}[t + s] with s = {s} (line "
+                      "{line}), past the {size} slots of {array}: the tree starts one level too "
+                      "high. Its first level adds the upper half into the lower one: s = TPB "
+                      "// 2, then s //= 2 down to 1", thread_name=K.thread_name(r.thread),
+                      array=r.array, index=r.index, s=s, line=r.line, size=r.size))
+        return None
+    writes = [r for r in recs if r.write and r.array == "partial"]
+    if not writes or not all(r.index == r.grid_index(block) for r in writes):
+        return None
+    r = writes[0]
+    return ("wrong_index",
+            T("{thread_name} wrote partial[{index}] (line {line}), outside partial (size "
+              "{size}, one slot per block): it stored at its own global index i = blockIdx.x * "
+              "blockDim.x + threadIdx.x. A guard would only hide this: each block's sum goes "
+              "to partial[cuda.blockIdx.x], written by thread 0", thread_name=K.thread_name(
+                  r.thread), index=r.index, line=r.line, size=r.size))
+
+
+_partial_index.sees_shared = True  # type: ignore[attr-defined]
 
 
 def check_block_sum(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
