@@ -47,6 +47,13 @@ _FIELDS = {"number": int, "title": str, "summary": str, "you_write": str, "topic
            "checker": str, "plots": list, "marker": str, "terms": list}
 
 
+# What each technique an exercise spec observes (``observe=(...)`` of
+# ``cudacourse.check.spec.exercise``) may raise after the case's values matched.
+OBSERVED_CAUSES: dict[str, tuple[str, ...]] = {
+    "spread": ("serial_work", "redundant_work"),  # each element written once, by its thread
+}
+
+
 class RegistryError(ValueError):
     """A lesson's entry is missing, incomplete or names a file that is not there."""
 
@@ -102,16 +109,54 @@ def _module_tree(path: Path) -> ast.Module:
         raise RegistryError(f"no checker module {path}") from None
 
 
+def _spec_calls(tree: ast.Module) -> dict[str, ast.Call]:
+    """``check_<name> = K.exercise(...)`` assignments at a module's top level (exercise
+    specs), by the checker's name."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and \
+                node.targets[0].id.startswith("check_") and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if getattr(func, "attr", getattr(func, "id", None)) == "exercise":
+                out[node.targets[0].id] = node.value
+    return out
+
+
+def spec_fields(path: Path) -> dict[str, dict]:
+    """The literal keywords of each exercise spec in a checker module (``points``,
+    ``observe``, ``causes``, ...), read without importing it."""
+    out = {}
+    for name, call in _spec_calls(_module_tree(path)).items():
+        fields = {}
+        for kw in call.keywords:
+            try:
+                fields[kw.arg] = ast.literal_eval(kw.value)
+            except ValueError:
+                fields[kw.arg] = None  # not a literal (a function, a generator): present
+        out[name] = fields
+    return out
+
+
 @lru_cache(maxsize=None)
 def _checker_names(path: Path) -> list[str]:
-    return [node.name for node in _module_tree(path).body
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")]
+    tree = _module_tree(path)
+    specs = _spec_calls(tree)
+    return [node.name if isinstance(node, ast.FunctionDef) else node.targets[0].id
+            for node in tree.body
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("check_"))
+            or (isinstance(node, ast.Assign) and node.value in specs.values())]
 
 
 @lru_cache(maxsize=None)
 def _declared_technique(path: Path) -> dict[str, frozenset[str]]:
     """The literal ``TECHNIQUE = {...}`` at the top level of a checker module, read without
     importing it (so without Numba); {} when the module declares none."""
+    declared: dict[str, frozenset[str]] = {
+        name: frozenset(c for o in (fields.get("observe", ("spread",)) or ())
+                        for c in OBSERVED_CAUSES.get(o, ()))
+        for name, fields in spec_fields(path).items()}
+    declared = {k: v for k, v in declared.items() if v}
     for node in _module_tree(path).body:
         targets = node.targets if isinstance(node, ast.Assign) else (
             [node.target] if isinstance(node, ast.AnnAssign) and node.value else [])
@@ -121,8 +166,8 @@ def _declared_technique(path: Path) -> dict[str, frozenset[str]]:
             except ValueError:
                 raise RegistryError(f"{path.name}: TECHNIQUE must be a literal dict of "
                                     "checker name -> cause ids") from None
-            return {str(k): frozenset(map(str, v)) for k, v in value.items()}
-    return {}
+            return {**declared, **{str(k): frozenset(map(str, v)) for k, v in value.items()}}
+    return declared
 
 
 def _entry(bank: Path) -> Lesson:

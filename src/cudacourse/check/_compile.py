@@ -260,9 +260,8 @@ def gate_or_fail(kernel: Any, args: Any, name: str) -> Resources | None:
         return gate(kernel, tuple(args), name)
     except CompileRefused as exc:
         where = T(" ({line})", line=exc.line) if exc.line else ""
-        fail(T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
-               reason=exc.reason),
-             cause="does_not_compile", hint=COMPILE_HINT)
+        fail("does_not_compile", T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+               reason=exc.reason), hint=COMPILE_HINT)
     return None
 
 
