@@ -107,6 +107,11 @@ CAUSES = {
     "mass_not_conserved": "mass is not conserved",
     "wrong_opposite": "bounce-back takes the wrong opposite direction",
     "wrong_axis": "a term acts on the wrong axis or with the wrong sign",
+    # lesson 7: tensor cores
+    "fragment_layout": "a fragment holds the wrong elements: the lane mapping of mma is wrong",
+    "k_tile_skipped": "the k loop leaves out a tile of the sum",
+    "bf16_accumulator": "the sum was accumulated in bfloat16, rounded at every step",
+    "no_rescale": "the accumulator is not rescaled when a row's maximum grows",
 }
 
 
