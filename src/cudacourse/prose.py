@@ -129,6 +129,18 @@ def value(key: str, values: dict[str, Any] | None = None, root: Path | None = No
                         "bench.*, gpu_run.* or const.*")
 
 
+def measured(key: str, spec: str = "") -> str:
+    """The figure ``key`` names, formatted with ``spec``, or "not measured yet on a GPU" (in
+    the course's language) when its source has none: for figures a later GPU run adds
+    (a new kernel's ratio), stated in a code cell without inventing a number."""
+    from .i18n import T  # the catalogue only when a lesson asks: prose itself is stdlib
+
+    try:
+        return format(value(key), spec)
+    except MissingFigure:
+        return T("not measured yet on a GPU").shown()
+
+
 def _render(match: re.Match, values: dict[str, Any] | None, root: Path | None) -> str:
     v = value(match["key"], values, root)
     for op, operand in re.findall(r"([/*])\s*([\w.+\-]+)", match["scale"] or ""):

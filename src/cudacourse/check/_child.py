@@ -215,6 +215,8 @@ def do_compile(req: dict) -> dict:
             out.append({"ok": False, "kind": "ptxas", "error": res["error"]})
         else:
             out.append({"ok": True, "resources": res})
+            if req.get("ptx"):  # the text itself, for lessons that read it (cudacourse.asm)
+                out[-1]["ptx"] = ptx
     return {"results": out}
 
 
