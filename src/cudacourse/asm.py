@@ -4,7 +4,7 @@
 *SASS* is the machine code ``ptxas`` (or the driver) makes of that PTX for one GPU
 generation. On a GPU, :func:`ptx` is Numba's ``kernel.inspect_asm``; in the simulator the
 course's compile gate compiles the kernel for sm_90 with the libNVVM and ptxas wheels, in a
-child process (``cudacourse.check._compile``), so the text is the one an H200 would get.
+child process (``cudacourse.check.kit.ptx_text``), so the text is the one an H200 would get.
 SASS needs ``nvdisasm`` or ``cuobjdump`` from a CUDA toolkit: :func:`disassembler` says
 where it is, or None, and :func:`sass` returns None then (pip's wheels do not ship it).
 """
@@ -26,9 +26,10 @@ def ptx(kernel: Any, *args: Any) -> str:
     """The PTX of ``kernel`` (a ``@cuda.jit`` kernel) for the argument types of ``args``
     (the arrays and scalars you would launch it with), for sm_90 in the simulator."""
     if simulating():
-        from .check import _compile  # the compile gate: a child process with the wheels
+        from .check import kit  # the compile gate (a child process with the wheels); here,
+        # not at the top: importing the checkers is for lessons that ask for PTX
 
-        return _compile.ptx_text(kernel, tuple(args))
+        return kit.ptx_text(kernel, tuple(args))
     from numba import typeof
 
     sig = tuple(typeof(a) for a in args)
@@ -61,9 +62,9 @@ def sass(kernel: Any, *args: Any) -> str | None:
         sig = tuple(typeof(a) for a in args)
         kernel.compile(sig)
         return kernel.inspect_sass(sig)
-    from .check import _compile
+    from .check import kit
 
-    tk = _compile.toolkit()
+    tk = kit.compile_toolkit()
     if isinstance(tk, str):
         return None
     with tempfile.TemporaryDirectory() as tmp:

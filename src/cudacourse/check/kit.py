@@ -54,9 +54,10 @@ from numpy import (abs, array, array_equal, asarray, count_nonzero, empty,  # no
 from . import _cases
 from . import _diagnose as diagnose
 from ._cases import Cases
-from ._compile import CompileRefused, compile_kernel, type_spec
+from ._compile import CompileRefused, compile_kernel, ptx_text, type_spec
 from ._compile import resources as compile_resources
 from ._compile import status as compile_status
+from ._compile import toolkit as compile_toolkit
 from ._engine import (GUARD, SENTINEL, Guarded, counting_array, random_array, require_device_array,
                       require_device_function, require_function, require_kernel, rng, simulator,
                       sizes, to_device_guarded, validate_launch)
@@ -96,6 +97,7 @@ __all__ = [
     "Trace", "DEFAULT", "same_memory", "memory_range",
     # the sm_90 compile gate
     "CompileRefused", "compile_status", "compile_resources", "compile_kernel", "type_spec",
+    "ptx_text", "compile_toolkit",
     # verdicts
     "GUARD", "SENTINEL", "CAUSES", "CheckFailure", "Passed", "at", "fmt", "plain", "fail",
     "passes", "compare", "diagnose", "spread", "no_divergent_barrier", "no_return_value",
