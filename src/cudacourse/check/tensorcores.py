@@ -156,10 +156,10 @@ def _tile_mistakes(a: Any, b: Any, c: Any) -> dict:
             "b[2t + h + 8r, g]. B is the \"col\" operand: the k index (the row of b) comes "
             "from t = lane % 4, the column from g = lane // 4")),
         "a_rows_swapped": (mm["a_rows_swapped"], layout, T(
-            "A's registers 0 and 1 (and 2 and 3) are exchanged: register 0 holds row g, "
+            "A's registers 0 and 1 (and 2 and 3) are exchanged: register 0 must hold row g, "
             "register 1 row g + 8")),
         "k_halves_swapped": (mm["k_halves_swapped"], layout, T(
-            "the two k halves are exchanged: A's registers 0 and 1 hold columns 0-7, "
+            "the two k halves are exchanged: A's registers 0 and 1 must hold columns 0-7, "
             "registers 2 and 3 columns 8-15 (B's register 0 rows 0-7, register 1 rows "
             "8-15)")),
         "a_k8_missing": (ref(_k8_missing_a(a), b, c), layout, T(
