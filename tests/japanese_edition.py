@@ -34,7 +34,7 @@ ALLOWED = {
     "scale", "steps", "chunk", "offset", "acc", "tile", "fx", "exp", "sqrt", "min", "max", "sum",
     "print", "yield", "shape", "size", "range", "column", "row", "lane", "rows", "cols",
     "result", "OPP", "CX", "CY", "NE", "NW", "SE", "SW", "TX", "TY", "head_dim", "causal",
-    "bfloat16", "TF32", "mma", "ldmatrix",  # lesson 7: a number format and PTX instructions
+    "bfloat16", "TF32", "mma", "ldmatrix", "Tensor",  # lesson 7: formats, PTX, Tensor Core
 }
 _CODE_SPAN = re.compile(r"`[^`]*`")
 # a token with code inside it (not a word in parentheses): cuda.grid(1), a[i], x.<locals>.k
