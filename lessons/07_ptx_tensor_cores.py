@@ -474,7 +474,7 @@ def mma_attention(q, k, v, o, scale):
 # %% [tests] id=test_mma_attention points=4
 cudacourse.check.check_mma_attention(mma_attention)
 ### BEGIN HIDDEN TESTS
-cudacourse.check.check_mma_attention(mma_attention, hidden=cudacourse.check.Cases(seed=70333, sizes=[(48, 64), (16, 16)]))
+cudacourse.check.check_mma_attention(mma_attention, hidden=cudacourse.check.Cases(seed=70333, sizes=[(48, 64), (32, 80)]))
 ### END HIDDEN TESTS
 # %% [markdown]
 # The course's `attention_mma` module is this loop with the rest of FlashAttention-2 around
