@@ -4,7 +4,8 @@ old layout on purpose).
 The codemod moves the top-level modules into ``kernels/``, ``runtime/`` and ``course/`` and
 rewrites every reference; run on a copy of the tree it must leave nothing to do on a second
 run, a package whose every module imports, the learner notebooks' old names served (and no
-other), and a tree whose architecture and docs tests pass. The checkout itself is not moved
+other), and (nightly, ``CUDACOURSE_NIGHTLY=1``) a tree whose architecture, docs, registry and
+new-lesson tests pass. The checkout itself is not moved
 (the lead runs the codemod after merging every branch).
 """
 
@@ -78,7 +79,7 @@ def _copy(dest: Path) -> Path:
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
                            capture_output=True, text=True, check=True).stdout.split("\n")
     for rel in files:
-        if not rel or rel.startswith(("solutions/", "notebooks/")) or not (ROOT / rel).is_file():
+        if not rel or not (ROOT / rel).is_file():
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / rel).write_bytes((ROOT / rel).read_bytes())
@@ -117,8 +118,11 @@ def test_the_moved_tree_imports_and_keeps_its_architecture(tmp_path):
     proc = subprocess.run([sys.executable, "-c", IMPORTS], cwd=root, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+    if os.environ.get("CUDACOURSE_NIGHTLY") != "1":
+        return  # the moved tree's own tests (about 40 s more): nightly, and by the lead on the tree
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-n", "0", "tests/test_architecture.py", "tests/test_docs.py",
-                           "tests/test_lessons.py", "-k", "not notebook"],
+                           "tests/test_lessons.py", "tests/test_new_lesson.py", "-k",
+                           "not scaffolded_built"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:]

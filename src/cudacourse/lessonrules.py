@@ -162,9 +162,10 @@ def _setup_cell(les: Lesson):
             lines[1].startswith("cudacourse.setup(")):
         yield les.rel(les.source_path), ("the setup cell does not start with `import "
                                          "cudacourse` then `cudacourse.setup()`")
-    for need in ("import cudacourse.check", "from cudacourse import quiz"):
-        if not any(ln.startswith(need) for ln in lines):
-            yield les.rel(les.source_path), f"the setup cell lacks `{need}`"
+    if "import cudacourse.check" not in lines:
+        yield les.rel(les.source_path), "the setup cell lacks `import cudacourse.check`"
+    if not any(re.match(r"from cudacourse(\.\w+)? import (.*, )?quiz\b", ln) for ln in lines):
+        yield les.rel(les.source_path), "the setup cell lacks `from cudacourse import quiz`"
 
 
 def _test_cells(les: Lesson) -> list:

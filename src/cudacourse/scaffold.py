@@ -40,7 +40,7 @@ def paths(stem: str, topic: str | None = None) -> list[str]:
             for p in AUTHORED]
 
 
-def _lesson(stem: str, number: int, topic: str, title: str) -> str:
+def _lesson(stem: str, number: int, topic: str, title: str, imp: dict[str, str]) -> str:
     return f'''\
 # %% [markdown]
 # # Lesson {number}: {title}
@@ -52,7 +52,7 @@ def _lesson(stem: str, number: int, topic: str, title: str) -> str:
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 import cudacourse.check
-from cudacourse import quiz, {topic}
+{imp["setup"]}{topic}
 import numpy as np
 from numba import cuda
 
@@ -97,8 +97,9 @@ def _imports(root: Path) -> dict[str, str]:
     """Where the topic module and what it imports sit: in the package itself, or, after the
     relayout (tools/codemods/relayout.py), in its layers ``kernels/`` and ``runtime/``."""
     if (root / PACKAGE / "kernels").is_dir():
-        return {"up": "..", "runtime": "..runtime.", "kernels": "..kernels."}
-    return {"up": ".", "runtime": ".", "kernels": ".."}
+        return {"up": "..", "runtime": "..runtime.", "kernels": "..kernels.",
+                "setup": "from cudacourse.course import quiz\nfrom cudacourse.kernels import "}
+    return {"up": ".", "runtime": ".", "kernels": "..", "setup": "from cudacourse import quiz, "}
 
 
 def _topic(topic: str, number: int, imp: dict[str, str]) -> str:
@@ -221,7 +222,7 @@ def new(root: Path, stem: str, title: str | None = None) -> list[Path]:
                             f"{want:02d} (lessons {', '.join(taken)} exist), not {number:02d}")
     title = title or topic.replace("_", " ").capitalize()
     imp = _imports(root)
-    texts = [_lesson(stem, number, topic, title), _topic(topic, number, imp),
+    texts = [_lesson(stem, number, topic, title, imp), _topic(topic, number, imp),
              _checker(topic, number, imp), _bank(number, topic, title), KEY]
     targets = [root / rel for rel in paths(stem, topic)]
     existing = [p for p in targets if p.exists()]
