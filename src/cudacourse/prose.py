@@ -105,12 +105,13 @@ def _const(parts: list[str]) -> Any:
     if len(parts) < 2:
         raise MissingFigure(f"const.{'.'.join(parts)}: name a module and a constant")
     try:  # the module by its short name, in whichever layer of the package holds it
-        obj: Any = importlib.import_module(lessons.module_of(parts[0]))
+        module = lessons.module_of(parts[0])
+        obj: Any = importlib.import_module(module)
     except (ImportError, lessons.RegistryError) as exc:
         raise MissingFigure(f"const.{'.'.join(parts)}: no module cudacourse.{parts[0]}") from exc
     for p in parts[1:]:
         if not hasattr(obj, p):
-            raise MissingFigure(f"const.{'.'.join(parts)}: cudacourse.{parts[0]} has no {p!r}")
+            raise MissingFigure(f"const.{'.'.join(parts)}: {module} has no {p!r}")
         obj = getattr(obj, p)
     return obj
 

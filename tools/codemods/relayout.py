@@ -223,8 +223,14 @@ def rewrite_text(text: str) -> str:
 
 # --- the compatibility names for learner notebooks -------------------------------------------
 
-def compat_block() -> str:
+def compat_block(own_getattr: bool) -> str:
+    """The old names' lookup; ``own_getattr``: the package already has a ``__getattr__``
+    (``MODE``), which answers every other name."""
     names = ", ".join(f'"{n}": "{MOVED[n]}"' for n in LEARNER_NAMES)
+    keep = ("_own_getattr = __getattr__  # the package's own lookup, for every other name\n"
+            if own_getattr else
+            "\n\ndef _own_getattr(name: str) -> Any:\n    raise AttributeError("
+            "f\"module 'cudacourse' has no attribute {name!r}\")\n")
     return f'''
 
 {COMPAT_MARK}
@@ -232,12 +238,12 @@ def compat_block() -> str:
 # `from cudacourse import device, vector`, or reach a module as an attribute of `cudacourse`:
 # those names, and only those, still resolve (to the module in its layer).
 _LEARNER_NAMES = types.MappingProxyType({{{names}}})
+{keep}
 
-
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # noqa: F811 - the old names first, then the package's own
     layer = _LEARNER_NAMES.get(name)
     if layer is None:
-        raise AttributeError(f"module 'cudacourse' has no attribute {{name!r}}")
+        return _own_getattr(name)
     return importlib.import_module(f"cudacourse.{{layer}}.{{name}}")
 '''
 
@@ -253,7 +259,8 @@ def add_compat(init: Path) -> bool:
     if not re.search(r"^from typing import .*\bAny\b", text, re.M):
         text = re.sub(r"^from typing import ", "from typing import Any, ", text, count=1,
                       flags=re.M)
-    init.write_text(text.rstrip("\n") + "\n" + compat_block(), encoding="utf-8")
+    own = bool(re.search(r"^def __getattr__\(", text, re.M))
+    init.write_text(text.rstrip("\n") + "\n" + compat_block(own), encoding="utf-8")
     return True
 
 
