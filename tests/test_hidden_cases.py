@@ -16,7 +16,7 @@ import pytest
 from numba import cuda
 
 import cudacourse.check
-from cudacourse import lessons
+from cudacourse import lessonrules, lessons
 from cudacourse.authoring import ROOT
 from cudacourse.check import Cases
 from cudacourse.check._cases import resolve  # the original, before the spy replaces it
@@ -123,3 +123,10 @@ def test_a_kernel_right_only_on_the_visible_sizes_fails_the_masters_hidden_cases
     cudacourse.check.check_vector_add(vector_add)
     with pytest.raises(AssertionError):
         cudacourse.check.check_vector_add(vector_add, hidden=cases)
+
+
+@pytest.mark.parametrize("lesson", lessonrules.stems(ROOT))
+def test_every_exercise_is_called_by_name_with_hidden_cases_and_its_points(lesson):
+    """The rules of `cudacourse lesson check` that docs/authoring.md states for test cells."""
+    problems = lessonrules.check(lesson, ROOT, ("checker_called", "hidden_cases", "points"))
+    assert not problems, "\n".join(map(str, problems))

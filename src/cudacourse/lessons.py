@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent  # src/cudacourse
+# src/cudacourse, wherever in the package this module sits
+PACKAGE_DIR = next(p for p in Path(__file__).resolve().parents if p.name == "cudacourse")
 BANKS = PACKAGE_DIR / "quizzes"
 CHECKERS = PACKAGE_DIR / "check"
 
@@ -52,6 +53,34 @@ _FIELDS = {"number": int, "title": str, "summary": str, "you_write": str, "topic
 OBSERVED_CAUSES: dict[str, tuple[str, ...]] = {
     "spread": ("serial_work", "redundant_work"),  # each element written once, by its thread
 }
+
+
+# The packages that hold the modules a registry entry names by their short name (``topics``,
+# ``plots``, ``const.<module>`` of the prose): the package itself, then its layers.
+LAYERS = ("", "kernels.", "runtime.", "course.")
+
+
+def module_of(name: str, package_dir: Path | None = None) -> str:
+    """The full name of the package's module ``name`` (``vector``, ``viz.threads``), found
+    in the package or one of its layers (``cudacourse.kernels.vector``)."""
+    base = package_dir or PACKAGE_DIR
+    for layer in LAYERS:
+        rel = Path(*(layer + name).split("."))
+        if (base / rel.with_suffix(".py")).is_file() or (base / rel / "__init__.py").is_file():
+            return f"cudacourse.{layer}{name}"
+    raise RegistryError(f"no module {name} in the package (nor in {', '.join(LAYERS[1:])})")
+
+
+def module_path(name: str, package_dir: Path | None = None) -> Path | None:
+    """The file of the package's module ``name``; None when there is none."""
+    base = package_dir or PACKAGE_DIR
+    try:
+        full = module_of(name, base)
+    except RegistryError:
+        return None
+    rel = Path(*full.split(".")[1:])
+    return base / rel.with_suffix(".py") if (base / rel.with_suffix(".py")).is_file() \
+        else base / rel / "__init__.py"
 
 
 class RegistryError(ValueError):

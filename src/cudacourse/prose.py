@@ -35,6 +35,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from . import lessons
+
 PLACEHOLDER = re.compile(
     r"\{\{\s*(?P<key>[A-Za-z_][\w.\-]*)\s*(?P<scale>(?:\s*[/*]\s*[\w.+\-]+)*)\s*(?::(?P<spec>[^}]*))?\}\}")
 
@@ -102,13 +104,14 @@ def _bench(parts: list[str], root: Path | None) -> Any:
 def _const(parts: list[str]) -> Any:
     if len(parts) < 2:
         raise MissingFigure(f"const.{'.'.join(parts)}: name a module and a constant")
-    try:
-        obj: Any = importlib.import_module(f"cudacourse.{parts[0]}")
-    except ImportError as exc:
+    try:  # the module by its short name, in whichever layer of the package holds it
+        module = lessons.module_of(parts[0])
+        obj: Any = importlib.import_module(module)
+    except (ImportError, lessons.RegistryError) as exc:
         raise MissingFigure(f"const.{'.'.join(parts)}: no module cudacourse.{parts[0]}") from exc
     for p in parts[1:]:
         if not hasattr(obj, p):
-            raise MissingFigure(f"const.{'.'.join(parts)}: cudacourse.{parts[0]} has no {p!r}")
+            raise MissingFigure(f"const.{'.'.join(parts)}: {module} has no {p!r}")
         obj = getattr(obj, p)
     return obj
 

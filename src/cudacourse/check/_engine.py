@@ -3,13 +3,12 @@ translate failures into a diagnosis a learner can act on.
 
 Contract for checker authors (check/<topic>.py), kept stable:
 
-* ``fail(message, cause=..., hint=..., context=...)`` (from ``_failure``, re-exported here)
-  raises :class:`CheckFailure`, an ``AssertionError`` whose fields are machine-readable:
+* ``fail(cause, message, context=None, hint="")`` (from ``_failure``, re-exported here; the
+  one way every checker fails) raises :class:`CheckFailure`, an ``AssertionError`` whose fields are machine-readable:
   ``cause`` is a short stable id from
   :data:`CAUSES` (tests and other checkers branch on it, never on the message text), ``hint``
   is the fix in one sentence, ``context`` a dict of the case (sizes, block, indices).
-  ``str(failure)`` is the diagnosis first, then the hint, then the case. ``fail(message)``
-  alone still works (cause ``"wrong_values"``).
+  ``str(failure)`` is the diagnosis first, then the hint, then the case.
 * ``at(name, index)`` and ``fmt(value)`` format values the way a learner writes them:
   ``c[0, 0] = -13.8``, never ``np.float32(-13.8)``; ``plain(text)`` turns simulator
   internals into words (``ctaid=[7, 0, 0]`` -> ``block (7, 0, 0)``).

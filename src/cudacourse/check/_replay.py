@@ -14,7 +14,7 @@ For checker authors::
 
     @sim_part
     def _warp_sum_technique(kernel, *, seed=None, hidden=False):
-        ...  # simulator-only checks; raise with E.fail(..., cause=...)
+        ...  # simulator-only checks; raise with E.fail(cause, message)
 
     def check_warp_sum(kernel, *, hidden=False, seed=None):
         E.require_kernel(kernel, "warp_sum", 2)

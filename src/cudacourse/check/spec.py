@@ -102,7 +102,7 @@ def _shape(spec: Any, size: Any) -> tuple:
 class Random:
     """An input array of random values: floats in [low, high) away from 0 and 1, or integers
     in [low, high) (``dtype="int32"``...). ``shape``: None for the case's size, an int or a
-    tuple, or a function of the case's size."""
+    tuple, or a function of the case's size (``n``, or ``(rows, cols)``)."""
 
     low: float = -4.0
     high: float = 4.0
@@ -192,12 +192,13 @@ def _run_cases(ex: Exercise, ref: Callable, alts: dict, kernel: Any, *, hidden: 
     gen = _engine.rng(seed)
     hint = ex.guard_hint if ex.guard_hint is not None else T("missing bounds guard (if i < n)?")
     observed = []
-    for size, block in cases:
-        size = (size,) if isinstance(size, int) else tuple(size)
-        host = {p: gen_.make(gen, size) for p, gen_ in ex.inputs.items()}
+    for raw, block in cases:
+        raw = raw if isinstance(raw, int) else tuple(raw)  # n, or (rows, cols)
+        size = (raw,) if isinstance(raw, int) else raw
+        host = {p: gen_.make(gen, raw) for p, gen_ in ex.inputs.items()}
         guarded = {p: _engine.to_device_guarded(v, p) for p, v in host.items()
                    if isinstance(v, _np.ndarray)}
-        outs = {p: _observe.output(_shape(o.shape, size), p, dtype=_np.dtype(o.dtype), fill=o.fill)
+        outs = {p: _observe.output(_shape(o.shape, raw), p, dtype=_np.dtype(o.dtype), fill=o.fill)
                 for p, o in ex.outputs.items()}
         grid, blk = _grid(size, block, ex.spare_blocks)
         ctx = {"n": size[0] if len(size) == 1 else size, "blocks": grid,
