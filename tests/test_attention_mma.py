@@ -36,6 +36,17 @@ def test_the_gpu_tiles_with_several_key_tiles():
     np.testing.assert_allclose(o, am.attention_bf16_ref(q, k, v, True), atol=TOL, rtol=TOL)
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_two_m_tiles_per_warp(d):
+    """Each warp owns 32 query rows (two 16-row m-tiles sharing every K and V fragment);
+    causal, with a ragged last tile."""
+    cfg = am.MmaAttentionConfig(warps=1, bc=16, m_tiles=2)
+    assert cfg.br == 32
+    q, k, v = _qkv(1, 56, d, seed=5)
+    o = am.flash_attention_bf16(q, k, v, causal=True, config=cfg)
+    np.testing.assert_allclose(o, am.attention_bf16_ref(q, k, v, True), atol=TOL, rtol=TOL)
+
+
 def test_dynamic_shared_memory():
     """Q, K and V buffers in dynamic shared memory (how tiles above 48 KiB run: d = 128 with
     64 keys a tile is 80 KiB), a register cap: the same result."""

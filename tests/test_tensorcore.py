@@ -14,6 +14,7 @@ import pytest
 from numba import cuda, float32, uint16
 
 from cudacourse import device, fragments as fr, tensorcore as tc
+from cudacourse.intrinsics import SHARED_ALIGNMENT as ALIGN  # 16 on a GPU, None simulated
 
 sim_only = pytest.mark.skipif(not device.is_simulator(), reason="the simulator's emulation")
 
@@ -110,7 +111,10 @@ def _mma_kernel(a, b, c, d, kind):
         d[lane, i] = r[i]
 
 
-bits = cuda.jit(device=True)(lambda u: tc.bits_float(u))
+@cuda.jit(device=True)
+def bits(u):
+    """A TF32 operand from its uint32 pattern (the fragments are built on the host)."""
+    return tc.bits_float(u)
 
 
 def _run_mma(kind: str, A, B, C, a_layout=None):
@@ -182,7 +186,7 @@ def test_mma_needs_the_whole_warp():
 
 @cuda.jit
 def _ldmatrix_kernel(tile_g, rows, cols, out, num, trans):
-    sh = cuda.shared.array((16, 32), uint16)
+    sh = cuda.shared.array((16, 32), uint16, alignment=ALIGN)
     lane = cuda.threadIdx.x
     for j in range(16):
         sh[lane // 2, (lane % 2) * 16 + j] = tile_g[lane // 2, (lane % 2) * 16 + j]
@@ -218,6 +222,34 @@ def test_ldmatrix_gives_each_lane_its_pair(num, trans):
         np.testing.assert_array_equal(out[:, m], want, err_msg=f"matrix {m}")
 
 
+@cuda.jit
+def _ldmatrix_at_kernel(tile_g, out):
+    sh = cuda.shared.array((16, 32), uint16, alignment=ALIGN)
+    lane = cuda.threadIdx.x
+    for j in range(16):
+        sh[lane // 2, (lane % 2) * 16 + j] = tile_g[lane // 2, (lane % 2) * 16 + j]
+    cuda.syncthreads()
+    at = tc.smem_addr(sh, lane % 16, 0)  # this lane's row, then 16 bytes = 8 columns on
+    v = tc.ldmatrix_x4_at(at + 16 + 16 * (lane // 16))
+    w = tc.ldmatrix_x4_trans_at(at + 16 + 16 * (lane // 16))
+    for i in range(4):
+        out[lane, i] = v[i]
+        out[lane, 4 + i] = w[i]
+
+
+def test_ldmatrix_from_an_address_plus_bytes():
+    """smem_addr + a byte offset addresses the same rows as ldmatrix_x4(tile, row, col)."""
+    tile = np.random.default_rng(9).integers(0, 2**16, (16, 32), dtype=np.uint16)
+    out = np.zeros((32, 8), np.uint32)
+    _ldmatrix_at_kernel[1, 32](tile, out)
+    rows = np.arange(32, dtype=np.int32) % 16
+    cols = (8 + 8 * (np.arange(32) // 16)).astype(np.int32)
+    for trans, half in ((False, slice(0, 4)), (True, slice(4, 8))):
+        want = np.zeros((32, 4), np.uint32)
+        _ldmatrix_kernel[1, 32](tile, rows, cols, want, 4, trans)
+        np.testing.assert_array_equal(out[:, half], want)
+
+
 @sim_only
 def test_ldmatrix_refuses_an_unaligned_row():
     tile = np.zeros((16, 32), np.uint16)
@@ -233,7 +265,7 @@ def test_ldmatrix_refuses_an_unaligned_row():
 @cuda.jit
 def _cp_kernel(src, out, wait, sync, use_ldmatrix):
     """Each of 32 threads copies 16 bytes (8 bf16) of a 16 x 16 tile; then the warp reads."""
-    sh = cuda.shared.array((16, 16), uint16)
+    sh = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
     t = cuda.threadIdx.x
     tc.cp_async16(sh, t // 2, 8 * (t % 2), src, t // 2, 8 * (t % 2))
     tc.cp_async_commit()
@@ -282,7 +314,7 @@ def test_a_read_before_the_wait_sees_no_data():
 
 @cuda.jit
 def _cp_sizes(src, out):
-    sh = cuda.shared.array((4, 16), float32)
+    sh = cuda.shared.array((4, 16), float32, alignment=ALIGN)
     t = cuda.threadIdx.x
     if t == 0:
         tc.cp_async16(sh, 0, 0, src, 0, 0)
@@ -314,7 +346,7 @@ def test_cp_async_sizes():
 
 @cuda.jit
 def _cp_unaligned(src):
-    sh = cuda.shared.array((4, 16), float32)
+    sh = cuda.shared.array((4, 16), float32, alignment=ALIGN)
     tc.cp_async16(sh, 0, 2, src, 0, 2)
 
 
@@ -395,7 +427,7 @@ from cudacourse import tensorcore as tc
 
 
 def every_intrinsic(a, out, g):
-    sh = cuda.shared.array((64, 64), uint16)
+    sh = cuda.shared.array((64, 64), uint16, alignment=16)
     l = cuda.threadIdx.x
     tc.cp_async16(sh, l, 0, g, l, 0)
     tc.cp_async16_ca(sh, l, 8, g, l, 8)
@@ -415,8 +447,10 @@ def every_intrinsic(a, out, g):
     d = tc.mma_tf32((a[0], a[1], a[2], a[3]), (a[4], a[5]), d)
     lo, hi = tc.unpack_bf16x2(p)
     view = tc.shared_tile(cuda.shared.array(0, uint16), 64, 8, 32)
+    at = tc.smem_addr(sh, l % 16, 0) + 16
+    e = tc.ldmatrix_x4_at(at)[0] + tc.ldmatrix_x4_trans_at(at + 32)[1]
     out[l] = d[0] + d[1] + d[2] + d[3] + lo + hi + tc.bits_float(tc.float_bits(a[2])) \
-        + tc.exp2_approx(a[3]) + view[l % 8, l] + tc.to_tf32(a[4])
+        + tc.exp2_approx(a[3]) + view[l % 8, l] + tc.to_tf32(a[4]) + e
 
 
 sig = (float32[::1], float32[::1], uint16[:, ::1])

@@ -356,7 +356,7 @@ def issue40() -> list[str]:
         L += ["**Not yet measured on a GPU**: " + ", ".join(f"`{k}`" for k in missing) + ". "
               "No device was lent to the session that wrote these kernels; the kernels, their "
               "tests and the sweep are ready, and one call of `bash .whl/on-device.sh bash "
-              "tools/gpu/tensorcore.sh` (about 5 minutes) runs the GPU tests, the tile sweep, "
+              "tools/gpu/tensorcore.sh` (at most 8.5 minutes) runs the GPU tests, the tile sweep, "
               "the bench merged into `docs/benchmarks.json` and Nsight Compute. Until then the "
               "figures below are the compiler's, not the GPU's.", ""]
     L += ["### What ptxas reports for each configuration (sm_90, compiled offline)", "",
@@ -375,8 +375,9 @@ def issue40() -> list[str]:
                      f"{' dyn.' if r['dynamic'] else ''} | {r[trip]} | {r['blocks_per_sm']} "
                      f"({r['limited_by']}) | {r['warps_per_sm']} |")
     L += ["", "Matmul configurations are (bm, bn, bk, wm, wn, stages); attention ones "
-          "(warps, keys per tile) at head_dim d. The defaults are the first of each list "
-          "(static shared memory); the sweep's winner becomes the default through "
+          "(warps, keys per tile[, max_registers, dynamic_smem, m_tiles]) at head_dim d. The "
+          "defaults: matmul's first row, attention's d64 (4, 64) and d128 (4, 32, 168); the "
+          "sweep's winner becomes the default through "
           "`CUDACOURSE_TC_CONFIGS` for the bench of the same call, then in the modules.", "",
           "### What is expected to limit them", "",
           "* `mma.sync` is Ampere's warp-level instruction. On Hopper, cuBLAS and cuDNN use "
@@ -385,11 +386,12 @@ def issue40() -> list[str]:
           "registers first, and the warp waits for its own products; FlashAttention-3 "
           "(`wgmma`) is well ahead of FlashAttention-2 (`mma.sync`) on H100 for that reason, "
           "so the goal of 0.5 measures how much of that gap `mma.sync` from Numba closes.",
-          "* Registers: a 64 x 64 warp tile of the matmul holds 128 float32 accumulators and "
-          "needs about 254 registers (one block of 8 warps per SM); 64 x 32 keeps 128 "
-          "registers and two blocks. The attention kernel at d = 128 holds 64 output "
-          "accumulators, 32 Q registers and the scores: 224 to 253 registers, 8 warps per SM "
-          "at most.",
+          "* Registers (the table): a 64 x 64 warp tile of the matmul holds 128 float32 "
+          "accumulators and takes all 255 registers (one block of 8 warps per SM); 64 x 32 "
+          "keeps 128 and two blocks. The attention kernel at d = 128 holds 64 output "
+          "accumulators, 32 Q registers and the scores: two blocks of 4 warps per SM, three "
+          "with a cap of 168 registers at the price of a few spilled bytes (the sweep times "
+          "both).",
           "* Shared-memory bandwidth: a 64 x 32 warp tile reads 3 KiB with `ldmatrix` for "
           "its 16 `mma` of one 16-deep k step (65536 FLOP: 21 FLOP/B); at 128 B/clock per SM "
           "that caps the matmul near 2700 FLOP/clock/SM (cp.async's writes take their share "

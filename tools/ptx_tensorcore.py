@@ -25,8 +25,9 @@ PATS = {"registers": r"Used (\d+) registers", "stack": r"(\d+) bytes stack frame
 MATMUL = [(128, 128, 32, 64, 32, 3), (128, 128, 32, 64, 32, 4), (128, 256, 32, 64, 64, 3),
           (128, 256, 32, 64, 64, 4), (256, 128, 32, 64, 64, 3), (128, 128, 32, 64, 64, 4),
           (128, 128, 64, 64, 32, 3), (128, 128, 32, 32, 64, 3)]
-ATTENTION = {64: [(4, 64), (4, 128), (8, 64), (8, 128), (4, 32)],
-             128: [(4, 32), (4, 64), (8, 64), (8, 32)]}
+ATTENTION = {64: [(4, 64), (4, 64, 0, False, 2), (4, 32, 0, False, 2), (4, 128), (8, 64),
+                  (8, 128), (4, 32)],
+             128: [(4, 32, 168), (4, 32), (4, 64), (8, 64), (8, 32)]}
 
 
 def ptxas(ptx: str, maxreg: int = 0) -> dict:
@@ -50,7 +51,8 @@ def ptxas_version() -> str:
 
 
 def occupancy(res: dict, threads: int, shared: int) -> dict:
-    regs = 65536 // (max(res["registers"], 1) * threads)  # (allocation granularity ignored)
+    per_warp = -(-max(res["registers"], 1) * 32 // 256) * 256  # allocated 256 at a time
+    regs = (65536 // per_warp) // (threads // 32)
     smem = (228 * 1024) // (shared + 1024) if shared else 32
     blocks = min(regs, smem, 64 * 32 // threads)
     return {"blocks_per_sm": blocks, "warps_per_sm": blocks * threads // 32,

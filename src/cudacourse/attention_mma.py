@@ -47,6 +47,7 @@ from .launch import DevicePlans, json_named_by
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 BITS = (np.uint16, np.int16)
+ALIGN = None if tc.SIM else 16  # cp.async and ldmatrix: 16-byte aligned rows
 _NEG_INF = float32(-np.inf)
 _M0 = float32(-1e30)  # the running maximum before any key: finite, so m - m_new is never NaN
 
@@ -63,19 +64,20 @@ def attention_bf16_ref(q: Any, k: Any, v: Any, causal: bool = False) -> np.ndarr
 
 @dataclass(frozen=True)
 class MmaAttentionConfig:
-    """``warps`` warps of 16 query rows each; ``bc`` keys a tile; ``max_registers`` per
-    thread (0: the compiler's choice). Shared memory: Q (16 * warps x d) and two buffers of K
-    and V (bc x d), bfloat16; static up to 48 KiB, dynamic above (or with
-    ``dynamic_smem``), up to 227 KiB."""
+    """``warps`` warps of ``16 * m_tiles`` query rows each; ``bc`` keys a tile;
+    ``max_registers`` per thread (0: the compiler's choice). Shared memory: Q (``br`` x d)
+    and two buffers of K and V (bc x d), bfloat16; static up to 48 KiB, dynamic above (or
+    with ``dynamic_smem``), up to 227 KiB."""
 
     warps: int = 4
     bc: int = 64
     max_registers: int = 0
     dynamic_smem: bool = False
+    m_tiles: int = 1  # 16-row m-tiles per warp: 2 reuses each K and V fragment twice
 
     @property
     def br(self) -> int:
-        return 16 * self.warps
+        return 16 * self.m_tiles * self.warps
 
     @property
     def threads(self) -> int:
@@ -90,8 +92,8 @@ class MmaAttentionConfig:
             problems.append(f"head_dim must be one of {HEAD_DIMS}, got {d}")
         if self.bc % 16 or self.bc < 16:
             problems.append("bc must be a multiple of 16")
-        if self.warps < 1:
-            problems.append("warps must be at least 1")
+        if self.warps < 1 or self.m_tiles < 1:
+            problems.append("warps and m_tiles must be at least 1")
         elif self.shared_bytes(d) > 227 * 1024:
             problems.append(f"{self.shared_bytes(d)} bytes of shared memory: at most 232448")
         elif (self.br * d // 8) % self.threads or (self.bc * d // 8) % self.threads:
@@ -101,7 +103,10 @@ class MmaAttentionConfig:
                              + "; ".join(problems))
 
 
-GPU_CONFIGS = {64: MmaAttentionConfig(4, 64), 128: MmaAttentionConfig(4, 32)}
+# The defaults before an H200 sweep (docs/ptxas_tensorcore.json, compiled offline): d = 64
+# takes 128 registers, four blocks per SM; d = 128 capped at 168 registers spills nothing and
+# fits three blocks instead of two
+GPU_CONFIGS = {64: MmaAttentionConfig(4, 64), 128: MmaAttentionConfig(4, 32, 168)}
 SIM_CONFIGS = {64: MmaAttentionConfig(2, 32), 128: MmaAttentionConfig(2, 32)}
 
 _KERNELS: dict = {}
@@ -123,35 +128,43 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
     NS = BC // 8  # 8-key tiles of S
     KP = BC // 16  # k-steps of O += P V
     ND = D // 8  # 8-column tiles of O
-    QF, SACC, OACC = KD * 4, NS * 4, ND * 4
+    MW = cfg.m_tiles  # 16-row m-tiles of each warp
+    WROWS = 16 * MW  # query rows of a warp
+    QF, SACC, OACC = MW * KD * 4, MW * NS * 4, MW * ND * 4
+    ROWS_LANE = 2 * MW  # query rows of a lane: g and g + 8 of each m-tile
     # One shared array of width d: Q's rows, then two buffers of K, then two of V
     KOFF, VOFF, ROWS = BR, BR + 2 * BC, BR + 4 * BC
     DYN = cfg.shared_bytes(D) > 48 * 1024 or cfg.dynamic_smem
     if DYN:
         @cuda.jit(device=True, inline="always")
         def tiles():
-            return tc.shared_tile(cuda.shared.array(0, uint16), 0, ROWS, D)
+            return tc.shared_tile(cuda.shared.array(0, uint16, alignment=ALIGN), 0, ROWS, D)
     else:
         @cuda.jit(device=True, inline="always")
         def tiles():
-            return cuda.shared.array((ROWS, D), uint16)
+            return cuda.shared.array((ROWS, D), uint16, alignment=ALIGN)
     Q_LOADS, KV_LOADS = BR * DC // THREADS, BC * DC // THREADS
+
+    DC_SHIFT = DC.bit_length() - 1
+    ROW_BYTES = 2 * D  # one row of Q, K or V in shared memory
+    BUF_BYTES = BC * ROW_BYTES  # one buffer of K (or V)
 
     @cuda.jit(device=True, inline="always")
     def swz(r, c):
-        """Chunk c of a 16-byte-chunk row r: rows of 128 or 256 bytes, so XOR with r % 8
-        puts the 8 rows one ldmatrix matrix reads on 8 different bank groups."""
+        """Where chunk c of a row r of 16-byte chunks is stored: rows of 128 or 256 bytes,
+        so XOR with r % 8 puts the 8 rows one ldmatrix matrix reads on 8 different bank
+        groups. Q, K and V tiles start on multiples of 8 rows, so r % 8 is the row's place
+        in its tile, and a lane's ldmatrix rows all have r % 8 = lane % 8."""
         return 8 * (c ^ (r & 7))
 
     @cuda.jit(device=True, inline="always")
     def load_kv(k, v, sm, buf, base, tid):
         for q in range(KV_LOADS):
             e = tid + q * THREADS
-            r, c = e // DC, e % DC
-            sr = KOFF + buf * BC + r
-            tc.cp_async16(sm, sr, swz(sr, c), k, base + r, 8 * c)
-            sr = VOFF + buf * BC + r
-            tc.cp_async16(sm, sr, swz(sr, c), v, base + r, 8 * c)
+            r, c = e >> DC_SHIFT, e & (DC - 1)  # (shifts: Python's // and % on signed
+            col = swz(r, c)  # integers cost a dozen instructions of sign fix-ups)
+            tc.cp_async16(sm, KOFF + buf * BC + r, col, k, base + r, 8 * c)
+            tc.cp_async16(sm, VOFF + buf * BC + r, col, v, base + r, 8 * c)
 
     jit = cuda.jit(max_registers=cfg.max_registers) if cfg.max_registers and not tc.SIM \
         else cuda.jit  # (the simulator's jit takes no max_registers)
@@ -160,9 +173,9 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
     def kernel(q, k, v, out, seq, n_keys, qscale, causal):
         sm = tiles()
         tid = cuda.threadIdx.x
-        lane = tid % 32
-        warp = tid // 32
-        g, t4 = lane // 4, lane % 4
+        lane = tid & 31
+        warp = tid >> 5
+        g, t4 = lane >> 2, lane & 3
         n_qt = cuda.gridDim.x
         # causal: the longest rows first, so the short ones fill the tail of the grid
         qt = n_qt - 1 - cuda.blockIdx.x if causal else cuda.blockIdx.x
@@ -173,7 +186,7 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
             n_kt = min(n_kt, (q0 + BR + BC - 1) // BC)
         for i in range(Q_LOADS):
             e = tid + i * THREADS
-            r, c = e // DC, e % DC
+            r, c = e >> DC_SHIFT, e & (DC - 1)
             tc.cp_async16(sm, r, swz(r, c), q, base + q0 + r, 8 * c)
         load_kv(k, v, sm, 0, base, tid)
         tc.cp_async_commit()
@@ -182,107 +195,138 @@ def _make_kernel(D: int, cfg: MmaAttentionConfig, out_bits: bool) -> Any:
         o = cuda.local.array(OACC, float32)
         for i in range(OACC):
             o[i] = float32(0.0)
-        m_lo, m_hi = _M0, _M0  # running maxima of rows g and g + 8 (scaled by log2 e)
-        l_lo, l_hi = float32(0.0), float32(0.0)  # this lane's part of their running sums
-        lrow, lchunk = lane % 16, lane // 16
-        row_lo = q0 + 16 * warp + g  # this lane's two query rows
+        # per m-tile mi: the running maxima of rows g and g + 8 (raw scores) and this
+        # lane's part of their running sums, at 2 mi and 2 mi + 1
+        m = cuda.local.array(ROWS_LANE, float32)
+        lsum = cuda.local.array(ROWS_LANE, float32)
+        for i in range(ROWS_LANE):
+            m[i] = _M0
+            lsum[i] = float32(0.0)
+        lrow, lchunk = lane & 15, lane >> 4
+        m7 = lane & 7  # the swizzle of every row this lane gives ldmatrix
+        khalf = (lane >> 3) & 1  # K: lanes 8-15 and 24-31 address the second 8 columns
+        krow = (lane & 7) | (lchunk << 3)  # K: lanes 16-31 address the next 8 keys
+        wrow0 = q0 + WROWS * warp  # this warp's first query row
+        # ldmatrix addresses: a lane's row in the first buffer, bytes from there on (the
+        # adds fold into the instruction's immediate offset)
+        k_at = tc.smem_addr(sm, KOFF + krow, 0)
+        v_at = tc.smem_addr(sm, VOFF + lrow, 0)
         for j in range(n_kt):
-            buf = j % 2
+            buf = j & 1
+            buf_bytes = buf * BUF_BYTES
             tc.cp_async_wait(0)  # tile j (and Q) landed for this thread's copies...
             cuda.syncthreads()  # ...and for everyone's; tile j - 1's buffer is free
             if j == 0:
-                for kk in range(KD):  # Q fragments: once, into registers
-                    r = 16 * warp + lrow
-                    x = tc.ldmatrix_x4(sm, r, swz(r, 2 * kk + lchunk))
-                    qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2], qf[4 * kk + 3] = x
+                for mi in range(MW):  # Q fragments: once, into registers
+                    for kk in range(KD):
+                        x = tc.ldmatrix_x4(sm, WROWS * warp + 16 * mi + lrow,
+                                           8 * ((2 * kk + lchunk) ^ m7))
+                        f = 4 * (mi * KD + kk)
+                        qf[f], qf[f + 1], qf[f + 2], qf[f + 3] = x
             if j + 1 < n_kt:
                 load_kv(k, v, sm, 1 - buf, base + (j + 1) * BC, tid)
             tc.cp_async_commit()
-            # S = Q K^T (16 x BC per warp), float32 accumulators
+            # S = Q K^T (16 MW x BC per warp), float32 accumulators; each K fragment
+            # feeds the warp's MW m-tiles
             for i in range(SACC):
                 s[i] = float32(0.0)
             for kk in range(KD):
                 for jj in range(NS // 2):
-                    r = KOFF + buf * BC + 16 * jj + lane % 8 + 8 * lchunk
-                    y = tc.ldmatrix_x4(sm, r, swz(r, 2 * kk + (lane // 8) % 2))
-                    for h in range(2):
-                        o4 = 4 * (2 * jj + h)
-                        d4 = tc.mma_bf16((qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2],
-                                          qf[4 * kk + 3]), (y[2 * h], y[2 * h + 1]),
-                                         (s[o4], s[o4 + 1], s[o4 + 2], s[o4 + 3]))
-                        s[o4], s[o4 + 1], s[o4 + 2], s[o4 + 3] = d4
-            # scale to log2 units, mask, and the rows' new maxima
+                    y = tc.ldmatrix_x4_at(k_at + buf_bytes + 16 * jj * ROW_BYTES
+                                          + 16 * ((2 * kk + khalf) ^ m7))
+                    for mi in range(MW):
+                        f = 4 * (mi * KD + kk)
+                        for h in range(2):
+                            o4 = 4 * (mi * NS + 2 * jj + h)
+                            d4 = tc.mma_bf16((qf[f], qf[f + 1], qf[f + 2], qf[f + 3]),
+                                             (y[2 * h], y[2 * h + 1]),
+                                             (s[o4], s[o4 + 1], s[o4 + 2], s[o4 + 3]))
+                            s[o4], s[o4 + 1], s[o4 + 2], s[o4 + 3] = d4
             k0 = j * BC
-            mask = k0 + BC > n_keys or (causal and k0 + BC - 1 > q0 + 16 * warp)
-            mx_lo, mx_hi = _NEG_INF, _NEG_INF
-            for n in range(NS):
-                for i in range(4):
-                    x = s[4 * n + i] * qscale
-                    if mask:
-                        key = k0 + 8 * n + 2 * t4 + i % 2
-                        row = row_lo + 8 * (i // 2)
-                        if key >= n_keys or (causal and key > row):
-                            x = _NEG_INF
-                    s[4 * n + i] = x
-                    if i < 2:
-                        mx_lo = max(mx_lo, x)
-                    else:
-                        mx_hi = max(mx_hi, x)
-            # a row lives in the 4 lanes of a group: their maximum, by two butterflies
-            mx_lo = max(mx_lo, cuda.shfl_xor_sync(0xFFFFFFFF, mx_lo, 1))
-            mx_lo = max(mx_lo, cuda.shfl_xor_sync(0xFFFFFFFF, mx_lo, 2))
-            mx_hi = max(mx_hi, cuda.shfl_xor_sync(0xFFFFFFFF, mx_hi, 1))
-            mx_hi = max(mx_hi, cuda.shfl_xor_sync(0xFFFFFFFF, mx_hi, 2))
-            new_lo, new_hi = max(m_lo, mx_lo), max(m_hi, mx_hi)
-            a_lo, a_hi = tc.exp2_approx(m_lo - new_lo), tc.exp2_approx(m_hi - new_hi)
-            m_lo, m_hi = new_lo, new_hi
-            l_lo *= a_lo
-            l_hi *= a_hi
-            for n in range(ND):
-                o[4 * n] *= a_lo
-                o[4 * n + 1] *= a_lo
-                o[4 * n + 2] *= a_hi
-                o[4 * n + 3] *= a_hi
-            # P = exp2(S - m): in place, and summed per lane
-            for n in range(NS):
-                p0 = tc.exp2_approx(s[4 * n] - m_lo)
-                p1 = tc.exp2_approx(s[4 * n + 1] - m_lo)
-                p2 = tc.exp2_approx(s[4 * n + 2] - m_hi)
-                p3 = tc.exp2_approx(s[4 * n + 3] - m_hi)
-                l_lo += p0 + p1
-                l_hi += p2 + p3
-                s[4 * n], s[4 * n + 1], s[4 * n + 2], s[4 * n + 3] = p0, p1, p2, p3
-            # O += P V: two 8-key tiles of P's accumulators are one A fragment
+            mask = k0 + BC > n_keys or (causal and k0 + BC - 1 > wrow0)
+            for mi in range(MW):
+                # mask, and the rows' new maxima (of the raw scores: qscale > 0 keeps the
+                # order)
+                mx_lo, mx_hi = _NEG_INF, _NEG_INF
+                for n in range(NS):
+                    for i in range(4):
+                        x = s[4 * (mi * NS + n) + i]
+                        if mask:
+                            key = k0 + 8 * n + 2 * t4 + (i & 1)
+                            row = wrow0 + 16 * mi + g + 8 * (i >> 1)
+                            if key >= n_keys or (causal and key > row):
+                                x = _NEG_INF
+                                s[4 * (mi * NS + n) + i] = x
+                        if i < 2:
+                            mx_lo = max(mx_lo, x)
+                        else:
+                            mx_hi = max(mx_hi, x)
+                # a row lives in the 4 lanes of a group: their maximum, by two butterflies
+                mx_lo = max(mx_lo, cuda.shfl_xor_sync(0xFFFFFFFF, mx_lo, 1))
+                mx_lo = max(mx_lo, cuda.shfl_xor_sync(0xFFFFFFFF, mx_lo, 2))
+                mx_hi = max(mx_hi, cuda.shfl_xor_sync(0xFFFFFFFF, mx_hi, 1))
+                mx_hi = max(mx_hi, cuda.shfl_xor_sync(0xFFFFFFFF, mx_hi, 2))
+                new_lo, new_hi = max(m[2 * mi], mx_lo), max(m[2 * mi + 1], mx_hi)
+                a_lo = tc.exp2_approx((m[2 * mi] - new_lo) * qscale)
+                a_hi = tc.exp2_approx((m[2 * mi + 1] - new_hi) * qscale)
+                m[2 * mi], m[2 * mi + 1] = new_lo, new_hi
+                ms_lo, ms_hi = new_lo * qscale, new_hi * qscale  # in log2 units
+                l_lo, l_hi = lsum[2 * mi] * a_lo, lsum[2 * mi + 1] * a_hi
+                for n in range(ND):
+                    f = 4 * (mi * ND + n)
+                    o[f] *= a_lo
+                    o[f + 1] *= a_lo
+                    o[f + 2] *= a_hi
+                    o[f + 3] *= a_hi
+                # P = exp2(S * qscale - m * qscale), one fused multiply-add each: in place,
+                # and summed per lane
+                for n in range(NS):
+                    f = 4 * (mi * NS + n)
+                    p0 = tc.exp2_approx(cuda.fma(s[f], qscale, -ms_lo))
+                    p1 = tc.exp2_approx(cuda.fma(s[f + 1], qscale, -ms_lo))
+                    p2 = tc.exp2_approx(cuda.fma(s[f + 2], qscale, -ms_hi))
+                    p3 = tc.exp2_approx(cuda.fma(s[f + 3], qscale, -ms_hi))
+                    l_lo += p0 + p1
+                    l_hi += p2 + p3
+                    s[f], s[f + 1], s[f + 2], s[f + 3] = p0, p1, p2, p3
+                lsum[2 * mi], lsum[2 * mi + 1] = l_lo, l_hi
+            # O += P V: two 8-key tiles of P's accumulators are one A fragment; each V
+            # fragment feeds the warp's MW m-tiles
             for kp in range(KP):
-                n0 = 8 * kp  # s index of 8-key tile 2 kp
-                a = (tc.pack_bf16x2(s[n0], s[n0 + 1]), tc.pack_bf16x2(s[n0 + 2], s[n0 + 3]),
-                     tc.pack_bf16x2(s[n0 + 4], s[n0 + 5]),
-                     tc.pack_bf16x2(s[n0 + 6], s[n0 + 7]))
                 for jd in range(ND // 2):
-                    r = VOFF + buf * BC + 16 * kp + lrow
-                    y = tc.ldmatrix_x4_trans(sm, r, swz(r, 2 * jd + lchunk))
-                    for h in range(2):
-                        o4 = 4 * (2 * jd + h)
-                        d4 = tc.mma_bf16(a, (y[2 * h], y[2 * h + 1]),
-                                         (o[o4], o[o4 + 1], o[o4 + 2], o[o4 + 3]))
-                        o[o4], o[o4 + 1], o[o4 + 2], o[o4 + 3] = d4
+                    y = tc.ldmatrix_x4_trans_at(v_at + buf_bytes + 16 * kp * ROW_BYTES
+                                                + 16 * ((2 * jd + lchunk) ^ m7))
+                    for mi in range(MW):
+                        n0 = 4 * (mi * NS + 2 * kp)  # s index of 8-key tile 2 kp
+                        a = (tc.pack_bf16x2(s[n0], s[n0 + 1]),
+                             tc.pack_bf16x2(s[n0 + 2], s[n0 + 3]),
+                             tc.pack_bf16x2(s[n0 + 4], s[n0 + 5]),
+                             tc.pack_bf16x2(s[n0 + 6], s[n0 + 7]))
+                        for h in range(2):
+                            o4 = 4 * (mi * ND + 2 * jd + h)
+                            d4 = tc.mma_bf16(a, (y[2 * h], y[2 * h + 1]),
+                                             (o[o4], o[o4 + 1], o[o4 + 2], o[o4 + 3]))
+                            o[o4], o[o4 + 1], o[o4 + 2], o[o4 + 3] = d4
         tc.cp_async_wait_all()
-        l_lo += cuda.shfl_xor_sync(0xFFFFFFFF, l_lo, 1)
-        l_lo += cuda.shfl_xor_sync(0xFFFFFFFF, l_lo, 2)
-        l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 1)
-        l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 2)
-        inv_lo, inv_hi = float32(1.0) / l_lo, float32(1.0) / l_hi
-        r_lo = base + row_lo
-        for n in range(ND):
-            col = 8 * n + 2 * t4
-            if out_bits:  # out viewed as uint32: one bfloat16 pair a store
-                out[r_lo, col // 2] = tc.pack_bf16x2(o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo)
-                out[r_lo + 8, col // 2] = tc.pack_bf16x2(o[4 * n + 2] * inv_hi,
-                                                         o[4 * n + 3] * inv_hi)
-            else:
-                out[r_lo, col], out[r_lo, col + 1] = o[4 * n] * inv_lo, o[4 * n + 1] * inv_lo
-                out[r_lo + 8, col] = o[4 * n + 2] * inv_hi
-                out[r_lo + 8, col + 1] = o[4 * n + 3] * inv_hi
+        for mi in range(MW):
+            l_lo, l_hi = lsum[2 * mi], lsum[2 * mi + 1]
+            l_lo += cuda.shfl_xor_sync(0xFFFFFFFF, l_lo, 1)
+            l_lo += cuda.shfl_xor_sync(0xFFFFFFFF, l_lo, 2)
+            l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 1)
+            l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 2)
+            inv_lo, inv_hi = float32(1.0) / l_lo, float32(1.0) / l_hi
+            r_lo = base + wrow0 + 16 * mi + g
+            for n in range(ND):
+                col = 8 * n + 2 * t4
+                f = 4 * (mi * ND + n)
+                if out_bits:  # out viewed as uint32: one bfloat16 pair a store
+                    out[r_lo, col >> 1] = tc.pack_bf16x2(o[f] * inv_lo, o[f + 1] * inv_lo)
+                    out[r_lo + 8, col >> 1] = tc.pack_bf16x2(o[f + 2] * inv_hi,
+                                                             o[f + 3] * inv_hi)
+                else:
+                    out[r_lo, col], out[r_lo, col + 1] = o[f] * inv_lo, o[f + 1] * inv_lo
+                    out[r_lo + 8, col] = o[f + 2] * inv_hi
+                    out[r_lo + 8, col + 1] = o[f + 3] * inv_hi
 
     kernel.config = cfg
     kernel.dynamic = DYN

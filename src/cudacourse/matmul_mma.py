@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import cuda, float32, uint16, uint32
+from numba import cuda, float32, int32, uint16, uint32
 
 from . import tensorcore as tc
 from .arrays import check_array, describe, is_device_array, to_device
@@ -43,6 +43,8 @@ from .fragments import from_bf16_bits, to_bf16_bits
 from .launch import DevicePlans, json_named_by
 
 BITS = (np.uint16, np.int16)  # bfloat16 travels as its bit pattern
+# cp.async and ldmatrix need 16-byte aligned rows (the simulator's arrays take no option)
+ALIGN = None if tc.SIM else 16
 
 
 def matmul_bf16_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -87,8 +89,9 @@ class MmaConfig:
             problems.append("the warp tile must divide the block tile")
         if wm % 16 or wn % 16:
             problems.append("wm and wn must be multiples of 16 (ldmatrix.x4 loads 16 x 16)")
-        if bk % 16 or bk < 16:
-            problems.append("bk must be a multiple of 16 (mma's k)")
+        if bk < 16 or bk & (bk - 1) or bn < 16 or bn & (bn - 1):
+            problems.append("bk and bn must be powers of two, at least 16 (mma's k; the "
+                            "swizzle XORs chunk indices)")
         if st < 2:
             problems.append("stages must be at least 2")
         if self.shared_bytes() > MAX_SHARED:
@@ -112,21 +115,24 @@ GPU_CONFIG = MmaConfig()
 SIM_CONFIG = MmaConfig(bm=32, bn=32, bk=32, wm=16, wn=16, stages=2)
 
 
-def _swizzle(chunks: int):
-    """Element column where chunk ``c`` of shared row ``r`` is stored, for rows of
-    ``chunks`` 16-byte chunks: XOR with the row's position among the 8 rows one ldmatrix
-    matrix reads, so those land on 8 different groups of 4 banks."""
+def _swizzle_mask(chunks: int):
+    """The XOR mask of shared row ``r`` (rows of ``chunks`` 16-byte chunks, a power of two):
+    chunk ``c`` of the row is stored at ``c ^ mask(r)``, so the 8 rows one ldmatrix matrix
+    reads land on 8 different groups of 4 banks. It depends on ``r % 8`` only: every tile
+    and ring buffer starts on a multiple of 8 rows, so a thread computes its mask once.
+    Shifts and masks, not ``//`` and ``%``: Python's floor division of signed integers costs
+    a dozen instructions of sign fix-ups."""
     if chunks >= 8:
         @cuda.jit(device=True, inline="always")
-        def col(r, c):
-            return 8 * (c ^ (r & 7))
+        def mask(r):
+            return r & 7
     else:
-        per_line = 8 // chunks  # rows in one 128-byte line
+        shift = (8 // chunks).bit_length() - 1  # rows in one 128-byte line, as a shift
 
         @cuda.jit(device=True, inline="always")
-        def col(r, c):
-            return 8 * (c ^ ((r // per_line) % chunks))
-    return col
+        def mask(r):
+            return (r >> shift) & (chunks - 1)
+    return mask
 
 
 _KERNELS: dict = {}
@@ -152,36 +158,37 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
     SA_ROWS, SB_ROWS = ST * BM, ST * BK  # shapes must be constants, not expressions
     AF, BF = MT * 4, NT * 2
     IN_FLIGHT = ST - 2  # groups that may still be copying when slice t is needed
-    swz_a, swz_b = _swizzle(AC), _swizzle(BC)
+    mask_a, mask_b = _swizzle_mask(AC), _swizzle_mask(BC)
+    AC_SHIFT, BC_SHIFT = AC.bit_length() - 1, BC.bit_length() - 1
+    KK, NJ = BK // 16, NT // 2  # 16-deep k steps of a slice; ldmatrix.x4 loads of B
 
     @cuda.jit(device=True, inline="always")
     def load_slice(a, b, sa, sb, stage, row0, col0, k0, tid):
         """Issue the copies of one k-slice into ring buffer ``stage``: 16 bytes a copy,
-        consecutive threads on consecutive chunks (coalesced global reads)."""
+        consecutive threads on consecutive chunks (coalesced global reads). Everything
+        but the stage's and the slice's offsets is the same on every trip (hoisted)."""
         for q in range(A_LOADS):
             e = tid + q * THREADS
-            r, c = e // AC, e % AC
-            sr = stage * BM + r
-            tc.cp_async16(sa, sr, swz_a(sr, c), a, row0 + r, k0 + 8 * c)
+            r, c = e >> AC_SHIFT, e & (AC - 1)
+            tc.cp_async16(sa, stage * BM + r, 8 * (c ^ mask_a(r)), a, row0 + r, k0 + 8 * c)
         for q in range(B_LOADS):
             e = tid + q * THREADS
-            r, c = e // BC, e % BC
-            sr = stage * BK + r
-            tc.cp_async16(sb, sr, swz_b(sr, c), b, k0 + r, col0 + 8 * c)
+            r, c = e >> BC_SHIFT, e & (BC - 1)
+            tc.cp_async16(sb, stage * BK + r, 8 * (c ^ mask_b(r)), b, k0 + r, col0 + 8 * c)
 
     A_ELEMS = SA_ROWS * BK  # where the B ring starts in dynamic shared memory
     if cfg.dynamic:
         @cuda.jit(device=True, inline="always")
         def tiles():
             """Both rings in the block's dynamic shared memory, one after the other."""
-            dyn = cuda.shared.array(0, uint16)
+            dyn = cuda.shared.array(0, uint16, alignment=ALIGN)
             return (tc.shared_tile(dyn, 0, SA_ROWS, BK),
                     tc.shared_tile(dyn, A_ELEMS, SB_ROWS, BN))
     else:
         @cuda.jit(device=True, inline="always")
         def tiles():
-            return (cuda.shared.array((SA_ROWS, BK), uint16),
-                    cuda.shared.array((SB_ROWS, BN), uint16))
+            return (cuda.shared.array((SA_ROWS, BK), uint16, alignment=ALIGN),
+                    cuda.shared.array((SB_ROWS, BN), uint16, alignment=ALIGN))
 
     # (the simulator's jit takes no max_registers: it has no registers to cap)
     jit = cuda.jit(max_registers=cfg.max_registers) if cfg.max_registers and not tc.SIM \
@@ -191,8 +198,8 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
     def kernel(a, b, c):
         sa, sb = tiles()
         tid = cuda.threadIdx.x
-        lane = tid % 32
-        warp = tid // 32
+        lane = tid & 31
+        warp = tid >> 5
         wrow = (warp // WARPS_N) * WM
         wcol = (warp % WARPS_N) * WN
         row0 = cuda.blockIdx.y * BM
@@ -204,28 +211,37 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
             acc[i] = float32(0.0)
         af = cuda.local.array(AF, uint32)
         bf = cuda.local.array(BF, uint32)
+        # ldmatrix.x4: lanes 0-15 address rows 0-15 of the first 8 columns, lanes 16-31 the
+        # same rows 8 columns further on. Each lane's swizzled columns never change: the
+        # rows it addresses are lrow plus multiples of 8.
+        lrow, lchunk = lane & 15, lane >> 4
+        acol = cuda.local.array(KK, int32)
+        for kk in range(KK):
+            acol[kk] = 8 * ((2 * kk + lchunk) ^ mask_a(lrow))
+        bcol = cuda.local.array(NJ, int32)
+        for j in range(NJ):
+            bcol[j] = 8 * (((wcol >> 3) + 2 * j + lchunk) ^ mask_b(lrow))
         for s in range(ST - 1):  # the prologue: the first stages - 1 slices in flight
             if s < kt:
                 load_slice(a, b, sa, sb, s, row0, col0, s * BK, tid)
             tc.cp_async_commit()  # an empty group keeps the counting uniform
-        lrow = lane % 16  # ldmatrix.x4: lanes 0-15 address rows 0-15 of the first 8
-        lchunk = lane // 16  # columns, lanes 16-31 the same rows 8 columns further on
+        st = 0  # the ring buffer slice t is in; the refill goes to the one before it
         for t in range(kt):
             tc.cp_async_wait(IN_FLIGHT)  # this thread's copies of slice t have landed...
             cuda.syncthreads()  # ...and everyone's; and everyone is done with slice t - 1
             nxt = t + ST - 1
             if nxt < kt:  # refill the buffer slice t - 1 used
-                load_slice(a, b, sa, sb, nxt % ST, row0, col0, nxt * BK, tid)
+                load_slice(a, b, sa, sb, st - 1 if st > 0 else ST - 1, row0, col0,
+                           nxt * BK, tid)
             tc.cp_async_commit()
-            st = t % ST
-            for kk in range(BK // 16):
+            ra = st * BM + wrow + lrow
+            rb = st * BK + lrow
+            for kk in range(KK):
                 for i in range(MT):
-                    r = st * BM + wrow + 16 * i + lrow
-                    x = tc.ldmatrix_x4(sa, r, swz_a(r, 2 * kk + lchunk))
+                    x = tc.ldmatrix_x4(sa, ra + 16 * i, acol[kk])
                     af[4 * i], af[4 * i + 1], af[4 * i + 2], af[4 * i + 3] = x
-                for j in range(NT // 2):  # B is k-major: .trans gives the "col" fragment
-                    r = st * BK + 16 * kk + lrow
-                    y = tc.ldmatrix_x4_trans(sb, r, swz_b(r, (wcol + 16 * j) // 8 + lchunk))
+                for j in range(NJ):  # B is k-major: .trans gives the "col" fragment
+                    y = tc.ldmatrix_x4_trans(sb, rb + 16 * kk, bcol[j])
                     bf[4 * j], bf[4 * j + 1], bf[4 * j + 2], bf[4 * j + 3] = y
                 for i in range(MT):
                     for j in range(NT):
@@ -234,16 +250,17 @@ def _make_kernel(cfg: MmaConfig, out_bits: bool) -> Any:
                                         (bf[2 * j], bf[2 * j + 1]),
                                         (acc[o], acc[o + 1], acc[o + 2], acc[o + 3]))
                         acc[o], acc[o + 1], acc[o + 2], acc[o + 3] = d
+            st = st + 1 if st + 1 < ST else 0
         tc.cp_async_wait_all()  # no copy may still be writing when the block exits
-        g, t4 = lane // 4, lane % 4  # the C fragment: rows g and g + 8, columns 2t, 2t + 1
+        g, t4 = lane >> 2, lane & 3  # the C fragment: rows g and g + 8, columns 2t, 2t + 1
         for i in range(MT):
             for j in range(NT):
                 o = 4 * (i * NT + j)
                 r = row0 + wrow + 16 * i + g
                 col = col0 + wcol + 8 * j + 2 * t4
                 if out_bits:  # c is the output viewed as uint32: one pair a store
-                    c[r, col // 2] = tc.pack_bf16x2(acc[o], acc[o + 1])
-                    c[r + 8, col // 2] = tc.pack_bf16x2(acc[o + 2], acc[o + 3])
+                    c[r, col >> 1] = tc.pack_bf16x2(acc[o], acc[o + 1])
+                    c[r + 8, col >> 1] = tc.pack_bf16x2(acc[o + 2], acc[o + 3])
                 else:
                     c[r, col], c[r, col + 1] = acc[o], acc[o + 1]
                     c[r + 8, col], c[r + 8, col + 1] = acc[o + 2], acc[o + 3]

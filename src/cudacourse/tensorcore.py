@@ -26,6 +26,9 @@ The functions (``a`` a 4-tuple, ``b`` a 2-tuple, ``c`` a 4-tuple; each returns `
 ``mma_tf32(a, b, c)``                  ``mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32``
 ``ldmatrix_x1/x2/x4(tile, row, col)``  ``ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16``
 ``ldmatrix_x1/x2/x4_trans(...)``       the same with ``.trans``
+``smem_addr(tile, row, col)`` -> uint32  the shared-memory byte address of ``tile[row, col]``
+``ldmatrix_x4_at(addr)`` (``_trans``)   ldmatrix from an address: ``smem_addr(...) + bytes``
+                                       (hoisted address arithmetic in hot loops)
 ``cp_async16(dst, r, c, src, r, c)``   ``cp.async.cg.shared.global [dst], [src], 16``
 ``cp_async8 / cp_async4`` (and         ``cp.async.ca.shared.global [dst], [src], 8`` (4, 16)
 ``cp_async16_ca``)
@@ -129,6 +132,37 @@ def _sim_ldmatrix(num: int, trans: bool, tile: Any, row: Any, col: Any) -> Any:
     res = simwarp.collective(f"ldmatrix_x{num}{'_trans' if trans else ''}",
                              _resolve_ldmatrix(num, trans), (tile, int(row), int(col)))
     return res[0] if num == 1 else res
+
+
+class SmemAddr:
+    """Simulator: a shared-memory byte address (``smem_addr``), kept as (tile, byte offset)
+    so that integer arithmetic on it moves through the tile as it would on a GPU."""
+
+    __slots__ = ("tile", "offset")
+
+    def __init__(self, tile: np.ndarray, offset: int) -> None:
+        self.tile, self.offset = tile, int(offset)
+
+    def __add__(self, n: Any) -> "SmemAddr":
+        return SmemAddr(self.tile, self.offset + int(n))
+
+    __radd__ = __add__
+
+    def __sub__(self, n: Any) -> "SmemAddr":
+        return SmemAddr(self.tile, self.offset - int(n))
+
+    def where(self) -> tuple[np.ndarray, int, int]:
+        """(tile, row, col) of the address."""
+        t = self.tile
+        row, rest = divmod(self.offset, t.strides[0])
+        return t, row, rest // t.strides[1]
+
+
+def _sim_ldmatrix_at(num: int, trans: bool, addr: Any) -> Any:
+    if not isinstance(addr, SmemAddr):
+        raise TypeError(f"ldmatrix_x{num}{'_trans' if trans else ''}_at needs an address from "
+                        f"smem_addr (plus or minus bytes), got {type(addr).__name__}")
+    return _sim_ldmatrix(num, trans, *addr.where())
 
 
 def _base(arr: Any) -> np.ndarray:
@@ -322,6 +356,17 @@ if SIM:
     def ldmatrix_x4_trans(tile, row, col):
         return _sim_ldmatrix(4, True, tile, row, col)
 
+    def smem_addr(tile, row, col):
+        """The shared-memory address of ``tile[row, col]`` (bytes, 32-bit on a GPU)."""
+        t = _base(tile)
+        return SmemAddr(t, int(row) * t.strides[0] + int(col) * t.strides[1])
+
+    def ldmatrix_x4_at(addr):
+        return _sim_ldmatrix_at(4, False, addr)
+
+    def ldmatrix_x4_trans_at(addr):
+        return _sim_ldmatrix_at(4, True, addr)
+
     def _make_cp_async(cache: str, nbytes: int):
         def cp_async(dst, dr, dc, src, sr, sc):
             _sim_cp_async(cache, nbytes, dst, dr, dc, src, sr, sc)
@@ -471,6 +516,39 @@ else:
 
         return ldmatrix
 
+    def _make_ldmatrix_at(num: int, trans: bool):
+        text = (f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16 "
+                "{" + ", ".join(f"${k}" for k in range(num)) + f"}}, [${num}];")
+
+        @_intrinsic
+        def ldmatrix_at(typingctx, addr):
+            if not isinstance(addr, _types.Integer):
+                raise _TypingError(f"ldmatrix_x{num}..._at needs an integer address from "
+                                   f"smem_addr, got {addr}")
+            ret = _types.UniTuple(_types.uint32, num)
+            sig = ret(addr)
+
+            def codegen(context, builder, sig, args):
+                a = builder.trunc(args[0], _I32) if args[0].type.width > 32 else args[0]
+                res = _asm(builder, _ir.LiteralStructType([_I32] * num), [a], text,
+                           ",".join(["=r"] * num) + ",r,~{memory}")
+                vals = [builder.extract_value(res, k) for k in range(num)]
+                return context.make_tuple(builder, sig.return_type, vals)
+
+            return sig, codegen
+
+        return ldmatrix_at
+
+    @_intrinsic
+    def smem_addr(typingctx, tile, row, col):
+        _check_tile(tile, row, col, "smem_addr")
+        sig = _types.uint32(tile, row, col)
+
+        def codegen(context, builder, sig, args):
+            return _shared_u32(context, builder, sig.args[0], args[0], args[1:], sig.args[1:])
+
+        return sig, codegen
+
     def _make_cp_async(cache: str, nbytes: int):
         text = ("{ .reg .u64 g; cvta.to.global.u64 g, $1; "
                 f"cp.async.{cache}.shared.global [$0], [g], {nbytes}; }}")
@@ -617,6 +695,8 @@ else:
     ldmatrix_x1_trans, ldmatrix_x2_trans, ldmatrix_x4_trans = (_make_ldmatrix(n, True)
                                                                for n in (1, 2, 4))
     pack_bf16x2, pack_f16x2 = _make_pack("bf16"), _make_pack("f16")
+    ldmatrix_x4_at = _make_ldmatrix_at(4, False)
+    ldmatrix_x4_trans_at = _make_ldmatrix_at(4, True)
 
 
 _CP = {key: _make_cp_async(*key) for key in sorted(CP_ASYNC_SIZES)}

@@ -45,6 +45,26 @@ def timed(fn, reps=30, warm=3):
 
 
 out = {"matmul": {}, "attention": {}}
+
+
+def best(results):
+    """The fastest configuration whose result agreed with PyTorch's (to bfloat16 noise)."""
+    ok = {k: r for k, r in results.items() if isinstance(r, dict) and "ratio" in r
+          and r[next(x for x in r if x.startswith("max_"))] < 0.05}
+    return list(eval(max(ok, key=lambda k: ok[k]["ratio"]))) if ok else None
+
+
+def save():
+    """Write what is measured so far (a timeout keeps it) and the choices file."""
+    json.dump(out, open(sys.argv[1] if len(sys.argv) > 1 else "tune.json", "w"), indent=1)
+    picks = {"matmul": best(out["matmul"]),
+             "attention_d64": best(out["attention"].get("d64", {})),
+             "attention_d128": best(out["attention"].get("d128", {}))}
+    picks = {k: v for k, v in picks.items() if v}
+    if len(sys.argv) > 3:  # the choices file for CUDACOURSE_TC_CONFIGS
+        json.dump(picks, open(sys.argv[3], "w"))
+    return picks
+
 quick = len(sys.argv) > 2 and sys.argv[2] == "quick"
 rng = cp.random.default_rng(0)
 M = N = K = 4096
@@ -78,12 +98,14 @@ for c in cfgs[:2] if quick else cfgs:
         r = dict(error=f"{type(exc).__name__}: {exc}"[:300])
     out["matmul"][str(c)] = r
     print("matmul", c, r, flush=True)
+    save()
 
 from torch.nn.functional import scaled_dot_product_attention as sdpa  # noqa: E402
 
 H, S = 16, 4096
-acfgs = {64: [(4, 64), (4, 128), (8, 64), (8, 128), (4, 32)],
-         128: [(4, 32), (4, 64), (8, 64), (8, 32)]}
+acfgs = {64: [(4, 64), (4, 64, 0, False, 2), (4, 32, 0, False, 2), (4, 128), (8, 64),
+              (8, 128), (4, 32)],
+         128: [(4, 32, 168), (4, 32), (4, 64), (8, 64), (8, 32)]}
 for d in (64, 128):
     q, k, v = (bits(rng.random((H, S, d), dtype=cp.float32) * 4 - 2) for _ in range(3))
     tq, tk, tv = (torch.as_tensor(x, device="cuda").view(torch.bfloat16)[None] for x in (q, k, v))
@@ -114,19 +136,7 @@ for d in (64, 128):
                 r = dict(error=f"{type(exc).__name__}: {exc}"[:300])
             out["attention"][key][str(c)] = r
             print("attention", key, c, r, flush=True)
-json.dump(out, open(sys.argv[1] if len(sys.argv) > 1 else "tune.json", "w"), indent=1)
+            save()
+save()
+print("picks", save())
 
-
-def best(results):
-    """The fastest configuration whose result agreed with PyTorch's (to bfloat16 noise)."""
-    ok = {k: r for k, r in results.items() if isinstance(r, dict) and "ratio" in r
-          and r[next(x for x in r if x.startswith("max_"))] < 0.05}
-    return list(eval(max(ok, key=lambda k: ok[k]["ratio"]))) if ok else None
-
-
-picks = {"matmul": best(out["matmul"]), "attention_d64": best(out["attention"].get("d64", {})),
-         "attention_d128": best(out["attention"].get("d128", {}))}
-picks = {k: v for k, v in picks.items() if v}
-if len(sys.argv) > 3:  # the choices file for CUDACOURSE_TC_CONFIGS
-    json.dump(picks, open(sys.argv[3], "w"))
-print("picks", picks)
