@@ -201,9 +201,9 @@ cudacourse.check.check_mma_tile(mma_tile, hidden=cudacourse.check.Cases(seed=701
 # %%
 rng = np.random.default_rng(7)
 n = 256
-A = rng.standard_normal((n, n)).astype(np.float32)
-B = rng.standard_normal((n, n)).astype(np.float32)
-exact = A.astype(np.float64) @ B.astype(np.float64)
+a32 = rng.standard_normal((n, n)).astype(np.float32)
+b32 = rng.standard_normal((n, n)).astype(np.float32)
+exact = a32.astype(np.float64) @ b32.astype(np.float64)
 
 
 def error_of(a, b):
@@ -212,11 +212,13 @@ def error_of(a, b):
     return float(np.abs(got - exact).max() / np.abs(exact).max())
 
 
-errors = {"float32 (NumPy's float32 matmul)": float(np.abs(A @ B - exact).max() / np.abs(exact).max()),
-          "TF32 inputs (rounded, cvt.rna)": error_of(fragments.to_tf32(A), fragments.to_tf32(B)),
+errors = {"float32 (NumPy's float32 matmul)":
+              float(np.abs(a32 @ b32 - exact).max() / np.abs(exact).max()),
+          "TF32 inputs (rounded, cvt.rna)": error_of(fragments.to_tf32(a32),
+                                                     fragments.to_tf32(b32)),
           "TF32 inputs (truncated, as mma reads raw float32)":
-              error_of(fragments.round_tf32(A), fragments.round_tf32(B)),
-          "bfloat16 inputs": error_of(fragments.round_bf16(A), fragments.round_bf16(B))}
+              error_of(fragments.round_tf32(a32), fragments.round_tf32(b32)),
+          "bfloat16 inputs": error_of(fragments.round_bf16(a32), fragments.round_bf16(b32))}
 for name, e in errors.items():
     print(f"{name:52s} {e:.1e}")
 # %% [markdown]
