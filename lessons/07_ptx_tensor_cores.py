@@ -26,6 +26,9 @@ from numba import cuda, float32, uint16
 import matplotlib.pyplot as plt
 from cudacourse import asm, device, fragments, prose
 from cudacourse import tensorcore as tc
+# cp.async and ldmatrix need shared tiles on 16-byte boundaries: ask a GPU for that
+# alignment (the simulator's shared arrays take no alignment option, and need none)
+ALIGN = None if device.is_simulator() else 16
 # %% [markdown]
 # ## 1. PTX and SASS
 #
@@ -308,14 +311,15 @@ quiz.grade("07_ptx_tensor_cores.cp_async_barrier", answer_cp_async_barrier)
 # 4. `acc = tc.mma_bf16(fa, fb, acc)`;
 # 5. a barrier before the next tile overwrites `sa` and `sb`.
 #
-# The store of `acc` (the C layout) is written for you. The checker names a loop that skips
-# the last tile, B's fragment without `.trans`, A's k offset missing, an accumulator rounded
-# to bfloat16, and a missing barrier after the wait.
+# The tiles are declared 16-byte aligned (`alignment=ALIGN`, from the setup cell), as
+# `cp.async` and `ldmatrix` need; the store of `acc` (the C layout) is written for you.
+# The checker names a loop that skips the last tile, B's fragment without `.trans`, A's k
+# offset missing, an accumulator rounded to bfloat16, and a missing barrier after the wait.
 # %% [solution] id=mma_matmul
 @cuda.jit
 def mma_matmul(a, b, c):
-    sa = cuda.shared.array((16, 16), uint16)
-    sb = cuda.shared.array((16, 16), uint16)
+    sa = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
+    sb = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
     tid = cuda.threadIdx.x
     lane = tid % 32
     warp = tid // 32

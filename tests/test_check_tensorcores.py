@@ -15,6 +15,8 @@ from cudacourse.check import CheckFailure
 
 pytestmark = pytest.mark.lesson7
 
+ALIGN = None if tc.SIM else 16  # cp.async and ldmatrix: 16-byte aligned tiles on a GPU
+
 
 # --- exercise 1: mma_tile(a, b, c, d), one warp ----------------------------------------------
 
@@ -172,8 +174,8 @@ def _matmul(variant: str):
 
     @cuda.jit
     def kernel(a, b, c):
-        sa = cuda.shared.array((16, 16), uint16)
-        sb = cuda.shared.array((16, 16), uint16)
+        sa = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
+        sb = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
         tid = cuda.threadIdx.x
         lane = tid % 32
         warp = tid // 32
@@ -217,8 +219,8 @@ def _matmul(variant: str):
 def matmul_right_plain_loads(a, b, c):
     # written differently: plain loads into shared memory (no cp.async), each thread 8
     # elements of both tiles, B's fragment from ldmatrix_x4_trans with the upper half unused
-    sa = cuda.shared.array((16, 16), uint16)
-    sb = cuda.shared.array((16, 16), uint16)
+    sa = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
+    sb = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
     tid = cuda.threadIdx.x
     lane = tid & 31
     warp = tid >> 5
@@ -244,8 +246,8 @@ def matmul_right_plain_loads(a, b, c):
 @cuda.jit
 def matmul_no_barrier(a, b, c):
     # the master without the barrier between cp_async_wait and ldmatrix
-    sa = cuda.shared.array((16, 16), uint16)
-    sb = cuda.shared.array((16, 16), uint16)
+    sa = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
+    sb = cuda.shared.array((16, 16), uint16, alignment=ALIGN)
     tid = cuda.threadIdx.x
     lane = tid % 32
     warp = tid // 32
