@@ -124,3 +124,12 @@ def test_a_spec_naming_a_parameter_twice_or_an_unknown_technique_is_refused():
         K.exercise("bad", params=("x", "out"), inputs={"x": K.Random()},
                    outputs={"out": K.Output()}, reference=histogram_ref, cases=[(10, 32)],
                    observe=("telepathy",))
+
+
+def test_the_kit_serves_any_numpy_function_as_captured(monkeypatch):
+    """K.bincount (no list names it) is NumPy's, taken when the kit was imported."""
+    real = np.bincount
+    monkeypatch.setattr(np, "bincount", lambda *a, **k: "rebound")
+    assert K.bincount is real and K.cumsum is np.cumsum
+    with pytest.raises(AttributeError, match="no 'nonesuch'"):
+        K.nonesuch
