@@ -124,3 +124,49 @@ def test_a_spec_naming_a_parameter_twice_or_an_unknown_technique_is_refused():
         K.exercise("bad", params=("x", "out"), inputs={"x": K.Random()},
                    outputs={"out": K.Output()}, reference=histogram_ref, cases=[(10, 32)],
                    observe=("telepathy",))
+
+
+def test_the_kit_serves_any_numpy_function_as_captured(monkeypatch):
+    """K.bincount (no list names it) is NumPy's, taken when the kit was imported."""
+    real = np.bincount
+    monkeypatch.setattr(np, "bincount", lambda *a, **k: "rebound")
+    assert K.bincount is real and K.cumsum is np.cumsum
+    with pytest.raises(AttributeError, match="no 'nonesuch'"):
+        K.nonesuch
+
+
+def twice_ref(a, xp=np):
+    return xp.multiply(a, 2.0)
+
+
+check_twice_tile = K.exercise(
+    "twice_tile", params=("a", "out"),
+    inputs={"a": K.Random(dtype="float16", shape=(16, 16))},  # a tensor-core-sized tile
+    outputs={"out": K.Output("float32", shape=(16, 16))}, reference=twice_ref,
+    formula="2 * a[y, x]", cases=[((16, 16), (16, 16))], spare_blocks=0, observe=(),
+    rtol=1e-3, atol=1e-3)
+
+
+@cuda.jit
+def twice_tile(a, out):
+    x, y = cuda.grid(2)
+    if y < out.shape[0] and x < out.shape[1]:
+        out[y, x] = 2.0 * a[y, x]
+
+
+@cuda.jit
+def twice_tile_first_rows(a, out):
+    x, y = cuda.grid(2)
+    if y < 8 and x < out.shape[1]:
+        out[y, x] = 2.0 * a[y, x]
+
+
+def test_a_float16_tile_in_2d_is_checked_without_overflowing_its_guards():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a float16 guard zone of 3.25e30 would overflow
+        assert check_twice_tile(twice_tile).startswith("twice_tile passes: 1 sizes ((16, 16))")
+        with pytest.raises(check.CheckFailure) as info:
+            check_twice_tile(twice_tile_first_rows)
+    assert info.value.cause == "unwritten", str(info.value)

@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 
 from . import lessons as _lessons
 from . import lessonsource
+from .i18n import catalog, glossary, translations
 
 PACKAGE = "src/cudacourse"
 MAX_SHARE = 0.40  # no answer letter right (and no right choice longest) in more of them
@@ -247,8 +248,6 @@ def causes_used(source: str) -> set[str]:
 
 def known_causes(root: Path) -> dict[str, str]:
     """``CAUSES`` of ``check/_failure.py`` and every exercise spec's own ``causes={...}``."""
-    from .i18n import catalog
-
     return catalog.causes(Path(root))
 
 
@@ -363,8 +362,6 @@ def _asked_in_order(les: Lesson):
 def _translations(les: Lesson):
     if not les.source_path.exists() or not les.bank_path.exists():
         return
-    from .i18n import glossary, translations
-
     for path in (translations.po_path(les.stem, "ja", les.root),
                  translations.key_po_path(les.stem, "ja", les.root)):
         if not path.exists():
@@ -400,8 +397,6 @@ def _messages_translated(les: Lesson):
     text = les.checker_text()
     if not text:
         return
-    from .i18n import catalog
-
     path = catalog.po_path(les.root, "ja")
     if not path.exists():
         yield les.rel(path), "no Japanese message catalogue"

@@ -158,7 +158,7 @@ check_{topic}_offset = K.exercise(
     formula="x[i] + c",
     cases=[(1000, 128), (33, 32)],  # (n, threads per block): not block multiples
     seed={number * 1000 + 1},
-    alternatives={{"x[i] (c left out)": lambda x, c: x, "x[i] - c": lambda x, c: x - c}},
+    alternatives={{"x[i]": lambda x, c: x, "x[i] - c": lambda x, c: x - c}},
     observe=("spread",),  # each element written once, by its own thread
     points=2,
 )

@@ -44,6 +44,7 @@ import ast
 import re
 import shutil
 import sys
+import tomllib
 from pathlib import Path
 
 LAYERS: dict[str, tuple[str, ...]] = {
@@ -207,10 +208,32 @@ def _wrap(stmt: str, indent: str, width: int = 99) -> str:
 
 # --- dotted names and paths in any text ----------------------------------------------------
 
-_DOTTED = re.compile(r"(?<![\w.])cudacourse\.(" + "|".join(sorted(MOVED, key=len, reverse=True))
-                     + r")\b(?!\.py)")
-_PATH = re.compile(r"(?<![\w])cudacourse/(" + "|".join(sorted(MOVED, key=len, reverse=True))
-                   + r")\.py\b")
+def _patterns() -> tuple[re.Pattern, re.Pattern]:
+    names = "|".join(sorted(MOVED, key=len, reverse=True))
+    return (re.compile(r"(?<![\w.])cudacourse\.(" + names + r")\b(?!\.py)"),
+            re.compile(r"(?<![\w])cudacourse/(" + names + r")\.py\b"))
+
+
+_DOTTED, _PATH = _patterns()
+
+
+def add_registry_topics(pkg: Path) -> list[str]:
+    """A lesson's topic module still at the top (a lesson added since this list was written,
+    e.g. by ``cudacourse lesson new``) goes to ``kernels/`` too; returns those names."""
+    global _DOTTED, _PATH
+    extra = []
+    for bank in sorted((pkg / "quizzes").glob("[0-9][0-9]_*.toml")):
+        topics = tomllib.loads(bank.read_text(encoding="utf-8")).get("lesson", {}).get(
+            "topics", [])
+        for t in topics:
+            if "." not in t and t not in MOVED and ((pkg / f"{t}.py").exists()
+                                                    or (pkg / "kernels" / f"{t}.py").exists()):
+                MOVED[t] = "kernels"
+                extra.append(t)
+    if extra:
+        LAYERS["kernels"] = LAYERS["kernels"] + tuple(extra)
+        _DOTTED, _PATH = _patterns()
+    return extra
 
 
 def rewrite_text(text: str) -> str:
@@ -279,6 +302,7 @@ def _files(root: Path) -> list[Path]:
 def run(root: Path, check: bool = False) -> list[str]:
     """Move and rewrite the checkout at ``root``; the paths changed (or that would be)."""
     pkg = root / "src" / "cudacourse"
+    add_registry_topics(pkg)
     if check:
         left = [f"src/cudacourse/{m}.py" for m in MOVED if (pkg / f"{m}.py").exists()]
         if COMPAT_MARK not in (pkg / "__init__.py").read_text(encoding="utf-8"):

@@ -249,6 +249,15 @@ def validate_shared(resources: Any, dynamic: int = 0, name: str = "kernel") -> N
 
 # --- guarded, poisoned outputs ------------------------------------------------------------
 
+def fitted(sentinel: float, dtype: Any) -> Any:
+    """``sentinel`` as ``dtype`` holds it: a float16 cannot hold 3.25e30, so a fraction of its
+    largest value instead (still no value a correct kernel writes or reads)."""
+    top = float(_np.finfo(dtype).max)
+    if abs(sentinel) > top:
+        sentinel = (-0.75 if sentinel < 0 else 0.625) * top
+    return _np.dtype(dtype).type(sentinel)
+
+
 @dataclass
 class Guarded:
     """A device array of ``shape`` sitting between two guard zones of sentinels.
@@ -280,6 +289,8 @@ class Guarded:
             sentinel = SENTINEL if is_float else -1234567
         else:
             sentinel = INPUT_SENTINEL if is_float else -7654321
+        if is_float:
+            sentinel = fitted(sentinel, dtype)
         host = _full(n + 2 * guard, sentinel, dtype=dtype)
         if fill is None:  # poison: a never-written element stays NaN (or a marker int)
             host[guard:guard + n] = _np.nan if is_float else -999999
