@@ -51,7 +51,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "kernels": ("vector", "cpu_vs_gpu", "indexing", "warps", "transfer", "launch_cost",
                 "matmul", "reduce", "transpose", "softmax", "attention", "stencil", "lbm"),
     "runtime": ("device", "launch", "arrays", "timing", "intrinsics", "simwarp", "simblock",
-                "hardware", "occupancy"),
+                "hardware", "occupancy", "asm"),
     "course": ("lessons", "lessonsource", "lessonrules", "scaffold", "quiz", "prose",
                "authoring", "workspace", "courseroot", "gpu_run"),
 }
@@ -67,9 +67,9 @@ DOCSTRINGS = {
 MOVED = {mod: layer for layer, mods in LAYERS.items() for mod in mods}
 # What learner notebooks (lessons/*.py setup cells and code) name as cudacourse.<module>:
 # served by cudacourse.__getattr__ after the move, for notebooks already in workspaces.
-LEARNER_NAMES = ("attention", "cpu_vs_gpu", "device", "indexing", "launch", "launch_cost",
-                 "lbm", "matmul", "occupancy", "prose", "quiz", "reduce", "simwarp",
-                 "softmax", "stencil", "transfer", "transpose", "vector", "warps")
+LEARNER_NAMES = ("asm", "attention", "cpu_vs_gpu", "device", "indexing", "launch",
+                 "launch_cost", "lbm", "matmul", "occupancy", "prose", "quiz", "reduce",
+                 "simwarp", "softmax", "stencil", "transfer", "transpose", "vector", "warps")
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".sh", ".cfg", ".ini", ".txt", ".yml", ".yaml"}
 # records of past runs (docs/*.json) keep the names they were made with
 SKIP_DIRS = {".git", ".venv", "__pycache__", "node_modules", ".pytest_cache", "solutions",
