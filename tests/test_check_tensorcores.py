@@ -426,3 +426,38 @@ def test_wait_without_barrier_is_read_from_the_order_of_the_calls():
     assert not T._wait_without_barrier(
         "tc.cp_async_wait(0)\ncuda.syncthreads()\nx = tc.ldmatrix_x4(s, 0, 0)\n")
     assert not T._wait_without_barrier("x = tc.ldmatrix_x4(s, 0, 0)\n")
+
+
+# --- generated: every named mistake is told apart from the right answer and from the others -----
+
+def test_each_named_mistake_is_distinct_on_random_tiles():
+    """Over many random tiles (more with CUDACOURSE_NIGHTLY=1), each wrong fragment's D
+    differs from the right one and is named as itself, not as another mistake: the
+    checker's diagnosis cannot depend on a lucky draw."""
+    import os
+
+    import numpy as np
+
+    from cudacourse import fragments as fr
+    from cudacourse.check import tensorcores as tcheck
+
+    rng = np.random.default_rng(40)
+    for _ in range(500 if os.environ.get("CUDACOURSE_NIGHTLY") else 40):
+        r = float(rng.choice([1.0, 4.0, 100.0]))
+        a, c = (rng.uniform(-r, r, s).astype(np.float32) for s in ((16, 16), (16, 8)))
+        b = rng.uniform(-r, r, (16, 8)).astype(np.float32)
+        want = fr.mma_reference(a, b, c).astype(np.float64)
+        mistakes = tcheck._tile_mistakes(a, b, c)
+        for key, (d, _, _) in mistakes.items():
+            named = tcheck._named(np.asarray(d, np.float64), want, mistakes, 1e-3)
+            assert named is not None and named[0] == key, (key, named and named[0])
+        m, k, n = 16 * rng.integers(1, 4), 16 * rng.integers(2, 5), 16 * rng.integers(1, 4)
+        av = fr.round_bf16(rng.uniform(-r, r, (m, k)).astype(np.float32)).astype(np.float64)
+        bv = fr.round_bf16(rng.uniform(-r, r, (k, n)).astype(np.float32)).astype(np.float64)
+        want = tcheck._tiled(av, bv)
+        mistakes = tcheck._matmul_mistakes(av, bv)
+        for key, (got, _, _) in mistakes.items():
+            named = tcheck._named(got, want, mistakes, 1e-3)
+            # with two k tiles, "only the first" and "all but the last" are one mistake
+            same = {key, "last_tile"} if key == "first_tile" and k == 32 else {key}
+            assert named is not None and named[0] in same, (key, named and named[0])
