@@ -20,7 +20,7 @@ from typing import Iterator
 
 import pytest
 
-from cudacourse import i18n
+from cudacourse import i18n, lessonrules
 from cudacourse.check import _engine, _failure
 
 _SRC = str(Path(_failure.__file__).resolve().parents[1])
@@ -34,6 +34,7 @@ ALLOWED = {
     "scale", "steps", "chunk", "offset", "acc", "tile", "fx", "exp", "sqrt", "min", "max", "sum",
     "print", "yield", "shape", "size", "range", "column", "row", "lane", "rows", "cols",
     "result", "OPP", "CX", "CY", "NE", "NW", "SE", "SW", "TX", "TY", "head_dim", "causal",
+    "bfloat16", "TF32", "mma", "ldmatrix", "Tensor",  # lesson 7: formats, PTX, Tensor Core
 }
 _CODE_SPAN = re.compile(r"`[^`]*`")
 # a token with code inside it (not a word in parentheses): cuda.grid(1), a[i], x.<locals>.k
@@ -108,7 +109,7 @@ def recording() -> Iterator[tuple[list, list]]:
         while frame is not None and frame.f_code.co_name in (
                 "fail", "__init__", "from_dict", "_rebuild") and \
                 frame.f_code.co_filename.startswith(_SRC):
-            frame = frame.f_back  # past fail() and O.fail(): who wrote the message?
+            frame = frame.f_back  # past the kit's fail(): who wrote the message?
         if frame is not None and frame.f_code.co_filename.startswith(_SRC):
             failures.append(self)  # not a test's own fail("msg") or CheckFailure("...")
 
@@ -155,5 +156,7 @@ def pytest_runtest_call(item: pytest.Item):
         result = yield
     found = problems(failures, lines)
     if found:
-        raise AssertionError("not Japanese under CUDACOURSE_LANG=ja:\n" + "\n".join(found[:12]))
+        rule = lessonrules.BY_ID["messages_translated"]  # the rule lesson check states
+        raise AssertionError("not Japanese under CUDACOURSE_LANG=ja:\n" + "\n".join(found[:12])
+                             + f"\n[{rule.id}] {rule.text}\n  Fix: {rule.fix}")
     return result

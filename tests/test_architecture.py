@@ -284,10 +284,10 @@ def test_the_scans_catch_a_second_name_and_a_private_use(tmp_path):
     (pkg / "check").mkdir(parents=True)
     files = {"__init__.py": "", "check/__init__.py": "", "check/_engine.py": "",
              "check/vector.py": "from . import _engine\n",
-             "occupancy.py": "from .check import _engine\n",
+             "stray.py": "from .check import _engine\n",
              "loader.py": "import runpy\nrunpy.run_path('grader/x.py')\n"}
     for rel, text in files.items():
         (pkg / rel).write_text(text)
     known = modules(pkg)
-    assert private_uses(known) == {("cudacourse.occupancy", "cudacourse.check._engine")}
+    assert private_uses(known) == {("cudacourse.stray", "cudacourse.check._engine")}
     assert by_path_loaders(known) == {"cudacourse.loader"}

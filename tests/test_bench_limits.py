@@ -61,7 +61,7 @@ def test_ncu_csv_and_manifest_disagreeing_is_refused(tmp_path):
     assert got["full"]["registers"] == 44 and got["full"]["l1tex_stall_cycles"] > 0
 
 
-CHOOSE = runpy.run_path(str(ROOT / "tools" / "choose_issue35.py"))
+CHOOSE = runpy.run_path(str(ROOT / "tools" / "choose_candidates.py"))
 
 
 def _row(what, ms, current=False, **kw):

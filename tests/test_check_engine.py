@@ -77,8 +77,7 @@ def calls_np_dot(a, b, out):
 
 def test_failure_carries_fields_and_reads_diagnosis_first():
     with pytest.raises(CheckFailure) as info:
-        E.fail("out[5] was never written.", cause="unwritten",
-               hint="does every element get a thread?", context={"n": np.int64(7)})
+        E.fail("unwritten", "out[5] was never written.", hint="does every element get a thread?", context={"n": np.int64(7)})
     exc = info.value
     assert isinstance(exc, AssertionError)
     assert (exc.cause, exc.context) == ("unwritten", {"n": np.int64(7)})
@@ -89,11 +88,11 @@ def test_failure_carries_fields_and_reads_diagnosis_first():
 
 def test_old_style_fail_still_works_and_extra_keywords_join_context():
     with pytest.raises(CheckFailure) as info:
-        E.fail("plain message")
+        E.fail("wrong_values", "plain message")
     assert (info.value.cause, info.value.hint, str(info.value)) == ("wrong_values", "",
                                                                     "plain message")
     with pytest.raises(CheckFailure) as info:
-        E.fail("m", cause="race", index=3)
+        E.fail("race", "m", index=3)
     assert info.value.context == {"index": 3}
 
 

@@ -1,6 +1,7 @@
 """tools/codemods/: re-runnable rewrites of the source, tested on scratch copies.
 
-``check_kit.py`` moves the checker modules onto the public kit (``cudacourse.check.kit``);
+``one_kit.py`` puts every ``fail`` on the one signature ``fail(cause, message, ...)`` and the
+checkers on the kit's one launch, compare, ``diagnose`` and ``poisoned_shared``;
 ``device_first.py`` puts the device choice before ``numba.cuda`` in every module that needs
 it. Both must be idempotent (the lead re-runs them after merging other branches' edits) and
 leave modules that import and give the same verdicts.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,48 +33,62 @@ def _load(name: str):
     return module
 
 
-check_kit = _load("check_kit")
+one_kit = _load("one_kit")
 device_first = _load("device_first")
 
 
-def test_o_fail_takes_the_engine_order_and_keeps_its_arguments_text():
+def test_every_fail_takes_the_cause_first_and_keeps_its_arguments_text():
     src = textwrap.dedent('''\
-        from . import _engine as E
-        from . import _observe as O
-        from ._cases import resolve
+        from . import kit as K
 
 
-        def f(ctx, n):
-            if E._isclose(1.0, 2.0):
-                O.fail("off_by_one", T("wrote past {n}", n=n), ctx,
+        def f(ctx, n, obs, k):
+            if K.isclose(1.0, 2.0):
+                K.fail(T("wrote past {n}", n=n), cause="off_by_one", context=ctx,
                        hint="guard with `if i < n`")
-            O.fail("race", f"{E.fmt(n) if hasattr(E, 'fmt') else n} threads wrote a slot.")
-            return O.passed("f", hasattr(E, "fmt"), E._np.float32(1))
+            K.fail(f"{K.fmt(n) if hasattr(K, 'fmt') else n} threads wrote a slot.")
+            K.fail("race", T("two threads wrote {n}", n=n), ctx)
+            K.fail(T("outer {m}", m=K.fail(T("inner"), cause="stub")), cause="race")
+            K.launch_observed(obs, k, 1, 32, n, name="k", context=ctx)
+            return O.compare(1, 2, name="x")
         ''')
-    out = check_kit.convert(src, "<test>", check_kit.kit_names())
-    assert "from . import kit as K\nfrom .kit import resolve\n" in out
-    assert "_engine" not in out and "_observe" not in out and "O." not in out
-    assert ('K.fail(T("wrote past {n}", n=n), cause="off_by_one", context=ctx,\n'
-            '               hint="guard with `if i < n`")') in out
-    # inside an f-string's fields too (one token in Python 3.11), never in its text
-    assert ('K.fail(f"{K.fmt(n) if hasattr(K, \'fmt\') else n} threads wrote a slot.", '
-            'cause="race")') in out
-    assert 'K.passes("f", hasattr(K, "fmt"), K.np.float32(1))' in out
-    assert "K.isclose(1.0, 2.0)" in out
-    assert check_kit.convert(out, "<test>", check_kit.kit_names()) == out  # idempotent
+    out = one_kit._run_until_stable(src, bare=True, checker=True)
+    assert ('K.fail("off_by_one", T("wrote past {n}", n=n), context=ctx, '
+            'hint="guard with `if i < n`")') in out
+    # no cause: the old default; an f-string's fields are left as they are
+    assert ('K.fail("wrong_values", f"{K.fmt(n) if hasattr(K, \'fmt\') else n} threads wrote '
+            'a slot.")') in out
+    assert 'K.fail("race", T("two threads wrote {n}", n=n), ctx)' in out  # already new
+    assert 'K.fail("race", T("outer {m}", m=K.fail("stub", T("inner"))))' in out  # nested
+    assert 'K.launch(k, 1, 32, n, name="k", context=ctx, obs=obs)' in out
+    assert "E.compare(1, 2, name=\"x\")" in out
+    assert one_kit._run_until_stable(out, bare=True, checker=True) == out  # idempotent
 
 
-def test_a_name_the_kit_lacks_stops_the_run_naming_it():
-    with pytest.raises(SystemExit, match=r"E\._nonesuch has no kit name"):
-        check_kit.convert("from . import _engine as E\nE._nonesuch()\n", "<test>",
-                          check_kit.kit_names())
+def test_checkers_reach_diagnose_and_poisoned_shared_through_the_kit():
+    src = ("from . import kit as K\nfrom . import _diagnose as D\n"
+           "from .tiling import poisoned_shared\n\n\ndef f(g, w):\n"
+           "    with poisoned_shared():\n        D.factor(g, w)\n")
+    out = one_kit.rewrite(src, bare=True, checker=True)
+    assert "_diagnose" not in out and "from .tiling" not in out
+    assert "with K.poisoned_shared():" in out and "K.diagnose.factor(g, w)" in out
 
 
-def test_every_kit_name_exists_in_the_kit():
+def test_the_tree_is_converted():
+    assert one_kit.main(["--check"]) == 0, "run: python tools/codemods/one_kit.py"
+
+
+def test_the_kit_is_imports_and_definitions_with_all():
+    import ast
+
     from cudacourse.check import kit
 
-    assert check_kit.kit_names() <= set(dir(kit))
-    assert check_kit.kit_names() == set(kit.__all__)
+    tree = ast.parse(Path(kit.__file__).read_text())
+    aliases = [node.lineno for node in tree.body if isinstance(node, ast.Assign)
+               and isinstance(node.value, ast.Attribute)]
+    assert not aliases, f"check/kit.py: X = _mod.Y aliases at lines {aliases}"
+    assert sorted(kit.__all__) == sorted(set(kit.__all__))
+    assert all(hasattr(kit, name) for name in kit.__all__)
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +98,14 @@ def scratch_package(tmp_path_factory) -> Path:
     shutil.copytree(ROOT / "src" / "cudacourse", src / "cudacourse",
                     ignore=shutil.ignore_patterns("__pycache__"))
     files = [src / "cudacourse" / "check" / f"{m}.py" for m in lessons.CHECKER_MODULES]
-    assert check_kit.main([str(f) for f in files]) == 0
-    assert check_kit.main(["--check", *map(str, files)]) == 0  # nothing left to change
+    for f in files:  # back to the message-first calls other branches may still write
+        f.write_text(re.sub(r'K\.fail\(("\w+"), (T\("[^"\n]*"\))\)', r"K.fail(\2, cause=\1)",
+                            f.read_text()))
+    assert one_kit.main([str(f) for f in files]) == 0
+    assert one_kit.main(["--check", *map(str, files)]) == 0  # nothing left to change
     for f in files:
         text = f.read_text()
-        assert "from . import kit as K" in text
-        assert not any(f"_{m}" in text for m in ("engine as E", "observe as O")), f.name
+        assert "from . import kit as K" in text and "cause=" not in text, f.name
     return src
 
 

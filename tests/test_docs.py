@@ -118,3 +118,17 @@ def test_the_setup_cell_authoring_describes_is_the_lessons():
         source = (ROOT / lesson.source).read_text(encoding="utf-8")
         setup = source.split("# %% [readonly] id=setup\n", 1)[1].splitlines()
         assert [line.split("#")[0].strip() for line in setup[:2]] == list(first.groups())
+
+
+def test_the_rules_authoring_lists_are_the_validators():
+    """docs/authoring.md's *Rules a lesson keeps* is `python -m cudacourse.lessonrules doc`,
+    the rules `cudacourse lesson check` reports: regenerate the block when this fails."""
+    from cudacourse import lessonrules
+
+    text = _text("docs/authoring.md")
+    start = text.index(lessonrules.DOC_BEGIN)
+    end = text.index(lessonrules.DOC_END) + len(lessonrules.DOC_END)
+    assert text[start:end] == lessonrules.doc(), \
+        "run: python -m cudacourse.lessonrules doc --write docs/authoring.md"
+    section = text[text.index("## Rules a lesson keeps"):]
+    assert section.index(lessonrules.DOC_BEGIN) < section.index("\n## ", 1)

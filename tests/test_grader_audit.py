@@ -61,8 +61,9 @@ def test_audit_watches_every_checker_module():
     assert engine - {"cudacourse.check._child", "cudacourse.check._numba_hooks"} <= set(
         grading_audit.COURSE_MODULES)
     topics = {lesson.checker_module for lesson in lessons.LESSONS}
-    assert "cudacourse.check.kit" in grading_audit.COURSE_MODULES
-    assert topics == modules - engine - {"cudacourse.check.kit"}, \
+    kit = {"cudacourse.check.kit", "cudacourse.check.spec"}  # the kit, and the spec it exports
+    assert kit <= set(grading_audit.COURSE_MODULES)
+    assert topics == modules - engine - kit, \
         "a checker module outside the registry, or missing"
     snap = grading_audit.snapshot({}, load=True)
     assert all(snap.get(f"mod:{m}", "missing") != "missing" for m in topics), topics

@@ -83,7 +83,7 @@ def test_a_checker_failure_carries_its_cause_into_the_verdict_and_the_cell():
 
     from cudacourse.grader import prepare
 
-    test = "_failure.fail('out[3] is -1, want 5', cause='wrong_values_sub')"
+    test = "_failure.fail('wrong_values_sub', 'out[3] is -1, want 5')"
     v = verdict.judge(_job(test, context=(CHECK_FAILURE,)))
     assert v["status"] == "fail" and v["ename"] == "CheckFailure"
     assert v["cause"] == "wrong_values_sub"

@@ -16,9 +16,10 @@ import pytest
 from numba import cuda
 
 import cudacourse.check
-from cudacourse import lessons
+from cudacourse import lessonrules, lessons
 from cudacourse.authoring import ROOT
-from cudacourse.check import Cases, _cases
+from cudacourse.check import Cases
+from cudacourse.check._cases import resolve  # the original, before the spy replaces it
 from cudacourse.check import _engine as E
 from cudacourse.check import kit
 
@@ -62,12 +63,12 @@ def test_the_checker_draws_the_masters_cases_and_seed(lesson, name, cases, monke
     drawn: list = []
 
     def spy(hidden, visible, seed, **kw):
-        got = _cases.resolve(hidden, visible, seed, **kw)
+        got = resolve(hidden, visible, seed, **kw)
         drawn.append(got)
         raise _Drawn
 
-    for mod in lessons.CHECKER_MODULES:
-        monkeypatch.setattr(f"cudacourse.check.{mod}.resolve", spy)
+    # the one definition every checker reaches (K.resolve looks it up at each call)
+    monkeypatch.setattr("cudacourse.check._cases.resolve", spy)
     # no learner code is needed to see which cases a checker draws
     for req in ("require_kernel", "require_device_function", "require_function"):
         monkeypatch.setattr(E, req, lambda *a, **k: None)
@@ -87,7 +88,7 @@ def _package_text() -> str:
 
 def test_the_package_holds_no_hidden_seed_or_case():
     text = _package_text()
-    assert "def check_vector_add" in text  # the scan reads the checkers
+    assert "check_vector_add = K.exercise(" in text  # the scan reads the checkers
     spaced = re.sub(r"\s+", "", text)
     for lesson, name, cases in CALLS:
         assert not re.search(rf"\b{cases.seed}\b", text), f"{lesson} {name}: seed in the package"
@@ -122,3 +123,10 @@ def test_a_kernel_right_only_on_the_visible_sizes_fails_the_masters_hidden_cases
     cudacourse.check.check_vector_add(vector_add)
     with pytest.raises(AssertionError):
         cudacourse.check.check_vector_add(vector_add, hidden=cases)
+
+
+@pytest.mark.parametrize("lesson", lessonrules.stems(ROOT))
+def test_every_exercise_is_called_by_name_with_hidden_cases_and_its_points(lesson):
+    """The rules of `cudacourse lesson check` that docs/authoring.md states for test cells."""
+    problems = lessonrules.check(lesson, ROOT, ("checker_called", "hidden_cases", "points"))
+    assert not problems, "\n".join(map(str, problems))

@@ -29,6 +29,16 @@ def test_code_asks_for_no_term():
                              "ja") == []
 
 
+def test_code_outside_backticks_asks_for_no_term():
+    """A dotted name or call, or an indented code line, is code although not in backticks."""
+    assert glossary.problems("Add with cuda.atomic.add(hist, b, 1).",
+                             "cuda.atomic.add(hist, b, 1) で足します。", "ja") == []
+    assert glossary.problems("Add:\n\n    cuda.atomic.add(hist, b, 1)\n",
+                             "足します:\n\n    cuda.atomic.add(hist, b, 1)\n", "ja") == []
+    assert glossary.problems("An atomic add.", "足します。", "ja") == [
+        "the English says 'atomic', the translation lacks 'アトミック'"]
+
+
 def test_plurals_and_hyphens_match():
     assert glossary.problems("Two warps are memory-bound.", "2 つのワープはメモリ律速です。", "ja") == []
     assert glossary.problems("Bank conflicts hurt.", "痛い。", "ja") == [

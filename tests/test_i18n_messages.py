@@ -3,7 +3,6 @@ them (tests/japanese_edition.py, run on every mutant of the check catalogues).""
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
@@ -15,15 +14,17 @@ from japanese_edition import japanese, not_japanese, problems
 
 
 def test_every_cause_the_checkers_use_is_listed():
+    """The rule `causes` of `cudacourse lesson check`, over the machinery's modules too."""
     from pathlib import Path
+
+    from cudacourse import lessonrules
+    from cudacourse.authoring import ROOT
 
     used = set()
     for path in (Path(_failure.__file__).parent).glob("*.py"):
-        src = path.read_text()
-        used |= set(re.findall(r'cause="([a-z][a-z0-9_]+)"', src))
-        used |= set(re.findall(r'\bfail\(\s*"([a-z][a-z0-9_]+)",', src))
-        used |= set(re.findall(r'return \(\s*"([a-z][a-z0-9_]+)",\s*(?:T\(|f?")', src))
-    assert used - set(CAUSES) == set()
+        used |= lessonrules.causes_used(path.read_text())
+    assert used - set(lessonrules.known_causes(ROOT)) == set()
+    assert set(lessonrules.known_causes(ROOT)) <= set(CAUSES)  # specs registered theirs
 
 
 def test_every_cause_has_a_japanese_heading():

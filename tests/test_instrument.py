@@ -390,5 +390,5 @@ def test_a_launch_with_an_unwatched_observation_is_still_instrumented(monkeypatc
     with I.session(shift_racy) as s:
         assert s.active
         with O.observing() as obs:
-            O.launch(O.Observation(False), shift_racy, 1, N, x, out, name="shift")
+            O.launch(shift_racy, 1, N, x, out, name="shift", obs=O.Observation(False))
     assert isinstance(obs, I.NativeObservation) and obs.races

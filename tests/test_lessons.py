@@ -50,7 +50,7 @@ def test_every_file_a_lesson_names_exists(lesson):
         assert (ROOT / path).exists(), path
     assert (ROOT / "src/cudacourse/quizzes" / lesson.questions).exists(), lesson.questions
     for module in lesson.topics + lesson.plots:
-        importlib.import_module(f"cudacourse.{module}")
+        importlib.import_module(L.module_of(module))
     import cudacourse.check
 
     for name in lesson.checkers:
@@ -110,3 +110,14 @@ def test_an_entry_that_is_incomplete_is_refused_by_name(tmp_path):
     (tmp_path / "02_y.toml").write_text(bank.replace("number = 1", "number = 2"))
     with pytest.raises(L.RegistryError, match="without gaps"):
         L.load(tmp_path)
+
+
+@pytest.mark.parametrize("lesson", [lesson.stem for lesson in L.LESSONS])
+def test_every_lesson_keeps_the_registry_rules(lesson):
+    """The rules of `cudacourse lesson check` on the entry, its files, the setup cell, the
+    README row and the marker, and the causes its checker raises."""
+    from cudacourse import lessonrules
+
+    problems = lessonrules.check(lesson, ROOT, ("entry", "files", "setup_cell",
+                                                "registry_listed", "causes", "built"))
+    assert not problems, "\n".join(map(str, problems))

@@ -95,8 +95,8 @@ def one_thread_writes_through_transpose(x, out):
 
 def observe(kernel, x, out, threads=32):
     with O.observing() as obs:
-        O.launch(obs, kernel, 1, threads, obs.watch(cuda.to_device(x), "x"),
-                 obs.watch(out.view, "out"), name=kernel.__name__)
+        O.launch(kernel, 1, threads, obs.watch(cuda.to_device(x), "x"),
+                 obs.watch(out.view, "out"), name=kernel.__name__, obs=obs)
     return obs
 
 

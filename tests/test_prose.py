@@ -152,3 +152,10 @@ def test_each_term_is_defined_at_its_first_use(lesson):
     assert not unused, f"{lesson.name}: terms listed but never used: {unused}"
     assert not undefined, (f"{lesson.name}: terms used before they are defined (set the "
                            f"defining use in *italics* or **bold**):\n" + "\n".join(undefined))
+
+
+def test_measured_gives_the_figure_or_says_it_was_not_measured():
+    # a later GPU run adds a new kernel's ratio: until then a lesson says so, never a number
+    assert prose.measured("bench.no_such_kernel.tflop_s", ".2f") == "not measured yet on a GPU"
+    value = prose.value("bench.ceiling.copy_gb_s")
+    assert prose.measured("bench.ceiling.copy_gb_s", ".1f") == format(value, ".1f")

@@ -9,15 +9,10 @@ import re
 
 import pytest
 
-from cudacourse import quiz
+from cudacourse import lessonrules, quiz
 from cudacourse.authoring import ROOT, lessons
 
 LESSONS = [p.stem for p in lessons() if p.stem in quiz.lessons()]
-MAX_SHARE = 0.40
-
-
-def _choice_questions(lesson: str) -> list[quiz.Question]:
-    return [q for q in quiz.keyed(lesson, ROOT).values() if q.kind == "choice"]
 
 
 class _Cell:
@@ -46,46 +41,12 @@ def test_every_lesson_has_a_bank():
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_five_questions_four_of_them_predict_or_compute(lesson):
-    qs = list(quiz.keyed(lesson, ROOT).values())
-    assert len(qs) >= 5, f"{lesson}: {len(qs)} questions, want at least 5"
-    predict = [q.qid for q in qs if q.predict]
-    assert len(predict) >= 4, f"{lesson}: only {predict} ask to predict or compute"
-    # enough multiple-choice questions for the position rule below to mean something
-    assert len(_choice_questions(lesson)) >= 3, f"{lesson}: fewer than 3 multiple-choice"
-
-
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_right_letters_are_spread(lesson):
-    qs = _choice_questions(lesson)
-    letters = [q.right_choices()[0] for q in qs]
-    for letter in set(letters):
-        share = letters.count(letter) / len(qs)
-        assert share <= MAX_SHARE, (f"{lesson}: ({letter}) is right in {letters.count(letter)} "
-                                    f"of {len(qs)} multiple-choice questions")
-
-
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_right_choice_is_rarely_the_longest(lesson):
-    qs = _choice_questions(lesson)
-    longest = []
-    for q in qs:
-        right = q.right_choices()[0]
-        others = [len(v) for k, v in q.choices.items() if k != right]
-        if len(q.choices[right]) >= max(others):
-            longest.append(q.qid)
-    assert len(longest) / len(qs) <= MAX_SHARE, f"{lesson}: the right choice is longest in {longest}"
-
-
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_every_choice_explains_itself(lesson):
-    for q in quiz.keyed(lesson, ROOT).values():
-        assert q.title and q.explain and q.hint, f"{q.qid}: title, explain and hint needed"
-        if q.kind == "number":
-            assert q.tol > 0 and len(q.wrong) >= 2, f"{q.qid}: tol and common wrong values"
-            assert not any(q.is_right(v) for v, _ in q.wrong), f"{q.qid}: a 'wrong' value is right"
-        else:
-            assert set(q.why) == set(q.choices), f"{q.qid}: a why for every choice"
+def test_the_bank_keeps_the_rules_of_lesson_check(lesson):
+    """The rules docs/authoring.md states for a bank (cudacourse.lessonrules, the validator
+    of `cudacourse lesson check`): every question keyed and explained, most of them predict
+    or compute, right letters spread and the right choice rarely the longest."""
+    problems = lessonrules.check(lesson, ROOT, ("questions", "predict", "letters"))
+    assert not problems, "\n".join(map(str, problems))
 
 
 def test_known_throwaway_choices_are_gone():
@@ -107,18 +68,14 @@ def test_lesson_1_explains_before_it_says_warp():
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_lesson_asks_the_bank_in_order_with_named_answers(lesson):
     """Headers are numbered by bank order, so the lesson must ask in that order; every
-    question has its answer cell (naming the variable and format) and its test cell."""
-    cells = _cells(lesson)
-    asked = [m for c in cells for m in re.findall(r'quiz\.ask\("([\w.]+)"', _source(c))]
-    assert asked == list(quiz.keyed(lesson, ROOT)), f"{lesson}: asked {asked}"
-    ids = {c.id: c for c in cells}
+    question has its answer cell (naming the variable and format) and its test cell (the
+    rule asked_in_order); the master's test cell carries the key token."""
+    problems = lessonrules.check(lesson, ROOT, ("asked_in_order",))
+    assert not problems, "\n".join(map(str, problems))
+    ids = {c.id: c for c in _cells(lesson)}
     for q in quiz.keyed(lesson, ROOT).values():
-        answer_cell = ids.get(q.var)
-        assert answer_cell is not None and answer_cell.kind == "solution", q.var
-        src = _source(answer_cell)
-        assert f"# {q.header}. Answer as: {q.answer_format()}" in src, q.var
-        test_cell = ids.get(f"test_{q.var}")
-        assert test_cell is not None and f'quiz.grade("{q.qid}", {q.var}, key="' in _source(test_cell)
+        assert f"# {q.header}. Answer as: {q.answer_format()}" in _source(ids[q.var]), q.var
+        assert f'quiz.grade("{q.qid}", {q.var}, key="' in _source(ids[f"test_{q.var}"])
 
 
 def _bold_before(cells, qid: str) -> list[str]:

@@ -70,7 +70,7 @@ def render() -> str:
     L = ["# Performance: what limits each kernel, measured", "",
          "Rendered by `python3 tools/probe_perfdoc.py` from `docs/benchmarks.json` and the "
          "files in `docs/sweeps/` (GPU runs on an NVIDIA H200: issue 35 first, then issue 22's "
-         "of 2026-12-01, the \"before\" of issue 35).", "", *issue35(), *issue40(),
+         "of 2026-12-01, the \"before\" of issue 35).", "", *candidates_section(), *issue40(),
          f"## Issue 22 ({before['date'][:10]})", "",
          f"Method of the call timings: {after['method']}", "",
          "## Public calls, as users call them", "",
@@ -161,7 +161,7 @@ def render() -> str:
     return "\n".join(L) + "\n"
 
 
-def issue35() -> list[str]:
+def candidates_section() -> list[str]:
     """The section of issue 35: the goals at the final code (docs/benchmarks.json and its
     ``limits``), the candidates timed in the same GPU call, the counters, the floors."""
     import sys
@@ -179,7 +179,7 @@ def issue35() -> list[str]:
     L = ["## Issue 35: the goals at the final code (H200, " + report["date"][:10] + ")", "",
          f"The bench `{report['command']}` at commit `{report['commit'][:7]}`, "
          f"{report['date']}, in one GPU call with the probe of the candidates and Nsight "
-         f"Compute (`tools/gpu/perf35.sh`; the kernel choices it used: `choices` in the JSON, "
+         f"Compute (`tools/gpu/perf_candidates.sh`; the kernel choices it used: `choices` in the JSON, "
          "the modules' constants since). The counters are one full-size launch of the kernel "
          f"each ratio timed ({', '.join(f'`{f}`' for f in lim['ncu_files'])}).", "",
          "| ratio | now | goal | met | kernel profiled |", "| --- | --- | --- | --- | --- |"]
@@ -187,7 +187,7 @@ def issue35() -> list[str]:
         L.append(f"| `{k}` | {g['value']:.3f} | {g['goal']:.2f} | "
                  f"{'yes' if g['met'] else 'no'} | {g.get('kernel', 'not profiled')} |")
     L += ["", "### Candidates timed beside the present kernels (same call)", "",
-          f"`tools/probe_issue35.py`, {probe['date']}: each checked against a reference, then "
+          f"`tools/probe_candidates.py`, {probe['date']}: each checked against a reference, then "
           "one call between CUDA events, median. Its 80-second budget ran out during the LBM "
           "rows: the candidates listed as *not timed* were compiled and checked in the "
           "simulator only (tests/test_matmul.py, tests/test_lbm.py), not on the GPU.", "",

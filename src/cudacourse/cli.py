@@ -213,6 +213,47 @@ def i18n_command(args: argparse.Namespace) -> int:
     return 1 if (bad or left) else 0
 
 
+def lesson_command(args: argparse.Namespace) -> int:
+    """``new NN_topic``: scaffold a lesson's five files; ``check [NN_topic ...]``: every rule
+    of :mod:`cudacourse.lessonrules` a lesson breaks, with its fix (exit 1 when any)."""
+    from . import lessonrules, scaffold
+    from .courseroot import find_root
+
+    root = find_root()
+    if args.action == "new":
+        if len(args.lessons) != 1:
+            print("usage: cudacourse lesson new NN_topic [--title TITLE]", file=sys.stderr)
+            return 2
+        try:
+            written = scaffold.new(root, args.lessons[0], args.title)
+        except scaffold.ScaffoldError as exc:
+            print(f"cudacourse lesson new: {exc}", file=sys.stderr)
+            return 1
+        for path in written:
+            print("wrote", path.relative_to(root))
+        n = args.lessons[0][:2]
+        print(f"next: edit them, then `cudacourse i18n update` (the Japanese files), "
+              f"`cudacourse build {n}`, `cudacourse lesson check {args.lessons[0]}`")
+        return 0
+    known = lessonrules.stems(root)
+    wanted = []
+    for name in args.lessons or known:
+        match = [s for s in known if s == name or s.split("_")[0] == name]
+        if not match:
+            print(f"cudacourse lesson check: no lesson {name!r} (lessons: {', '.join(known)})",
+                  file=sys.stderr)
+            return 2
+        wanted += match
+    bad = 0
+    for stem in wanted:
+        problems = lessonrules.check(stem, root)
+        print(f"{stem}: " + (f"{len(problems)} rule(s) broken" if problems else "keeps every rule"))
+        for problem in problems:
+            print("  " + str(problem).replace("\n", "\n  "))
+        bad += len(problems)
+    return 1 if bad else 0
+
+
 def build(args: argparse.Namespace) -> int:
     from .authoring import build as do_build
 
@@ -447,6 +488,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--check", action="store_true", help="only report stale files")
     s.add_argument("lessons", nargs="*", help="only these lessons (e.g. 02 or 02_threads)")
     s.set_defaults(f=build)
+    s = sub.add_parser("lesson", help="for course authors: scaffold a lesson (new NN_topic), "
+                       "or report every rule a lesson breaks (check [NN_topic ...])")
+    s.add_argument("action", choices=("new", "check"))
+    s.add_argument("lessons", nargs="*", help="new: the lesson's name, NN_topic; check: the "
+                   "lessons (07 or 07_topic; default every lesson)")
+    s.add_argument("--title", help="new: the lesson's title (default: from the topic)")
+    s.set_defaults(f=lesson_command)
     s = sub.add_parser("quiz-hash", help="the bank hash of an answer (for question authors)")
     s.add_argument("qid")
     s.add_argument("choice")

@@ -42,7 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = next(p for p in Path(__file__).resolve().parents if p.name == "cudacourse").parents[1]
 RECORD = ROOT / "docs" / "gpu_run.json"
 
 # The issues' goals (21, 34, 42), on native checks (a GPU): per lesson (every English master

@@ -298,7 +298,7 @@ def _tuples(v: Any) -> Any:
 def chosen(kernel: str, default: Any) -> Any:
     """The measured choice for ``kernel`` ("matmul", "stencil", "lbm_kernel", ...):
     ``default`` (the module's constant), unless the environment variable CUDACOURSE_CHOICES
-    names a JSON file {kernel: choice} (JSON lists become tuples). tools/choose_issue35.py
+    names a JSON file {kernel: choice} (JSON lists become tuples). tools/choose_candidates.py
     writes one from a GPU sweep, so that one GPU run can time the sweep's winner as the
     public call's choice; the module's constant is then moved to it (a test holds the
     committed benchmarks to the constants). Read once, at import."""

@@ -39,12 +39,48 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent  # src/cudacourse
+# src/cudacourse, wherever in the package this module sits
+PACKAGE_DIR = next(p for p in Path(__file__).resolve().parents if p.name == "cudacourse")
 BANKS = PACKAGE_DIR / "quizzes"
 CHECKERS = PACKAGE_DIR / "check"
 
 _FIELDS = {"number": int, "title": str, "summary": str, "you_write": str, "topics": list,
            "checker": str, "plots": list, "marker": str, "terms": list}
+
+
+# What each technique an exercise spec observes (``observe=(...)`` of
+# ``cudacourse.check.spec.exercise``) may raise after the case's values matched.
+OBSERVED_CAUSES: dict[str, tuple[str, ...]] = {
+    "spread": ("serial_work", "redundant_work"),  # each element written once, by its thread
+}
+
+
+# The packages that hold the modules a registry entry names by their short name (``topics``,
+# ``plots``, ``const.<module>`` of the prose): the package itself, then its layers.
+LAYERS = ("", "kernels.", "runtime.", "course.")
+
+
+def module_of(name: str, package_dir: Path | None = None) -> str:
+    """The full name of the package's module ``name`` (``vector``, ``viz.threads``), found
+    in the package or one of its layers (``cudacourse.kernels.vector``)."""
+    base = package_dir or PACKAGE_DIR
+    for layer in LAYERS:
+        rel = Path(*(layer + name).split("."))
+        if (base / rel.with_suffix(".py")).is_file() or (base / rel / "__init__.py").is_file():
+            return f"cudacourse.{layer}{name}"
+    raise RegistryError(f"no module {name} in the package (nor in {', '.join(LAYERS[1:])})")
+
+
+def module_path(name: str, package_dir: Path | None = None) -> Path | None:
+    """The file of the package's module ``name``; None when there is none."""
+    base = package_dir or PACKAGE_DIR
+    try:
+        full = module_of(name, base)
+    except RegistryError:
+        return None
+    rel = Path(*full.split(".")[1:])
+    return base / rel.with_suffix(".py") if (base / rel.with_suffix(".py")).is_file() \
+        else base / rel / "__init__.py"
 
 
 class RegistryError(ValueError):
@@ -102,16 +138,54 @@ def _module_tree(path: Path) -> ast.Module:
         raise RegistryError(f"no checker module {path}") from None
 
 
+def _spec_calls(tree: ast.Module) -> dict[str, ast.Call]:
+    """``check_<name> = K.exercise(...)`` assignments at a module's top level (exercise
+    specs), by the checker's name."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name) and \
+                node.targets[0].id.startswith("check_") and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if getattr(func, "attr", getattr(func, "id", None)) == "exercise":
+                out[node.targets[0].id] = node.value
+    return out
+
+
+def spec_fields(path: Path) -> dict[str, dict]:
+    """The literal keywords of each exercise spec in a checker module (``points``,
+    ``observe``, ``causes``, ...), read without importing it."""
+    out = {}
+    for name, call in _spec_calls(_module_tree(path)).items():
+        fields = {}
+        for kw in call.keywords:
+            try:
+                fields[kw.arg] = ast.literal_eval(kw.value)
+            except ValueError:
+                fields[kw.arg] = None  # not a literal (a function, a generator): present
+        out[name] = fields
+    return out
+
+
 @lru_cache(maxsize=None)
 def _checker_names(path: Path) -> list[str]:
-    return [node.name for node in _module_tree(path).body
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")]
+    tree = _module_tree(path)
+    specs = _spec_calls(tree)
+    return [node.name if isinstance(node, ast.FunctionDef) else node.targets[0].id
+            for node in tree.body
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("check_"))
+            or (isinstance(node, ast.Assign) and node.value in specs.values())]
 
 
 @lru_cache(maxsize=None)
 def _declared_technique(path: Path) -> dict[str, frozenset[str]]:
     """The literal ``TECHNIQUE = {...}`` at the top level of a checker module, read without
     importing it (so without Numba); {} when the module declares none."""
+    declared: dict[str, frozenset[str]] = {
+        name: frozenset(c for o in (fields.get("observe", ("spread",)) or ())
+                        for c in OBSERVED_CAUSES.get(o, ()))
+        for name, fields in spec_fields(path).items()}
+    declared = {k: v for k, v in declared.items() if v}
     for node in _module_tree(path).body:
         targets = node.targets if isinstance(node, ast.Assign) else (
             [node.target] if isinstance(node, ast.AnnAssign) and node.value else [])
@@ -121,8 +195,8 @@ def _declared_technique(path: Path) -> dict[str, frozenset[str]]:
             except ValueError:
                 raise RegistryError(f"{path.name}: TECHNIQUE must be a literal dict of "
                                     "checker name -> cause ids") from None
-            return {str(k): frozenset(map(str, v)) for k, v in value.items()}
-    return {}
+            return {**declared, **{str(k): frozenset(map(str, v)) for k, v in value.items()}}
+    return declared
 
 
 def _entry(bank: Path) -> Lesson:

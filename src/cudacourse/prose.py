@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from . import i18n
+from . import lessons
 
 PLACEHOLDER = re.compile(
     r"\{\{\s*(?P<key>[A-Za-z_][\w.\-]*)\s*(?P<scale>(?:\s*[/*]\s*[\w.+\-]+)*)\s*(?::(?P<spec>[^}]*))?\}\}")
@@ -111,13 +112,14 @@ def _bench(parts: list[str], root: Path | None) -> Any:
 def _const(parts: list[str]) -> Any:
     if len(parts) < 2:
         raise MissingFigure(f"const.{'.'.join(parts)}: name a module and a constant")
-    try:
-        obj: Any = importlib.import_module(f"cudacourse.{parts[0]}")
-    except ImportError as exc:
+    try:  # the module by its short name, in whichever layer of the package holds it
+        module = lessons.module_of(parts[0])
+        obj: Any = importlib.import_module(module)
+    except (ImportError, lessons.RegistryError) as exc:
         raise MissingFigure(f"const.{'.'.join(parts)}: no module cudacourse.{parts[0]}") from exc
     for p in parts[1:]:
         if not hasattr(obj, p):
-            raise MissingFigure(f"const.{'.'.join(parts)}: cudacourse.{parts[0]} has no {p!r}")
+            raise MissingFigure(f"const.{'.'.join(parts)}: {module} has no {p!r}")
         obj = getattr(obj, p)
     return obj
 
@@ -136,6 +138,18 @@ def value(key: str, values: dict[str, Any] | None = None, root: Path | None = No
         return _const(parts)
     raise MissingFigure(f"{{{{{key}}}}}: not a figure of the run (pass {source}=...) and not "
                         "bench.*, gpu_run.* or const.*")
+
+
+def measured(key: str, spec: str = "") -> str:
+    """The figure ``key`` names, formatted with ``spec``, or "not measured yet on a GPU" (in
+    the course's language) when its source has none: for figures a later GPU run adds
+    (a new kernel's ratio), stated in a code cell without inventing a number."""
+    from .i18n import T  # the catalogue only when a lesson asks: prose itself is stdlib
+
+    try:
+        return format(value(key), spec)
+    except MissingFigure:
+        return T("not measured yet on a GPU").shown()
 
 
 def _render(match: re.Match, values: dict[str, Any] | None, root: Path | None) -> str:

@@ -315,7 +315,7 @@ DEFAULT_BLOCK = {"naive": (32, 8, 1), "tiled": (32, 8, 4), "rows": (128, 1, 8),
 # one coalesced load per cell (plus 10% for the strip's halo rows; the side neighbours come
 # by warp shuffles), 10 loads in flight per thread, 56 registers (36 warps per SM).
 # BEST is what the committed sweep of issue 35 measured fastest (docs/sweeps/
-# probe_issue35_h200_2026-12-02.json, `tools/probe_issue35.py` in `tools/gpu/perf35.sh`,
+# probe_issue35_h200_2026-12-02.json, `tools/probe_candidates.py` in `tools/gpu/perf_candidates.sh`,
 # public calls timed one call between events, 16384 x 16384): rowsblock 256 x 1 x 16, 0.589
 # ms (56 registers, 32 warps per SM; ncu: DRAM 77% of peak, L2 89%), against rows 128 x 1 x
 # 16, 0.652 (80 registers, 24 warps; DRAM 69%, L2 87%); rowsblock 512 x 1 x 16 0.630, 128 x 1

@@ -23,10 +23,18 @@ FLOORS = ("arrays.py", "launch.py", "timing.py", "occupancy.py", "intrinsics.py"
           "check/__init__.py")
 MARK = "_device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads"
 FUTURE = "from __future__ import annotations\n"
+# tools/codemods/relayout.py's layers: their modules are scanned as the top level's were
+LAYERS = ("kernels", "runtime", "course")
+
+
+def _as_top(rel: str) -> str:
+    """``runtime/arrays.py`` -> ``arrays.py`` (a layer's module counts as a top-level one)."""
+    parts = rel.split("/")
+    return parts[1] if len(parts) == 2 and parts[0] in LAYERS else rel
 
 
 def needs_numba(path: Path) -> bool:
-    rel = path.relative_to(PACKAGE).as_posix()
+    rel = _as_top(path.relative_to(PACKAGE).as_posix())
     if rel in FLOORS:
         return True
     if "/" in rel:  # subpackages: their __init__ (check/) or the topic modules they import
@@ -56,7 +64,7 @@ def main(argv: list[str]) -> int:
     changed = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if path.name == "_device_first.py" or rel in ("device.py", "_numba_private.py"):
+        if path.name == "_device_first.py" or _as_top(rel) in ("device.py", "_numba_private.py"):
             continue
         if not needs_numba(path):
             continue

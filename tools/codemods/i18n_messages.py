@@ -318,9 +318,9 @@ class _Finder(ast.NodeVisitor):
         if fn in MESSAGE_CALLS:
             args = node.args
             first = 0
-            if fn == "fail" and len(args) >= 2 and isinstance(args[0], ast.Constant) and \
-                    isinstance(args[0].value, str) and CAUSE.match(args[0].value):
-                first = 1  # _observe.fail(cause, message, context, hint)
+            if fn == "fail" and len(args) >= 2 and not any(k.arg == "cause"
+                                                           for k in node.keywords):
+                first = 1  # the kit's fail(cause, message, context, hint)
                 if len(args) >= 4:
                     self._take(args[3], True)
             if len(args) > first:

@@ -146,7 +146,7 @@ def floor_bytes(ratio: str, report: dict[str, Any]) -> float | None:
 
 
 def profiled_flops(label: str) -> float | None:
-    """Flops of the profiled launch (the full sizes of tools/probe_issue35.py)."""
+    """Flops of the profiled launch (the full sizes of tools/probe_candidates.py)."""
     from ..attention import attention_flops
 
     if label.startswith("matmul"):

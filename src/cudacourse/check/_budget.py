@@ -98,12 +98,12 @@ def budget(seconds: float | None = None) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - whatever ended the check, once time ran out
         if not _STATE["expired"] and not isinstance(exc, OverBudget):
             raise
-        E.fail(T("not checked: the check was stopped after {seconds:.0f} s of work, with your "
+        E.fail("not_checked", T("not checked: the check was stopped after {seconds:.0f} s of work, with your "
                  "kernel still running in the simulator (which runs about 4,400 GPU threads a "
                  "second). A right answer to this exercise finishes well within that. Look for "
                  "a loop that never ends, or one that does far more work than the exercise "
                  "needs (a loop over every element in every thread), then run the check again.",
-                 seconds=seconds), cause="not_checked")
+                 seconds=seconds))
     finally:
         done.set()
         watcher.join()

@@ -69,19 +69,13 @@ def setup_offline_sm90(tk: dict, src_dir: str = _SRC) -> None:
     os.environ["CUDACOURSE_QUIET"] = "1"
     os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
     os.environ["CUDACOURSE_DEVICE"] = "gpu"
-    import importlib.util
+    sys.path[:] = [src_dir] + [p for p in sys.path if p != src_dir]  # this package first
+    # here, not at the top: the environment above must be set before cudacourse.device is
+    # imported (the package's __init__ chooses nothing and imports no Numba)
+    import cudacourse.device as dev
 
-    pkg = types.ModuleType("cudacourse")
-    pkg.__path__ = [os.path.join(src_dir, "cudacourse")]
-    sys.modules["cudacourse"] = pkg
-    spec = importlib.util.spec_from_file_location(
-        "cudacourse.device", os.path.join(src_dir, "cudacourse", "device.py"))
-    dev = importlib.util.module_from_spec(spec)
-    sys.modules["cudacourse.device"] = dev
-    spec.loader.exec_module(dev)
     dev.probe_gpu = lambda: (dev.GPUInfo("offline sm_90 compiler", (9, 0), 132, 2**37,
                                          (13, 0), 1), "")
-    del sys.modules["cudacourse"]
     from collections import namedtuple
 
     from numba.cuda import cuda_paths as cp
@@ -215,6 +209,8 @@ def do_compile(req: dict) -> dict:
             out.append({"ok": False, "kind": "ptxas", "error": res["error"]})
         else:
             out.append({"ok": True, "resources": res})
+            if req.get("ptx"):  # the text itself, for lessons that read it (cudacourse.asm)
+                out[-1]["ptx"] = ptx
     return {"results": out}
 
 

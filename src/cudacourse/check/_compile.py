@@ -206,6 +206,31 @@ def compile_kernel(kernel: Any, specs: list) -> dict:
     return result
 
 
+def ptx_text(kernel: Any, args: tuple) -> str:
+    """The PTX Numba makes of ``kernel`` for sm_90 with the argument types of ``args``,
+    compiled in the child (uncached: a lesson reads it once). Raises ``CompileRefused``
+    with the reason when the kernel does not compile or the compiler is absent."""
+    tk = toolkit()
+    if isinstance(tk, str):
+        raise CompileRefused(tk, tk)
+    specs = [type_spec(a) for a in args]
+    if any(s is None for s in specs):
+        raise CompileRefused("an argument Numba cannot type for a GPU kernel", repr(args))
+    bundle = _source.bundle(kernel)
+    if bundle["problems"]:
+        why = "; ".join(bundle["problems"])
+        raise CompileRefused(why, why)
+    answer = run_child("compile", {"toolkit": tk, "bundle": bundle,
+                                   "entry": bundle["entries"][0], "signatures": [specs],
+                                   "src_dir": _SRC_DIR, "ptx": True})
+    if "child_error" in answer:
+        raise CompileRefused(str(answer["child_error"]), str(answer["child_error"]))
+    result = answer["results"][0]
+    if not result.get("ok"):
+        raise CompileRefused(result.get("error", "refused"), result.get("error", ""))
+    return result["ptx"]
+
+
 def _numba_versions() -> str:
     if _STATE.get("versions"):
         return _STATE["versions"]
@@ -260,9 +285,8 @@ def gate_or_fail(kernel: Any, args: Any, name: str) -> Resources | None:
         return gate(kernel, tuple(args), name)
     except CompileRefused as exc:
         where = T(" ({line})", line=exc.line) if exc.line else ""
-        fail(T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
-               reason=exc.reason),
-             cause="does_not_compile", hint=COMPILE_HINT)
+        fail("does_not_compile", T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+               reason=exc.reason), hint=COMPILE_HINT)
     return None
 
 

@@ -63,11 +63,11 @@ def nonfinite(got: Any, want: Any, name: str, inputs: dict | None, computed: boo
         if parts:
             where = T(", where {inputs}", inputs=", ".join(parts))
     what = "NaN" if _isnan(g[first]) else ("inf" if g[first] > 0 else "-inf")
-    fail(T("{name} holds {what} where the reference is finite, first at {at}{where} ({k} of "
+    fail("nonfinite", T("{name} holds {what} where the reference is finite, first at {at}{where} ({k} of "
            "{n} elements): an operation there produced it, such as inf * 0, inf - inf, 0 / 0 "
            "or an exp that overflowed. Look at what your code computes for those inputs{ctx}",
            name=name, what=what, at=at(name, idx), where=where, k=int(bad.sum()), n=g.size,
-           ctx=ctx), cause="nonfinite", index=_jsonable(idx), expected=fmt(w[first]))
+           ctx=ctx), index=_jsonable(idx), expected=fmt(w[first]))
 
 
 def _isinf_or(g: Any, nan_too: bool) -> Any:
@@ -93,14 +93,13 @@ def shifted(got: Any, want: Any, name: str, rtol: float, atol: float, ctx: str) 
                     _isclose(g, same, rtol=rtol, atol=atol).mean() < 0.5:
                 lines, line, letter = AXES[axis]
                 sign = "+" if d == 1 else "-"
-                fail(T("{name}[y, x] holds the value expected at {letter} {sign} 1: off by one "
+                fail("off_by_one", T("{name}[y, x] holds the value expected at {letter} {sign} 1: off by one "
                        "along {letter} ({lines}). An index, a halo origin or a tile origin "
                        "is one {lines_one} away: check how {letter} is computed (for a "
                        "tile with a one-cell halo, the thread's own cell is tile[ty + 1, "
                        "tx + 1] and the tile starts at blockIdx * blockDim - 1){ctx}",
                        name=name, letter=letter, sign=sign, lines=lines, lines_one=line,
-                       ctx=ctx),
-                     cause="off_by_one", axis=letter)
+                       ctx=ctx), axis=letter)
 
 
 def shifted_diagonally(got: Any, want: Any, name: str, rtol: float, atol: float,
@@ -117,13 +116,12 @@ def shifted_diagonally(got: Any, want: Any, name: str, rtol: float, atol: float,
             g, w, same = got[gy, gx], want[wy, wx], want[gy, gx]
             if _isclose(g, w, rtol=rtol, atol=atol).mean() > 0.75 and \
                     _isclose(g, same, rtol=rtol, atol=atol).mean() < 0.5:
-                fail(T("{name}[y, x] holds the value expected at (y {sy} 1, x {sx} 1): off by "
+                fail("off_by_one", T("{name}[y, x] holds the value expected at (y {sy} 1, x {sx} 1): off by "
                        "one along both axes at once. An origin is one cell away diagonally: "
                        "for a tile with a one-cell halo the tile starts at blockIdx * blockDim "
                        "- 1 on each axis and the thread's own cell is tile[ty + 1, tx + 1]"
                        "{ctx}", name=name, sy="+" if dy == 1 else "-",
-                       sx="+" if dx == 1 else "-", ctx=ctx),
-                     cause="off_by_one", axis="xy")
+                       sx="+" if dx == 1 else "-", ctx=ctx), axis="xy")
 
 
 def swapped_coverage(unwritten: Any, grid: tuple, block: tuple, name: str, ctx: str) -> None:
@@ -135,12 +133,12 @@ def swapped_coverage(unwritten: Any, grid: tuple, block: tuple, name: str, ctx: 
     y, x = _mgrid[0:ny, 0:nx]
     missed = (x >= reach_x) | (y >= reach_y)
     if unwritten.any() and missed.any() and (unwritten == missed).all():
-        fail(T("the cells of {name} never written are exactly those a launch misses when x "
+        fail("swapped_axes", T("the cells of {name} never written are exactly those a launch misses when x "
                "and y are exchanged (its threads reach {rx} columns and {ry} rows that way, "
                "of {nx} x {ny}): x and y are swapped in the indices or in the bounds guard. "
                "x, y = cuda.grid(2) gives x the column and y the row: write {name}[y, x] "
                "and guard with `if y < ny and x < nx`{ctx}", name=name, rx=min(reach_x, nx),
-               ry=min(reach_y, ny), nx=nx, ny=ny, ctx=ctx), cause="swapped_axes")
+               ry=min(reach_y, ny), nx=nx, ny=ny, ctx=ctx))
 
 
 def swapped(got: Any, want: Any, name: str, rtol: float, atol: float, ctx: str) -> None:
@@ -157,10 +155,10 @@ def swapped(got: Any, want: Any, name: str, rtol: float, atol: float, ctx: str) 
                                  atol=atol)[off].mean() > 0.9 and \
         _isclose(got[:k, :k], want[:k, :k], rtol=rtol, atol=atol)[off].mean() < 0.5
     if same or layout or square:
-        fail(T("{name} holds the reference with rows and columns swapped: y indexes the rows "
+        fail("swapped_axes", T("{name} holds the reference with rows and columns swapped: y indexes the rows "
                "(the first index) and x the columns, so write {name}[y, x] with "
                "x, y = cuda.grid(2); check the indices, the guard and the grid for the same "
-               "swap{ctx}", name=name, ctx=ctx), cause="swapped_axes")
+               "swap{ctx}", name=name, ctx=ctx))
 
 
 def factor(got: Any, want: Any, name: str, rtol: float, atol: float,
@@ -181,15 +179,14 @@ def factor(got: Any, want: Any, name: str, rtol: float, atol: float,
         for p, how in ((value, T("{f} is applied once more than it should be", f=label)),
                        (1.0 / value if value else 0.0, T("{f} is missing", f=label))):
             if p and abs(k - p) <= 1e-4 * abs(p) and abs(p - 1.0) > 1e-3:
-                fail(T("every element of {name} is {k} times the expected value: {how}"
-                       "{ctx}", name=name, k=fmt(k), how=how, ctx=ctx),
-                     cause="wrong_scale", factor=fmt(k))
+                fail("wrong_scale", T("every element of {name} is {k} times the expected value: {how}"
+                       "{ctx}", name=name, k=fmt(k), how=how, ctx=ctx), factor=fmt(k))
     why = (T("a factor applied twice") if abs(k - 2.0) < 1e-4 else
            T("half of it: a factor of 2 missing") if abs(k - 0.5) < 1e-4 else
            T("the sign is flipped") if abs(k + 1.0) < 1e-4 else
            T("a scale factor applied twice, or missing"))
-    fail(T("every element of {name} is {k} times the expected value ({why}){ctx}",
-           name=name, k=fmt(k), why=why, ctx=ctx), cause="wrong_scale", factor=fmt(k))
+    fail("wrong_scale", T("every element of {name} is {k} times the expected value ({why}){ctx}",
+           name=name, k=fmt(k), why=why, ctx=ctx), factor=fmt(k))
 
 
 def region(bad: Any, shape: tuple, tile: tuple | None) -> Any:

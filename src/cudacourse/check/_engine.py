@@ -3,13 +3,12 @@ translate failures into a diagnosis a learner can act on.
 
 Contract for checker authors (check/<topic>.py), kept stable:
 
-* ``fail(message, cause=..., hint=..., context=...)`` (from ``_failure``, re-exported here)
-  raises :class:`CheckFailure`, an ``AssertionError`` whose fields are machine-readable:
+* ``fail(cause, message, context=None, hint="")`` (from ``_failure``, re-exported here; the
+  one way every checker fails) raises :class:`CheckFailure`, an ``AssertionError`` whose fields are machine-readable:
   ``cause`` is a short stable id from
   :data:`CAUSES` (tests and other checkers branch on it, never on the message text), ``hint``
   is the fix in one sentence, ``context`` a dict of the case (sizes, block, indices).
-  ``str(failure)`` is the diagnosis first, then the hint, then the case. ``fail(message)``
-  alone still works (cause ``"wrong_values"``).
+  ``str(failure)`` is the diagnosis first, then the hint, then the case.
 * ``at(name, index)`` and ``fmt(value)`` format values the way a learner writes them:
   ``c[0, 0] = -13.8``, never ``np.float32(-13.8)``; ``plain(text)`` turns simulator
   internals into words (``ctaid=[7, 0, 0]`` -> ``block (7, 0, 0)``).
@@ -100,25 +99,24 @@ def _require(sub: "_origin.Subject", name: str, want: str, nparams: int | None) 
     """Shared tail of the require_* detectors: the stub, the course's own code, the arity."""
     __tracebackhide__ = True
     if sub.package:
-        fail(T("{name} is the course's own code ({package}), not yours: write your own {want}.",
+        fail("package_kernel", T("{name} is the course's own code ({package}), not yours: write your own {want}.",
                name=name, package=sub.package,
-               want=want), cause="package_kernel", hint="", context=None)
+               want=want), hint="", context=None)
     if sub.stub == "stub":
-        fail(T("{name} is not written yet: replace `raise NotImplementedError()` with your "
-               "code.", name=name), cause="stub")
+        fail("stub", T("{name} is not written yet: replace `raise NotImplementedError()` with your "
+               "code.", name=name))
     if sub.stub == "leftover":
-        fail(T("{name} still contains `raise NotImplementedError()`: delete that line now that "
-               "your code is there.", name=name), cause="stub")
+        fail("stub", T("{name} still contains `raise NotImplementedError()`: delete that line now that "
+               "your code is there.", name=name))
     if sub.kind in ("kernel", "device_function"):
         helpers = _origin.package_helpers(sub.py_func)
         if helpers:
-            fail(T("{name} calls the course's own {code} {helpers}: write that part yourself.",
+            fail("package_kernel", T("{name} calls the course's own {code} {helpers}: write that part yourself.",
                    name=name, code='code' if len(helpers) > 1 else 'function',
-                   helpers=', '.join(helpers)), cause="package_kernel")
+                   helpers=', '.join(helpers)))
     if nparams is not None and sub.nparams is not None and sub.nparams != nparams:
-        fail(T("{name} must take {nparams} parameters, yours takes {nparams_2}.", name=name,
-               nparams=nparams, nparams_2=sub.nparams),
-             cause="wrong_signature")
+        fail("wrong_signature", T("{name} must take {nparams} parameters, yours takes {nparams_2}.", name=name,
+               nparams=nparams, nparams_2=sub.nparams))
 
 
 def _require_jit(obj: Any, name: str, nparams: int | None, *, kind: str, want: str,
@@ -129,18 +127,16 @@ def _require_jit(obj: Any, name: str, nparams: int | None, *, kind: str, want: s
     __tracebackhide__ = True
     sub = _origin.examine(obj)
     if sub.kind == other:
-        fail(other_words, cause="not_a_kernel")
+        fail("not_a_kernel", other_words)
     if sub.kind == "function":
         if sub.package:
             _require(sub, name, want, None)
-        fail(T("{name} must be {a_want}, but got the plain Python function {name_2!r}: add "
+        fail("not_a_kernel", T("{name} must be {a_want}, but got the plain Python function {name_2!r}: add "
                "{decorator} above its def.", name=name, a_want=a_want,
-               name_2=getattr(obj, '__name__', obj), decorator=decorator),
-             cause="not_a_kernel")
+               name_2=getattr(obj, '__name__', obj), decorator=decorator))
     if sub.kind != kind:
-        fail(T("{name} must be a {decorator} {split}, got {describe}.", name=name,
-               decorator=decorator, split=want.split()[-1], describe=_describe(obj)),
-             cause="not_a_kernel")
+        fail("not_a_kernel", T("{name} must be a {decorator} {split}, got {describe}.", name=name,
+               decorator=decorator, split=want.split()[-1], describe=_describe(obj)))
     _require(sub, name, want, nparams)
 
 
@@ -171,13 +167,12 @@ def require_function(fn: Any, name: str, nparams: int | None = None) -> None:
     __tracebackhide__ = True
     sub = _origin.examine(fn)
     if sub.kind in ("kernel", "device_function"):
-        fail(T("{name} must be a plain Python function that runs on the host (it launches "
+        fail("not_a_function", T("{name} must be a plain Python function that runs on the host (it launches "
                "kernels and moves data), not a @cuda.jit kernel: remove the decorator, or wrap "
-               "your launch in a def.", name=name), cause="not_a_function")
+               "your launch in a def.", name=name))
     if sub.kind != "function":
-        fail(T("{name} must be a Python function, got {describe}.", name=name,
-               describe=_describe(fn)),
-             cause="not_a_function")
+        fail("not_a_function", T("{name} must be a Python function, got {describe}.", name=name,
+               describe=_describe(fn)))
     _require(sub, name, "function", nparams)
 
 
@@ -187,12 +182,11 @@ def require_device_array(arr: Any, name: str) -> None:
     if _origin.is_device_array(arr):
         return
     if isinstance(arr, _ndarray):
-        fail(T("{name} is a NumPy array in host memory; it must stay on the device: return the "
+        fail("not_device_array", T("{name} is a NumPy array in host memory; it must stay on the device: return the "
                "device array (cuda.to_device / cuda.device_array), not copy_to_host().",
-               name=name),
-             cause="not_device_array")
-    fail(T("{name} must be a device array, got {describe}.", name=name,
-           describe=_describe(arr)), cause="not_device_array")
+               name=name))
+    fail("not_device_array", T("{name} must be a device array, got {describe}.", name=name,
+           describe=_describe(arr)))
 
 
 def _describe(obj: Any) -> str:
@@ -214,23 +208,21 @@ def validate_launch(grid: int | tuple, block: int | tuple) -> tuple[tuple, tuple
     b = (block,) if isinstance(block, int) else tuple(block)
     __tracebackhide__ = True
     if not (1 <= len(g) <= 3 and 1 <= len(b) <= 3):
-        fail(T("grid {grid} and block {block} must have 1 to 3 dimensions each.", grid=grid,
-               block=block),
-             cause="bad_launch")
+        fail("bad_launch", T("grid {grid} and block {block} must have 1 to 3 dimensions each.", grid=grid,
+               block=block))
     if any((not isinstance(v, (int, _np.integer))) or v < 1 for v in g + b):
-        fail(T("grid {grid} and block {block} must be positive integers.", grid=grid,
-               block=block), cause="bad_launch")
+        fail("bad_launch", T("grid {grid} and block {block} must be positive integers.", grid=grid,
+               block=block))
     threads = int(_prod(b))
     if threads > MAX_THREADS_PER_BLOCK:
-        fail(T("block {block} has {threads} threads; a GPU allows at most "
+        fail("bad_launch", T("block {block} has {threads} threads; a GPU allows at most "
                "{max_threads_per_block} per block (the simulator would not tell you).",
-               block=block, threads=threads, max_threads_per_block=MAX_THREADS_PER_BLOCK),
-             cause="bad_launch")
+               block=block, threads=threads, max_threads_per_block=MAX_THREADS_PER_BLOCK))
     for v, lim, what in [(v, l, "block") for v, l in zip(b, MAX_BLOCK_DIM)] + \
                         [(v, l, "grid") for v, l in zip(g, MAX_GRID_DIM)]:
         if v > lim:
-            fail(T("{what} dimension {v} exceeds the GPU limit of {lim}.", what=what, v=v,
-                   lim=lim), cause="bad_launch")
+            fail("bad_launch", T("{what} dimension {v} exceeds the GPU limit of {lim}.", what=what, v=v,
+                   lim=lim))
     return g, b
 
 
@@ -248,14 +240,23 @@ def validate_shared(resources: Any, dynamic: int = 0, name: str = "kernel") -> N
         parts = (T(" ({static} bytes static + {dynamic} dynamic)", static=static,
                    dynamic=int(dynamic)) if static and dynamic
                  else "")
-        fail(T("{name} asks for {total} bytes of shared memory per block{parts}; a GPU "
+        fail("bad_launch", T("{name} asks for {total} bytes of shared memory per block{parts}; a GPU "
                "launches a block with at most {max_shared_per_block} bytes (48 KiB), and "
                "refuses this launch (the simulator would not tell you). Use smaller tiles, or "
                "fewer shared arrays.", name=name, total=total, parts=parts,
-               max_shared_per_block=MAX_SHARED_PER_BLOCK), cause="bad_launch")
+               max_shared_per_block=MAX_SHARED_PER_BLOCK))
 
 
 # --- guarded, poisoned outputs ------------------------------------------------------------
+
+def fitted(sentinel: float, dtype: Any) -> Any:
+    """``sentinel`` as ``dtype`` holds it: a float16 cannot hold 3.25e30, so a fraction of its
+    largest value instead (still no value a correct kernel writes or reads)."""
+    top = float(_np.finfo(dtype).max)
+    if abs(sentinel) > top:
+        sentinel = (-0.75 if sentinel < 0 else 0.625) * top
+    return _np.dtype(dtype).type(sentinel)
+
 
 @dataclass
 class Guarded:
@@ -275,16 +276,21 @@ class Guarded:
 
     @classmethod
     def make(cls, shape: int | Sequence[int], dtype: Any, name: str,
-             fill: _np.ndarray | None = None, guard: int = GUARD) -> "Guarded":
+             fill: _np.ndarray | None = None, guard: int = GUARD,
+             output: bool = False) -> "Guarded":
+        """``fill``: the values (an input, or an output that starts filled, ``output=True``:
+        zeros for an accumulator); None: an output poisoned (NaN, or -999999 for integers)."""
         from numba import cuda
 
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         n = int(_prod(shape))
         is_float = _np.dtype(dtype).kind == "f"
-        if fill is None:
+        if fill is None or output:
             sentinel = SENTINEL if is_float else -1234567
         else:
             sentinel = INPUT_SENTINEL if is_float else -7654321
+        if is_float:
+            sentinel = fitted(sentinel, dtype)
         host = _full(n + 2 * guard, sentinel, dtype=dtype)
         if fill is None:  # poison: a never-written element stays NaN (or a marker int)
             host[guard:guard + n] = _np.nan if is_float else -999999
@@ -307,14 +313,13 @@ class Guarded:
         before = _flatnonzero(host[:guard] != sentinel)
         after = _flatnonzero(host[guard + n:] != sentinel)
         if after.size:
-            fail(T("wrote past the end of {name} (size {n}) at index {n_plus_after}: {hint}",
+            fail("out_of_bounds_write", T("wrote past the end of {name} (size {n}) at index {n_plus_after}: {hint}",
                    name=self.name, n=n, n_plus_after=n + int(after[0]),
-                   hint=hint), cause="out_of_bounds_write", index=n + int(after[0]))
+                   hint=hint), index=n + int(after[0]))
         if before.size:
-            fail(T("wrote before the start of {name} at index {before_minus_guard}: a negative "
+            fail("out_of_bounds_write", T("wrote before the start of {name} at index {before_minus_guard}: a negative "
                    "index? check how you compute it.", name=self.name,
-                   before_minus_guard=int(before[-1]) - guard), cause="out_of_bounds_write",
-                 index=int(before[-1]) - guard)
+                   before_minus_guard=int(before[-1]) - guard), index=int(before[-1]) - guard)
 
 
 def to_device_guarded(host: _np.ndarray, name: str) -> Guarded:
@@ -397,7 +402,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             who = plain(str(exc).split(":")[0])
             tile = _shared_index(exc, m)
             if tile is not None:  # a shared array: its declared shape is the evidence
-                fail(T("{name} indexed its shared array {array} outside the shape it declares "
+                fail("out_of_bounds_read", T("{name} indexed its shared array {array} outside the shape it declares "
                        "(index {index} on its axis {axis}, of size {size}) at line {line}, in "
                        "{who}: {array} is declared at line {decl} with shape {shape}. A shared "
                        "array has the shape the kernel declares, whatever the input's size, so "
@@ -405,23 +410,17 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
                        "(rows first, then columns) against how this index is computed",
                        name=name, array=tile[0], index=int(m.group(1)), axis=int(m.group(2)),
                        size=int(m.group(3)), line=tile[1], who=who, decl=tile[2],
-                       shape=fmt(tile[3])),
-                     cause="out_of_bounds_read", context=ctx, index=int(m.group(1)),
-                     size=int(m.group(3)))
+                       shape=fmt(tile[3])), context=ctx, index=int(m.group(1)), size=int(m.group(3)))
             if m and len(g) > 1 and int(m.group(1)) >= int(m.group(3)) >= 0:
                 # a 2-D launch: the guard may be there, on the wrong axis (x < ny)
-                fail(T("{name} indexed outside an array (index {index} on its axis {axis}, of "
+                fail("out_of_bounds_read", T("{name} indexed outside an array (index {index} on its axis {axis}, of "
                        "size {size}), in {who}.", name=name, index=int(m.group(1)),
-                       axis=int(m.group(2)), size=int(m.group(3)), who=who),
-                     cause="out_of_bounds_read", context=ctx, index=int(m.group(1)),
-                     size=int(m.group(3)), hint=T("a missing bounds guard, or one that compares an index with the "
+                       axis=int(m.group(2)), size=int(m.group(3)), who=who), context=ctx, index=int(m.group(1)), size=int(m.group(3)), hint=T("a missing bounds guard, or one that compares an index with the "
                             "other axis' size? Guard each index with its own axis: y (a row) "
                             "with the number of rows, x (a column) with the number of "
                             "columns"))
-            fail(T("{name} indexed outside an array{where}, in {who}.", name=name, where=where,
-                   who=who),
-                 cause="out_of_bounds_read", hint=T("missing bounds guard (if i < n)?"),
-                 context=ctx)
+            fail("out_of_bounds_read", T("{name} indexed outside an array{where}, in {who}.", name=name, where=where,
+                   who=who), hint=T("missing bounds guard (if i < n)?"), context=ctx)
         except Exception as exc:  # noqa: BLE001 - anything else the kernel raised or caused
             _launch_error(exc, name, {**ctx, "kernel": kernel})
     if stray.first is not None:
@@ -485,24 +484,21 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
 
     text = plain(_compile.strip_ansi(f"{type(exc).__name__}: {exc}"))
     if "ILLEGAL_ADDRESS" in text or "illegal address" in text.lower():
-        fail(T("{name} accessed memory it does not own (illegal address): an index far out of "
-               "bounds. The GPU context is now unusable: restart the kernel.", name=name),
-             cause="illegal_address", context={k: v for k, v in ctx.items() if k != "kernel"})
+        fail("illegal_address", T("{name} accessed memory it does not own (illegal address): an index far out of "
+               "bounds. The GPU context is now unusable: restart the kernel.", name=name), context={k: v for k, v in ctx.items() if k != "kernel"})
     if _is_compile_error(exc, text):  # on a GPU: the real compile, at the first launch
         reason, line = _compile.explain(str(exc), type(exc).__name__,
                                         _compile._unit_source(ctx.get("kernel")))
         where = T(" ({line})", line=line) if line else ""
-        fail(T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
-               reason=reason),
-             cause="does_not_compile")
+        fail("does_not_compile", T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+               reason=reason))
     who = T(" in {thread}", thread=thread) if thread else ""
     ctx = {k: v for k, v in ctx.items() if k != "kernel"}
     more = T(" (and in {count_minus_1} other threads)",
              count_minus_1=count - 1) if count > 1 else ""
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    fail(T("{name} raised `{first_line}`{who}{more}.", name=name, first_line=first_line, who=who,
-           more=more), cause="kernel_raised",
-         hint=T("read the line of your kernel that does this operation; a GPU would not raise "
+    fail("kernel_raised", T("{name} raised `{first_line}`{who}{more}.", name=name, first_line=first_line, who=who,
+           more=more), hint=T("read the line of your kernel that does this operation; a GPU would not raise "
                 "but give garbage"), context=ctx)
 
 
@@ -551,9 +547,8 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
     want = _asarray(want)
     ctx = T(" [{context}]", context=context) if context else ""
     if got.shape != want.shape:
-        fail(T("{name} has shape {shape}, expected {shape_2}{ctx}.", name=name,
-               shape=fmt(got.shape), shape_2=fmt(want.shape), ctx=ctx),
-             cause="wrong_shape")
+        fail("wrong_shape", T("{name} has shape {shape}, expected {shape_2}{ctx}.", name=name,
+               shape=fmt(got.shape), shape_2=fmt(want.shape), ctx=ctx))
     g = got.ravel()
     w = want.ravel()
     n = g.size
@@ -578,44 +573,41 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
             gs, ws = (g[:-1], w[1:]) if shift == 1 else (g[1:], w[:-1])
             m = (written[:-1] if shift == 1 else written[1:])
             if _isclose(gs[m], ws[m], rtol=rtol, atol=atol).mean() > 0.9:
-                fail(T("{name}[i] holds the value expected at {hint}: off by one in your "
-                       "index?{ctx}", name=name, hint=hint, ctx=ctx), cause="off_by_one")
+                fail("off_by_one", T("{name}[i] holds the value expected at {hint}: off by one in your "
+                       "index?{ctx}", name=name, hint=hint, ctx=ctx))
     if unwritten.any():
         nw = _flatnonzero(unwritten)
         if block and nw[0] >= block and ok[:block].all() and unwritten[block:].all():
-            fail(T("{name}[{block}:] was never written, only the first block of {block} "
+            fail("only_first_block", T("{name}[{block}:] was never written, only the first block of {block} "
                    "threads did its work: does your index use cuda.blockIdx.x * "
                    "cuda.blockDim.x (or cuda.grid(1))?{ctx}", name=name, block=block,
-                   ctx=ctx), cause="only_first_block")
+                   ctx=ctx))
         if want.ndim == 2:
             _wrong_axis_guard(unwritten.reshape(want.shape), name, ctx)
         if unwritten[int(nw[0]):].all() and nw[0] > 0:
-            fail(T("{name}[{nw}:] was never written (the last {n_minus_nw} of {n} elements): "
+            fail("unwritten", T("{name}[{nw}:] was never written (the last {n_minus_nw} of {n} elements): "
                    "does your launch or loop cover every element?{ctx}", name=name,
-                   nw=int(nw[0]), n_minus_nw=n - int(nw[0]), n=n, ctx=ctx),
-                 cause="unwritten", first=int(nw[0]))
-        fail(T("{size} of {n} elements of {name} were never written, the first at index {nw}: "
+                   nw=int(nw[0]), n_minus_nw=n - int(nw[0]), n=n, ctx=ctx), first=int(nw[0]))
+        fail("unwritten", T("{size} of {n} elements of {name} were never written, the first at index {nw}: "
                "does every element get a thread?{ctx}", size=int(nw.size), n=n, name=name,
-               nw=int(nw[0]), ctx=ctx),
-             cause="unwritten", first=int(nw[0]))
+               nw=int(nw[0]), ctx=ctx), first=int(nw[0]))
     for label, alt in (alternatives or {}).items():
         if _isclose(g, _asarray(alt).ravel(), rtol=rtol, atol=atol).all():
-            fail(T("{name} holds {label}, but it should hold {value}: check the "
+            fail("wrong_formula", T("{name} holds {label}, but it should hold {value}: check the "
                    "arithmetic.{ctx}", name=name, label=label,
                    value=formula or T('the reference'),
-                   ctx=ctx), cause="wrong_formula", formula=label)
+                   ctx=ctx), formula=label)
     D.nonfinite(got, want, name, inputs, computed, ctx)
     D.swapped(got, want, name, rtol, atol, ctx)
     D.factor(got, want, name, rtol, atol, factors, ctx)
     # a T(...) formula stays a Text, so it is shown in the learner's language (issue 45)
     expect = T(" ({formula})", formula=formula) if formula else ""
     where = D.region(~ok.reshape(want.shape), want.shape, tile)
-    fail(T("{at} = {value}, expected {expected}{formula}; {k} of {n} elements are wrong"
+    fail("wrong_values", T("{at} = {value}, expected {expected}{formula}; {k} of {n} elements are wrong"
            "{where}: check the arithmetic (ruled out: {families}).{ctx}", at=at(name, idx),
            value=fmt(g[first]), expected=fmt(w[first]), formula=expect, k=int(bad.size), n=n,
            where=T(", all {where}", where=where) if where is not None else "",
-           families=D.ruled_out(want.ndim, bool(alternatives)), ctx=ctx),
-         cause="wrong_values", index=_jsonable(idx), wrong=int(bad.size))
+           families=D.ruled_out(want.ndim, bool(alternatives)), ctx=ctx), index=_jsonable(idx), wrong=int(bad.size))
 
 
 def _wrong_axis_guard(unwritten: Any, name: str, ctx: str) -> None:
@@ -634,11 +626,11 @@ def _wrong_axis_guard(unwritten: Any, name: str, ctx: str) -> None:
     for mask, words in ((cols, T("columns {a} to {b}", a=ny, b=nx - 1)),
                         (rows, T("rows {a} to {b}", a=nx, b=ny - 1))):
         if mask.any() and _array_equal(unwritten, mask):
-            fail(T("{name}: {which} were never written, exactly the cells past the other "
+            fail("guard_wrong_axis", T("{name}: {which} were never written, exactly the cells past the other "
                    "axis' size: the bounds guard compares an index with the wrong size. "
                    "Guard x (a column) with the number of columns and y (a row) with the "
                    "number of rows: if y < {name}.shape[0] and x < {name}.shape[1]{ctx}",
-                   name=name, which=words, ctx=ctx), cause="guard_wrong_axis")
+                   name=name, which=words, ctx=ctx))
 
 
 # --- counting global-memory reads in the simulator --------------------------------------------

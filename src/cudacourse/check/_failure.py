@@ -2,14 +2,14 @@
 case), ``fail``, the success line ``passes``, and the formatting that puts values and the
 simulator's internals in a learner's words (``at``, ``fmt``, ``plain``).
 
-Re-exported by ``_engine`` (checkers use ``E.fail``, ``E.CheckFailure``...); its contract is
-at the top of ``_engine``.
+Checkers reach it through the kit (``K.fail(cause, message)``); its contract is at the top of
+``check/kit.py``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as _np
 
@@ -17,8 +17,9 @@ from . import _launches
 
 from .. import i18n as _i18n
 
-# Stable causes: what each id means. Checkers may add their own (lower_snake_case); list
-# them here when two modules need the same one.
+# Stable causes: what each id means. An exercise spec adds its own (``causes={...}`` of
+# ``check.spec.exercise``, through ``register_causes``); list one here when two lessons
+# need it.
 CAUSES = {
     "wrong_values": "the output differs from the NumPy reference",
     "off_by_one": "every value sits one index away from where it belongs",
@@ -110,7 +111,26 @@ CAUSES = {
     "mass_not_conserved": "mass is not conserved",
     "wrong_opposite": "bounce-back takes the wrong opposite direction",
     "wrong_axis": "a term acts on the wrong axis or with the wrong sign",
+    # lesson 7: tensor cores
+    "fragment_layout": "a fragment holds the wrong elements: the lane mapping of mma is wrong",
+    "k_tile_skipped": "the k loop leaves out a tile of the sum",
+    "bf16_accumulator": "the sum was accumulated in bfloat16, rounded at every step",
+    "no_rescale": "the accumulator is not rescaled when a row's maximum grows",
 }
+
+
+
+def register_causes(new: dict) -> None:
+    """Add an exercise spec's own causes (id -> what it means) when its checker module is
+    imported (before any learner cell: ``import cudacourse.check`` imports every checker);
+    an id already listed must keep its meaning."""
+    for cause, meaning in new.items():
+        if not cause.isidentifier() or cause != cause.lower():
+            raise ValueError(f"cause {cause!r}: a lower_snake_case id")
+        if CAUSES.get(cause, meaning) != meaning:
+            raise ValueError(f"cause {cause!r} already means {CAUSES[cause]!r}")
+        CAUSES[cause] = meaning
+
 
 WIDTH = 88  # the width of a notebook's traceback box
 
@@ -211,13 +231,16 @@ def _rebuild(d: dict) -> CheckFailure:
     return CheckFailure.from_dict(d)
 
 
-def fail(msg: "str | _i18n.Text", *, cause: str = "wrong_values", hint: str = "",
-         context: dict | None = None, **more: Any) -> None:
-    """Raise a :class:`CheckFailure`; extra keywords join the context."""
+def fail(cause: str, message: "str | _i18n.Text", context: Any = None, hint: Any = "",
+         **more: Any) -> NoReturn:
+    """Raise a :class:`CheckFailure`, the one way every checker fails: ``cause`` a stable id
+    from :data:`CAUSES` (counted by reports, branched on by tests), ``message`` the diagnosis
+    a learner reads (a ``T(...)`` template), ``context`` the case (a dict, or a sentence kept
+    as ``case``), ``hint`` the fix in one sentence; extra keywords join the context."""
     __tracebackhide__ = True  # pytest and IPython: show the checker's caller, not this frame
-    if more:
-        context = {**(context or {}), **more}
-    raise CheckFailure(msg, cause=cause, hint=hint, context=context)
+    if isinstance(context, str) or isinstance(context, _i18n.Text):
+        context = {"case": context} if str(context) else {}
+    raise CheckFailure(message, cause=cause, hint=hint, context={**(context or {}), **more})
 
 
 class Passed(str):

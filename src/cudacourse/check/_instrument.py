@@ -605,7 +605,7 @@ class NativeObservation(O.Observation):
             wr = cuda.to_device(_np.zeros(nthreads, i32))
             ew = cuda.to_device(_np.zeros(int(a.size), i32))
             dt = _np.dtype(a.dtype)
-            fill = dt.type(E.INPUT_SENTINEL) if dt.kind == "f" else dt.type(0)
+            fill = E.fitted(E.INPUT_SENTINEL, dt) if dt.kind == "f" else dt.type(0)
             extra += [rd, wr, ew, fill]
             per_array.append((self._watched[id(a)][0], rd, wr, ew))
         shadows = []

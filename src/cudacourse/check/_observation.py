@@ -320,7 +320,7 @@ class Observation:
                                                index, size, _kernel_site()[1], write))
             return True
 
-        sentinel = (ary.dtype.type(E.INPUT_SENTINEL) if ary.dtype.kind == "f" else
+        sentinel = (E.fitted(E.INPUT_SENTINEL, ary.dtype) if ary.dtype.kind == "f" else
                     ary.dtype.type(0))
         buf = _B.Buffer(ary, name, report, outside, sentinel)
         return FakeCUDAArray(_B.probe(ary, buf))

@@ -41,6 +41,7 @@ from typing import Any, Iterator, NoReturn
 import numpy as _np
 
 from . import _engine as E
+from ._failure import fail
 from ..i18n import T
 # The record both observers fill (this module in the simulator, _instrument on any device),
 # kept below both; its names are this module's too, as the checkers know them.
@@ -63,16 +64,6 @@ _NAN_BITS64 = _np.uint64(0x7FFCDEAD0000DEAD)
 
 
 # --- failures ----------------------------------------------------------------------------
-
-def fail(cause: str, message: str, context: Any = None, hint: str = "") -> NoReturn:
-    """Raise a structured CheckFailure: ``cause`` is a stable id (counted by reports),
-    ``message`` the diagnosis a learner reads, ``context`` the case it happened in (a dict,
-    or a sentence kept as ``case``)."""
-    __tracebackhide__ = True
-    if isinstance(context, str):
-        context = {"case": context} if context else {}
-    raise E.CheckFailure(message, cause=cause, hint=hint, context=context or {})
-
 
 def ctx_text(context: Any) -> str:
     if isinstance(context, dict):
@@ -305,8 +296,17 @@ def poisoned(got: Any) -> Any:
     return E._isnan(got) & ~computed_nan(got)
 
 
-def output(shape: Any, name: str, dtype: Any = None) -> "E.Guarded":
-    return poison(E.Guarded.make(shape, dtype or E._float32, name))
+def output(shape: Any, name: str, dtype: Any = None, fill: str = "poison") -> "E.Guarded":
+    """An output between guard zones: ``fill="poison"`` (floats: the payload NaN; integers:
+    the marker -999999, which ``compare`` reports as never written) or ``"zero"`` (an
+    accumulator the kernel adds into, e.g. with ``cuda.atomic.add``)."""
+    dtype = _dtype(dtype or E._float32)
+    if fill == "zero":
+        return E.Guarded.make(shape, dtype, name, fill=E._np.zeros(E._prod(shape), dtype),
+                              output=True)
+    if fill != "poison":
+        raise ValueError(f"output {name}: fill must be 'poison' or 'zero', got {fill!r}")
+    return poison(E.Guarded.make(shape, dtype, name))
 
 
 def computed_nan(got: Any) -> Any:
@@ -520,9 +520,12 @@ def no_divergent_barrier(obs: Observation, name: str, context: str = "") -> None
                                     divergence_words=obs.divergence_words()), context)
 
 
-def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, name: str,
-           context: Any = None, oob: Any = None) -> None:
-    """``E.launch``, then a precise diagnosis of any index outside a watched array.
+def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
+           obs: Observation | None = None, context: Any = None, oob: Any = None,
+           shared: int = 0, stream: Any = 0) -> None:
+    """The one launch of the kit: validated against a GPU's limits, compiled for sm_90 in the
+    simulator, crashes turned into one diagnosis (``_engine.launch``); with ``obs`` (from
+    ``observing()``), then a precise diagnosis of any index outside a watched array.
 
     In the simulator the watched arrays behave like a GPU's memory (an index outside reads
     a sentinel and a write there lands nowhere), so the kernel runs to the end and every
@@ -530,7 +533,10 @@ def launch(obs: Observation, kernel: Any, grid: Any, block: Any, *args: Any, nam
     only threads past the end is a missing guard; a thread inside the array reaching outside
     is index arithmetic. ``oob(records, block)`` may return a better (cause, message)."""
     __tracebackhide__ = True
-    from . import _instrument
+    if obs is None:
+        E.launch(kernel, grid, block, *args, name=name, shared=shared, stream=stream)
+        return
+    from . import _instrument  # here: _instrument imports this module
 
     run = _instrument.runner(obs)  # an instrumented build during a native session
     try:

@@ -14,7 +14,7 @@ For checker authors::
 
     @sim_part
     def _warp_sum_technique(kernel, *, seed=None, hidden=False):
-        ...  # simulator-only checks; raise with E.fail(..., cause=...)
+        ...  # simulator-only checks; raise with E.fail(cause, message)
 
     def check_warp_sum(kernel, *, hidden=False, seed=None):
         E.require_kernel(kernel, "warp_sum", 2)
@@ -176,8 +176,7 @@ def _check_json(kw: dict) -> None:
     try:
         json.dumps(kw)
     except TypeError as exc:
-        fail(T("internal: a sim part's keyword arguments must be JSON values ({exc})", exc=exc),
-             cause="replay_error")
+        fail("replay_error", T("internal: a sim part's keyword arguments must be JSON values ({exc})", exc=exc))
 
 
 def last_seconds() -> float:
@@ -199,8 +198,7 @@ def selfcheck_plus_one(kernel: Any, *, n: int = 100, block: int = 32) -> None:
     out.check_guards()
     E.compare(out.result(), a + 1, name="out", formula="a[i] + 1", block=block)
     if reads.n != n:
-        E.fail(T("plus_one read a {n} times for {n_2} elements; each element once is enough.",
+        E.fail("wrong_technique", T("plus_one read a {n} times for {n_2} elements; each element once is enough.",
                  n=reads.n,
-                 n_2=n), cause="wrong_technique", hint=T("Read a[i] once into a local "
-                                                          "variable."),
-               context={"n": n, "reads": reads.n})
+                 n_2=n), hint=T("Read a[i] once into a local "
+                                                          "variable."), context={"n": n, "reads": reads.n})

@@ -58,14 +58,14 @@ def _launch_caught(kernel: Any, grid: Any, block: Any, *args: Any, name: str,
     """
     try:
         if obs is not None:
-            K.launch_observed(obs, kernel, grid, block, *args, name=name)
+            K.launch(kernel, grid, block, *args, name=name, obs=obs)
         else:
             K.launch(kernel, grid, block, *args, name=name)
     except K.CheckFailure as exc:
         text = str(exc)
         if "OverflowError" in text or "math range error" in text or (
                 extreme and "ZeroDivisionError" in text):
-            K.fail(T("{name}: {overflow}", name=name, overflow=_OVERFLOW), cause="overflow")
+            K.fail("overflow", T("{name}: {overflow}", name=name, overflow=_OVERFLOW))
         raise
 
 
@@ -180,9 +180,8 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                    extreme=True)
     res = out.result()
     if not _isfinite(res).all():
-        K.fail(T("online_update: {overflow}",
-                             overflow=_OVERFLOW), cause="overflow",
-               context={"scores": "up to +-3000"})
+        K.fail("overflow", T("online_update: {overflow}",
+                             overflow=_OVERFLOW), context={"scores": "up to +-3000"})
     xs = x.astype(K.float64)
     w = _exp(xs - xs.max(axis=1, keepdims=True))
     want = (w * vals).sum(axis=1) / w.sum(axis=1)
@@ -266,22 +265,21 @@ def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
     K.no_return_value(obs, "flash_rows", "out", ctx)
     K.no_divergent_barrier(obs, "flash_rows", ctx)
     if obs.races:
-        K.fail(T("flash_rows races on shared memory: {race_words}. Wait "
+        K.fail("missing_barrier", T("flash_rows races on shared memory: {race_words}. Wait "
                                     "with cuda.syncthreads() after loading a tile (before "
                                     "reading it) and after using it (before the next loads "
-                                    "overwrite it).", race_words=obs.race_words()),
-               cause="missing_barrier", context=ctx)
+                                    "overwrite it).", race_words=obs.race_words()), context=ctx)
     tiled = -(-n // ROWS_TILE) * bh * n * d  # element reads of k (or v) by a tiled kernel
     for name in ("k", "v"):
         reads = obs.log(name).total_reads
         if reads > 3 * tiled:
-            K.fail(T("flash_rows read elements of {name} {reads} times for seq={n}, "
+            K.fail("no_tiles", T("flash_rows read elements of {name} {reads} times for seq={n}, "
                      "head_dim={d}, {bh} head(s): each query row reads every key from global "
                      "memory. A tiled kernel reads each element once per block of {rows_tile} "
                      "rows ({tiled} reads): load the tile into the shared arrays with all "
                      "threads of the block, cuda.syncthreads(), then read {name}_tile[jj, c] "
                      "in the loop instead of {name}[bh, j, c].", name=name, reads=reads, n=n,
-                     d=d, bh=bh, rows_tile=ROWS_TILE, tiled=tiled), cause="no_tiles", context=ctx)
+                     d=d, bh=bh, rows_tile=ROWS_TILE, tiled=tiled), context=ctx)
 
 
 def _qkv(gen: Any, bh: int, n: int, d: int, mag: float = 1.0) -> list:
@@ -346,13 +344,12 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                 _softmax_av(_masked(s, True, 1), v64)
         for label, alt in alts.items():
             if K.isclose(got, alt, rtol=1e-4, atol=1e-5).all():
-                K.fail(T("out holds {label}.", label=label), cause="wrong_formula", context=ctx)
+                K.fail("wrong_formula", T("out holds {label}.", label=label), context=ctx)
         if causal and n > 1:  # row 0 then sees no key at all: 0 / 0
             excl = _softmax_av(_masked(s, True, -1), v64)
             if K.isclose(got[:, 1:], excl[:, 1:], rtol=1e-4, atol=1e-5).all():
-                K.fail(T("out holds keys j < row only: the causal mask is off by one and drops "
-                         "the diagonal (keep j <= row); row 0 then has no key at all."),
-                       cause="causal_mask_off_by_one", context=ctx)
+                K.fail("causal_mask_off_by_one", T("out holds keys j < row only: the causal mask is off by one and drops "
+                         "the diagonal (keep j <= row); row 0 then has no key at all."), context=ctx)
         if not causal and n % ROWS_TILE:
             # right when seq is a multiple of the tile? then keys past the end leak in
             n2 = n - n % ROWS_TILE
@@ -360,10 +357,9 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                              False, scale)
             want2 = _softmax_av(s[:, :n2, :n2], v64[:, :n2])
             if K.isclose(got2, want2, rtol=1e-4, atol=1e-5).all():
-                K.fail(T("out is right when seq is a multiple of {rows_tile} but wrong for "
+                K.fail("stale_tile_keys", T("out is right when seq is a multiple of {rows_tile} but wrong for "
                          "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
-                         "stale data).", rows_tile=ROWS_TILE, n=n), cause="stale_tile_keys",
-                       context=ctx)
+                         "stale data).", rows_tile=ROWS_TILE, n=n), context=ctx)
         K.no_computed_nan(got, "out", ctx)
         K.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)
@@ -374,9 +370,8 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
     scale = 1.0 / _sqrt(d)
     got = _run_rows(kernel, q, k, v, True, scale, extreme=True)
     if not _isfinite(got).all():
-        K.fail(T("flash_rows: {overflow}",
-                             overflow=_OVERFLOW), cause="overflow",
-               context={"scores": "magnitude ~1000"})
+        K.fail("overflow", T("flash_rows: {overflow}",
+                             overflow=_OVERFLOW), context={"scores": "magnitude ~1000"})
     q64, k64, v64 = (a.astype(K.float64) for a in (q, k, v))
     s64 = _scores(q64, k64, scale)
     want = _softmax_av(_masked(s64, True), v64)

@@ -11,17 +11,24 @@ machinery's own business and may be rearranged without touching a checker. The c
   ``require_function``, ``require_device_array`` (the one detector of stubs, plain
   functions and the course's own code);
 * **arrays**: ``Guarded``/``to_device_guarded`` (outputs between sentinel guard zones),
-  ``output`` (a poisoned guarded output), ``poison``, ``poisoned``, ``counting_array``;
-* **launch**: ``launch(kernel, grid, block, *args, name=...)`` (validated against GPU limits,
-  compiled for sm_90 in the simulator, crashes turned into one diagnosis) and
-  ``launch_observed(obs, kernel, ...)`` (the same, then a precise diagnosis of any index
-  outside a watched array), ``observing()`` (the per-thread record, ``Observation``),
+  ``output(shape, name, dtype=float32, fill="poison"|"zero")`` (a guarded output: NaN or
+  -999999 for integers, or zeros for an accumulator), ``poison``, ``poisoned``,
+  ``counting_array``, ``poisoned_shared()`` (shared arrays start poisoned, simulator);
+* **diagnoses**: ``diagnose`` (the named families of wrong results, ``_diagnose``);
+* **an exercise as data**: ``exercise(...)`` makes a simple exercise's whole ``check_<name>``
+  from its spec (``Random``, ``Scalar``, ``Output``; see :mod:`.spec`); ``trusted(ref)``
+  captures the NumPy functions a reference uses;
+* **launch**: ``launch(kernel, grid, block, *args, name=..., obs=None)`` (the one launch:
+  validated against GPU limits, compiled for sm_90 in the simulator, crashes turned into one
+  diagnosis; with ``obs`` a precise diagnosis of any index outside a watched array),
+  ``observing()`` (the per-thread record, ``Observation``),
   ``kernel_cases`` (a kernel checker's common start), ``sim_part`` (checks only the
   simulator can make, replayed in a simulator child on a GPU), ``tracing`` / ``Trace`` /
   ``DEFAULT`` (host steps: copies, streams, syncs);
-* **verdicts**: ``compare(got, want, name=..., context=...)`` (the diagnosing comparison),
-  ``fail(message, cause=..., hint=..., context=...)`` (raise a ``CheckFailure``; ``context``
-  a dict of the case, or a sentence kept as ``case``), ``passes(name, *facts, hidden=...)``
+* **verdicts**: ``compare(got, want, name=..., context=...)`` (the one diagnosing
+  comparison), ``fail(cause, message, context=None, hint="")`` (the one way to fail: raise a
+  ``CheckFailure``; ``context`` a dict of the case, or a sentence kept as ``case``; extra
+  keywords join it), ``passes(name, *facts, hidden=...)``
   (the one success line), the observation's checks (``spread``, ``no_divergent_barrier``,
   ``no_return_value``, ``no_computed_nan``, ``check_guards``, ``out_of_bounds_words``,
   ``off_by_one_index``), ``thread_name``, ``fmt``, ``at``, ``plain``, ``cause_of``;
@@ -35,98 +42,83 @@ Module-level values here never change after import (the grading audit watches th
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import types
+import warnings
+from typing import Any
 
-from . import _cases, _compile, _engine, _observe, _replay, _trace
-from ._failure import CAUSES, CheckFailure, Passed, at, fmt, passes, plain
+# trusted NumPy: bound here when the kit is first imported (by ``import cudacourse.check``,
+# before any learner cell could rebind ``np.isclose``)
+import numpy as np
+from numpy import (abs, array, array_equal, asarray, count_nonzero, empty,  # noqa: A004
+                   flatnonzero, float32, float64, full, isclose, isnan, ndarray, prod,
+                   unravel_index)
 
-# --- trusted NumPy (the engine's references, taken before any learner cell ran) ----------
-np = _engine._np
-float32 = _engine._float32
-float64 = _engine._float64
-isclose = _engine._isclose
-array_equal = _engine._array_equal
-isnan = _engine._isnan
-full = _engine._full
-empty = _engine._empty
-array = _engine._array
-asarray = _engine._asarray
-abs = _engine._abs  # noqa: A001 - NumPy's, as checkers name it
-flatnonzero = _engine._flatnonzero
-ndarray = _engine._ndarray
-count_nonzero = _engine._count_nonzero
-prod = _engine._prod
-unravel_index = _engine._unravel_index
-
-# --- cases ---------------------------------------------------------------------------------
-Cases = _cases.Cases
-resolve = _cases.resolve
-rng = _engine.rng
-random_array = _engine.random_array
-sizes = _engine.sizes
-simulator = _engine.simulator
-
-# --- what was handed in --------------------------------------------------------------------
-require_kernel = _engine.require_kernel
-require_device_function = _engine.require_device_function
-require_function = _engine.require_function
-require_device_array = _engine.require_device_array
-
-# --- arrays, launches, observation ---------------------------------------------------------
-Guarded = _engine.Guarded
-to_device_guarded = _engine.to_device_guarded
-counting_array = _engine.counting_array
-validate_launch = _engine.validate_launch
-launch = _engine.launch
-launch_observed = _observe.launch
-observing = _observe.observing
-Observation = _observe.Observation
-kernel_cases = _observe.kernel_cases
-output = _observe.output
-poison = _observe.poison
-poisoned = _observe.poisoned
-thread_name = _observe.thread_name
-verb = _observe._verb  # 'wrote' / 'read', in the learner's language
-dims = _observe._dims
-sim_part = _replay.sim_part
-tracing = _trace.tracing
-Trace = _trace.Trace
-DEFAULT = _trace.DEFAULT
-same_memory = _trace.same_memory  # two buffers that overlap in memory (aliasing)
-memory_range = _trace.memory_range  # (allocation, first byte, end) of an array or view
-
-# --- the sm_90 compile gate (the simulator compiles each kernel for a real GPU) ------------
-CompileRefused = _compile.CompileRefused
-compile_status = _compile.status
-compile_resources = _compile.resources
-compile_kernel = _compile.compile_kernel
-type_spec = _compile.type_spec
-
-# --- verdicts ------------------------------------------------------------------------------
-GUARD = _engine.GUARD
-SENTINEL = _engine.SENTINEL
-spread = _observe.spread
-no_divergent_barrier = _observe.no_divergent_barrier
-no_return_value = _observe.no_return_value
-no_computed_nan = _observe.no_computed_nan
-check_guards = _observe.check_guards
-out_of_bounds_words = _observe.out_of_bounds_words
-off_by_one_index = _observe.off_by_one_index
-cause_of = _observe.cause_of
-ctx_text = _observe.ctx_text
-compare = _observe.compare
+from . import _cases
+from . import _diagnose as diagnose
+from ._cases import Cases
+from ._compile import CompileRefused, compile_kernel, ptx_text, type_spec
+from ._compile import resources as compile_resources
+from ._compile import status as compile_status
+from ._compile import toolkit as compile_toolkit
+from ._engine import (GUARD, SENTINEL, Guarded, counting_array, random_array, require_device_array,
+                      require_device_function, require_function, require_kernel, rng, simulator,
+                      sizes, to_device_guarded, validate_launch)
+from ._failure import CAUSES, CheckFailure, Passed, at, fail, fmt, passes, plain
+from ._observation import Observation, thread_name, verb
+from ._observation import _dims as dims
+from ._observe import (cause_of, check_guards, ctx_text, kernel_cases, launch, no_computed_nan,
+                       no_divergent_barrier, no_return_value, observing, off_by_one_index,
+                       out_of_bounds_words, output, poison, poisoned, spread)
+from ._observe import compare  # the engine's compare, with the evidence of the last observed launch
+from ._replay import sim_part
+from ._shared import SHARED_POISON, poisoned_shared
+from ._trace import DEFAULT, Trace, memory_range, same_memory, tracing
+from .spec import Exercise, Output, Random, Scalar, exercise, trusted
 
 
-def fail(message: Any, *, cause: str = "wrong_values", hint: Any = "", context: Any = None,
-         **more: Any) -> NoReturn:
-    """Raise a :class:`CheckFailure`: ``message`` the diagnosis a learner reads (a ``T(...)``
-    template), ``cause`` a stable id from ``CAUSES``, ``hint`` the fix in one sentence,
-    ``context`` the case (a dict, or a sentence kept as ``case``); extra keywords join it."""
-    __tracebackhide__ = True
-    if isinstance(context, str):
-        context = {"case": context} if context else {}
-    raise CheckFailure(message, cause=cause, hint=hint, context={**(context or {}), **more})
+# Every other NumPy function a checker names (``K.bincount``, ``K.cumsum``): captured here
+# too, at the same moment, so no list of them needs an edit when a checker needs a new one.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # deprecated aliases warn when read
+    _NUMPY = types.MappingProxyType({
+        name: value for name in dir(np) if not name.startswith("_")
+        and callable(value := getattr(np, name, None)) and not isinstance(value, type(np))})
 
 
-__all__ = [name for name in dir() if not name.startswith("_")
-           and name not in ("annotations", "Any", "NoReturn")]
+def __getattr__(name: str) -> Any:
+    try:
+        return _NUMPY[name]
+    except KeyError:
+        raise AttributeError(f"the check kit has no {name!r} (nor has NumPy)") from None
+
+
+def resolve(hidden: Any, visible: list, seed: int | None, **kw: Any) -> tuple[list, int | None]:
+    """The visible cases and seed, or the hidden ``Cases`` the master's hidden test names
+    (``_cases.resolve``, looked up at each call: tests watch the one definition there)."""
+    return _cases.resolve(hidden, visible, seed, **kw)
+
+
+__all__ = [
+    # trusted NumPy
+    "np", "abs", "array", "array_equal", "asarray", "count_nonzero", "empty", "flatnonzero",
+    "float32", "float64", "full", "isclose", "isnan", "ndarray", "prod", "unravel_index",
+    # cases
+    "Cases", "resolve", "rng", "random_array", "sizes", "simulator",
+    # an exercise as data
+    "Exercise", "Output", "Random", "Scalar", "exercise", "trusted",
+    # what was handed in
+    "require_kernel", "require_device_function", "require_function", "require_device_array",
+    # arrays, launches, observation
+    "Guarded", "to_device_guarded", "counting_array", "validate_launch", "launch",
+    "observing", "Observation", "kernel_cases", "output", "poison", "poisoned",
+    "poisoned_shared", "SHARED_POISON", "thread_name", "verb", "dims", "sim_part", "tracing",
+    "Trace", "DEFAULT", "same_memory", "memory_range",
+    # the sm_90 compile gate
+    "CompileRefused", "compile_status", "compile_resources", "compile_kernel", "type_spec",
+    "ptx_text", "compile_toolkit",
+    # verdicts
+    "GUARD", "SENTINEL", "CAUSES", "CheckFailure", "Passed", "at", "fmt", "plain", "fail",
+    "passes", "compare", "diagnose", "spread", "no_divergent_barrier", "no_return_value",
+    "no_computed_nan", "check_guards", "out_of_bounds_words", "off_by_one_index", "cause_of",
+    "ctx_text",
+]

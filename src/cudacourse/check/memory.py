@@ -42,10 +42,9 @@ def _run(fn: Any, name: str, args: tuple, readonly: list) -> tuple[Any, Trace]:
         except K.CheckFailure:
             raise
         except Exception as exc:  # noqa: BLE001 - report whatever the learner's code raised
-            K.fail(T("{name}{args!r} raised {type_exc_name}: {exc}",
+            K.fail("host_function_raised", T("{name}{args!r} raised {type_exc_name}: {exc}",
                                              name=name, args=args[1:],
-                                             type_exc_name=type(exc).__name__, exc=exc),
-                   cause="host_function_raised")
+                                             type_exc_name=type(exc).__name__, exc=exc))
     return result, trace
 
 
@@ -53,7 +52,7 @@ def _no_host_arguments(trace: Trace, name: str) -> None:
     for op in trace.of("launch"):
         if op.host_args:
             pos = op.host_args[0]
-            K.fail(T("{name} passed a host (NumPy) array to a kernel "
+            K.fail("implicit_copy", T("{name} passed a host (NumPy) array to a kernel "
                                       "(argument {pos_plus_1} of operation #{index_plus_1}, "
                                       "{what}). Numba then copies it to the device before the "
                                       "launch and back after it, implicitly, on every launch "
@@ -61,34 +60,30 @@ def _no_host_arguments(trace: Trace, name: str) -> None:
                                       "inputs once with cuda.to_device, allocate outputs with "
                                       "cuda.device_array, and pass those device arrays to the "
                                       "kernel.", name=name, pos_plus_1=pos + 1,
-                                      index_plus_1=op.index + 1, what=op.what),
-                   cause="implicit_copy")
+                                      index_plus_1=op.index + 1, what=op.what))
 
 
 def _host_result(result: Any, name: str, n: int) -> K.np.ndarray:
     from ..arrays import is_device_array
 
     if is_device_array(result):
-        K.fail(T("{name} returned a device array ({type_result_name}): the "
+        K.fail("result_on_device", T("{name} returned a device array ({type_result_name}): the "
                                      "result is still in GPU memory. Bring it back with "
                                      ".copy_to_host() and return that NumPy array.", name=name,
-                                     type_result_name=type(result).__name__),
-               cause="result_on_device")
+                                     type_result_name=type(result).__name__))
     if result is None:
-        K.fail(T("{name} returned None: return the result as a NumPy array.",
-                              name=name), cause="no_result")
+        K.fail("no_result", T("{name} returned None: return the result as a NumPy array.",
+                              name=name))
     if not isinstance(result, _ndarray_type):
-        K.fail(T("{name} must return a NumPy array, got {type_result_name}.",
-                              name=name, type_result_name=type(result).__name__),
-               cause="no_result")
+        K.fail("no_result", T("{name} must return a NumPy array, got {type_result_name}.",
+                              name=name, type_result_name=type(result).__name__))
     if result.shape != (n,):
-        K.fail(T("{name} returned shape {shape}, expected ({n},).", name=name,
-                                shape=result.shape, n=n), cause="wrong_shape")
+        K.fail("wrong_shape", T("{name} returned shape {shape}, expected ({n},).", name=name,
+                                shape=result.shape, n=n))
     if result.dtype != K.float32:
-        K.fail(T("{name} returned dtype {dtype}, expected float32: keep the "
+        K.fail("wrong_dtype", T("{name} returned dtype {dtype}, expected float32: keep the "
                                 "data in float32 (a float64 copy doubles the bytes every "
-                                "transfer moves).", name=name, dtype=result.dtype),
-               cause="wrong_dtype")
+                                "transfer moves).", name=name, dtype=result.dtype))
     return result
 
 
@@ -96,7 +91,7 @@ def _no_pending(trace: Trace, name: str) -> None:
     pending = trace.pending()
     if pending:
         op = pending[0]
-        K.fail(T("{name} returned while {n_pending} operation(s) it "
+        K.fail("returned_before_sync", T("{name} returned while {n_pending} operation(s) it "
                                          "queued could still be running, the first: "
                                          "#{index_plus_1}, {what} on {stream_names}. "
                                          "Asynchronous copies and launches return at once; "
@@ -104,33 +99,31 @@ def _no_pending(trace: Trace, name: str) -> None:
                                          "cuda.synchronize()) before returning the result.",
                                          name=name, n_pending=len(pending),
                                          index_plus_1=op.index + 1, what=op.what,
-                                         stream_names=trace.stream_names[op.stream]),
-               cause="returned_before_sync")
+                                         stream_names=trace.stream_names[op.stream]))
 
 
 def _no_races(trace: Trace, name: str, hint: str) -> None:
     if trace.races:
-        K.fail(T("{name}: {races}. {hint}", name=name, races=trace.races[0],
-                                hint=hint), cause="stream_race")
+        K.fail("stream_race", T("{name}: {races}. {hint}", name=name, races=trace.races[0],
+                                hint=hint))
 
 
 def _input_unchanged(x: K.np.ndarray, before: K.np.ndarray, name: str) -> None:
     if not K.array_equal(x, before, equal_nan=True):
-        K.fail(T("{name} changed its input x; only the returned array should "
-                                   "hold the result.", name=name), cause="inputs_changed")
+        K.fail("inputs_changed", T("{name} changed its input x; only the returned array should "
+                                   "hold the result.", name=name))
 
 
 def _copied_back_early(trace: Trace, name: str) -> None:
     launches = trace.of("launch")
     d2h = trace.of("D2H")
     if launches and d2h and all(op.index < launches[0].index for op in d2h):
-        K.fail(T("{name} copied the result to the host (operation "
+        K.fail("copied_back_early", T("{name} copied the result to the host (operation "
                                       "#{index_plus_1}) before launching the kernel (operation "
                                       "#{index_plus_1_2}): the copy took whatever the device "
                                       "buffer held then. Launch first, then copy back.",
                                       name=name, index_plus_1=d2h[0].index + 1,
-                                      index_plus_1_2=launches[0].index + 1),
-               cause="copied_back_early")
+                                      index_plus_1_2=launches[0].index + 1))
 
 
 def _needless_uploads(trace: Trace, name: str, x: K.np.ndarray, ctx: str) -> None:
@@ -140,12 +133,12 @@ def _needless_uploads(trace: Trace, name: str, x: K.np.ndarray, ctx: str) -> Non
     ups = trace.of("H2D")
     sent = sum(hi - lo for op in ups for _space, lo, hi in op.reads)
     if sent > x.nbytes:
-        K.fail(T("{name} copied {sent} bytes to the device for an input of {need} bytes "
+        K.fail("needless_upload", T("{name} copied {sent} bytes to the device for an input of {need} bytes "
                  "({k} copies to the device): the output buffer needs no upload, as the kernel "
                  "writes every element of it; allocate it on the device with "
                  "cuda.device_array_like(d_x) instead of copying a host array (such as "
                  "np.zeros_like(x)) over the bus", name=name, sent=sent, need=x.nbytes,
-                 k=len(ups)), cause="needless_upload", context=ctx)
+                 k=len(ups)), context=ctx)
 
 
 def _read_after_sync(result: K.np.ndarray, trace: Trace, name: str, ctx: str) -> None:
@@ -156,12 +149,12 @@ def _read_after_sync(result: K.np.ndarray, trace: Trace, name: str, ctx: str) ->
     early = K.poisoned(result)
     if early.any():
         first = int(K.flatnonzero(early)[0])
-        K.fail(T("{name} read results out of a pinned buffer before the stream copying them "
+        K.fail("race", T("{name} read results out of a pinned buffer before the stream copying them "
                  "there was synchronized: result[{first}] and {sum_minus_1} other element(s) "
                  "were taken before their copy was guaranteed to have arrived. copy_to_host(h, "
                  "stream=s) only queues the copy and returns at once: call s.synchronize() (or "
                  "cuda.synchronize()) for every stream first, then read h.", name=name,
-                 first=first, sum_minus_1=int(early.sum()) - 1), cause="race", context=ctx)
+                 first=first, sum_minus_1=int(early.sum()) - 1), context=ctx)
 
 
 # --- exercise 1: the whole lifecycle -----------------------------------------------------------
@@ -183,9 +176,8 @@ def check_gpu_scale(fn: Callable, *, hidden: bool = False, seed: int | None = No
         ctx = f"n={n}, alpha={alpha}"
         result, trace = _run(fn, name, (x, alpha), [x])
         if not trace.of("launch"):
-            K.fail(T("{name} launched no kernel: the multiplication must run on "
-                                  "the GPU (launch scale_kernel)", name=name), cause="no_kernel",
-                   context=ctx)
+            K.fail("no_kernel", T("{name} launched no kernel: the multiplication must run on "
+                                  "the GPU (launch scale_kernel)", name=name), context=ctx)
         _no_host_arguments(trace, name)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
@@ -239,7 +231,7 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
             for i, a in enumerate(op.args):
                 for b in op.args[i + 1:]:
                     if a[0] == b[0] and a[1] < b[2] and b[1] < a[2]:
-                        K.fail(T("{name}: operation #{index_plus_1} "
+                        K.fail("same_buffer_in_out", T("{name}: operation #{index_plus_1} "
                                                        "({what}) passes the same buffer as the "
                                                        "step's input and output. Threads then "
                                                        "read neighbours that other threads "
@@ -247,39 +239,35 @@ def check_smooth_on_device(fn: Callable, *, hidden: bool = False,
                                                        "an order nobody controls). Use two "
                                                        "buffers and swap them after each step",
                                                        name=name, index_plus_1=op.index + 1,
-                                                       what=op.what), cause="same_buffer_in_out",
-                               context=ctx)
+                                                       what=op.what), context=ctx)
         _copies_instead_of_swap(trace, name, steps, ctx)
         h2d = [op for op in trace.ops if op.kind == "H2D" or
                (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
         if len(h2d) > 1:
-            K.fail(T("{name} copied data to the device {n_h2d} times for "
+            K.fail("copies_in_loop", T("{name} copied data to the device {n_h2d} times for "
                                        "{steps} steps (operations {h2d}): copy x once before "
                                        "the loop and keep it on the device between launches; "
                                        "each copy crosses the PCIe bus, ~80x slower than "
                                        "device memory", name=name, n_h2d=len(h2d), steps=steps,
-                                       h2d=', '.join(('#' + str(op.index + 1) for op in h2d[:4]))),
-                   cause="copies_in_loop", context=ctx)
+                                       h2d=', '.join(('#' + str(op.index + 1) for op in h2d[:4]))), context=ctx)
         d2h = trace.of("D2H")
         if len(d2h) > 1:
-            K.fail(T("{name} copied data back to the host {n_d2h} times for "
+            K.fail("copies_in_loop", T("{name} copied data back to the host {n_d2h} times for "
                                        "{steps} steps: the intermediate results are only "
                                        "needed on the device; copy back once, after the last "
-                                       "step", name=name, n_d2h=len(d2h), steps=steps),
-                   cause="copies_in_loop", context=ctx)
+                                       "step", name=name, n_d2h=len(d2h), steps=steps), context=ctx)
         if len(launches) != steps:
-            K.fail(T("{name} launched {n_launches} kernel(s) for "
+            K.fail("launch_count", T("{name} launched {n_launches} kernel(s) for "
                                      "steps={steps}: one launch of smooth_step per step",
-                                     name=name, n_launches=len(launches), steps=steps),
-                   cause="launch_count", context=ctx)
+                                     name=name, n_launches=len(launches), steps=steps), context=ctx)
         device_allocs = [a for a in trace.allocs if a.space == "dev"]
         if len(device_allocs) > 3:
-            K.fail(T("{name} allocated {n_device_allocs} device arrays for "
+            K.fail("allocs_in_loop", T("{name} allocated {n_device_allocs} device arrays for "
                                        "steps={steps}: allocate the two buffers once, before "
                                        "the loop, and swap them; allocating inside the loop "
                                        "pays a cudaMalloc (and later a cudaFree) per step",
                                        name=name, n_device_allocs=len(device_allocs),
-                                       steps=steps), cause="allocs_in_loop", context=ctx)
+                                       steps=steps), context=ctx)
         _stale_copy_back(trace, name, ctx)
         result = _host_result(result, name, n)
         _input_unchanged(x, before, name)
@@ -311,13 +299,13 @@ def _copies_instead_of_swap(trace: Trace, name: str, steps: int, ctx: str) -> No
     copies = trace.device_copies()
     if copies:
         op = copies[0]
-        K.fail(T(
+        K.fail("copy_instead_of_swap", T(
             "{name} copied one device buffer into the other {k} time(s) for {steps} steps "
             "(the first: operation #{index}, {what}) instead of swapping them. A "
             "device-to-device copy reads and writes the whole array again, as much memory "
             "traffic as the step itself; swapping the two names costs nothing: "
             "src, dst = dst, src", name=name, k=len(copies), steps=steps, index=op.index + 1,
-            what=op.what), cause="copy_instead_of_swap", context=ctx)
+            what=op.what), context=ctx)
 
 
 def _stale_copy_back(trace: Trace, name: str, ctx: str) -> None:
@@ -330,11 +318,11 @@ def _stale_copy_back(trace: Trace, name: str, ctx: str) -> None:
         return
     src = d2h[-1].reads[0]
     if same_memory(src, io[0]) and not same_memory(src, io[1]):
-        K.fail(T(
+        K.fail("stale_buffer", T(
             "{name} copied back the buffer the last step read (its input, operation "
             "#{launch}), not the one it wrote: after the swap the newest values are in the "
             "buffer now called src. Copy back that one", name=name,
-            launch=launches[-1].index + 1), cause="stale_buffer", context=ctx)
+            launch=launches[-1].index + 1), context=ctx)
 
 
 # --- exercise 3: a pipeline over streams ----------------------------------------------------------
@@ -370,14 +358,13 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
         ok = K.isclose(result, want, rtol=1e-5, atol=1e-5)
         bad = K.flatnonzero(~ok)
         if bad.size and bad[0] > 0 and bad.size == n - int(bad[0]):
-            K.fail(T("the last {size} elements of the result are missing or "
+            K.fail("dropped_tail", T("the last {size} elements of the result are missing or "
                                      "wrong (n={n}, n_chunks={n_chunks}, n % n_chunks = "
                                      "{n_mod_n_chunks}): with chunk = n // n_chunks the tail "
                                      "is dropped when n_chunks does not divide n. Round the "
                                      "chunk size up, chunk = -(-n // n_chunks), and clip the "
                                      "last chunk at n", size=bad.size, n=n, n_chunks=n_chunks,
-                                     n_mod_n_chunks=n % n_chunks), cause="dropped_tail",
-                   context=ctx)
+                                     n_mod_n_chunks=n % n_chunks), context=ctx)
         K.compare(result, want, name=T("the result"), formula="alpha * x[i]", context=ctx,
                   factors={"alpha": K.float32(alpha)}, alternatives={T("x (not scaled)"): x, "alpha + x[i]": x + K.float32(alpha)})
         expected_chunks = len(range(0, n, max(1, -(-n // n_chunks))))
@@ -385,30 +372,28 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
         on_streams = {op.stream for op in launches if op.stream != DEFAULT}
         want_streams = min(n_streams, expected_chunks)
         if not on_streams:
-            K.fail(T("{name} launched every kernel on the default stream, which runs one "
+            K.fail("default_stream", T("{name} launched every kernel on the default stream, which runs one "
                      "operation at a time: create streams with `cuda.stream()` and launch "
                      "chunk k with `kernel[blocks, threads, streams[k % n_streams]]`",
-                     name=name), cause="default_stream", context=ctx)
+                     name=name), context=ctx)
         if len(on_streams) < want_streams:
-            K.fail(T("{name} used {n_on_streams} stream(s) for "
+            K.fail("too_few_streams", T("{name} used {n_on_streams} stream(s) for "
                                         "n_streams={n_streams}: spread the chunks round-robin, "
                                         "chunk k on streams[k % n_streams]", name=name,
-                                        n_on_streams=len(on_streams), n_streams=n_streams),
-                   cause="too_few_streams", context=ctx)
+                                        n_on_streams=len(on_streams), n_streams=n_streams), context=ctx)
         for kind, words in (("H2D", T("to the device")), ("D2H", T("back to the host"))):
             async_copies = [op for op in trace.of(kind) if op.stream != DEFAULT]
             if len(async_copies) < expected_chunks:
-                K.fail(T("{name} made {n_async_copies} asynchronous copies "
+                K.fail("sync_copies", T("{name} made {n_async_copies} asynchronous copies "
                                         "{words} for {expected_chunks} chunks: copy each chunk "
                                         "on its stream (stream= argument), so that one chunk's "
                                         "copies overlap another chunk's kernel; a copy on the "
                                         "default stream waits for everything", name=name,
                                         n_async_copies=len(async_copies), words=words,
-                                        expected_chunks=expected_chunks), cause="sync_copies",
-                       context=ctx)
+                                        expected_chunks=expected_chunks), context=ctx)
         for op in trace.ops:
             if op.pageable:
-                K.fail(T("{name}: operation #{index_plus_1} ({what} on "
+                K.fail("pageable_copy", T("{name}: operation #{index_plus_1} ({what} on "
                                           "{stream_names}) copies pageable host memory. The "
                                           "GPU's copy engines can only read and write pinned "
                                           "(page-locked) memory, so the driver stages such "
@@ -416,8 +401,7 @@ def check_pipelined_scale(fn: Callable, *, hidden: bool = False,
                                           "asynchronous. Stage the data in cuda.pinned_array "
                                           "buffers and copy those", name=name,
                                           index_plus_1=op.index + 1, what=op.what,
-                                          stream_names=trace.stream_names[op.stream]),
-                       cause="pageable_copy", context=ctx)
+                                          stream_names=trace.stream_names[op.stream]), context=ctx)
         _overlaps(trace, name, expected_chunks, want_streams, ctx)
     return K.passes("pipelined_scale", T("{n_cases} cases, chunks that do not divide n",
                                          n_cases=len(cases)),
@@ -434,10 +418,10 @@ def _overlaps(trace: Trace, name: str, chunks: int, streams: int, ctx: str) -> N
         return
     syncs = [k for k, _ in trace.syncs if 0 < k < len(trace.ops)]
     first = f"#{syncs[0]}" if syncs else "?"
-    K.fail(T(
+    K.fail("no_overlap", T(
         "{name}: nothing overlaps. The host waited for the GPU {k} time(s) while queueing "
         "the {chunks} chunks (the first time after operation {first}), so every copy and "
         "launch had to finish before the next chunk's were even issued: no two operations "
         "on different streams could run at the same time. Queue every chunk first, then "
         "synchronize the streams once, after the loop", name=name, k=len(syncs),
-        chunks=chunks, first=first), cause="no_overlap", context=ctx)
+        chunks=chunks, first=first), context=ctx)

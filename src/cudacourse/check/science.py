@@ -25,11 +25,9 @@ TECHNIQUE = {
 import math
 from typing import Any
 
-from . import _diagnose as D
 from . import kit as K
 from .kit import memory_range, resolve, same_memory, sim_part, tracing
 from ..i18n import N_, T
-from .tiling import poisoned_shared
 from .. import lbm as _lbm
 from .. import stencil as _stencil
 from ..i18n import T
@@ -57,10 +55,9 @@ def _heat_case(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> Any:
     K.launch(kernel, grid, (TX, TY), gu.view, out.view, K.float32(alpha), name="heat_step")
     out.check_guards(T("a write outside out: guard the store with `if y < ny and x < nx`"))
     if not K.array_equal(gu.result(), u):
-        K.fail(T("heat_step wrote into its input u: an in-place update races its neighbours "
+        K.fail("inputs_changed", T("heat_step wrote into its input u: an in-place update races its neighbours "
                  "(another block may still be loading the old value as its halo). Read only u, "
-                 "write the new values to out; the time loop swaps the two [{ctx}].", ctx=ctx),
-               cause="inputs_changed")
+                 "write the new values to out; the time loop swaps the two [{ctx}].", ctx=ctx))
     return out.result()
 
 
@@ -96,7 +93,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     if ok.all():
         return
     if grid is not None and K.isnan(got).any():
-        D.swapped_coverage(K.isnan(got), grid, (TX, TY), "out",
+        K.diagnose.swapped_coverage(K.isnan(got), grid, (TX, TY), "out",
                            T(" [{context}]", context=ctx))
     if K.isnan(got).any():
         K.compare(got, want, name="out", formula=T("the 9-point heat step"), rtol=1e-5,
@@ -120,30 +117,28 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                "place). Load the tile with a one-cell halo on all four sides, (TY + 2) x (TX + "
                "2) cells, before the barrier"))):
         if not (bad & ~where).any():
-            K.fail(T("{why} [{ctx}].", why=why, ctx=ctx), cause=cause)
+            K.fail(cause, T("{why} [{ctx}].", why=why, ctx=ctx))
     if alpha is not None:
         tol = dict(rtol=1e-5, atol=1e-5 * scale)
         for words, alt in _heat_centre_alternatives(u, alpha).items():
             if K.isclose(got, alt, **tol).all():
-                K.fail(T("out holds the heat step with the centre value u[y, x] taken from "
+                K.fail("off_by_one", T("out holds the heat step with the centre value u[y, x] taken from "
                          "{where}: the thread's own cell in the tile is one off. With a "
                          "one-cell halo the tile is shifted by one on both axes, so the "
                          "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "
-                         "neighbours are tile[ty + 1 +- 1, tx + 1 +- 1]", where=words),
-                       cause="off_by_one", context={"case": ctx, "region": T("tile centre")})
+                         "neighbours are tile[ty + 1 +- 1, tx + 1 +- 1]", where=words), context={"case": ctx, "region": T("tile centre")})
         # the update term out - u a constant multiple of the right one: a factor twice or
         # missing (alpha, the 1/6 of the 9-point weights)
-        D.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
+        K.diagnose.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
                  {"alpha": alpha, "1/6": 1.0 / 6.0}, T(" [{context}]", context=ctx))
     finite = got[~K.isnan(got)]
     if finite.size and K.abs(finite).max() > _BIG:
         if rerun is not None:
             rerun()  # the simulator watches the tile: which of the two it is, in words
-        K.fail(T("heat_step used shared memory that no thread had written yet, in the middle "
+        K.fail("missing_barrier", T("heat_step used shared memory that no thread had written yet, in the middle "
                  "of tiles too: either cells of the (TY + 2) x (TX + 2) tile are never loaded "
                  "(does the load cover all of them, halo included?), or a cuda.syncthreads() "
-                 "is missing between loading the tile and computing from it [{ctx}].", ctx=ctx),
-               cause="missing_barrier")
+                 "is missing between loading the tile and computing from it [{ctx}].", ctx=ctx))
     K.compare(got, want, name="out", formula=T("u + alpha * (4 (N + S + E + W) + (NE + NW + SE "
                                                "+ SW) - 20 u) / 6 inside, u on the boundary"), rtol=1e-5,
               atol=1e-5 * scale, context=ctx, tile=(TY, TX))
@@ -159,7 +154,7 @@ def check_heat_step(kernel: Any, *, hidden: bool = False, seed: int | None = Non
     cases, seed = resolve(hidden, [(21, 37, 0), (16, 32, 1), (19, 9, 0)], seed,
                           name="check_heat_step")
     gen = K.rng(seed)
-    with poisoned_shared():  # in the simulator; on a GPU the technique part below does it
+    with K.poisoned_shared():  # in the simulator; on a GPU the technique part below does it
         for ny, nx, spare in cases:
             _heat_run(kernel, gen, ny, nx, spare)
     _heat_technique(kernel, seed=int(gen.integers(2**31)), hidden=hidden)
@@ -181,9 +176,9 @@ def _heat_run(kernel: Any, gen: Any, ny: int, nx: int, spare: int) -> None:
                        rerun=lambda: _unloaded_or_race(kernel, u, alpha, spare, ctx),
                        alpha=alpha, grid=grid)
     if not K.array_equal(runs[0], runs[1]):
-        K.fail(T("heat_step gave different results for the same input: a race. Is there a "
+        K.fail("missing_barrier", T("heat_step gave different results for the same input: a race. Is there a "
                  "cuda.syncthreads() between loading the tile and computing from it? [{ctx}]",
-                 ctx=ctx), cause="missing_barrier")
+                 ctx=ctx))
 
 
 def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -> None:
@@ -200,23 +195,22 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
         K.launch(kernel, grid, (TX, TY), gu.view, out.view, K.float32(alpha),
                  name="heat_step")
     if obs.races:
-        K.fail(T("heat_step races on its shared tile: {race_words}. Put a cuda.syncthreads() "
+        K.fail("missing_barrier", T("heat_step races on its shared tile: {race_words}. Put a cuda.syncthreads() "
                  "between loading the tile and computing from it [{ctx}].",
-                 race_words=obs.race_words(), ctx=ctx), cause="missing_barrier")
+                 race_words=obs.race_words(), ctx=ctx))
     if obs.fill:
         f = max(obs.fill, key=lambda f: f.total - f.stored)
         arr, idx, who, line = obs.unfilled[0] if obs.unfilled else ("", (), None, 0)
         first = (T(" (the first: {thread_name} read slot [{map}], line {line})",
                    thread_name=K.thread_name(who), map=', '.join(map(str, idx)),
                    line=line) if who is not None else "")
-        K.fail(T("heat_step reads cells of its shared tile that no thread ever loaded: "
+        K.fail("halo_missing", T("heat_step reads cells of its shared tile that no thread ever loaded: "
                  "{words}{first}. The tile with its halo has (TY + 2) x (TX + 2) = "
                  "{ty_plus_2_times_tx_plus_2} cells for {tx_times_ty} threads, so some threads "
                  "must load more than one: loop over the tile's cells strided by the block's "
                  "threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].", words=f.words(),
                  first=first, ty_plus_2_times_tx_plus_2=(TY + 2) * (TX + 2),
-                 tx_times_ty=TX * TY, ctx=ctx),
-               cause="halo_missing")
+                 tx_times_ty=TX * TY, ctx=ctx))
 
 
 @sim_part
@@ -227,7 +221,7 @@ def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = Fals
     firsts, seed = resolve(hidden, [(13, 21, 0)], seed, name="check_heat_step")
     first = firsts[0]
     gen = K.rng(seed)
-    with poisoned_shared():
+    with K.poisoned_shared():
         _heat_run(kernel, gen, *first)
     ny, nx = 2 * TY, 2 * TX
     u = K.random_array(gen, (ny, nx))
@@ -236,13 +230,12 @@ def _heat_technique(kernel: Any, *, seed: int | None = None, hidden: bool = Fals
     K.launch(kernel, (2, 2), (TX, TY), cu, out.view, K.float32(0.2), name="heat_step")
     per_cell = count.n / (ny * nx)
     if per_cell > 3.0:
-        K.fail(T("heat_step read u {n} times for {ny_times_nx} cells ({per_cell:.1f} reads per "
+        K.fail("wrong_technique", T("heat_step read u {n} times for {ny_times_nx} cells ({per_cell:.1f} reads per "
                  "cell), like a kernel without shared memory (9 per cell); a tiled one reads "
                  "each value about {tx_plus_2_times_ty_plus_2_over_t:.2f} times. Load tile + "
                  "halo into cuda.shared.array once, then compute from shared memory.",
                  n=count.n, ny_times_nx=ny * nx, per_cell=per_cell,
-                 tx_plus_2_times_ty_plus_2_over_t=(TX + 2) * (TY + 2) / (TX * TY)),
-               cause="wrong_technique")
+                 tx_plus_2_times_ty_plus_2_over_t=(TX + 2) * (TY + 2) / (TX * TY)))
 
 
 # --- the time loop --------------------------------------------------------------------------
@@ -273,21 +266,19 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
             except K.CheckFailure:
                 raise
             except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
-                K.fail(T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
-                         type_exc_name=type(exc).__name__, exc=exc, ctx=ctx),
-                       cause="host_function_raised")
+                K.fail("host_function_raised", T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
+                         type_exc_name=type(exc).__name__, exc=exc, ctx=ctx))
         if res is None:
-            K.fail(T("diffuse returned None: return the device array that holds the last "
-                     "step's result [{ctx}].", ctx=ctx), cause="not_device_array")
+            K.fail("not_device_array", T("diffuse returned None: return the device array that holds the last "
+                     "step's result [{ctx}].", ctx=ctx))
         if isinstance(res, K.ndarray):
-            K.fail(T("diffuse returned a NumPy array: keep the data on the device and return "
+            K.fail("not_device_array", T("diffuse returned a NumPy array: keep the data on the device and return "
                      "the device buffer written last (copying back is the caller's job) "
-                     "[{ctx}].", ctx=ctx),
-                   cause="not_device_array")
+                     "[{ctx}].", ctx=ctx))
         if res is not du and res is not dt:
-            K.fail(T("diffuse returned a new array: swap the two buffers it was given (d_u, "
+            K.fail("buffers_reallocated", T("diffuse returned a new array: swap the two buffers it was given (d_u, "
                      "d_tmp) after each step instead of allocating or copying, so the data "
-                     "stays where it is [{ctx}].", ctx=ctx), cause="buffers_reallocated")
+                     "stays where it is [{ctx}].", ctx=ctx))
         _diffuse_steps(trace, steps, ctx)
         _diffuse_buffers(trace, res, ctx)
         got = res.copy_to_host()
@@ -303,16 +294,15 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
             continue
         _diffuse_first_input(trace, dt, ctx)
         if steps > 1 and same(1):
-            K.fail(T("diffuse's result is one step from u, whatever the number of steps: the "
+            K.fail("buffers_not_swapped", T("diffuse's result is one step from u, whatever the number of steps: the "
                      "buffers are not swapped, so every step reads the same input. After each "
-                     "launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].", ctx=ctx),
-                   cause="buffers_not_swapped")
+                     "launch swap them: d_u, d_tmp = d_tmp, d_u [{ctx}].", ctx=ctx))
         if same(steps - 1) or same(steps + 1):
             n_got = steps - 1 if same(steps - 1) else steps + 1
-            K.fail(T("diffuse returned the state after {n_got} steps, not {steps}: after the "
+            K.fail("wrong_buffer", T("diffuse returned the state after {n_got} steps, not {steps}: after the "
                      "last swap the newest values are in the buffer now called d_u (the one "
                      "the next step would read); return that, and launch exactly `steps` times "
-                     "[{ctx}].", n_got=n_got, steps=steps, ctx=ctx), cause="wrong_buffer")
+                     "[{ctx}].", n_got=n_got, steps=steps, ctx=ctx))
         _diffuse_grid(trace, ny, nx, ctx)
         K.compare(got, refs[steps], name=T("the result"), formula=T("{steps} heat steps from u",
                                                                  steps=steps),
@@ -325,22 +315,20 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
     """What diffuse asked of the GPU: launches only, one per step, on the two buffers."""
     for op in trace.of("launch"):  # from the record of buffers, never from the values
         if op.aliased():  # a race leaves them right or wrong depending on the device
-            K.fail(T("diffuse: operation #{index} ({what}) passes the same buffer as the "
+            K.fail("same_buffer_in_out", T("diffuse: operation #{index} ({what}) passes the same buffer as the "
                      "step's input and output (aliasing): threads then read neighbours that "
                      "other threads have already overwritten, in an order nobody controls, "
                      "so the result depends on the device. Pass d_u as the input and d_tmp "
                      "as the output, and swap the two after each step",
-                     index=op.index + 1, what=op.what),
-                   cause="same_buffer_in_out", context={"case": ctx})
+                     index=op.index + 1, what=op.what), context={"case": ctx})
     copies = trace.device_copies()
     if copies:
-        K.fail(T("diffuse copied one device buffer into the other {k} time(s) for {steps} "
+        K.fail("copy_instead_of_swap", T("diffuse copied one device buffer into the other {k} time(s) for {steps} "
                  "steps (the first: operation #{index}, {what}) instead of swapping them. "
                  "A device-to-device copy moves every byte of the field again, as much "
                  "memory traffic as the heat step itself; swapping the two names costs "
                  "nothing: d_u, d_tmp = d_tmp, d_u", k=len(copies), steps=steps,
-                 index=copies[0].index + 1, what=copies[0].what),
-               cause="copy_instead_of_swap", context={"case": ctx})
+                 index=copies[0].index + 1, what=copies[0].what), context={"case": ctx})
     moved = [op for op in trace.ops if op.kind in ("H2D", "D2H") or
              (op.kind == "fill" and any(r[0] == "host" for r in op.reads))]
     implicit = [op for op in trace.of("launch") if op.host_args]
@@ -350,23 +338,22 @@ def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
                   n_moved=len(moved)) if moved else
                 T("{n_implicit} launches with a NumPy array, which Numba copies to the device "
                   "and back each time", n_implicit=len(implicit)))
-        K.fail(T("diffuse made {what} for {steps} steps (the first: operation #{index_plus_1}, "
+        K.fail("copies_in_loop", T("diffuse made {what} for {steps} steps (the first: operation #{index_plus_1}, "
                  "{what_2}): the field crossed the PCIe bus instead of staying on the device. "
                  "Launch heat_step on the two device arrays and swap them; no copy_to_host, no "
                  "cuda.to_device inside diffuse [{ctx}].", what=what, steps=steps,
-                 index_plus_1=op.index + 1, what_2=op.what, ctx=ctx),
-               cause="copies_in_loop")
+                 index_plus_1=op.index + 1, what_2=op.what, ctx=ctx))
     allocs = [a for a in trace.allocs if a.space == "dev"]
     if allocs:
-        K.fail(T("diffuse allocated {n_allocs} device array(s) ({kind}) for {steps} steps: the "
+        K.fail("buffers_reallocated", T("diffuse allocated {n_allocs} device array(s) ({kind}) for {steps} steps: the "
                  "two buffers it was given are all it needs; swap them after each step instead "
                  "of allocating [{ctx}].", n_allocs=len(allocs), kind=allocs[0].kind,
-                 steps=steps, ctx=ctx), cause="buffers_reallocated")
+                 steps=steps, ctx=ctx))
     launches = trace.of("launch")
     if len(launches) != steps:
-        K.fail(T("diffuse launched {n_launches} kernel(s) for steps={steps}: one launch of "
+        K.fail("launch_count", T("diffuse launched {n_launches} kernel(s) for steps={steps}: one launch of "
                  "heat_step per step [{ctx}].", n_launches=len(launches), steps=steps,
-                 ctx=ctx), cause="launch_count")
+                 ctx=ctx))
 
 
 def _diffuse_first_input(trace: Any, dt: Any, ctx: str) -> None:
@@ -375,12 +362,11 @@ def _diffuse_first_input(trace: Any, dt: Any, ctx: str) -> None:
     launches = trace.of("launch")
     io = launches[0].io() if launches else None
     if io and same_memory(memory_range(dt), io[0]):
-        K.fail(T("diffuse's first step (operation #{index}, {what}) read d_tmp, the scratch "
+        K.fail("swapped_before_first_step", T("diffuse's first step (operation #{index}, {what}) read d_tmp, the scratch "
                  "buffer whose contents mean nothing, instead of d_u, the field: the buffers "
                  "are swapped before the first launch. Launch heat_step on (d_u, d_tmp) "
                  "first, then swap: d_u, d_tmp = d_tmp, d_u", index=launches[0].index + 1,
-                 what=launches[0].what),
-               cause="swapped_before_first_step", context={"case": ctx})
+                 what=launches[0].what), context={"case": ctx})
 
 
 def _diffuse_buffers(trace: Any, res: Any, ctx: str) -> None:
@@ -390,11 +376,10 @@ def _diffuse_buffers(trace: Any, res: Any, ctx: str) -> None:
     io = launches[-1].io() if launches else None
     rng = memory_range(res)
     if io and same_memory(rng, io[0]) and not same_memory(rng, io[1]):
-        K.fail(T("diffuse returned the buffer the last step read (a stale buffer: operation "
+        K.fail("wrong_buffer", T("diffuse returned the buffer the last step read (a stale buffer: operation "
                  "#{index} wrote the other one): after the last swap the newest values are "
                  "in the buffer now called d_u (the one the next step would read): return "
-                 "that", index=launches[-1].index + 1),
-               cause="wrong_buffer", context={"case": ctx})
+                 "that", index=launches[-1].index + 1), context={"case": ctx})
 
 
 def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
@@ -407,14 +392,12 @@ def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
         if cx >= nx and cy >= ny:
             continue
         swapped = g[0] * b[1] >= ny and g[1] * b[0] >= nx
-        K.fail(T("diffuse's operation #{index} ({what}): its threads cover {cx} "
+        K.fail("wrong_values", T("diffuse's operation #{index} ({what}): its threads cover {cx} "
                  "columns and {cy} rows of a {ny} x {nx} field, so cells are never updated. "
                  "{why}", what=op.what, index=op.index + 1, cx=cx, cy=cy, ny=ny, nx=nx,
                  why=T("The grid's axes are swapped: x (columns) comes first, grid = "
                        "(ceil(nx / TX), ceil(ny / TY))") if swapped else
-                 T("Round up on each axis: grid = (ceil(nx / TX), ceil(ny / TY))")),
-               cause="grid_axes_swapped" if swapped else "grid_too_small",
-               context={"case": ctx})
+                 T("Round up on each axis: grid = (ceil(nx / TX), ceil(ny / TY))")), context={"case": ctx})
 
 
 # --- the fused LBM step -------------------------------------------------------------------
@@ -470,24 +453,23 @@ def _lbm_case(kernel: Any, f: Any, solid: Any, omega: float, fx: float, spare: i
         # row or column, which on a periodic lattice is the first one
         if ny != nx and edge[1] in (ny, nx):  # the axis, from the size it overran
             y_axis = edge[1] == ny
-            K.fail(T("lbm_step read a neighbour outside the lattice (index {index} on an axis "
+            K.fail("periodic_wrap", T("lbm_step read a neighbour outside the lattice (index {index} on an axis "
                      "of size {size}): the lattice is periodic in {axis} too, so the upstream "
                      "neighbour of the last {line} is {line} 0. Wrap that coordinate: {fix}",
                      index=edge[0], size=edge[1], axis="y" if y_axis else "x",
                      line=T("row") if y_axis else T("column"),
-                     fix="ys = (y - CY[i]) % ny" if y_axis else "xs = (x - CX[i]) % nx"),
-                   cause="periodic_wrap", context={"case": ctx})
-        K.fail(T("lbm_step read a neighbour outside the lattice (index {edge} on an axis of "
+                     fix="ys = (y - CY[i]) % ny" if y_axis else "xs = (x - CX[i]) % nx"), context={"case": ctx})
+        K.fail("periodic_wrap", T("lbm_step read a neighbour outside the lattice (index {edge} on an axis of "
                  "size {edge_2}): the lattice is periodic, so the upstream neighbour of the "
                  "last column is column 0 (and of the last row, row 0). Wrap the neighbour's "
                  "coordinates: xs = (x - CX[i]) % nx, ys = (y - CY[i]) % ny [{ctx}].",
-                 edge=edge[0], edge_2=edge[1], ctx=ctx), cause="periodic_wrap")
+                 edge=edge[0], edge_2=edge[1], ctx=ctx))
     out.check_guards(T("a write outside f_out: guard with `if x < nx and y < ny`"))
     if not K.array_equal(gf.result(), f):
-        K.fail(T("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
+        K.fail("push_race", T("lbm_step wrote into f_in: pushing populations into the neighbours' slots of "
                  "the array others are still reading is a race (push instead of pull). Pull: "
                  "read f_in[i, y - CY[i], x - CX[i]], write only f_out[i, y, x] of your own "
-                 "node [{ctx}].", ctx=ctx), cause="push_race")
+                 "node [{ctx}].", ctx=ctx))
     return out.result()
 
 
@@ -511,12 +493,11 @@ def _lbm_reads_output(kernel: Any, f: Any, solid: Any, omega: float, fx: float, 
     log = obs.arrays["f_out"]
     if log.total_reads:
         who, n = log.busiest_reader()
-        K.fail(T("lbm_step reads f_out ({total_reads} reads; {thread_name} made {n}), the "
+        K.fail("pulled_from_output", T("lbm_step reads f_out ({total_reads} reads; {thread_name} made {n}), the "
                  "array it is writing: f_out holds nothing yet (here NaN), so the populations "
                  "pulled from it are garbage. Pull from f_in: g_i = f_in[i, y - CY[i], x - "
                  "CX[i]], and only write f_out [{ctx}].", total_reads=log.total_reads,
-                 thread_name=K.thread_name(who), n=n, ctx=ctx),
-               cause="pulled_from_output")
+                 thread_name=K.thread_name(who), n=n, ctx=ctx))
 
 
 def _alternatives(f: Any, solid: Any, omega: float, fx: float) -> dict[str, Any]:
@@ -569,12 +550,11 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
     fluid = ~solid
     node_bad = ~ok.all(axis=0)
     if not (node_bad & fluid).any():
-        K.fail(T("only the solid nodes are wrong: a solid node must copy its 9 populations "
-                 "from f_in to f_out unchanged (and do nothing else) [{ctx}].", ctx=ctx),
-               cause="solid_not_copied")
+        K.fail("solid_not_copied", T("only the solid nodes are wrong: a solid node must copy its 9 populations "
+                 "from f_in to f_out unchanged (and do nothing else) [{ctx}].", ctx=ctx))
     if K.isnan(got[:, fluid]).any():
         if grid is not None:
-            D.swapped_coverage(K.isnan(got).any(axis=0), grid, LBM_BLOCK, "f_out",
+            K.diagnose.swapped_coverage(K.isnan(got).any(axis=0), grid, LBM_BLOCK, "f_out",
                                T(" [{context}]", context=ctx))
         if rerun is not None:
             rerun()  # the simulator watches f_in and f_out: did it read the output?
@@ -582,10 +562,10 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
                   formula=T("one pull-stream-collide step"), context=ctx, **tol)
     for (label, cause), alt in _alternatives(f, solid, omega, fx).items():
         if K.isclose(got[:, fluid], alt[:, fluid], **tol).all():
-            K.fail(T(label, ctx=ctx), cause=cause)
+            K.fail(cause, T(label, ctx=ctx))
     for label, cause, alt in _table_alternatives(f, solid, omega, fx):
         if K.isclose(got[:, fluid], alt[:, fluid], **tol).all():
-            K.fail(label, cause=cause, context={"case": ctx})
+            K.fail(cause, label, context={"case": ctx})
     _periodic_footprint(node_bad & fluid, solid, ctx)
     mass_in = float(f.astype(K.float64)[:, fluid].sum())
     mass_out = float(got.astype(K.float64)[:, fluid].sum())
@@ -594,24 +574,23 @@ def _diagnose_lbm(got: Any, f: Any, solid: Any, omega: float, fx: float, ctx: st
     if not (node_bad & fluid & ~near).any():
         _diagnose_bounce(got, f, solid, omega, fx, tol, ctx)
         if lost:
-            K.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
+            K.fail("lost_population", T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
                      "before the step and {mass_out:.6f} after), and only nodes next to a wall "
                      "or the obstacle are wrong: a population is lost (or counted twice) at "
                      "bounce-back. When the upstream node x - c_i is solid, f_i must become "
                      "f_in[OPP[i], y, x], the population that left towards the wall, reversed "
                      "[{ctx}].", mass_in=mass_in, mass_out=mass_out,
-                     ctx=ctx), cause="lost_population")
-        K.fail(T("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
+                     ctx=ctx))
+        K.fail("wrong_opposite", T("only nodes next to a wall or the obstacle are wrong, and mass is conserved: "
                  "bounce-back takes the wrong opposite direction. When x - c_i is solid, f_i = "
                  "f_in[OPP[i], y, x] with c[OPP[i]] = -c[i] (both components reversed, not a "
-                 "mirror image) [{ctx}].", ctx=ctx), cause="wrong_opposite")
+                 "mirror image) [{ctx}].", ctx=ctx))
     if lost:
-        K.fail(T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
+        K.fail("mass_not_conserved", T("mass is not conserved (the fluid's populations summed to {mass_in:.6f} "
                  "before the step and {mass_out:.6f} after): a population is lost, or counted "
                  "twice. Each of the 9 must be pulled (from x - c_i, wrapping around the "
                  "periodic edges) or bounced back, and collision must keep rho [{ctx}].",
-                 mass_in=mass_in, mass_out=mass_out, ctx=ctx),
-               cause="mass_not_conserved")
+                 mass_in=mass_in, mass_out=mass_out, ctx=ctx))
     _momentum_by_axis(got, want, fluid, ctx)
     K.compare(got[:, fluid], want[:, fluid], name=T("f_out at fluid nodes"),
               formula=T("f_i + omega (feq_i - f_i) + 3 w_i c_i,x fx of the pulled populations"),
@@ -631,11 +610,10 @@ def _periodic_footprint(bad: Any, solid: Any, ctx: str) -> None:
         if bad.any() and not (bad & ~band).any():
             last = T("columns") if axis == "x" else T("rows")
             n = nx if axis == "x" else ny
-            K.fail(T("only the first and last {lines} are wrong: the lattice is periodic in "
+            K.fail("periodic_wrap", T("only the first and last {lines} are wrong: the lattice is periodic in "
                      "{axis}, so the upstream neighbour of {axis} = 0 is {axis} = {last} and "
                      "that of {axis} = {last} is 0 (use ({axis} - C{AXIS}[i]) % n{axis})",
-                     lines=last, axis=axis, AXIS=axis.upper(), last=n - 1),
-                   cause="periodic_wrap", context={"case": ctx})
+                     lines=last, axis=axis, AXIS=axis.upper(), last=n - 1), context={"case": ctx})
 
 
 def _momentum_by_axis(got: Any, want: Any, fluid: Any, ctx: str) -> None:
@@ -652,13 +630,12 @@ def _momentum_by_axis(got: Any, want: Any, fluid: Any, ctx: str) -> None:
     if len(wrong) == 1:
         a = wrong[0]
         other = "y" if a == "x" else "x"
-        K.fail(T("mass and the momentum along {other} are right, but the momentum along {a} "
+        K.fail("wrong_axis", T("mass and the momentum along {other} are right, but the momentum along {a} "
                  "is not (the fluid's total {got}, the reference's {want}): a term acts on "
                  "the wrong axis or with the wrong sign. Check the terms with C{A}[i]: the "
                  "pull from {a} - C{A}[i], u{a} = sum(C{A}[i] g_i) / rho, c.u and the force "
                  "(3 W[i] CX[i] fx acts along x only)", other=other, a=a, A=a.upper(),
-                 got=K.fmt(off[a][0]), want=K.fmt(off[a][1])),
-               cause="wrong_axis", context={"case": ctx})
+                 got=K.fmt(off[a][0]), want=K.fmt(off[a][1])), context={"case": ctx})
 
 
 def _table_alternatives(f: Any, solid: Any, omega: float, fx: float) -> list:
@@ -709,10 +686,10 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
     fluid = ~solid
     f64 = f.astype(K.float64)
     if K.isclose(got[:, fluid], _bounced(f64, solid, omega, fx, None)[:, fluid], **tol).all():
-        K.fail(T("a population is lost at the walls: where the upstream node x - c_i is solid, "
+        K.fail("lost_population", T("a population is lost at the walls: where the upstream node x - c_i is solid, "
                  "f_i came out as 0 (the population was dropped), and mass leaks away. Bounce "
                  "it back: f_i = f_in[OPP[i], y, x], the population that left towards the wall "
-                 "[{ctx}].", ctx=ctx), cause="lost_population")
+                 "[{ctx}].", ctx=ctx))
     right = list(_lbm.OPP)
     for group in ((1, 2, 3, 4), (5, 6, 7, 8)):
         targets = [right[i] for i in group]
@@ -727,12 +704,12 @@ def _diagnose_bounce(got: Any, f: Any, solid: Any, omega: float, fx: float, tol:
                 wrong = [i for i in group if opp[i] != right[i]]
                 i = wrong[0]
                 c = (int(_lbm.CX[i]), int(_lbm.CY[i]))
-                K.fail(T("bounce-back takes the wrong opposite direction for i = {map}: for "
+                K.fail("wrong_opposite", T("bounce-back takes the wrong opposite direction for i = {map}: for "
                          "c_{i} = {c} your kernel bounces back population {opp}, but the "
                          "reversed direction -c_{i} is population {right}. Check OPP: "
                          "c[OPP[i]] = -c[i], both components reversed [{ctx}].",
                          map=', '.join(map(str, wrong)), i=i, c=c, opp=opp[i], right=right[i],
-                         ctx=ctx), cause="wrong_opposite")
+                         ctx=ctx))
 
 
 def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> Any:
@@ -756,9 +733,8 @@ def check_lbm_step(kernel: Any, *, hidden: bool = False, seed: int | None = None
                 kernel, f, solid, omega, fx, spare, ctx),
                 grid=(math.ceil(nx / LBM_BLOCK[0]) + spare, math.ceil(ny / LBM_BLOCK[1])))
         if not K.array_equal(runs[0], runs[1]):
-            K.fail(T("lbm_step gave different results for the same input: a race [{ctx}].",
-                     ctx=ctx),
-                   cause="nondeterministic")
+            K.fail("nondeterministic", T("lbm_step gave different results for the same input: a race [{ctx}].",
+                     ctx=ctx))
     return K.passes("lbm_step", T("{k} lattices with an obstacle, walls in some",
                                   k=len(cases)), T("periodic in x and in y"), T("mass conserved"), T("each run twice"),
                     hidden=hidden)

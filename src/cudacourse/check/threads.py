@@ -94,8 +94,7 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
                       axis=axis, size=r.size, check=check))
 
         with K.observing() as obs:
-            K.launch_observed(obs, kernel, grid, (bx, by), obs.watch(gimg.view, "img"),
-                              obs.watch(out.view, "out"), name="mirror", context=ctx, oob=oob)
+            K.launch(kernel, grid, (bx, by), obs.watch(gimg.view, "img"), obs.watch(out.view, "out"), name="mirror", context=ctx, oob=oob, obs=obs)
         K.no_return_value(obs, "mirror", "out[r, c]", ctx)
         hint = (T("this launch has no spare threads, so an index is computed wrongly: are x "
                   "and y swapped? x is the column and y the row (c, r = cuda.grid(2))") if exact else
@@ -107,19 +106,18 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
         written = ~K.isnan(got)
         if not written.all():
             if (written == _mirror_written_mask((rows, cols), grid, (bx, by), True)).all():
-                K.fail(T(
+                K.fail("swapped_axes", T(
                        "the elements written form the region a kernel with rows and columns "
                        "swapped would reach, in its indices or in its bounds guard: "
                        "cuda.grid(2) returns (x, y) = (column, row), so write "
                        "c, r = cuda.grid(2), guard with `if r < img.shape[0] and "
-                       "c < img.shape[1]` and write out[r, c]."), cause="swapped_axes",
-                       context=ctx)
+                       "c < img.shape[1]` and write out[r, c]."), context=ctx)
             first = K.full((rows, cols), False)
             first[:by, :bx] = True
             if (written == first).all():
-                K.fail(T("only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
+                K.fail("only_first_block", T("only out[:{by}, :{bx}] was written, the part of block (0, 0): the "
                          "index must include cuda.blockIdx (cuda.grid(2) does it for you).",
-                         by=by, bx=bx), cause="only_first_block", context=ctx)
+                         by=by, bx=bx), context=ctx)
         K.compare(got, want, name="out", formula="img[r, W - 1 - c]", context=ctx,
                   reads=lambda at, cols=cols: {"img": [(at[0], cols - 1 - at[1])]},
                   alternatives={T("img itself (nothing mirrored)"): img,
@@ -127,8 +125,7 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
                                     img[::-1, :],
                                 T("img flipped both ways"): img[::-1, ::-1]})
         if not K.array_equal(gimg.result(), img):
-            K.fail(T("mirror changed img; only out should be written."), cause="inputs_changed",
-                   context=ctx)
+            K.fail("inputs_changed", T("mirror changed img; only out should be written."), context=ctx)
         K.spread(obs, "out", rows * cols, grid[0] * grid[1] * bx * by, "mirror", ctx,
                  per_thread=T("one pixel: c, r = cuda.grid(2)"))
     return cases
@@ -189,9 +186,7 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
                       line=r.line))
 
         with K.observing() as obs:
-            K.launch_observed(obs, kernel, blocks, tpb, a, obs.watch(gx.view, "x"),
-                              obs.watch(gy.view, "y"), obs.watch(out.view, "out"), name="saxpy",
-                              context=ctx, oob=oob)
+            K.launch(kernel, blocks, tpb, a, obs.watch(gx.view, "x"), obs.watch(gy.view, "y"), obs.watch(out.view, "out"), name="saxpy", context=ctx, oob=oob, obs=obs)
         K.no_return_value(obs, "saxpy", "out[i]", ctx)
         K.check_guards(out, T("missing bounds guard (loop while i < n)?"), ctx)
         got = out.result()
@@ -201,21 +196,19 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
         if small and not written.all():
             nw = K.flatnonzero(~written)
             if written[:threads].all() and not written[threads:].any():
-                K.fail(T("out[{threads}:] was never written: this launch has {threads} threads "
+                K.fail("no_grid_stride", T("out[{threads}:] was never written: this launch has {threads} threads "
                          "for {n} elements on purpose, and each thread did one element. Did "
                          "you loop with cuda.gridsize(1)? for i in range(cuda.grid(1), n, "
-                         "cuda.gridsize(1))", threads=threads, n=n), cause="no_grid_stride",
-                       context=ctx)
-            K.fail(T("{size} of {n} elements of out were never written, the first at index "
+                         "cuda.gridsize(1))", threads=threads, n=n), context=ctx)
+            K.fail("unwritten", T("{size} of {n} elements of out were never written, the first at index "
                      "{nw}: did you loop with cuda.gridsize(1), starting at cuda.grid(1)?",
-                     size=nw.size, n=n, nw=int(nw[0])), cause="unwritten", context=ctx)
+                     size=nw.size, n=n, nw=int(nw[0])), context=ctx)
         K.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
                   alternatives={T("a * x[i] (y ignored)"): a * x, T("x[i] + y[i] (a ignored)"): x + y,
                                 T("a * y[i] + x[i] (x and y swapped)"): a * y + x,
                                 "a * (x[i] + y[i])": a * (x + y)})
         if not K.array_equal(gx.result(), x) or not K.array_equal(gy.result(), y):
-            K.fail(T("saxpy changed x or y; only out should be written."), cause="inputs_changed",
-                   context=ctx)
+            K.fail("inputs_changed", T("saxpy changed x or y; only out should be written."), context=ctx)
         K.spread(obs, "out", n, threads, "saxpy", ctx,
                  per_thread=T("the elements cuda.grid(1), + cuda.gridsize(1), + 2 * "
                               "cuda.gridsize(1)... (for i in range(cuda.grid(1), n, "
@@ -279,15 +272,13 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = Non
 
         with K.observing() as obs:
             try:
-                K.launch_observed(obs, kernel, blocks, tpb, obs.watch(gx.view, "x"),
-                                  obs.watch(out.view, "out"), name="warp_sum", context=ctx, oob=oob)
+                K.launch(kernel, blocks, tpb, obs.watch(gx.view, "x"), obs.watch(out.view, "out"), name="warp_sum", context=ctx, oob=oob, obs=obs)
             except K.CheckFailure as exc:
                 if _warp_error(exc):
-                    K.fail(T("{message} Every lane that runs the shuffle must be "
+                    K.fail("warp_ub", T("{message} Every lane that runs the shuffle must be "
                                         "named in its mask: use 0xFFFFFFFF when all 32 lanes "
                                         "take part.",
-                                        message=getattr(exc, 'message', exc)), cause="warp_ub",
-                           context=ctx)
+                                        message=getattr(exc, 'message', exc)), context=ctx)
                 raise
         K.no_return_value(obs, "warp_sum", "out[i // 32]", ctx)
         K.check_guards(out, T("the spare warps must not write: guard with i // 32 < "
@@ -297,13 +288,12 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = Non
         want, table = _warp_sums(x)
         ok = K.isclose(got, want, rtol=1e-4, atol=1e-4)
         if n % 32 and ok[:-1].all() and not ok[-1]:
-            K.fail(T("every warp's sum is right except the last, partial warp's "
+            K.fail("early_return", T("every warp's sum is right except the last, partial warp's "
                      "(out[{groups_minus_1}] = {got}, expected {want}): lanes past the end of "
                      "x must still take part in every shuffle, with the value 0. Do not return "
                      "before the shuffles.", groups_minus_1=groups - 1,
                      got=K.fmt(got[-1]) if hasattr(K, 'fmt') else got[-1],
-                     want=K.fmt(want[-1]) if hasattr(K, 'fmt') else want[-1]),
-                   cause="early_return", context=ctx)
+                     want=K.fmt(want[-1]) if hasattr(K, 'fmt') else want[-1]), context=ctx)
         K.compare(got, want, name="out", formula=T("the sum of x[32 w : 32 w + 32]"),
                   rtol=1e-4, atol=1e-4, context=ctx,
                   alternatives={
@@ -321,8 +311,7 @@ def _warp_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = Non
                       T("twice the sum (an offset of 32 reads the lane itself)"): 2 * want,
                       T("the maximum of the 32 values"): table.max(axis=1)})
         if not K.array_equal(gx.result(), x):
-            K.fail(T("warp_sum changed x; only out should be written."), cause="inputs_changed",
-                   context=ctx)
+            K.fail("inputs_changed", T("warp_sum changed x; only out should be written."), context=ctx)
         _check_shuffles(obs, n, tpb, ctx)
     return cases
 
@@ -353,11 +342,11 @@ def _check_shuffles(obs: K.Observation, n: int, tpb: int, ctx: dict) -> None:
     who, most = obs.log("x").busiest_reader()
     if most > 1:
         lane = who[1][0] % 32
-        K.fail(T("lane {lane} of a warp ({thread_name}) read {most} elements of x by itself: "
+        K.fail("no_shuffle", T("lane {lane} of a warp ({thread_name}) read {most} elements of x by itself: "
                  "the sum is not made with shuffles. Each lane reads its own element (v = "
                  "x[i]) and the warp adds them with v += cuda.shfl_down_sync(0xFFFFFFFF, v, "
                  "offset) for offset = 16, 8, 4, 2, 1.", lane=lane,
-                 thread_name=K.thread_name(who), most=most), cause="no_shuffle", context=ctx)
+                 thread_name=K.thread_name(who), most=most), context=ctx)
     warps_with_data = -(-n // 32)
     short = []
     for w in range(warps_with_data):
@@ -374,9 +363,8 @@ def _check_shuffles(obs: K.Observation, n: int, tpb: int, ctx: dict) -> None:
             break
     if short:
         key, calls = short[0]
-        K.fail(T("{thread_name} took part in {calls} warp shuffle(s), but adding a warp's 32 "
+        K.fail("no_shuffle", T("{thread_name} took part in {calls} warp shuffle(s), but adding a warp's 32 "
                  "values takes {shuffle_steps} rounds in which every lane shuffles (offsets "
                  "16, 8, 4, 2, 1): the sum must be made with cuda.shfl_down_sync (or "
                  "shfl_xor_sync), by all 32 lanes, not by one lane or through shared memory.",
-                 thread_name=K.thread_name(key), calls=calls, shuffle_steps=SHUFFLE_STEPS),
-               cause="no_shuffle", context=ctx)
+                 thread_name=K.thread_name(key), calls=calls, shuffle_steps=SHUFFLE_STEPS), context=ctx)

@@ -29,51 +29,14 @@ import sys
 import traceback
 from typing import Any, Iterator
 
-from . import _diagnose as D
 from . import kit as K
 from .kit import resolve
 from ..i18n import T
 
 TILE = 16  # the exercise's tile size (the notebook's setup cell defines the same TILE)
 TPB = 128  # threads per block of the block-sum exercise (a power of two)
-POISON = 1.0e30  # what unwritten shared memory holds during a check (simulator)
+POISON = K.SHARED_POISON  # what unwritten shared memory holds during a check (simulator)
 _BIG = 1.0e20
-
-
-@contextlib.contextmanager
-def poisoned_shared() -> Iterator[None]:
-    """In the simulator, make new shared arrays start full of POISON instead of whatever
-    ``np.empty`` returns (often zeros, which would hide a missing barrier or zero-fill)."""
-    if not K.simulator():
-        yield
-        return
-    from numba.cuda.simulator import kernelapi
-
-    cls = kernelapi.FakeCUDAShared
-    original = cls.array
-
-    def array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None:
-            return original(self, shape, dtype, alignment)
-        from numba.np import numpy_support
-        from numba.core import types
-
-        if isinstance(dtype, types.Type):
-            dtype = numpy_support.as_dtype(dtype)
-        # Allocations are identified by the kernel's source line, as the simulator does.
-        caller = traceback.extract_stack(sys._getframe())[-2][0:2]
-        res = self._allocations.get(caller)
-        if res is None:
-            res = K.full(shape, POISON if K.np.dtype(dtype).kind == "f" else -999999,
-                         dtype=dtype)
-            self._allocations[caller] = res
-        return res
-
-    cls.array = array
-    try:
-        yield
-    finally:
-        cls.array = original
 
 
 def _poison_hint(what: str) -> str:
@@ -88,9 +51,9 @@ def _race_or_divergence(obs: K.Observation, name: str, ctx: dict, race_fix: str)
     K.no_return_value(obs, name, T("the output array"), ctx)
     K.no_divergent_barrier(obs, name, ctx)
     if obs.live and obs.races:
-        K.fail(T("{name} races on shared memory: {race_words}. {race_fix}",
+        K.fail("missing_barrier", T("{name} races on shared memory: {race_words}. {race_fix}",
                                     name=name, race_words=obs.race_words(),
-                                    race_fix=race_fix), cause="missing_barrier", context=ctx)
+                                    race_fix=race_fix), context=ctx)
 
 
 def _unfilled_words(obs: K.Observation, what: str) -> str:
@@ -111,15 +74,13 @@ def _matmul_case(kernel: Any, a: Any, b: Any, spare: int, ctx: dict,
     out = K.output((m, n), "c")
     grid = (math.ceil(n / TILE) + spare, math.ceil(m / TILE))
     w = obs if obs is not None else K.Observation(False)
-    K.launch_observed(w, kernel, grid, (TILE, TILE), w.watch(ga.view, "a"), w.watch(gb.view, "b"),
-                      w.watch(out.view, "c"), name="tiled_matmul", context=ctx,
-                      oob=lambda recs, block: _matmul_oob(recs, m, k, n))
+    K.launch(kernel, grid, (TILE, TILE), w.watch(ga.view, "a"), w.watch(gb.view, "b"), w.watch(out.view, "c"), name="tiled_matmul", context=ctx, oob=lambda recs, block: _matmul_oob(recs, m, k, n), obs=w)
     K.check_guards(out, T("a write outside c: missing `if row < m and col < n` before the "
                           "store?"),
                    ctx)
     if not K.array_equal(ga.result(), a) or not K.array_equal(gb.result(), b):
-        K.fail(T("tiled_matmul changed its inputs a or b; only c should be "
-                                   "written."), cause="inputs_changed", context=ctx)
+        K.fail("inputs_changed", T("tiled_matmul changed its inputs a or b; only c should be "
+                                   "written."), context=ctx)
     return out.result()
 
 
@@ -162,11 +123,10 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
                 runs.append(_matmul_case(kernel, a, b, spare, ctx, obs))
             if obs.live and obs.races and k > TILE and not _single_tile_races(kernel, gen, m, n):
                 K.no_divergent_barrier(obs, "tiled_matmul", ctx)
-                K.fail(T("tiled_matmul races on shared memory when k spans several tiles: "
+                K.fail("missing_barrier", T("tiled_matmul races on shared memory when k spans several tiles: "
                          "{race_words}. Threads overwrite a tile while others still compute "
                          "from it: add the second cuda.syncthreads(), after the loop over the "
-                         "tile and before the next loads.", race_words=obs.race_words()),
-                       cause="missing_barrier", context=ctx)
+                         "tile and before the next loads.", race_words=obs.race_words()), context=ctx)
             _race_or_divergence(obs, "tiled_matmul", ctx,
                                 T("Add cuda.syncthreads() after loading the tiles (before any "
                                   "thread computes from them), and a second one after using "
@@ -175,13 +135,12 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
             finite = got[~K.isnan(got)]
             if finite.size and K.abs(finite).max() > _BIG:
                 if obs.live and obs.unfilled:
-                    K.fail(_unfilled_words(
+                    K.fail("unfilled_tile", _unfilled_words(
                         obs, T("a slot past the edge of a or b must still be filled: load 0.0 "
                                "there (sa[ty, tx] = a[row, col] if row < m and col < k else "
-                               "0.0).")), cause="unfilled_tile", context=ctx)
-                K.fail(T("{poison_hint}.",
-                                            poison_hint=_poison_hint('tiled_matmul')),
-                       cause="missing_barrier", context=ctx)
+                               "0.0).")), context=ctx)
+                K.fail("missing_barrier", T("{poison_hint}.",
+                                            poison_hint=_poison_hint('tiled_matmul')), context=ctx)
         kt = k - k % TILE
         alternatives = {}
         if kt != k:
@@ -201,15 +160,15 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
                           rtol=1e-4, atol=tol, context=ctx, alternatives=alternatives)
             except K.CheckFailure:
                 if obs.live and obs.stale and kt != k:
-                    K.fail(T("c is wrong and a slot of the last, partial tile kept a value "
+                    K.fail("unfilled_tile", T("c is wrong and a slot of the last, partial tile kept a value "
                              "from the previous tile (read at line {stale}): past the edge of "
                              "a and b, load 0.0 there instead of leaving the slot as it was.",
-                             stale=obs.stale[0][3]), cause="unfilled_tile", context=ctx)
+                             stale=obs.stale[0][3]), context=ctx)
                 raise
         if len(runs) > 1 and not K.array_equal(runs[0], runs[1]):
-            K.fail(T("tiled_matmul gave different results for the same input: a race. Are both "
+            K.fail("missing_barrier", T("tiled_matmul gave different results for the same input: a race. Are both "
                      "cuda.syncthreads() there (after loading a tile, and after using it, "
-                     "before the next loads overwrite it)?"), cause="missing_barrier", context=ctx)
+                     "before the next loads overwrite it)?"), context=ctx)
     _check_reuse(kernel, gen)
     return cases
 
@@ -257,9 +216,9 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
         except Exception:  # noqa: BLE001 - an unknown dispatcher: nothing to conclude
             return
         if smem == 0:
-            K.fail(T("tiled_matmul declares no shared memory: stage TILE x TILE "
+            K.fail("no_tiles", T("tiled_matmul declares no shared memory: stage TILE x TILE "
                                  "tiles of a and b in cuda.shared.array and compute from "
-                                 "those."), cause="no_tiles")
+                                 "those."))
         return
     m, k, n = 16, 48, 16
     a = K.random_array(gen, (m, k))
@@ -268,22 +227,17 @@ def _check_reuse(kernel: Any, gen: Any) -> None:
     with K.observing() as obs:
         # c watched too, as in the cases: on a GPU the same instrumented build serves (one
         # compile less, seconds of the check cell)
-        K.launch_observed(obs, kernel, (n // TILE, m // TILE), (TILE, TILE),
-                          obs.watch(K.to_device_guarded(a, "a").view, "a"),
-                          obs.watch(K.to_device_guarded(b, "b").view, "b"),
-                          obs.watch(out.view, "c"), name="tiled_matmul",
-                          oob=lambda recs, block: _matmul_oob(recs, m, k, n))
+        K.launch(kernel, (n // TILE, m // TILE), (TILE, TILE), obs.watch(K.to_device_guarded(a, "a").view, "a"), obs.watch(K.to_device_guarded(b, "b").view, "b"), obs.watch(out.view, "c"), name="tiled_matmul", oob=lambda recs, block: _matmul_oob(recs, m, k, n), obs=obs)
     if not obs.live:
         return
     naive = m * n * k  # reads of a (and of b) by one thread per output, no reuse
     reads = max(obs.log("a").total_reads, obs.log("b").total_reads)
     if reads > naive / 4:
-        K.fail(T("tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
+        K.fail("no_tiles", T("tiled_matmul read elements of a or b {reads} times for a {m}x{k} @ {k}x{n} "
                  "product, as often as a kernel without shared memory ({naive}); a tiled one "
                  "reads each element about n / TILE times ({naive_over_tile} reads). Load each "
                  "tile into cuda.shared.array once, then compute from shared memory.",
-                 reads=reads, m=m, k=k, n=n, naive=naive, naive_over_tile=naive // TILE),
-               cause="no_tiles")
+                 reads=reads, m=m, k=k, n=n, naive=naive, naive_over_tile=naive // TILE))
 
 
 # --- the block sum -------------------------------------------------------------------------
@@ -307,9 +261,7 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = No
             gx = K.to_device_guarded(x, "x")
             out = K.output(blocks, "partial")
             with K.observing() as obs:
-                K.launch_observed(obs, kernel, blocks, TPB, obs.watch(gx.view, "x"),
-                                  obs.watch(out.view, "partial"), name="block_sum", context=ctx,
-                                  oob=_partial_index)
+                K.launch(kernel, blocks, TPB, obs.watch(gx.view, "x"), obs.watch(out.view, "partial"), name="block_sum", context=ctx, oob=_partial_index, obs=obs)
             _race_or_divergence(obs, "block_sum", ctx,
                                 T("Put a cuda.syncthreads() after the loads and after every "
                                   "level of the tree, where every thread of the block reaches "
@@ -321,9 +273,8 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = No
             _diagnose_sum(got, want, x, n, blocks, ctx, obs)
         _check_tree(obs, ctx)  # before comparing runs: atomics also change the float order
         if not K.array_equal(runs[0], runs[1]):
-            K.fail(T("block_sum gave different results for the same input: a race. Is there a "
-                     "cuda.syncthreads() after the loads and after every level of the tree?"),
-                   cause="missing_barrier", context=ctx)
+            K.fail("missing_barrier", T("block_sum gave different results for the same input: a race. Is there a "
+                     "cuda.syncthreads() after the loads and after every level of the tree?"), context=ctx)
     return cases
 
 
@@ -381,34 +332,33 @@ def _check_tree(obs: K.Observation, ctx: dict) -> None:
         return
     if obs.atomics and max(obs.atomics.values()) > TPB // 32:
         block = max(obs.atomics, key=obs.atomics.get)
-        K.fail(T("block {block} made {atomics} atomic additions: its threads add into one "
+        K.fail("no_tree", T("block {block} made {atomics} atomic additions: its threads add into one "
                  "place one after another (the hardware serializes atomics on one address), "
                  "which is not a tree. Store each element in shared memory and halve the "
                  "number of active threads at each level (threads t < s add slot t + s into "
                  "slot t), with cuda.syncthreads() between the levels.", block=K.dims(block),
-                 atomics=obs.atomics[block]), cause="no_tree", context=ctx)
+                 atomics=obs.atomics[block]), context=ctx)
     who, most = obs.log("x").busiest_reader()
     if most > 2:
-        K.fail(T("{thread_name} read {most} elements of x by itself: the block's sum is made "
+        K.fail("no_tree", T("{thread_name} read {most} elements of x by itself: the block's sum is made "
                  "serially, not by a tree. Each thread loads its own element into shared "
                  "memory; then, for s = TPB // 2, TPB // 4, ..., 1, threads t < s add slot t + "
                  "s into slot t, with cuda.syncthreads() between the levels.",
-                 thread_name=K.thread_name(who), most=most), cause="no_tree", context=ctx)
+                 thread_name=K.thread_name(who), most=most), context=ctx)
     if not obs.shared_reads and not obs.shuffles:
-        K.fail(T("block_sum used neither shared memory nor warp shuffles: the exercise is a "
-                 "tree in a cuda.shared.array of TPB slots, one per thread."), cause="no_tree",
-               context=ctx)
+        K.fail("no_tree", T("block_sum used neither shared memory nor warp shuffles: the exercise is a "
+                 "tree in a cuda.shared.array of TPB slots, one per thread."), context=ctx)
     if obs.shared_reads:
         who = max(obs.shared_reads, key=obs.shared_reads.get)
         most = obs.shared_reads[who]
         if most > TREE_READS:
-            K.fail(T("{thread_name} read {most} shared-memory slots by itself, while a tree "
+            K.fail("no_tree", T("{thread_name} read {most} shared-memory slots by itself, while a tree "
                      "over {tpb} threads needs about {v_2_times_log2} per thread: one thread "
                      "adds the block serially. Halve the number of active threads at each "
                      "level instead: threads t < s add slot t + s into slot t, for s = TPB // "
                      "2 down to 1, with cuda.syncthreads() between the levels.",
                      thread_name=K.thread_name(who), most=most, tpb=TPB,
-                     v_2_times_log2=2 * int(math.log2(TPB))), cause="no_tree", context=ctx)
+                     v_2_times_log2=2 * int(math.log2(TPB))), context=ctx)
 
 
 def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
@@ -417,15 +367,14 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
     # whatever the last kernel left (often 0.0, so the sums can come out right by luck), in
     # the simulator a poison value. The record of stores decides, never the values.
     if obs.live and obs.unfilled:
-        K.fail(_unfilled_words(
+        K.fail("unfilled_tile", _unfilled_words(
             obs, T("threads past the end of x must store 0.0 in their slot (sh[t] = x[i] "
-                   "if i < n else 0.0).")), cause="unfilled_tile", context=ctx)
+                   "if i < n else 0.0).")), context=ctx)
     finite = got[~K.isnan(got)]
     if finite.size and K.abs(finite).max() > _BIG:
-        K.fail(T("{poison_hint}; threads past the end of x must store 0.0 "
+        K.fail("missing_barrier", T("{poison_hint}; threads past the end of x must store 0.0 "
                                     "in their slot.",
-                                    poison_hint=_poison_hint('block_sum')),
-               cause="missing_barrier", context=ctx)
+                                    poison_hint=_poison_hint('block_sum')), context=ctx)
     K.no_computed_nan(got, "partial", ctx)
     tol = 1e-4 * TPB
     ok = K.isclose(got, want, rtol=1e-4, atol=tol)
@@ -435,15 +384,14 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
         K.compare(got, want, name="partial", formula=T("the sum of each block's elements"),
                   rtol=1e-4, atol=tol, context=ctx)
     if blocks > 1 and K.isclose(got, want[0], rtol=1e-4, atol=tol).all():
-        K.fail(T("every block returned the sum of the first block's elements: index x with "
+        K.fail("only_first_block", T("every block returned the sum of the first block's elements: index x with "
                  "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), not "
-                 "cuda.threadIdx.x alone."), cause="only_first_block", context=ctx)
+                 "cuda.threadIdx.x alone."), context=ctx)
     if ok[:-1].all() and n % TPB:
-        K.fail(T("only the last block, which holds the tail "
+        K.fail("wrong_values", T("only the last block, which holds the tail "
                  "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
                  "must add 0.0, and the elements before the end must all be counted.",
-                 blocks_minus_1_times_tpb=(blocks - 1) * TPB, n=n), cause="wrong_values",
-               context=ctx)
+                 blocks_minus_1_times_tpb=(blocks - 1) * TPB, n=n), context=ctx)
     halves = {
         T("the sum of each block's first half only"): 0.5,
         T("the sum of each block's first quarter only"): 0.25,
@@ -453,20 +401,19 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
     per = pad.reshape(blocks, TPB)
     for label, frac in halves.items():
         if K.isclose(got, per[:, :int(TPB * frac)].sum(axis=1), rtol=1e-4, atol=tol).all():
-            K.fail(T("partial holds {label}: check the tree's stride. It starts at half the "
+            K.fail("wrong_formula", T("partial holds {label}: check the tree's stride. It starts at half the "
                      "block (s = TPB // 2), halves each step (s //= 2) and stops after s = 1, "
-                     "with threads t < s adding slot t + s.", label=label), cause="wrong_formula",
-                   context=ctx)
+                     "with threads t < s adding slot t + s.", label=label), context=ctx)
     if K.isclose(got, per[:, 0], rtol=1e-4, atol=tol).all():
-        K.fail(T("partial holds just each block's first element: the tree never ran. Check its "
-                 "loop (while s > 0: ...)."), cause="wrong_formula", context=ctx)
+        K.fail("wrong_formula", T("partial holds just each block's first element: the tree never ran. Check its "
+                 "loop (while s > 0: ...)."), context=ctx)
     try:  # every block's sum the same multiple of the right one: a factor twice or missing
-        D.factor(got, want, "partial", 1e-4, tol, None, "")
+        K.diagnose.factor(got, want, "partial", 1e-4, tol, None, "")
     except K.CheckFailure as exc:
-        K.fail(exc.text_message or exc.message, cause=exc.cause, context=ctx)
+        K.fail(exc.cause, exc.text_message or exc.message, context=ctx)
     bad = int(K.flatnonzero(~ok)[0])
     fmt = getattr(K, "fmt", repr)
-    K.fail(T("partial[{bad}] = {got}, expected {want} (the sum of block {bad}'s elements): "
+    K.fail("wrong_values", T("partial[{bad}] = {got}, expected {want} (the sum of block {bad}'s elements): "
              "check the tree's stride (threads t < s add slot t + s, s halving from TPB // 2 "
              "to 1) and that every thread loads its own element.", bad=bad, got=fmt(got[bad]),
-             want=fmt(want[bad])), cause="wrong_values", context=ctx)
+             want=fmt(want[bad])), context=ctx)

@@ -72,9 +72,18 @@ ATTRIBUTES = frozenset({
     "trunc", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
     "erf", "erfc", "isnan", "isinf", "isfinite", "copysign", "hypot", "abs", "fmod", "sign",
     "frexp", "ldexp", "modf", "gamma", "lgamma", "degrees", "radians",
+    # cudacourse.tensorcore (lesson 7): mma, ldmatrix, cp.async and the bfloat16 packing
+    "mma_bf16", "mma_f16", "mma_tf32", "ldmatrix_x1", "ldmatrix_x2", "ldmatrix_x4",
+    "ldmatrix_x1_trans", "ldmatrix_x2_trans", "ldmatrix_x4_trans", "cp_async16",
+    "cp_async16_ca", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait",
+    "cp_async_wait_all", "pack_bf16x2", "pack_f16x2", "unpack_bf16x2", "float_bits",
+    "bits_float", "exp2_approx", "to_tf32", "shared_tile",
 })
 
 MODULES = frozenset({"math", "cmath", "numpy", "numba", "numba.cuda"})
+# Modules the setup cell binds that answer code may use but not import itself: lesson 7's
+# tensor-core instructions (``tc.mma_bf16`` ...; their names are in ATTRIBUTES).
+CONTEXT_MODULES = MODULES | {"cudacourse.tensorcore"}
 FROM_NUMBA = frozenset({"cuda", "float16", "float32", "float64", "int8", "int16", "int32",
                         "int64", "uint8", "uint16", "uint32", "uint64", "boolean", "void"})
 
@@ -397,7 +406,7 @@ def available(context: dict[str, Any]) -> set[str]:
         if name.startswith("_"):
             continue
         if isinstance(value, types.ModuleType):
-            if value.__name__ in MODULES:
+            if value.__name__ in CONTEXT_MODULES:
                 out.add(name)
         elif _is_constant(value):
             out.add(name)

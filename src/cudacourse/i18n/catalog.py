@@ -21,6 +21,7 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
+from .. import lessons
 from . import DOMAIN
 
 KEYWORDS = {"_": None, "N_": None, "T": None, "gettext": None, "ngettext": (1, 2)}
@@ -35,12 +36,20 @@ def po_path(root: Path, lang: str) -> Path:
 
 
 def causes(root: Path) -> dict[str, str]:
-    """``check._failure.CAUSES`` read from the source (no import: it is data)."""
+    """``check._failure.CAUSES`` and the exercise specs' own ``causes={...}``, read from the
+    source (no import: they are data)."""
+    out: dict[str, str] = {}
     tree = ast.parse((package_dir(root) / "check" / "_failure.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "CAUSES":
-            return ast.literal_eval(node.value)
-    return {}
+            out.update(ast.literal_eval(node.value))
+    for path in sorted((package_dir(root) / "check").glob("*.py")):
+        try:
+            for fields in lessons.spec_fields(path).values():
+                out.update(fields.get("causes") or {})
+        except (SyntaxError, lessons.RegistryError):
+            continue
+    return out
 
 
 def shown_sentences(source: str) -> list[tuple[int, str]]:

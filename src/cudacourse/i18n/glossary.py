@@ -18,7 +18,11 @@ from . import LOCALE_DIR
 
 # code and figure placeholders ({{const.occupancy.H200_SM.registers}}) are not prose
 # code, figures and a message's named placeholders ({thread}: a value, not an English word)
-_CODE = re.compile(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}|\{\w+(?:[:!][^{}]*)?\}", re.S)
+# and code outside backticks: a dotted name or call (cuda.atomic.add(hist, b, 1)), an
+# indented line of a markdown code block
+_CODE = re.compile(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}|\{\w+(?:[:!][^{}]*)?\}"
+                   r"|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\([^()\n]*\))?|^(?: {4}|\t).*$",
+                   re.S | re.M)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""Issue 35 on the GPU, one process: the candidate kernels beside the current ones and their
-peers, each checked against a reference before it is timed. Writes $OUT/probe_issue35.json
+"""Candidate kernels on the GPU (issue 35), one process: beside the current ones and their
+peers, each checked against a reference before it is timed. Writes $OUT/probe_candidates.json
 (a row per timing; ``current`` marks the module's present choice) after every section, so a
 run cut short still leaves what it measured.
 
-    bash .whl/on-device.sh python3 tools/probe_issue35.py     # on the GPU machine
-    CUDACOURSE_DEVICE=sim python3 tools/probe_issue35.py      # a dry run, simulator
+    bash .whl/on-device.sh python3 tools/probe_candidates.py     # on the GPU machine
+    CUDACOURSE_DEVICE=sim python3 tools/probe_candidates.py      # a dry run, simulator
 
 ``PROBE_NCU=1``: instead, launch each module's kernel (its constant, or the choice of
 CUDACOURSE_CHOICES, and the ``previous`` one that file names) once at full size after a
@@ -78,7 +78,7 @@ ATT = [(16, 4096, 128), (16, 4096, 64)] if FULL else [(1, 40, 64)]
 def save() -> None:
     R["elapsed_s"] = round(time.time() - T0, 1)
     tail = f"_{os.environ['PROBE_ONLY']}" if os.environ.get("PROBE_ONLY") else ""
-    name = f"probe_issue35_ncu{tail}.json" if NCU else "probe_issue35.json"
+    name = f"probe_candidates_ncu{tail}.json" if NCU else "probe_candidates.json"
     (OUT / name).write_text(json.dumps(R, indent=1))
     if NCU:
         (OUT / f"ncu_manifest{tail}.json").write_text(json.dumps(MANIFEST, indent=1))
@@ -445,4 +445,4 @@ for name, section in SECTIONS:
     if not SIM:
         xp.get_default_memory_pool().free_all_blocks()
     save()
-print(f"probe_issue35: done in {time.time() - T0:.0f} s, {len(R['errors'])} error(s)")
+print(f"probe_candidates: done in {time.time() - T0:.0f} s, {len(R['errors'])} error(s)")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 35 on the GPU, one call (from the tree's root, or a copy of it anywhere):
-#     bash .whl/on-device.sh bash tools/gpu/perf35.sh
-# 1. tools/probe_issue35.py: the candidate kernels timed beside the present ones, each checked;
-# 2. tools/choose_issue35.py: the fastest correct of each, as a CUDACOURSE_CHOICES file;
+#     bash .whl/on-device.sh bash tools/gpu/perf_candidates.sh
+# 1. tools/probe_candidates.py: the candidate kernels timed beside the present ones, each checked;
+# 2. tools/choose_candidates.py: the fastest correct of each, as a CUDACOURSE_CHOICES file;
 # 3. the full bench with those choices: docs/benchmarks.{json,md,png} (copied to $OUT);
 # 4. Nsight Compute counters of each chosen kernel (and the one it replaces), one process per
 #    kernel family so that a family cut short by the deadline leaves the others' CSVs.
@@ -18,9 +18,9 @@ DEADLINE_S=${DEADLINE_S:-415}
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 stamp() { echo "$(date -u +%T) +$(( $(date +%s) - T0 ))s $*" >> $OUT/steps.log; }
 stamp "start in $PWD, python $(python3 -c 'import cudacourse, sys; print(cudacourse.__file__)')"
-PROBE_BUDGET_S=${PROBE_BUDGET_S:-80} timeout ${PROBE_S:-105} python3 tools/probe_issue35.py \
+PROBE_BUDGET_S=${PROBE_BUDGET_S:-80} timeout ${PROBE_S:-105} python3 tools/probe_candidates.py \
   > $OUT/probe.log 2>&1; stamp "probe rc=$?"
-python3 tools/choose_issue35.py $OUT/probe_issue35.json > $OUT/choices.json 2>> $OUT/probe.log
+python3 tools/choose_candidates.py $OUT/probe_candidates.json > $OUT/choices.json 2>> $OUT/probe.log
 stamp "choices rc=$? $(tr -d '\n ' < $OUT/choices.json)"
 export CUDACOURSE_CHOICES=$OUT/choices.json
 mkdir -p docs
@@ -37,10 +37,10 @@ for fam in ${NCU_FAMILIES:-stencil lbm matmul attention transpose}; do
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
     --section InstructionStats --csv --page details \
-    python3 tools/probe_issue35.py > $OUT/ncu_$fam.csv 2> $OUT/ncu_$fam.err
+    python3 tools/probe_candidates.py > $OUT/ncu_$fam.csv 2> $OUT/ncu_$fam.err
   stamp "ncu $fam rc=$?"
 done
-cd $OUT && tar czf ncu.tgz ncu_*.csv ncu_manifest_*.json probe_issue35_ncu_*.json 2>/dev/null
+cd $OUT && tar czf ncu.tgz ncu_*.csv ncu_manifest_*.json probe_candidates_ncu_*.json 2>/dev/null
 tar czf logs.tgz steps.log probe.log bench.log ncu_*.err 2>/dev/null
-rm -f ncu_*.csv ncu_manifest_*.json probe_issue35_ncu_*.json ncu_*.err probe.log bench.log
+rm -f ncu_*.csv ncu_manifest_*.json probe_candidates_ncu_*.json ncu_*.err probe.log bench.log
 cat steps.log

@@ -1,8 +1,8 @@
-"""Pick each kernel's fastest correct candidate from tools/probe_issue35.py's JSON and write a
+"""Pick each kernel's fastest correct candidate from tools/probe_candidates.py's JSON and write a
 CUDACOURSE_CHOICES file (``launch.chosen``), so that the bench of the same GPU run times the
 winners as the public calls' choices:
 
-    python3 tools/choose_issue35.py $OUT/probe_issue35.json > $OUT/choices.json
+    python3 tools/choose_candidates.py $OUT/probe_candidates.json > $OUT/choices.json
 
 A candidate replaces the module's present choice (the row marked ``current``) only when its
 median is at least ``MARGIN`` faster: smaller differences are within run-to-run noise. The

@@ -1,0 +1,454 @@
+"""Checkers for lesson 7's exercises: tensor cores through ``mma.sync``, ``ldmatrix`` and
+``cp.async`` (``cudacourse.tensorcore``; the fragment tables are ``cudacourse.fragments``).
+
+``check_mma_tile(kernel)``: ``kernel(a, b, c, d)`` is one warp computing
+``d = a @ b + c`` for a 16 x 16 ``a``, 16 x 8 ``b`` and ``c`` (float32 arrays, rounded to
+bfloat16 by ``tc.pack_bf16x2`` on the way into the registers) with one ``mma_bf16``,
+launched ``[1, 32]``.
+
+``check_mma_matmul(kernel)``: ``kernel(a, b, c)`` multiplies bfloat16 bit patterns
+(``uint16``, ``a`` m x k, ``b`` k x n) into float32 ``c``; a block of 64 threads (two warps)
+computes a 16 x 16 tile of ``c`` from shared-memory tiles (``cp.async``, ``ldmatrix``,
+``mma``), grid ``(n // 16, m // 16)``.
+
+``check_mma_attention(kernel)``: ``kernel(q, k, v, o, scale)`` is the fused attention
+loop of one warp over 16 query rows (head dimension 16, keys in tiles of 16): ``Q K^T``
+and ``P V`` by ``mma_bf16``, the online softmax in float32; grid ``seq // 16``, 32 threads.
+
+Each names the typical mistakes by comparing the learner's result with what each plausible
+wrong layout or loop gives (the fragment tables make these references cheap): a transposed
+lane mapping, a fragment from the wrong k half, ``ldmatrix`` without ``.trans`` for B, a k
+loop that skips the last tile, a bfloat16 accumulator, a missing barrier between
+``cp.async``'s wait and the reads, an accumulator not rescaled by the online softmax.
+"""
+
+from __future__ import annotations
+
+# Causes raised only after a case's values matched (the technique, not the numbers, was
+# wrong): partial credit keeps the value thirds for them (cudacourse.grader.partial).
+TECHNIQUE = {"check_mma_matmul": ("missing_barrier", "wrong_technique"),
+             "check_mma_tile": ("wrong_technique",),
+             "check_mma_attention": ("wrong_technique",)}
+
+import ast
+import inspect
+import math
+import textwrap
+from typing import Any
+
+from numba import cuda as _cuda  # safe: importing cudacourse.check ran the device choice
+
+from . import kit as K
+from .kit import resolve
+from .. import fragments as _fr
+from ..i18n import T
+
+# trusted NumPy, bound at import (before any learner cell could rebind it)
+_np = K.np
+_exp = _np.exp
+_zeros = _np.zeros
+_empty_like = _np.empty_like
+_maximum = _np.maximum
+_isnan = _np.isnan
+_isfinite = _np.isfinite
+_argwhere = _np.argwhere
+_errstate = _np.errstate
+_f64 = _np.float64
+_f32 = _np.float32
+_u16 = _np.uint16
+_round_bf16 = _fr.round_bf16
+_to_bits = _fr.to_bf16_bits
+_C_OWNER = _fr.owner(_fr.c_layout(), 16, 8)  # [row, col] -> (lane, register) of C and D
+
+_TOL = 1e-4  # relative to the largest |reference|: float32 sums in any order
+
+
+def _close(got: Any, want: Any, tol: float = _TOL) -> bool:
+    scale = max(float(abs(want).max()), 1e-30)
+    with _errstate(invalid="ignore"):
+        return bool(_isfinite(got).all()) and float(abs(got - want).max()) <= tol * scale
+
+
+def _first_wrong(got: Any, want: Any, tol: float) -> tuple[int, int]:
+    scale = max(float(abs(want).max()), 1e-30)
+    with _errstate(invalid="ignore"):
+        bad = _argwhere(~(abs(got - want) <= tol * scale))
+    r, c = bad[0]
+    return int(r), int(c)
+
+
+def _named(got: Any, want: Any, mistakes: dict, tol: float) -> tuple | None:
+    """The first mistake whose result ``got`` matches (and the right answer does not)."""
+    for key, (result, cause, message) in mistakes.items():
+        if not _close(result, want, tol) and _close(got, result, tol):
+            return key, cause, message
+    return None
+
+
+def _source(kernel: Any) -> str:
+    """The kernel's source text, '' when Python cannot find it."""
+    try:
+        return textwrap.dedent(inspect.getsource(getattr(kernel, "py_func", kernel)))
+    except (OSError, TypeError):
+        return ""
+
+
+def _calls_in_order(source: str) -> list[str]:
+    """The names of the functions the source calls (``tc.ldmatrix_x4`` -> ``ldmatrix_x4``),
+    in the order they appear."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    calls = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            calls.append((node.lineno, node.col_offset, name))
+    return [name for _, _, name in sorted(calls)]
+
+
+def _wait_without_barrier(source: str) -> bool:
+    """Whether a ``cp_async_wait`` is followed by a shared read (``ldmatrix``) before any
+    ``cuda.syncthreads()``: the wait covers only the calling thread's own copies."""
+    pending = False
+    for name in _calls_in_order(source):
+        if name.startswith("cp_async_wait"):
+            pending = True
+        elif name == "syncthreads":
+            pending = False
+        elif name.startswith("ldmatrix") and pending:
+            return True
+    return False
+
+
+def _uses(source: str, *prefixes: str) -> bool:
+    return any(n.startswith(p) for n in _calls_in_order(source) for p in prefixes)
+
+
+# --- exercise 1: one 16 x 8 tile on one warp --------------------------------------------------
+
+def _k8_missing_a(a: Any) -> Any:
+    out = a.copy()
+    out[:, 8:16] = a[:, 0:8]
+    return out
+
+
+def _k8_missing_b(b: Any) -> Any:
+    out = b.copy()
+    out[8:16, :] = b[0:8, :]
+    return out
+
+
+def _tile_mistakes(a: Any, b: Any, c: Any) -> dict:
+    """Every named wrong fragment of exercise 1: key -> (D it gives, cause, message)."""
+    ref = _fr.mma_reference
+    mm = _fr.mma_mistakes(a, b, c)
+    layout = "fragment_layout"
+    return {
+        "a_transposed": (mm["a_transposed"], layout, T(
+            "A is loaded transposed: the lane took a[col, row] where a[row, col] belongs. In "
+            "A's fragment the row comes from the group g = lane // 4 (g or g + 8) and the "
+            "column from t = lane % 4 (2t, 2t + 1, then + 8)")),
+        "b_transposed": (mm["b_transposed"], layout, T(
+            "B is loaded row-major: the lane took b[g, ...] where B's fragment needs "
+            "b[2t + h + 8r, g]. B is the \"col\" operand: the k index (the row of b) comes "
+            "from t = lane % 4, the column from g = lane // 4")),
+        "a_rows_swapped": (mm["a_rows_swapped"], layout, T(
+            "A's registers 0 and 1 (and 2 and 3) are exchanged: register 0 must hold row g, "
+            "register 1 row g + 8")),
+        "k_halves_swapped": (mm["k_halves_swapped"], layout, T(
+            "the two k halves are exchanged: A's registers 0 and 1 must hold columns 0-7, "
+            "registers 2 and 3 columns 8-15 (B's register 0 rows 0-7, register 1 rows "
+            "8-15)")),
+        "a_k8_missing": (ref(_k8_missing_a(a), b, c), layout, T(
+            "the k offset 8 is missing in A: registers 2 and 3 repeat columns 0-7 instead "
+            "of holding columns 8-15 (add 8 to the column)")),
+        "b_k8_missing": (ref(a, _k8_missing_b(b), c), layout, T(
+            "the k offset 8 is missing in B: register 1 repeats rows 0-7 of b instead of "
+            "holding rows 8-15 (add 8 to the row)")),
+        "a_pair_order": (mm["a_pair_order"], layout, T(
+            "the two values of each A register are in the wrong order: "
+            "pack_bf16x2(lo, hi) takes the lower column first")),
+        "c_ignored": (mm["c_ignored"], "wrong_formula", T(
+            "C was not added: the accumulator given to mma must be c's fragment "
+            "(c[g, 2t], c[g, 2t + 1], c[g + 8, 2t], c[g + 8, 2t + 1]), not zeros")),
+        "accumulate_bf16": (mm["accumulate_bf16"], "bf16_accumulator", T(
+            "D was rounded to bfloat16: keep the accumulator and the result in float32 (the "
+            "tensor core accumulates in float32; only A and B are bfloat16)")),
+    }
+
+
+def check_mma_tile(kernel: Any, *, hidden: Any = False, seed: int | None = None) -> str:
+    """One warp, one ``mma_bf16``: ``d = a @ b + c`` (16 x 16 times 16 x 8, plus 16 x 8).
+
+    Cases: the range of the random inputs (values in [-r, r]); each case draws new
+    matrices. Launched ``[1, 32]``: exactly one warp, as ``mma.sync`` needs."""
+    K.require_kernel(kernel, "mma_tile", 4)
+    cases, seed = resolve(hidden, [4, 1], 7001 if seed is None else seed,
+                          name="check_mma_tile")
+    gen = K.rng(seed)
+    for r in cases:
+        a = K.random_array(gen, (16, 16), low=-float(r), high=float(r))
+        b = K.random_array(gen, (16, 8), low=-float(r), high=float(r))
+        c = K.random_array(gen, (16, 8), low=-float(r), high=float(r))
+        d = K.output((16, 8), "d")
+        ctx = {"a": "16 x 16", "b": "16 x 8", "values": f"[-{r}, {r}]", "launch": "[1, 32]"}
+        K.launch(kernel, 1, 32, K.to_device_guarded(a, "a").view,
+                 K.to_device_guarded(b, "b").view, K.to_device_guarded(c, "c").view, d.view,
+                 name="mma_tile", context=ctx)
+        d.check_guards()
+        got = d.result().astype(_f64)
+        want = _fr.mma_reference(a, b, c).astype(_f64)
+        if _isnan(got).any():
+            row, col = (int(x) for x in _argwhere(_isnan(got))[0])
+            lane, reg = (int(x) for x in _C_OWNER[row, col])
+            K.fail("unwritten", T(
+                "mma_tile: d[{row}, {col}] was never written ({count} of 128 elements "
+                "unwritten). It is lane {lane}'s D register {reg}: lane l stores its four "
+                "results at d[g, 2t], d[g, 2t + 1], d[g + 8, 2t], d[g + 8, 2t + 1] "
+                "(g = l // 4, t = l % 4).", row=row, col=col, count=int(_isnan(got).sum()),
+                lane=lane, reg=reg), context=ctx)
+        if _close(got, want):
+            continue
+        named = _named(got, want, _tile_mistakes(a, b, c), 1e-3)
+        if named:
+            _, cause, message = named
+            K.fail(cause, T("mma_tile: {mistake}.", mistake=message), context=ctx)
+        row, col = _first_wrong(got, want, 1e-3)
+        lane, reg = (int(x) for x in _C_OWNER[row, col])
+        K.fail("wrong_values", T(
+            "mma_tile: d[{row}, {col}] is {got:.6g}, the reference {want:.6g} (lane {lane}'s "
+            "D register {reg}); no known fragment mistake gives this result: print each "
+            "lane's row and column for a[...], b[...], c[...] and d[...] and compare with "
+            "the layout picture.", row=row, col=col, got=float(got[row, col]),
+            want=float(want[row, col]), lane=lane, reg=reg), context=ctx)
+    src = _source(kernel)
+    if src and not _uses(src, "mma_bf16"):
+        K.fail("wrong_technique", T(
+            "mma_tile: the numbers are right, but not from the tensor core: the exercise "
+            "asks for one tc.mma_bf16 on the warp's fragments."))
+    return K.passes("mma_tile", T("{n} random 16 x 8 x 16 tiles", n=len(cases)),
+                    T("one warp, one mma"), hidden=hidden)
+
+
+# --- exercise 2: a tiled bfloat16 matmul from shared memory ---------------------------------
+
+def _blocks8_transposed(x: Any, rows: int, cols: int) -> Any:
+    """``x`` with every aligned 8 x 8 block transposed (what ``ldmatrix`` gives with or
+    without ``.trans`` where the other was needed)."""
+    out = _empty_like(x)
+    for r0 in range(0, rows, 8):
+        for c0 in range(0, cols, 8):
+            out[r0:r0 + 8, c0:c0 + 8] = x[r0:r0 + 8, c0:c0 + 8].T
+    return out
+
+
+def _tiled(a: Any, b: Any, *, tiles: int | None = None, round_acc: bool = False) -> Any:
+    """float64 ``a @ b`` summed over k tiles of 16 (the first ``tiles`` only), each tile's
+    sum rounded to bfloat16 with ``round_acc`` (a bfloat16 accumulator)."""
+    m, k = a.shape
+    acc = _zeros((m, b.shape[1]), _f64)
+    for t in range(k // 16 if tiles is None else tiles):
+        acc = acc + a[:, 16 * t:16 * t + 16] @ b[16 * t:16 * t + 16]
+        if round_acc:
+            acc = _round_bf16(acc.astype(_f32)).astype(_f64)
+    return acc
+
+
+def _matmul_mistakes(a: Any, b: Any) -> dict:
+    """Exercise 2's named mistakes: key -> (c it gives, cause, message); a, b bf16 values."""
+    m, k = a.shape
+    n = b.shape[1]
+    a_k8 = a.copy()
+    for t in range(0, k, 16):
+        a_k8[:, t + 8:t + 16] = a[:, t:t + 8]
+    return {
+        "last_tile": (_tiled(a, b, tiles=k // 16 - 1), "k_tile_skipped", T(
+            "the k loop skips the last tile: c holds the sum over k = 0 .. {k_minus_16} "
+            "only. Loop over every tile, range(0, k, 16) (k = {k})", k_minus_16=k - 16, k=k)),
+        "first_tile": (_tiled(a, b, tiles=1), "k_tile_skipped", T(
+            "only the first k tile was summed: the accumulator must carry over from one tile "
+            "to the next (acc = mma(fa, fb, acc))")),
+        "b_no_trans": (_tiled(a, _blocks8_transposed(b, k, n)), "fragment_layout", T(
+            "B's fragments come out transposed: b's tile is stored k-major (row = k), so "
+            "ldmatrix needs .trans (ldmatrix_x2_trans) to give the \"col\" operand")),
+        "a_trans": (_tiled(_blocks8_transposed(a, m, k), b), "fragment_layout", T(
+            "A's fragments come out transposed: a's tile is row-major, so ldmatrix_x4 without "
+            ".trans gives A's fragment")),
+        "a_k8": (_tiled(a_k8, b), "fragment_layout", T(
+            "A's k offset 8 is missing: lanes 16-31 must give the addresses of columns 8-15 "
+            "of the A tile (ldmatrix_x4(sa, lane % 16, 8 * (lane // 16)))")),
+        "bf16_acc": (_tiled(a, b, round_acc=True), "bf16_accumulator", T(
+            "the accumulator was rounded to bfloat16 after every k tile: keep it in float32 "
+            "registers for the whole loop and round only the final result, if at all")),
+    }
+
+
+def _async_failure(exc: Any, name: str) -> None:
+    text = str(exc)
+    if "AsyncCopyError" in text or "still in flight" in text:
+        K.fail("missing_barrier", T(
+            "{name}: ldmatrix read a shared tile while another thread's cp.async into it was "
+            "still in flight. cp_async_wait waits only for the calling thread's own copies: "
+            "call cuda.syncthreads() after the wait, before any thread reads the tile.",
+            name=name))
+
+
+def check_mma_matmul(kernel: Any, *, hidden: Any = False, seed: int | None = None) -> str:
+    """``c = a @ b`` from bfloat16 bit patterns on tensor cores, float32 result.
+
+    Cases: ``(m, k, n)``, multiples of 16; grid ``(n // 16, m // 16)`` of 64 threads."""
+    K.require_kernel(kernel, "mma_matmul", 3)
+    cases, seed = resolve(hidden, [(32, 48, 32), (16, 64, 48)],
+                          7002 if seed is None else seed, name="check_mma_matmul")
+    gen = K.rng(seed)
+    for case in cases:
+        m, k, n = (int(x) for x in case)
+        if m % 16 or k % 16 or n % 16 or min(m, k, n) <= 0:
+            raise ValueError(f"check_mma_matmul: sizes must be multiples of 16, got {case}")
+        a = _to_bits(K.random_array(gen, (m, k)))
+        b = _to_bits(K.random_array(gen, (k, n)))
+        av, bv = _fr.from_bf16_bits(a).astype(_f64), _fr.from_bf16_bits(b).astype(_f64)
+        c = K.output((m, n), "c")
+        ctx = {"a": f"{m} x {k}", "b": f"{k} x {n}", "grid": f"({n // 16}, {m // 16})",
+               "block": 64}
+        # plain device arrays: the guard zones' integer sentinels do not fit uint16, and
+        # cp.async needs the rows 16-byte aligned, as cuda.to_device gives them
+        ga, gb = _cuda.to_device(a), _cuda.to_device(b)
+        try:
+            K.launch(kernel, (n // 16, m // 16), 64, ga, gb, c.view,
+                     name="mma_matmul", context=ctx)
+        except K.CheckFailure as exc:
+            _async_failure(exc, "mma_matmul")
+            raise
+        c.check_guards()
+        got = c.result().astype(_f64)
+        want = _tiled(av, bv)
+        if _close(got, want):
+            if not (K.array_equal(ga.copy_to_host(), a) and
+                    K.array_equal(gb.copy_to_host(), b)):
+                K.fail("inputs_changed", T("mma_matmul wrote into a or b: copy the tiles to "
+                                           "shared memory, never back."), context=ctx)
+            continue
+        src = _source(kernel)
+        if src and _wait_without_barrier(src):
+            row, col = _first_wrong(got, want, 1e-3)
+            K.fail("missing_barrier", T(
+                "mma_matmul: c[{row}, {col}] is {got:.6g}, not {want:.6g}, and ldmatrix follows "
+                "cp_async_wait with no cuda.syncthreads() between them: the wait covers only "
+                "the calling thread's own copies, so other threads read the tile before their "
+                "bytes arrived. Call cuda.syncthreads() after cp_async_wait, before ldmatrix.",
+                row=row, col=col, got=float(got[row, col]), want=float(want[row, col])),
+                context=ctx)
+        named = _named(got, want, _matmul_mistakes(av, bv), 1e-3)
+        if named:
+            _, cause, message = named
+            K.fail(cause, T("mma_matmul: {mistake}.", mistake=message), context=ctx)
+        K.compare(got.astype(_f32), want.astype(_f32), name="c", formula="a @ b",
+                  rtol=1e-3, atol=1e-3 * float(abs(want).max()), tile=(16, 16), context=ctx)
+    src = _source(kernel)
+    if src and not (_uses(src, "mma_bf16") and _uses(src, "ldmatrix")):
+        K.fail("wrong_technique", T(
+            "mma_matmul: the numbers are right, but the exercise asks for the tiles in shared "
+            "memory, read with ldmatrix and multiplied with mma_bf16."))
+    if src and _wait_without_barrier(src):
+        K.fail("missing_barrier", T(
+            "mma_matmul: ldmatrix follows cp_async_wait with no cuda.syncthreads() between "
+            "them. The wait covers only the calling thread's own copies; the tile holds other "
+            "threads' copies too. This run happened to be scheduled safely; a GPU gives no "
+            "such luck."))
+    return K.passes("mma_matmul", T("{n} sizes", n=len(cases)),
+                    T("k tiles of 16, two warps a block"), hidden=hidden)
+
+
+# --- exercise 3: the fused attention loop on tensor cores -----------------------------------
+
+def _attention(q: Any, k: Any, v: Any, scale: float, *, tiles: int | None = None,
+               rescale: bool = True, scale_scores: bool = True) -> Any:
+    """The online softmax of the exercise in float64, with bfloat16 Q, K, V and P as the
+    tensor cores see them (``q`` ... already rounded): one 16-key tile at a time."""
+    s_len, t_len = q.shape[0], k.shape[0]
+    o = _zeros(q.shape, _f64)
+    l = _zeros(s_len, _f64)
+    m = _np.full(s_len, -math.inf)
+    sc = scale if scale_scores else 1.0
+    with _errstate(over="ignore", invalid="ignore"):
+        for t in range(t_len // 16 if tiles is None else tiles):
+            s = (q @ k[16 * t:16 * t + 16].T) * sc
+            m_new = _maximum(m, s.max(axis=1))
+            alpha = _exp(m - m_new) if rescale else 1.0
+            p = _exp(s - m_new[:, None])
+            pb = _round_bf16(p.astype(_f32)).astype(_f64)
+            l = l * alpha + p.sum(axis=1)
+            o = o * (alpha[:, None] if rescale else 1.0) + pb @ v[16 * t:16 * t + 16]
+            m = m_new
+        return o / l[:, None]
+
+
+def check_mma_attention(kernel: Any, *, hidden: Any = False, seed: int | None = None) -> str:
+    """``o = softmax(q k^T * scale) v`` by one warp per 16 query rows on tensor cores.
+
+    Cases: ``(seq, keys)``, multiples of 16 (head dimension 16); the last visible case has
+    scores far beyond exp's range, where only a running maximum keeps exp finite."""
+    K.require_kernel(kernel, "mma_attention", 5)
+    cases, seed = resolve(hidden, [(32, 48), (16, 32)], 7003 if seed is None else seed,
+                          name="check_mma_attention")
+    gen = K.rng(seed)
+    runs = [(s, t, 1.0) for s, t in cases] + [(16, 32, 60.0)]  # + the overflow case
+    for s_len, t_len, spread in runs:
+        s_len, t_len = int(s_len), int(t_len)
+        if s_len % 16 or t_len % 16 or min(s_len, t_len) <= 0:
+            raise ValueError(f"check_mma_attention: sizes must be multiples of 16, got "
+                             f"{(s_len, t_len)}")
+        q = K.random_array(gen, (s_len, 16), low=-2.0 * spread, high=2.0 * spread)
+        k = K.random_array(gen, (t_len, 16), low=-2.0, high=2.0)
+        v = K.random_array(gen, (t_len, 16))
+        scale = 0.25  # 1 / sqrt(16)
+        o = K.output((s_len, 16), "o")
+        ctx = {"q": f"{s_len} x 16", "k, v": f"{t_len} x 16", "grid": s_len // 16,
+               "block": 32, "scale": scale}
+        if spread > 1:
+            ctx["scores"] = "up to about 250"
+        K.launch(kernel, s_len // 16, 32, K.to_device_guarded(q, "q").view,
+                 K.to_device_guarded(k, "k").view, K.to_device_guarded(v, "v").view, o.view,
+                 _f32(scale), name="mma_attention", context=ctx)
+        o.check_guards()
+        got = o.result().astype(_f64)
+        qb, kb, vb = (_round_bf16(x).astype(_f64) for x in (q, k, v))
+        want = _attention(qb, kb, vb, scale)
+        if _close(got, want, 1e-2):
+            continue
+        if not _isfinite(got).all() and not _isnan(got).all() and spread > 1:
+            K.fail("overflow", T(
+                "mma_attention: inf or NaN with large scores: exp(s) overflows float32 above "
+                "88. Subtract the row's running maximum before exp, exp(s * scale - m_new), "
+                "and rescale the accumulators by exp(m - m_new)."), context=ctx)
+        mistakes = {
+            "last_tile": (_attention(qb, kb, vb, scale, tiles=t_len // 16 - 1),
+                          "k_tile_skipped", T(
+                              "the loop over key tiles skips the last one (keys {first} to "
+                              "{last}): loop over range(0, keys, 16)",
+                              first=t_len - 16, last=t_len - 1)),
+            "no_rescale": (_attention(qb, kb, vb, scale, rescale=False), "no_rescale", T(
+                "the accumulators are not rescaled when a row's maximum grows: multiply the O "
+                "fragments and the running sums by exp(m - m_new) before adding the new "
+                "tile")),
+            "no_scale": (_attention(qb, kb, vb, scale, scale_scores=False), "wrong_formula", T(
+                "the scores are not multiplied by scale (1 / sqrt(d))")),
+        }
+        named = _named(got, want, mistakes, 1e-2)
+        if named:
+            _, cause, message = named
+            K.fail(cause, T("mma_attention: {mistake}.", mistake=message), context=ctx)
+        K.compare(got.astype(_f32), want.astype(_f32), name="o",
+                  formula="softmax(q k^T * scale) v", rtol=1e-2,
+                  atol=1e-2 * float(abs(want).max()), tile=(16, 16), context=ctx)
+    src = _source(kernel)
+    if src and not _uses(src, "mma_bf16"):
+        K.fail("wrong_technique", T(
+            "mma_attention: the numbers are right, but the exercise asks for Q K^T and P V "
+            "on the tensor cores (tc.mma_bf16)."))
+    return K.passes("mma_attention", T("{n} sizes", n=len(cases)),
+                    T("scores up to about 250 (a running maximum needed)"), hidden=hidden)
