@@ -11,8 +11,6 @@ where it is, or None, and :func:`sass` returns None then (pip's wheels do not sh
 
 from __future__ import annotations
 
-from . import _device_first  # noqa: F401 - first: the device is chosen before numba.cuda loads
-
 import os
 import shutil
 import subprocess

@@ -392,7 +392,7 @@ def _diffuse_grid(trace: Any, ny: int, nx: int, ctx: str) -> None:
         if cx >= nx and cy >= ny:
             continue
         swapped = g[0] * b[1] >= ny and g[1] * b[0] >= nx
-        K.fail("wrong_values", T("diffuse's operation #{index} ({what}): its threads cover {cx} "
+        K.fail("grid_axes_swapped" if swapped else "grid_too_small", T("diffuse's operation #{index} ({what}): its threads cover {cx} "
                  "columns and {cy} rows of a {ny} x {nx} field, so cells are never updated. "
                  "{why}", what=op.what, index=op.index + 1, cx=cx, cy=cy, ny=ny, nx=nx,
                  why=T("The grid's axes are swapped: x (columns) comes first, grid = "
