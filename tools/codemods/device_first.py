@@ -33,13 +33,29 @@ def _as_top(rel: str) -> str:
     return parts[1] if len(parts) == 2 and parts[0] in LAYERS else rel
 
 
+def _import_time(body: list) -> list:
+    """The statements run when the module is imported: its body, and the bodies of its
+    module-level ``if``/``else``/``try``/``with`` blocks (e.g. ``if SIM: ... else: from
+    numba.cuda import ...``), never a function's."""
+    out = []
+    for node in body:
+        out.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list) and not isinstance(node, ast.ClassDef):
+                out.extend(_import_time(inner))
+    return out
+
+
 def needs_numba(path: Path) -> bool:
     rel = _as_top(path.relative_to(PACKAGE).as_posix())
     if rel in FLOORS:
         return True
     if "/" in rel:  # subpackages: their __init__ (check/) or the topic modules they import
         return False
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in _import_time(ast.parse(path.read_text(encoding="utf-8")).body):
         names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                  [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
                  else [])
