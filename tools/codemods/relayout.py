@@ -49,9 +49,10 @@ from pathlib import Path
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "kernels": ("vector", "cpu_vs_gpu", "indexing", "warps", "transfer", "launch_cost",
-                "matmul", "reduce", "transpose", "softmax", "attention", "stencil", "lbm"),
+                "matmul", "reduce", "transpose", "softmax", "attention", "stencil", "lbm",
+                "matmul_mma", "attention_mma"),
     "runtime": ("device", "launch", "arrays", "timing", "intrinsics", "simwarp", "simblock",
-                "hardware", "occupancy", "asm"),
+                "hardware", "occupancy", "asm", "tensorcore", "fragments"),
     "course": ("lessons", "lessonsource", "lessonrules", "scaffold", "quiz", "prose",
                "authoring", "workspace", "courseroot", "gpu_run"),
 }
