@@ -17,7 +17,10 @@
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 import cudacourse.check
-from cudacourse import quiz, cpu_vs_gpu, device, bench, prose
+from cudacourse.course import quiz, prose
+from cudacourse.kernels import cpu_vs_gpu
+from cudacourse.runtime import device
+from cudacourse import bench
 
 import inspect
 import numpy as np
@@ -125,7 +128,7 @@ else:
 # Here is the vector add from the `cudacourse` package, the same code its tests check:
 
 # %%
-print(inspect.getsource(cudacourse.vector._vector_add.py_func))
+print(inspect.getsource(cudacourse.kernels.vector._vector_add.py_func))
 
 # %% [markdown]
 # Read it line by line:
@@ -157,7 +160,7 @@ threads = 256
 blocks = (n_demo + threads - 1) // threads  # round up: every element gets a thread
 d_a, d_b = cuda.to_device(a), cuda.to_device(b)  # copy in
 d_out = cuda.device_array_like(d_a)  # allocate the output on the device
-cudacourse.vector._vector_add[blocks, threads](d_a, d_b, d_out)  # launch
+cudacourse.kernels.vector._vector_add[blocks, threads](d_a, d_b, d_out)  # launch
 print(prose.shown("{{blocks}} blocks x {{threads}} threads = {{total}} threads for {{n}} elements",
                   blocks=blocks, threads=threads, total=blocks * threads, n=n_demo))
 print(prose.shown("matches NumPy: {{ok}}",  # copy back, compare
@@ -348,9 +351,9 @@ if device.is_simulator():
     print(prose.shown("Bandwidth needs a real GPU: in the simulator every 'GPU thread' is a "
                       "Python call, so GB/s figures would be meaningless. Here the variants are "
                       "tested for correctness:"))
-    for v in cudacourse.vector.VARIANTS:
+    for v in cudacourse.kernels.vector.VARIANTS:
         x = rng.standard_normal(777, dtype=np.float32)
-        ok = np.allclose(cudacourse.vector.vector_add(x, x, variant=v), 2 * x)
+        ok = np.allclose(cudacourse.kernels.vector.vector_add(x, x, variant=v), 2 * x)
         print(prose.shown("  {{variant:<12}} correct: {{ok}}", variant=v, ok=ok))
     # the picture from the course's committed GPU run instead (docs/benchmarks.json)
     report = bench.committed_report()

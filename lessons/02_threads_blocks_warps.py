@@ -17,8 +17,9 @@
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 import cudacourse.check
-from cudacourse import quiz
-from cudacourse import device, indexing, occupancy, warps
+from cudacourse.course import quiz
+from cudacourse.runtime import device, occupancy
+from cudacourse.kernels import indexing, warps
 from cudacourse.viz import threads as viz
 from numba import cuda
 import numpy as np

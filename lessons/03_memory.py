@@ -23,8 +23,9 @@
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
 import cudacourse.check
-from cudacourse import quiz
-from cudacourse import device, transfer, launch_cost
+from cudacourse.course import quiz
+from cudacourse.runtime import device
+from cudacourse.kernels import transfer, launch_cost
 from cudacourse.viz import memory as viz
 import warnings
 import numpy as np
@@ -475,7 +476,7 @@ viz.plot_launch_costs(costs, title=viz.T("per launch, measured now (simulator)")
                       else viz.T("per launch, measured now"))
 plt.show()
 if SIM:  # the simulator has no driver: its order says nothing; the GPU's, from the bench
-    from cudacourse import prose
+    from cudacourse.course import prose
     prose.show(
         "Simulator: every launch here is Python, so the order above says nothing about a GPU. "
         "On the {{bench.gpu}} ({{bench.date}}), per launch: Numba device arrays "
@@ -497,7 +498,7 @@ if SIM:  # the simulator has no driver: its order says nothing; the GPU's, from 
 # (In the simulator there is no driver: every launch goes through Numba.)
 
 # %%
-from cudacourse.launch import FastLaunch
+from cudacourse.runtime.launch import FastLaunch
 
 d_x = cuda.to_device(np.zeros(4, dtype=np.float32))
 launch = FastLaunch()
@@ -505,7 +506,7 @@ for _ in range(3):  # the first call compiles and prepares; the next two reuse w
     launch("touch, 4 floats", launch_cost._touch, 1, 32, (d_x,))
 print(d_x.copy_to_host())  # three launches of one thread adding 1: [3. 0. 0. 0.]
 if SIM:
-    from cudacourse import prose
+    from cudacourse.course import prose
     prose.show(
         "Simulator: there is no driver to skip, so `FastLaunch` saves nothing here. On the "
         "{{bench.gpu}} ({{bench.date}}) the course's launcher, which works this way, took "
@@ -525,7 +526,7 @@ t = launch_cost.launches_versus_one(parts, items)
 for k, v in t.items():
     print(f"{k:>20}: {v * 1e3:8.2f} ms")
 if SIM:
-    from cudacourse import prose
+    from cudacourse.course import prose
     many, one = t["many small launches"] * 1e3, t["one big launch"] * 1e3
     if many > one:
         prose.show(
@@ -590,7 +591,7 @@ else:
 # round assumptions for one server socket.
 
 # %%
-machine = transfer.Machine.h200()  # the figures, with their sources: cudacourse.transfer
+machine = transfer.Machine.h200()  # the figures, with their sources: cudacourse.kernels.transfer
 model = transfer.offload_times(np.logspace(-2, 4, 200), nbytes=1e9, machine=machine)
 break_even = transfer.break_even_intensity(1e9, machine)
 viz.plot_offload(model, title=viz.T("1 GB of data on the host: CPU against GPU with copies"),

@@ -27,14 +27,16 @@
 # %% [readonly] id=setup
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
-from cudacourse import quiz
+from cudacourse.course import quiz
 import cudacourse.check
 import math
 import time
 import numpy as np
 from numba import cuda, float32
 import matplotlib.pyplot as plt
-from cudacourse import device, matmul, prose, reduce, transpose
+from cudacourse.runtime import device
+from cudacourse.kernels import matmul, reduce, transpose
+from cudacourse.course import prose
 from cudacourse.viz import tiling as viz
 
 SIM = device.is_simulator()
@@ -375,7 +377,7 @@ copy_bw = 2 * 4 * n_copy / median_time(lambda: dst.copy_to_device(src))  # bytes
 if SIM:
     # the H200's roof (datasheet FP32 peak, the copy of the course's benchmark); the points
     # are meaningless here
-    from cudacourse import prose
+    from cudacourse.course import prose
     peak = prose.value("const.hardware.H200.fp32_tflop_s")
     bw_tb = prose.value("bench.ceiling.copy_gb_s") / 1e3
 else:

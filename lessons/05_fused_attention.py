@@ -18,13 +18,14 @@
 # %% [readonly] id=setup
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
-from cudacourse import quiz
+from cudacourse.course import quiz
 import cudacourse.check
 import math
 import numpy as np
 from numba import cuda
 import matplotlib.pyplot as plt
-from cudacourse import attention, softmax, device
+from cudacourse.kernels import attention, softmax
+from cudacourse.runtime import device
 from cudacourse.viz import attention as viz
 # %% [markdown]
 # ## 1. Scaled dot-product attention

@@ -27,14 +27,17 @@
 # %% [readonly] id=setup
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
-from cudacourse import quiz
+from cudacourse.course import quiz
 import cudacourse.check
 import math
 import time
 import numpy as np
 from numba import cuda, float32
 import matplotlib.pyplot as plt
-from cudacourse import bench, device, lbm, prose, stencil
+from cudacourse import bench
+from cudacourse.runtime import device
+from cudacourse.kernels import lbm, stencil
+from cudacourse.course import prose
 from cudacourse.viz import flow as viz
 
 SIM = device.is_simulator()

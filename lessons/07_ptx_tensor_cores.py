@@ -18,14 +18,15 @@
 # %% [readonly] id=setup
 import cudacourse
 cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before numba.cuda loads
-from cudacourse import quiz
+from cudacourse.course import quiz
 import cudacourse.check
 import math
 import numpy as np
 from numba import cuda, float32, uint16
 import matplotlib.pyplot as plt
-from cudacourse import asm, device, fragments, prose
-from cudacourse import tensorcore as tc
+from cudacourse.runtime import asm, device, fragments
+from cudacourse.course import prose
+from cudacourse.runtime import tensorcore as tc
 # cp.async and ldmatrix need shared tiles on 16-byte boundaries: ask a GPU for that
 # alignment (the simulator's shared arrays take no alignment option, and need none)
 ALIGN = None if device.is_simulator() else 16
@@ -362,7 +363,7 @@ cudacourse.check.check_mma_matmul(mma_matmul, hidden=cudacourse.check.Cases(seed
 # one `ldmatrix` reads fall in different banks. Here it is on a small problem, against
 # NumPy:
 # %%
-from cudacourse import matmul_mma
+from cudacourse.kernels import matmul_mma
 m_, k_, n_ = device.pick(sim=(64, 64, 64), gpu=(1024, 1024, 1024))
 a_ = rng.standard_normal((m_, k_)).astype(np.float32)
 b_ = rng.standard_normal((k_, n_)).astype(np.float32)

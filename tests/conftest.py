@@ -43,7 +43,7 @@ os.environ.setdefault("CUDACOURSE_QUIET", "1")
 import pytest  # noqa: E402
 
 import cudacourse  # noqa: E402
-from cudacourse import device  # noqa: E402
+from cudacourse.runtime import device  # noqa: E402
 from japanese_edition import pytest_runtest_call  # noqa: E402,F401 - diagnoses in Japanese too
 
 cudacourse.setup()  # the device, before any test module imports numba.cuda

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from cudacourse import authoring, device
+from cudacourse.course import authoring
+from cudacourse.runtime import device
 from cudacourse.grader import intake
 from cudacourse.grader import sandbox as sbx
 

@@ -20,7 +20,8 @@ from typing import Iterator
 
 import pytest
 
-from cudacourse import i18n, lessonrules
+from cudacourse import i18n
+from cudacourse.course import lessonrules
 from cudacourse.check import _engine, _failure
 
 _SRC = str(Path(_failure.__file__).resolve().parents[1])

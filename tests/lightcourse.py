@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 
 ROOT = authoring.ROOT
 ASSIGNMENT = "01_gpu_vs_cpu"

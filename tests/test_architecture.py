@@ -16,7 +16,7 @@ import ast
 import re
 from pathlib import Path
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 
 ROOT = authoring.ROOT
 PACKAGE = ROOT / "src" / "cudacourse"
@@ -149,7 +149,7 @@ def test_the_graph_sees_relative_and_absolute_imports():
     graph = import_graph(KNOWN)
     assert "cudacourse.check.kit" in graph["cudacourse.check.vector"]  # from . import kit as K
     assert "cudacourse.check._engine" in graph["cudacourse.check.kit"]  # from . import _engine
-    assert "cudacourse.device" in graph["cudacourse"]  # from . import device
+    assert "cudacourse.runtime.device" in graph["cudacourse"]  # from . import device
     assert "cudacourse.bench.core" in graph["cudacourse.bench.cases"]
 
 
@@ -247,7 +247,7 @@ for m in pkgutil.iter_modules(cudacourse.grader.__path__):
     if m.name != "instructor_server_config":  # a Jupyter config file, run by Jupyter
         importlib.import_module(f"cudacourse.grader.{m.name}")
 policy.load_config(sys.argv[1])  # nbgrader_config.py, as nbgrader loads it
-import cudacourse.check, cudacourse.lessons, cudacourse.cli
+import cudacourse.check, cudacourse.course.lessons, cudacourse.cli
 src = Path(cudacourse.__file__).resolve().parent.parent
 names = {}
 for name, mod in list(sys.modules.items()):

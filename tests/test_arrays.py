@@ -1,4 +1,4 @@
-"""cudacourse.arrays: the host-or-device half of the launcher contract."""
+"""cudacourse.runtime.arrays: the host-or-device half of the launcher contract."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import arrays
+from cudacourse.runtime import arrays
 
 
 class CAIOnly:

@@ -1,4 +1,4 @@
-"""cudacourse.asm: the PTX of a kernel (through the sm_90 compile gate in the simulator) and
+"""cudacourse.runtime.asm: the PTX of a kernel (through the sm_90 compile gate in the simulator) and
 its SASS only where NVIDIA's disassembler is installed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import asm, device
+from cudacourse.runtime import asm, device
 from cudacourse.check import kit
 
 pytestmark = pytest.mark.lesson7

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import attention as A
-from cudacourse import device
+from cudacourse.kernels import attention as A
+from cudacourse.runtime import device
 
 pytestmark = pytest.mark.lesson5
 
@@ -41,7 +41,7 @@ def test_flash_attention_matches_reference(bh, s, d, causal, variant):
 def test_gpu_tile_config_runs_right(cfg, shuffles):
     """GPU-shaped tiles (64 query rows, 64 or 128 threads), with and without warp shuffles."""
     if shuffles and not A._shuffles_available():
-        pytest.skip("warp shuffles unavailable in this simulator (cudacourse.simwarp)")
+        pytest.skip("warp shuffles unavailable in this simulator (cudacourse.runtime.simwarp)")
     q, k, v = qkv(1, 70, 64, seed=3) if device.is_simulator() else qkv(3, 1000, 64, seed=3)
     for causal in (False, True):
         got = A.flash_attention(q, k, v, causal=causal, config=A.FlashConfig(*cfg),
@@ -66,7 +66,7 @@ def test_reference_softcap_and_window():
 @pytest.mark.parametrize("shuffles", [False, True])
 def test_fast_softcap_and_window_match_reference(softcap, window, shuffles):
     if shuffles and not A._shuffles_available():
-        pytest.skip("warp shuffles unavailable in this simulator (cudacourse.simwarp)")
+        pytest.skip("warp shuffles unavailable in this simulator (cudacourse.runtime.simwarp)")
     q, k, v = qkv(1, 40, 64, seed=7, mag=2.0)
     got = A.flash_attention(q, k, v, causal=True, softcap=softcap, window=window,
                             use_shuffles=shuffles)
@@ -213,8 +213,8 @@ def test_fast_configs_are_the_fastest_of_the_committed_sweep():
     import json
     from pathlib import Path
 
-    from cudacourse import attention
-    from cudacourse.attention import FastConfig
+    from cudacourse.kernels import attention
+    from cudacourse.kernels.attention import FastConfig
 
     path = Path(__file__).resolve().parents[1] / "docs/sweeps/probe_attention_h200_2026-12-01_run2.json"
     rows = json.loads(path.read_text())["rows"]

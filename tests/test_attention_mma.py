@@ -1,4 +1,4 @@
-"""cudacourse.attention_mma: bfloat16 flash attention on tensor cores against the reference."""
+"""cudacourse.kernels.attention_mma: bfloat16 flash attention on tensor cores against the reference."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import attention_mma as am, device, fragments as fr
+from cudacourse.kernels import attention_mma as am
+from cudacourse.runtime import device, fragments as fr
 
 TOL = 1e-2  # P is rounded to bfloat16 before P V (as FlashAttention does): ~2^-8 relative
 
@@ -88,7 +89,7 @@ def test_clear_errors():
 
 @pytest.mark.skipif(not device.is_simulator(), reason="the simulator's cp.async order check")
 def test_a_missing_wait_is_caught(monkeypatch):
-    from cudacourse import tensorcore as tc
+    from cudacourse.runtime import tensorcore as tc
 
     monkeypatch.setattr(tc, "cp_async_wait", lambda n: None)
     am._KERNELS.clear()

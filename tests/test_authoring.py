@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 
 
 SRC = '''# %% [markdown]

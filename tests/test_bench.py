@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import bench, device
+from cudacourse import bench
+from cudacourse.runtime import device
 from cudacourse.bench import Case, Ctx, Entry, Measurement, Prepared
 
 REQUIRED_RATIOS = {
@@ -204,8 +205,8 @@ def test_a_crashing_kernel_is_failed_with_its_error():
 def test_a_module_not_written_yet_is_missing_not_a_crash(inject, capsys):
     with pytest.raises(bench.Missing, match="cudacourse.not_written_yet is not written yet"):
         bench._need("cudacourse.not_written_yet", "f")
-    with pytest.raises(bench.Missing, match="cudacourse.vector has no no_such_function"):
-        bench._need("cudacourse.vector", "vector_add", "no_such_function")
+    with pytest.raises(bench.Missing, match="cudacourse.kernels.vector has no no_such_function"):
+        bench._need("cudacourse.kernels.vector", "vector_add", "no_such_function")
     inject("ghost", lambda ctx: [bench._need("cudacourse.not_written_yet", "ghost")])
     assert bench.main(["--only", "ghost", "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -263,7 +264,7 @@ def fake_report(**changes) -> dict:
 
 def test_json_names_each_ratio_by_what_it_compares():
     report = fake_report()
-    from cudacourse.matmul import MATMUL_VARIANTS
+    from cudacourse.kernels.matmul import MATMUL_VARIANTS
 
     names = set(report["ratios"])
     assert REQUIRED_RATIOS <= names, REQUIRED_RATIOS - names
@@ -333,14 +334,14 @@ def test_a_failed_ceiling_leaves_its_ratios_unvalued():
 
 
 def test_markdown_records_where_when_and_how():
-    md = bench.to_markdown(fake_report(reduce_sum=("missing", "cudacourse.reduce has no x")))
+    md = bench.to_markdown(fake_report(reduce_sum=("missing", "cudacourse.kernels.reduce has no x")))
     assert md.startswith(bench.GPU_MARKER)
     for fact in ("NVIDIA H200", "2026-11-30", "580.95.05", "CUDA 13.0", "numba-cuda 0.30.4",
                  "cupy-cuda13x 14.2.0", "torch 2.11.0",
                  "`cudacourse bench --json docs/benchmarks.json`"):
         assert fact in md, fact
     assert "| `vector_add_vs_copy` | 0.682 |" in md  # (12/1.1)/(8/0.5) = 0.68
-    assert "missing" in md and "cudacourse.reduce has no x" in md
+    assert "missing" in md and "cudacourse.kernels.reduce has no x" in md
     rows = [line for line in md.splitlines() if line.startswith("| Numba vector add, one")]
     assert len(rows) == 1 and rows[0].rstrip(" |").endswith("0.68")
 

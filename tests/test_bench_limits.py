@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import attention, lbm, matmul, stencil
-from cudacourse import transpose as T
+from cudacourse.kernels import attention, lbm, matmul, stencil
+from cudacourse.kernels import transpose as T
 from cudacourse.bench import limits as L
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cudacourse import device
+from cudacourse.runtime import device
 from cudacourse.bench import __main__ as bench_main
 from cudacourse.bench.report import merge_reports, to_markdown
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import runner
 
 import lightcourse

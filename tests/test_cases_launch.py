@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from cudacourse import device, timing, vector
+from cudacourse.runtime import device, timing
+from cudacourse.kernels import vector
 from cudacourse.bench import cases_launch as CL
 from cudacourse.bench.core import Ctx, run_case
 

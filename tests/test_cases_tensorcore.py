@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cudacourse import bench, device
+from cudacourse import bench
+from cudacourse.runtime import device
 
 RATIOS = {"matmul_mma_bf16_vs_cublas_bf16", "attention_mma_bf16_vs_sdpa_bf16",
           "attention_mma_bf16_vs_sdpa_bf16_causal", "attention_mma_bf16_vs_sdpa_bf16_d128",

@@ -285,7 +285,7 @@ def test_flash_rows_accepts_right_ones():
 def test_flash_rows_refuses_the_library_kernel():
     # the package has no one-thread-per-row kernel (it is this exercise's answer); its
     # tiled kernel takes the same arguments and must be refused just the same
-    from cudacourse.attention import flash_kernel
+    from cudacourse.kernels.attention import flash_kernel
 
     with pytest.raises(CheckFailure) as info:
         cudacourse.check.check_flash_rows(flash_kernel(32), seed=6)

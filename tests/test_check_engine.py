@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cudacourse
-from cudacourse import vector as V
+from cudacourse.kernels import vector as V
 from cudacourse.check import CheckFailure, _engine as E, _origin
 from cudacourse.check import check_vector_add
 from numba import cuda
@@ -211,12 +211,12 @@ def test_the_packages_own_kernel_is_refused(which):
     with pytest.raises(CheckFailure) as info:
         check_vector_add(kernel)
     assert info.value.cause == "package_kernel"
-    assert "cudacourse.vector._vector_add" in str(info.value)
+    assert "cudacourse.kernels.vector._vector_add" in str(info.value)
     assert "write your own" in str(info.value)
 
 
 def test_a_kernel_doing_its_work_with_the_courses_device_function_is_refused():
-    from cudacourse import reduce as R
+    from cudacourse.kernels import reduce as R
 
     add = R._add
 
@@ -240,11 +240,11 @@ def test_a_kernel_doing_its_work_with_the_courses_device_function_is_refused():
         with pytest.raises(CheckFailure) as info:
             E.require_kernel(kernel, "vector_add", 3)
         assert info.value.cause == "package_kernel"
-        assert "calls the course's own function cudacourse.reduce._add" in str(info.value)
+        assert "calls the course's own function cudacourse.kernels.reduce._add" in str(info.value)
 
 
 def test_a_learner_kernel_equal_to_the_master_is_not_refused():
-    # Same code as cudacourse.vector._vector_add, typed here: it has its own source.
+    # Same code as cudacourse.kernels.vector._vector_add, typed here: it has its own source.
     @cuda.jit
     def _vector_add(a, b, out):
         """One thread per element."""

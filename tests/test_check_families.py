@@ -20,7 +20,7 @@ import pytest
 from numba import cuda, float32
 
 import cudacourse.check as check
-import cudacourse.device
+import cudacourse.runtime.device
 from cudacourse.check import CheckFailure
 from cudacourse.check import science as S
 
@@ -332,7 +332,7 @@ SIM_PHRASE = {"heat_step: guard on the wrong axis"}
 def test_each_family_is_named(name):
     checker, fn, phrase, cause = WRONG[name]
     exc = verdict(checker, fn)
-    if name in SIM_PHRASE and not cudacourse.device.is_simulator():
+    if name in SIM_PHRASE and not cudacourse.runtime.device.is_simulator():
         return  # rejected; the symptom a GPU shows first is the guard zone (see SIM_PHRASE)
     assert phrase in str(exc), str(exc)
     assert cause is None or exc.cause == cause, (exc.cause, str(exc))

@@ -388,7 +388,7 @@ def test_what_the_learners_code_prints_cannot_forge_the_verdict():
     # wrong_technique (a reads twice); on a GPU this process then compiles the kernel the
     # child launched, and a GPU cannot compile a call to the Python function _forge: that
     # refusal, does_not_compile, comes first there, as the simulator's compile gate does.
-    from cudacourse import device
+    from cudacourse.runtime import device
 
     want = "wrong_technique" if device.is_simulator() else "does_not_compile"
     assert failure is not None and failure.cause == want, failure

@@ -14,7 +14,7 @@ import pytest
 from numba import cuda, float32
 
 import cudacourse.check
-from cudacourse import lbm, stencil
+from cudacourse.kernels import lbm, stencil
 from cudacourse.check import Cases
 from cudacourse.check import science as S
 
@@ -267,7 +267,7 @@ def test_wrong_heat_kernels_are_diagnosed(name):
     kernel, phrase, sim_only, cause = HEAT_WRONG[name]
     with pytest.raises(cudacourse.check.CheckFailure) as exc:
         cudacourse.check.check_heat_step(kernel, seed=3)
-    if sim_only and not cudacourse.device.is_simulator():
+    if sim_only and not cudacourse.runtime.device.is_simulator():
         return  # a race or an out-of-bounds access: rejected; which symptom shows first varies
     assert phrase in str(exc.value), str(exc.value)
     assert cause is None or exc.value.cause == cause, (exc.value.cause, str(exc.value))
@@ -683,7 +683,7 @@ def test_right_lbm_kernels_pass(kernel):
 @pytest.mark.parametrize("name", list(LBM_WRONG))
 def test_wrong_lbm_kernels_are_diagnosed(name):
     kernel, phrase, sim_only, cause = LBM_WRONG[name]
-    if sim_only and not cudacourse.device.is_simulator():
+    if sim_only and not cudacourse.runtime.device.is_simulator():
         pytest.skip(sim_only if isinstance(sim_only, str) else
                     "an out-of-bounds read: the simulator refuses it, a GPU reads a "
                     "neighbouring row")

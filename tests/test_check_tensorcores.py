@@ -10,7 +10,7 @@ import pytest
 from numba import cuda, float32, uint16
 
 import cudacourse.check
-from cudacourse import tensorcore as tc
+from cudacourse.runtime import tensorcore as tc
 from cudacourse.check import CheckFailure
 
 pytestmark = pytest.mark.lesson7
@@ -438,7 +438,7 @@ def test_each_named_mistake_is_distinct_on_random_tiles():
 
     import numpy as np
 
-    from cudacourse import fragments as fr
+    from cudacourse.runtime import fragments as fr
     from cudacourse.check import tensorcores as tcheck
 
     rng = np.random.default_rng(40)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import cli, device
+from cudacourse import cli
+from cudacourse.runtime import device
 
 def test_doctor_reports_versions_and_mode(capsys):
     assert cli.main(["doctor"]) == 0
@@ -36,14 +37,14 @@ def test_console_script_runs_doctor_through_the_package():
 
 
 def test_quiz_hash_matches_the_bank(capsys):
-    from cudacourse.quiz import answer_hash
+    from cudacourse.course.quiz import answer_hash
 
     assert cli.main(["quiz-hash", "01_gpu_vs_cpu.global_index", "677"]) == 0
     out = capsys.readouterr().out.strip()
     assert out == answer_hash("01_gpu_vs_cpu.global_index", "677")
-    from cudacourse import quiz
+    from cudacourse.course import quiz
 
-    from cudacourse.authoring import ROOT
+    from cudacourse.course.authoring import ROOT
 
     key = quiz.keyed("01_gpu_vs_cpu", ROOT)["01_gpu_vs_cpu.global_index"]
     assert out == key.answer_hash  # a number question

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import lessons
-from cudacourse.authoring import ROOT
+from cudacourse.course import lessons
+from cudacourse.course.authoring import ROOT
 
 TOOLS = ROOT / "tools" / "codemods"
 

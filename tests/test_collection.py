@@ -21,7 +21,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import authoring, cli
+from cudacourse.course import authoring
+from cudacourse import cli
 from cudacourse.grader import collect, intake
 
 ROOT = authoring.ROOT

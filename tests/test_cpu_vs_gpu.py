@@ -1,4 +1,4 @@
-"""cudacourse.cpu_vs_gpu: lesson 1's measurements (what is measured, not how fast)."""
+"""cudacourse.kernels.cpu_vs_gpu: lesson 1's measurements (what is measured, not how fast)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import cpu_vs_gpu, device
+from cudacourse.kernels import cpu_vs_gpu
+from cudacourse.runtime import device
 
 matplotlib.use("Agg")
 
@@ -65,7 +66,7 @@ def test_variant_bandwidth_needs_a_gpu():
 
 @pytest.mark.gpu
 def test_variant_bandwidth_on_gpu():
-    from cudacourse import vector
+    from cudacourse.kernels import vector
 
     r = cpu_vs_gpu.variant_bandwidth(n=2**22, repeats=3)
     assert set(r) == {"copy", *vector.VARIANTS}

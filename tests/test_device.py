@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from cudacourse import device
+from cudacourse.runtime import device
 
 
 
@@ -96,11 +96,11 @@ def test_importing_the_package_does_nothing():
     p = run_py("""
         import os, sys
         before = dict(os.environ)
-        import cudacourse, cudacourse.grader.autograde, cudacourse.lessons, cudacourse.quiz
+        import cudacourse, cudacourse.grader.autograde, cudacourse.course.lessons, cudacourse.course.quiz
         from cudacourse import device
         print(sorted(k for k in os.environ if os.environ[k] != before.get(k)),
               "numba.cuda" in sys.modules, device.chosen(),
-              any(m in sys.modules for m in ("cudacourse.simwarp", "cudacourse.simblock")))
+              any(m in sys.modules for m in ("cudacourse.runtime.simwarp", "cudacourse.runtime.simblock")))
     """)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[] False False False"
@@ -116,8 +116,8 @@ def test_setup_sets_the_language_first_then_prints_the_device_line_in_it():
 
 
 def test_a_module_that_needs_numba_chooses_the_device_itself():
-    p = run_py("import cudacourse.vector, sys; from cudacourse import device; "
-               "print(device.chosen(), 'cudacourse.simwarp' in sys.modules)",
+    p = run_py("import cudacourse.kernels.vector, sys; from cudacourse import device; "
+               "print(device.chosen(), 'cudacourse.runtime.simwarp' in sys.modules)",
                CUDACOURSE_DEVICE="sim")
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == [p.stdout.splitlines()[0], "True True"]

@@ -2,7 +2,7 @@
 
 One fresh interpreter per cell (the mode is fixed once per process): a library imported
 first, then ``import cudacourse``, then ``cudacourse.setup()`` or a course module's first use
-(``cudacourse.vector.vector_add``), with ``CUDACOURSE_DEVICE`` unset, ``sim`` or ``gpu``. Each
+(``cudacourse.kernels.vector.vector_add``), with ``CUDACOURSE_DEVICE`` unset, ``sim`` or ``gpu``. Each
 cell ends in a kernel launch whose result is right, in the mode the notice line named and
 numba.cuda is really in, or in the documented clear error. Where a GPU is present (the H200
 runs this file in tools/gpu/verify.sh's suite stage) the ``gpu`` and unset rows launch on it;
@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import pytest
 
-from cudacourse import device
+from cudacourse.runtime import device
 
 # What a learner's script or notebook may have imported before the course: numba itself (or
 # a library that imports it), numba.cuda, the array libraries, the plotting library.
@@ -29,7 +29,7 @@ FIRST = ("nothing", "numba", "numba.cuda", "cupy", "numpy", "torch", "matplotlib
 ENTRY = ("setup", "first_use")
 POLICY = ("unset", "sim", "gpu")
 
-# The documented errors (src/cudacourse/device.py), by their stable words.
+# The documented errors (src/cudacourse/runtime/device.py), by their stable words.
 GPU_DEMANDED = "CUDACOURSE_DEVICE=gpu demands a GPU, but"
 TOO_LATE_SIM = "CUDACOURSE_DEVICE=sim, but numba.cuda was imported before cudacourse.setup()"
 TOO_LATE_AUTO = "and numba.cuda was imported before cudacourse.setup()"
@@ -102,7 +102,7 @@ def test_the_choice_holds_whatever_was_imported_first(first, entry, policy):
     if kind == "error":
         assert p.returncode != 0, p.stdout
         last = p.stderr.strip().splitlines()[-1]
-        assert last.startswith("cudacourse.device.DeviceError: "), p.stderr[-2000:]
+        assert last.startswith("cudacourse.runtime.device.DeviceError: "), p.stderr[-2000:]
         assert want in last, p.stderr[-2000:]
         if want != GPU_DEMANDED:
             assert RESTART in last

@@ -3,7 +3,7 @@
 Every file they name exists (a template, ``lessons/NN_topic.py`` or ``check/<topic>.py``,
 matches at least one file), every ``cudacourse.*`` module they name exists and so does the
 attribute they name in it, and the steps they list are the code's: the grading stages in
-``runner.STAGES``' order, the registry fields of ``cudacourse.lessons``, the setup cell's first
+``runner.STAGES``' order, the registry fields of ``cudacourse.course.lessons``, the setup cell's first
 lines as the lessons write them.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import lessons
-from cudacourse.authoring import ROOT
+from cudacourse.course import lessons
+from cudacourse.course.authoring import ROOT
 
 PACKAGE = ROOT / "src" / "cudacourse"
 DOCS = ["docs/architecture.md", "docs/authoring.md"]
@@ -101,7 +101,7 @@ def test_the_grading_stages_are_listed_in_the_order_of_runner_stages():
 
 
 def test_the_registry_fields_authoring_shows_are_the_registrys():
-    text = ast.get_docstring(ast.parse(_text("src/cudacourse/lessons.py")))  # its example
+    text = ast.get_docstring(ast.parse(_text("src/cudacourse/course/lessons.py")))  # its example
     shown = re.findall(r"^    (\w+) = ", text, flags=re.M)
     assert sorted(shown) == sorted(lessons._FIELDS)
     doc = re.sub(r"\s+", " ", _text("docs/architecture.md"))
@@ -121,14 +121,14 @@ def test_the_setup_cell_authoring_describes_is_the_lessons():
 
 
 def test_the_rules_authoring_lists_are_the_validators():
-    """docs/authoring.md's *Rules a lesson keeps* is `python -m cudacourse.lessonrules doc`,
+    """docs/authoring.md's *Rules a lesson keeps* is `python -m cudacourse.course.lessonrules doc`,
     the rules `cudacourse lesson check` reports: regenerate the block when this fails."""
-    from cudacourse import lessonrules
+    from cudacourse.course import lessonrules
 
     text = _text("docs/authoring.md")
     start = text.index(lessonrules.DOC_BEGIN)
     end = text.index(lessonrules.DOC_END) + len(lessonrules.DOC_END)
     assert text[start:end] == lessonrules.doc(), \
-        "run: python -m cudacourse.lessonrules doc --write docs/authoring.md"
+        "run: python -m cudacourse.course.lessonrules doc --write docs/authoring.md"
     section = text[text.index("## Rules a lesson keeps"):]
     assert section.index(lessonrules.DOC_BEGIN) < section.index("\n## ", 1)

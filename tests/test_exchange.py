@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import distributed, policy
 from test_grader_distributed import ASSIGNMENT, FAST, NOTEBOOK, build, make_course, scores
 

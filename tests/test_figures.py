@@ -15,7 +15,7 @@ import tomllib
 
 import pytest
 
-from cudacourse import authoring, prose
+from cudacourse.course import authoring, prose
 from cudacourse.i18n import translations as T
 
 ROOT = authoring.ROOT
@@ -96,10 +96,10 @@ def test_every_figure_of_the_readme_has_its_source_and_shows_it():
     readme = (ROOT / "README.md").read_text()
     assert prose.untraced_figures(readme) == [], (
         "README.md states figures without a source: write each as "
-        "<!-- {{source.key:fmt}} -->value<!-- / --> (cudacourse.prose)")
+        "<!-- {{source.key:fmt}} -->value<!-- / --> (cudacourse.course.prose)")
     assert prose.stale_figures(readme) == [], (
         "README.md's figures differ from their sources: run "
-        "`python -m cudacourse.prose refresh README.md`")
+        "`python -m cudacourse.course.prose refresh README.md`")
     assert prose.contradictions(readme) == []
 
 

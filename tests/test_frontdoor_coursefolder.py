@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from cudacourse import authoring, bench
+from cudacourse.course import authoring
+from cudacourse import bench
 from cudacourse.bench import report as bench_report
 from cudacourse.cli import main
 from cudacourse.grader import coursefolder

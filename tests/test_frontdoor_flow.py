@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import policy
 
 import lightcourse

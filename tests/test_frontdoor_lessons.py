@@ -15,7 +15,10 @@ import numpy as np
 import pytest
 
 import cudacourse
-from cudacourse import authoring, bench, cpu_vs_gpu, device
+from cudacourse.course import authoring
+from cudacourse import bench
+from cudacourse.kernels import cpu_vs_gpu
+from cudacourse.runtime import device
 
 matplotlib.use("Agg")
 

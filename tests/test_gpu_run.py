@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import gpu_run as G
+from cudacourse.course import gpu_run as G
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -228,7 +228,7 @@ def test_readme_block_is_rendered_from_the_record():
     assert block is not None, "README.md has no gpu_run block"
     assert block == G.render(G.load()), (
         "README.md's GPU block differs from docs/gpu_run.json: paste "
-        "`python -m cudacourse.gpu_run render` into README.md")
+        "`python -m cudacourse.course.gpu_run render` into README.md")
 
 
 def test_render_names_what_the_record_says():
@@ -255,7 +255,7 @@ def test_the_committed_record_is_valid_when_there_is_one():
 
 
 def test_module_runs_as_a_script(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "cudacourse.gpu_run", "render",
+    r = subprocess.run([sys.executable, "-m", "cudacourse.course.gpu_run", "render",
                         str(tmp_path / "none.json")], capture_output=True, text=True,
                        timeout=60, env={**os.environ, "CUDACOURSE_QUIET": "1"})
     assert r.returncode == 0 and "No GPU run is recorded yet" in r.stdout, r.stderr

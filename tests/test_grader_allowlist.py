@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cudacourse  # noqa: F401 - chooses the device before numba.cuda
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import allowlist, prepare
 from numba import cuda, float32
 
@@ -188,12 +188,12 @@ def test_context_keeps_definitions_and_drops_demos():
 def test_tensor_cores_come_from_the_setup_cell_not_from_an_import():
     # lesson 7: answer kernels call tc.mma_bf16 & co. on the module the setup cell bound;
     # importing course modules in an answer stays refused
-    from cudacourse import tensorcore
+    from cudacourse.runtime import tensorcore
 
     src = ("@cuda.jit\ndef k(a, d):\n    l = cuda.threadIdx.x\n"
            "    r = tc.mma_bf16((tc.pack_bf16x2(a[l], a[l]),) * 4, (0, 0), (d[l],) * 4)\n"
            "    d[l] = r[0]\n")
     assert _select(src, "k", context={**CONTEXT, "tc": tensorcore}).reason_for(["k"]) is None
     assert "tc" in _select(src, "k").reason_for(["k"])  # without the setup's binding
-    sel = _select("import cudacourse.tensorcore as tc2\n", "k", context={})
+    sel = _select("import cudacourse.runtime.tensorcore as tc2\n", "k", context={})
     assert sel.reason_for(["tc2"])

@@ -14,7 +14,7 @@ def test_audit_sees_nothing_in_an_untouched_session():
     import numpy as np
 
     import cudacourse
-    from cudacourse import quiz
+    from cudacourse.course import quiz
 
     ns.update(cudacourse=cudacourse, quiz=quiz, np=np)
     assert grading_audit.compare(base, grading_audit.snapshot(ns)) == []
@@ -53,7 +53,7 @@ def test_audit_watches_every_checker_module():
     from pathlib import Path
 
     import cudacourse.check
-    from cudacourse import lessons
+    from cudacourse.course import lessons
 
     here = Path(cudacourse.check.__file__).parent
     modules = {f"cudacourse.check.{p.stem}" for p in here.glob("*.py") if p.stem != "__init__"}
@@ -85,7 +85,8 @@ def test_a_japanese_notebook_turning_the_kernel_japanese_is_no_tampering():
     """Issue 39: the baseline is taken before the setup cell; a Japanese notebook's
     ``cudacourse.setup(lang="ja")`` then loads the Japanese question banks. Each edition's
     bank is compared with its own baseline, and a real replacement is still seen."""
-    from cudacourse import i18n, quiz
+    from cudacourse import i18n
+    from cudacourse.course import quiz
 
     ns = {"__builtins__": __builtins__}
     base = grading_audit.snapshot(ns, load=True)

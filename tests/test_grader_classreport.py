@@ -223,7 +223,7 @@ def test_changes_name_the_cell_the_diagnoses_and_the_changed_checker():
 
     def snap(score, diag, digest):
         return {"stamp": {"code": {"commit": "a" * 40}, "scored_by": {
-            "cudacourse/check/vector.py": digest, "cudacourse/quiz.py": "same"}},
+            "cudacourse/check/vector.py": digest, "cudacourse/course/quiz.py": "same"}},
             "students": {"bob": {"status": "graded", "raw_score": score, "cells": {
                 "test_vector_add": {"score": score, "diagnosis": diag},
                 "test_answer_blocks": {"score": 1.0, "diagnosis": None}}}}}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse.authoring import ROOT
+from cudacourse.course.authoring import ROOT
 from cudacourse.grader import course, distributed, runner, sandbox
 
 PASSWORD = "s3cret-Pw0rd"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import classreport, csvout, runrecord
 
 ROOT = authoring.ROOT

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import device
+from cudacourse.runtime import device
 from cudacourse.grader import distributed
 
 import lightcourse

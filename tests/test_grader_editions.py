@@ -25,7 +25,7 @@ import sys
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import intake
 
 import lightcourse

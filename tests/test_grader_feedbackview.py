@@ -280,7 +280,7 @@ def test_a_wrong_questions_cause_and_fix_are_whole_sentences(edition, master):
     """Issue 39: the summary cut a question's message at the colon of its title ("Fix:
     Blocks for 1,000 elements.";「answer_blocks = "b" は 問題 2.」). The cause is one whole
     sentence of the catalogue, the fix the key's why, in the notebook's language."""
-    from cudacourse import quiz
+    from cudacourse.course import quiz
     from cudacourse.grader.lang import language
 
     nb = nbformat.read(JA_MASTER if edition == "ja" else MASTER, as_version=4)

@@ -13,7 +13,7 @@ import shutil
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import intake, safefs
 
 ROOT = authoring.ROOT

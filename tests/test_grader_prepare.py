@@ -20,7 +20,7 @@ def test_the_verdict_env_is_built_in_a_grading_process_that_chooses_no_device():
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     name, chosen, numba_cuda, grading = json.loads(out.stdout.splitlines()[-1])
-    assert name == "cudacourse.device"
+    assert name == "cudacourse.runtime.device"
     assert chosen is False and numba_cuda is False
     assert grading == "1"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import authoring, quiz
+from cudacourse.course import authoring, quiz
 from cudacourse.grader.quiz_mode import QuizMode, graded_source, learner_token
 
 LESSON = '''# %% [readonly] id=setup
@@ -142,7 +142,7 @@ def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
 def test_graded_questions_are_scored_at_autograding_with_the_explanation_in_feedback(tmp_path):
     """The whole graded path: generate, submit a right and a wrong answer, autograde,
     feedback. The learner copy never judged; the gradebook and the feedback do."""
-    from cudacourse import quiz
+    from cudacourse.course import quiz
 
     release, db = _generate(tmp_path, ["01_x"])
     course = db.parent

@@ -172,7 +172,7 @@ def test_an_unreadable_resubmission_replaces_the_earlier_score(tmp_path, monkeyp
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.plugins.export import CsvExportPlugin
 
-    from cudacourse import authoring
+    from cudacourse.course import authoring
 
     import os
     import sys

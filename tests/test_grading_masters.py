@@ -10,7 +10,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import prepare
 
 pytestmark = pytest.mark.grading

@@ -16,8 +16,8 @@ import pytest
 from numba import cuda
 
 import cudacourse.check
-from cudacourse import lessonrules, lessons
-from cudacourse.authoring import ROOT
+from cudacourse.course import lessonrules, lessons
+from cudacourse.course.authoring import ROOT
 from cudacourse.check import Cases
 from cudacourse.check._cases import resolve  # the original, before the spy replaces it
 from cudacourse.check import _engine as E

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cudacourse import i18n, quiz
-from cudacourse.authoring import ROOT
+from cudacourse import i18n
+from cudacourse.course import quiz
+from cudacourse.course.authoring import ROOT
 from cudacourse.check import _failure as F
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.i18n import catalog
 
 ROOT = authoring.ROOT

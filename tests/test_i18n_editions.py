@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from lightcourse import graded_part
 
 EDITIONS = [p for p in authoring.lessons() if "ja" in authoring.editions(p)]

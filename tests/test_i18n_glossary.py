@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.i18n import catalog, glossary, translations
 
 ROOT = authoring.ROOT

@@ -17,8 +17,8 @@ def test_every_cause_the_checkers_use_is_listed():
     """The rule `causes` of `cudacourse lesson check`, over the machinery's modules too."""
     from pathlib import Path
 
-    from cudacourse import lessonrules
-    from cudacourse.authoring import ROOT
+    from cudacourse.course import lessonrules
+    from cudacourse.course.authoring import ROOT
 
     used = set()
     for path in (Path(_failure.__file__).parent).glob("*.py"):

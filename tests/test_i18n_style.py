@@ -9,7 +9,8 @@ import glob
 
 import pytest
 
-from cudacourse import authoring, i18n
+from cudacourse.course import authoring
+from cudacourse import i18n
 from cudacourse.i18n import catalog, glossary, translations
 
 ROOT = authoring.ROOT
@@ -82,7 +83,8 @@ def test_english_left_is_found(text):
 def test_the_runtime_lines_are_japanese():
     """The setup line's reason and the quiz traceback's comment: printed by the course at run
     time, so they are not in any lesson file."""
-    from cudacourse import device, quiz
+    from cudacourse.runtime import device
+    from cudacourse.course import quiz
 
     with i18n.speaking("ja"):
         for reason in ("no NVIDIA driver found (libcuda could not be loaded)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.i18n import translations as T
 
 ROOT = authoring.ROOT
@@ -231,7 +231,7 @@ def test_translations_keep_the_englishs_figures(path):
     from docs/benchmarks.json) as its English: no figure retyped, none lost."""
     from collections import Counter
 
-    from cudacourse import prose
+    from cudacourse.course import prose
 
     def figures(text: str) -> Counter:
         return Counter(m.group(0).replace(" ", "") for m in prose.PLACEHOLDER.finditer(text))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import indexing as I
+from cudacourse.kernels import indexing as I
 
 pytestmark = pytest.mark.lesson2
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device
+from cudacourse.runtime import device
 from cudacourse.check import _compile
 from cudacourse.check import _engine as E
 from cudacourse.check import _instrument as I

@@ -34,7 +34,7 @@ import nbformat
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from cudacourse.grader import collect, handins, intake, roster, safefs
 
 ROOT = authoring.ROOT

@@ -1,4 +1,4 @@
-"""cudacourse.intrinsics: 16-byte loads and stores, their alignment rule and cache hints."""
+"""cudacourse.runtime.intrinsics: 16-byte loads and stores, their alignment rule and cache hints."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, intrinsics
+from cudacourse.runtime import device, intrinsics
 
 
 @pytest.mark.skipif(not device.is_simulator(), reason="exercises the simulator's load helpers")

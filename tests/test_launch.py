@@ -1,4 +1,4 @@
-"""cudacourse.launch: the launcher contract every topic module follows."""
+"""cudacourse.runtime.launch: the launcher contract every topic module follows."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, launch, reduce, transpose, vector
-from cudacourse.launch import KernelConfig, Variants
+from cudacourse.runtime import device, launch
+from cudacourse.kernels import reduce, transpose, vector
+from cudacourse.runtime.launch import KernelConfig, Variants
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def test_device_plans_replay_on_new_pointers():
 def _public_calls() -> dict:
     """name -> (module, make(seed) -> (call(args), args, want(args))): each public launcher
     with device inputs and ``out``, and its reference."""
-    from cudacourse import attention, lbm, matmul, softmax, stencil
+    from cudacourse.kernels import attention, lbm, matmul, softmax, stencil
 
     g = np.random.default_rng
 
@@ -183,7 +184,7 @@ def _public_calls() -> dict:
 def test_every_public_launcher_keeps_device_plans():
     """One contract: each topic module's launcher remembers its device launches in a
     ``launch.DevicePlans`` (the prepared path the vector launcher uses)."""
-    from cudacourse import attention, lbm, matmul, softmax, stencil
+    from cudacourse.kernels import attention, lbm, matmul, softmax, stencil
 
     for mod in (attention, lbm, matmul, softmax, stencil, vector, transpose, reduce):
         assert isinstance(getattr(mod, "_PLANS", None), launch.DevicePlans), mod.__name__

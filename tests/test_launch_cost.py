@@ -1,4 +1,4 @@
-"""cudacourse.launch_cost: per-launch overhead by kind of argument and launch path."""
+"""cudacourse.kernels.launch_cost: per-launch overhead by kind of argument and launch path."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, launch_cost, timing
+from cudacourse.runtime import device, timing
+from cudacourse.kernels import launch_cost
 
 pytestmark = pytest.mark.lesson3
 
@@ -43,7 +44,7 @@ def test_launches_versus_one_checks_both_results():
 
 
 def test_launches_versus_one_refuses_a_wrong_kernel(monkeypatch):
-    from cudacourse import transfer
+    from cudacourse.kernels import transfer
 
     @cuda.jit
     def wrong(x, out, alpha):  # forgets alpha

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, lbm
+from cudacourse.runtime import device
+from cudacourse.kernels import lbm
 
 pytestmark = pytest.mark.lesson6
 
@@ -170,7 +171,7 @@ def test_default_block_is_the_fastest_of_the_committed_sweep():
     import re
     from pathlib import Path
 
-    from cudacourse import lbm
+    from cudacourse.kernels import lbm
 
     sweep = Path(__file__).resolve().parents[1] / "docs/sweeps/stencil_lbm_h200_2026-12-01.json"
     report = json.loads(sweep.read_text())

@@ -1,4 +1,4 @@
-"""cudacourse.lessons: the registry agrees with the README, pyproject's markers and the tree."""
+"""cudacourse.course.lessons: the registry agrees with the README, pyproject's markers and the tree."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import lessons as L
+from cudacourse.course import lessons as L
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_readme_table_comes_from_the_registry():
     readme = (ROOT / "README.md").read_text()
     assert L.readme_table() in readme, (
-        "README.md's lessons table differs from src/cudacourse/lessons.py: paste the output of "
-        "`python -m cudacourse.lessons readme` into README.md (or fix the registry)")
+        "README.md's lessons table differs from src/cudacourse/course/lessons.py: paste the output of "
+        "`python -m cudacourse.course.lessons readme` into README.md (or fix the registry)")
 
 
 def test_pyproject_markers_come_from_the_registry():
@@ -27,14 +27,14 @@ def test_pyproject_markers_come_from_the_registry():
     lesson_markers = [m for m in markers if re.match(r"lesson\d+:", m)]
     registered = L.marker_lines()
     assert lesson_markers[:len(registered)] == registered, (
-        "pyproject.toml's lesson markers differ from src/cudacourse/lessons.py: paste the "
-        "output of `python -m cudacourse.lessons markers` (or fix the registry)")
+        "pyproject.toml's lesson markers differ from src/cudacourse/course/lessons.py: paste the "
+        "output of `python -m cudacourse.course.lessons markers` (or fix the registry)")
     # A marker ahead of its lesson is a lesson being written: allowed until its source
     # exists (then test_lesson_sources_and_registry_list_the_same_lessons asks for its entry).
     for extra in lesson_markers[len(registered):]:
         number = int(re.match(r"lesson(\d+):", extra).group(1))
         assert not list((ROOT / "lessons").glob(f"{number:02d}_*.py")), (
-            f"lessons/{number:02d}_*.py exists but has no entry in src/cudacourse/lessons.py")
+            f"lessons/{number:02d}_*.py exists but has no entry in src/cudacourse/course/lessons.py")
 
 
 def test_lesson_sources_and_registry_list_the_same_lessons():
@@ -116,7 +116,7 @@ def test_an_entry_that_is_incomplete_is_refused_by_name(tmp_path):
 def test_every_lesson_keeps_the_registry_rules(lesson):
     """The rules of `cudacourse lesson check` on the entry, its files, the setup cell, the
     README row and the marker, and the causes its checker raises."""
-    from cudacourse import lessonrules
+    from cudacourse.course import lessonrules
 
     problems = lessonrules.check(lesson, ROOT, ("entry", "files", "setup_cell",
                                                 "registry_listed", "causes", "built"))

@@ -1,4 +1,4 @@
-"""Tests for cudacourse.matmul: every variant against the NumPy reference, any shape."""
+"""Tests for cudacourse.kernels.matmul: every variant against the NumPy reference, any shape."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import matmul as M
+from cudacourse.kernels import matmul as M
 
 pytestmark = pytest.mark.lesson4
 

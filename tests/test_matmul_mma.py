@@ -1,4 +1,4 @@
-"""cudacourse.matmul_mma: the bfloat16 tensor-core matmul against its NumPy reference."""
+"""cudacourse.kernels.matmul_mma: the bfloat16 tensor-core matmul against its NumPy reference."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, fragments as fr, matmul_mma as mm
+from cudacourse.runtime import device, fragments as fr
+from cudacourse.kernels import matmul_mma as mm
 
 
 def _inputs(m, k, n, seed=0):
@@ -87,7 +88,7 @@ def test_clear_errors():
 @pytest.mark.skipif(not device.is_simulator(), reason="the simulator's cp.async order check")
 def test_a_missing_wait_is_caught(monkeypatch):
     """The kernel's cp_async_wait removed (a mutant): the simulator names the race."""
-    from cudacourse import tensorcore as tc
+    from cudacourse.runtime import tensorcore as tc
 
     monkeypatch.setattr(tc, "cp_async_wait", lambda n: None)
     mm._KERNELS.clear()

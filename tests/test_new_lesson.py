@@ -27,8 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import lessonrules, scaffold
-from cudacourse.authoring import ROOT
+from cudacourse.course import lessonrules, scaffold
+from cudacourse.course.authoring import ROOT
 from test_toy_exercise import _fill  # a learner copy with its answer cells filled in
 
 NUMBER = len(lessonrules.stems(ROOT)) + 1  # the next lesson: whatever lessons exist

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 from lightcourse import graded_part
 
 pytestmark = pytest.mark.notebooks

@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 from cudacourse import _numba_private as P
-from cudacourse import device
+from cudacourse.runtime import device
 
 
 @pytest.mark.parametrize("name", sorted(P.seams()))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device
-from cudacourse import occupancy as O
+from cudacourse.runtime import device
+from cudacourse.runtime import occupancy as O
 
 pytestmark = pytest.mark.lesson2
 

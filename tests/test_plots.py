@@ -15,7 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from cudacourse import i18n, indexing, lbm, occupancy, transfer  # noqa: E402
+from cudacourse import i18n
+from cudacourse.kernels import indexing, lbm, transfer
+from cudacourse.runtime import occupancy  # noqa: E402
 from cudacourse.i18n.glossary import english_left  # noqa: E402
 from cudacourse.viz import attention, bench, flow, memory, readable, threads, tiling  # noqa: E402
 from cudacourse.viz import words  # noqa: E402
@@ -34,7 +36,7 @@ def _field(ny=20, nx=40):
 
 
 def _timings():
-    from cudacourse.cpu_vs_gpu import Timings
+    from cudacourse.kernels.cpu_vs_gpu import Timings
 
     sizes = [2**k for k in range(10, 20, 2)]
     t = Timings(sizes=sizes, mode="sim")
@@ -56,7 +58,7 @@ def _online():
 
 PLOTS = {
     # lesson 1
-    "cpu_vs_gpu.plot": lambda: __import__("cudacourse.cpu_vs_gpu", fromlist=["plot"]).plot(
+    "cpu_vs_gpu.plot": lambda: __import__("cudacourse.kernels.cpu_vs_gpu", fromlist=["plot"]).plot(
         _timings()),
     # lesson 2
     "threads.plot_thread_map": lambda: threads.plot_thread_map(

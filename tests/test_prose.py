@@ -1,4 +1,4 @@
-"""cudacourse.prose: figures in prose come from their sources; terms are defined at first use."""
+"""cudacourse.course.prose: figures in prose come from their sources; terms are defined at first use."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from cudacourse import authoring, hardware, occupancy, prose
-from cudacourse import lessons as registry
+from cudacourse.course import authoring, prose
+from cudacourse.runtime import hardware, occupancy
+from cudacourse.course import lessons as registry
 
 LESSONS = authoring.lessons()
 
@@ -58,7 +59,7 @@ def test_values_of_the_run_are_passed_by_name(course):
     ("bench.nothing.gb_s", "has no 'nothing.gb_s'"),
     ("bench.ratio.nothing", "no figure for bench.ratio.nothing"),
     ("gpu_run.tests.failed", "docs/gpu_run.json has no 'tests.failed'"),
-    ("const.hardware.H300", "cudacourse.hardware has no 'H300'"),
+    ("const.hardware.H300", "cudacourse.runtime.hardware has no 'H300'"),
     ("const.nomodule.X", "no module cudacourse.nomodule"),
     ("re", "not a figure of the run"),
 ])
@@ -107,7 +108,7 @@ def test_lesson_markdown_has_no_typed_figures(lesson):
     found = {i: prose.typed_figures(md) for i, md in enumerate(_markdown(lesson))}
     found = {i: t for i, t in found.items() if t}
     assert not found, (f"{lesson.name}: figures typed into markdown (cell: numbers); take them "
-                       f"from their source with a {{{{...}}}} placeholder (cudacourse.prose): "
+                       f"from their source with a {{{{...}}}} placeholder (cudacourse.course.prose): "
                        f"{found}")
 
 

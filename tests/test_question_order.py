@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from cudacourse import authoring, prose
+from cudacourse.course import authoring, prose
 from cudacourse.i18n import translations as T
 
 ROOT = authoring.ROOT

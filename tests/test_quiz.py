@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import quiz
-from cudacourse.authoring import ROOT
+from cudacourse.course import quiz
+from cudacourse.course.authoring import ROOT
 
 # Banks whose lesson source exists (a bank may land a little before its lesson).
 BANKS = [lesson for lesson in quiz.lessons() if (ROOT / "lessons" / f"{lesson}.py").exists()]
@@ -148,7 +148,7 @@ def test_record_checks_the_form_and_reveals_nothing(capsys):
 
 def test_grade_error_shows_no_frame_of_quiz_py(capsys):
     """In IPython (JupyterLab, nbgrader) a wrong answer prints the explanation, and no
-    traceback line inside cudacourse/quiz.py."""
+    traceback line inside cudacourse/course/quiz.py."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from cudacourse import lessonrules, quiz
-from cudacourse.authoring import ROOT, lessons
+from cudacourse.course import lessonrules, quiz
+from cudacourse.course.authoring import ROOT, lessons
 
 LESSONS = [p.stem for p in lessons() if p.stem in quiz.lessons()]
 
@@ -42,7 +42,7 @@ def test_every_lesson_has_a_bank():
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_the_bank_keeps_the_rules_of_lesson_check(lesson):
-    """The rules docs/authoring.md states for a bank (cudacourse.lessonrules, the validator
+    """The rules docs/authoring.md states for a bank (cudacourse.course.lessonrules, the validator
     of `cudacourse lesson check`): every question keyed and explained, most of them predict
     or compute, right letters spread and the right choice rarely the longest."""
     problems = lessonrules.check(lesson, ROOT, ("questions", "predict", "letters"))

@@ -19,8 +19,8 @@ import nbformat
 import pytest
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions
 
-from cudacourse import quiz
-from cudacourse.authoring import ROOT, master_path, to_notebook
+from cudacourse.course import quiz
+from cudacourse.course.authoring import ROOT, master_path, to_notebook
 from cudacourse.grader.quiz_mode import QuizMode
 
 PACKAGE = Path(quiz.__file__).parent

@@ -1,4 +1,4 @@
-"""Tests for cudacourse.reduce: sum and max, every variant, tails and one-element inputs."""
+"""Tests for cudacourse.kernels.reduce: sum and max, every variant, tails and one-element inputs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import reduce as R
+from cudacourse.kernels import reduce as R
 
 pytestmark = pytest.mark.lesson4
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse.authoring import ROOT
+from cudacourse.course.authoring import ROOT
 
 TOOL = ROOT / "tools" / "codemods" / "relayout.py"
 
@@ -51,8 +51,8 @@ def test_relative_imports_are_rewritten_from_where_they_were_written():
 
 
 def test_absolute_imports_names_and_paths_are_rewritten():
-    src = ('from cudacourse import quiz, vector, check\nimport cudacourse.device as d\n'
-           'x = "cudacourse.launch.blocks_for"  # see src/cudacourse/timing.py\n'
+    src = ('from cudacourse import quiz, vector, check\nimport cudacourse.runtime.device as d\n'
+           'x = "cudacourse.runtime.launch.blocks_for"  # see src/cudacourse/runtime/timing.py\n'
            'y = "cudacourse.check.vector"  # src/cudacourse/check/vector.py stays\n')
     out = relayout.rewrite_text(relayout.rewrite_imports(src))
     assert out.splitlines()[:4] == [
@@ -104,7 +104,7 @@ for pkg in ("kernels", "runtime", "course", "grader", "viz", "bench", "check"):
         if m.name != "instructor_server_config":
             importlib.import_module(f"cudacourse.{pkg}.{m.name}")
 try:
-    cudacourse.lessons
+    cudacourse.course.lessons
 except AttributeError:
     print("ok")
 """
@@ -137,7 +137,7 @@ def test_a_lesson_added_before_the_move_moves_with_it(tmp_path):
     merge): its topic module goes to kernels/ too, and its checker imports it there."""
     import shutil
 
-    from cudacourse import lessonrules, scaffold
+    from cudacourse.course import lessonrules, scaffold
 
     root = tmp_path
     shutil.copytree(ROOT / "src" / "cudacourse", root / "src" / "cudacourse",

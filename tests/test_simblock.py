@@ -1,4 +1,4 @@
-"""cudacourse.simblock: the simulator's block scheduler waits for its threads instead of
+"""cudacourse.runtime.simblock: the simulator's block scheduler waits for its threads instead of
 polling them, with the stock simulator's barrier and failure semantics."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 import cudacourse  # noqa: F401 - installs the scheduler in the simulator
-from cudacourse import device
+from cudacourse.runtime import device
 
 pytestmark = pytest.mark.skipif(not device.is_simulator(),
                                 reason="the scheduler replaces the simulator's; a GPU has none")

@@ -1,4 +1,4 @@
-"""Warp intrinsics: the same kernels run in the simulator (through cudacourse.simwarp) and on
+"""Warp intrinsics: the same kernels run in the simulator (through cudacourse.runtime.simwarp) and on
 a GPU, and both are compared with NumPy models of the documented semantics. Simulator ==
 GPU follows from both matching one spec."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, simwarp
+from cudacourse.runtime import device, simwarp
 
 pytestmark = pytest.mark.lesson2
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import softmax as sm
+from cudacourse.kernels import softmax as sm
 
 pytestmark = pytest.mark.lesson5
 

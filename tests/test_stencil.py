@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import stencil
+from cudacourse.kernels import stencil
 
 pytestmark = pytest.mark.lesson6
 
@@ -108,7 +108,7 @@ def test_best_is_the_fastest_of_the_committed_sweep():
     import json
     from pathlib import Path
 
-    from cudacourse import stencil
+    from cudacourse.kernels import stencil
 
     sweep = Path(__file__).resolve().parents[1] / "docs/sweeps/probe_issue35_h200_2026-12-02.json"
     report = json.loads(sweep.read_text())

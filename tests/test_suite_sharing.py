@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 
 # A plugin for the subprocess: each collected test's xdist groups and fixtures, as JSON
 # (in an xdist worker too, where only a run collects: there -k deselects every test).

@@ -1,4 +1,4 @@
-"""cudacourse.tensorcore and cudacourse.fragments: mma, ldmatrix and cp.async, emulated in the
+"""cudacourse.runtime.tensorcore and cudacourse.runtime.fragments: mma, ldmatrix and cp.async, emulated in the
 simulator as the PTX ISA lays the fragments out (and, on a GPU, the same tests against the
 hardware)."""
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from numba import cuda, float32, uint16
 
-from cudacourse import device, fragments as fr, tensorcore as tc
-from cudacourse.intrinsics import SHARED_ALIGNMENT as ALIGN  # 16 on a GPU, None simulated
+from cudacourse.runtime import device, fragments as fr, tensorcore as tc
+from cudacourse.runtime.intrinsics import SHARED_ALIGNMENT as ALIGN  # 16 on a GPU, None simulated
 
 sim_only = pytest.mark.skipif(not device.is_simulator(), reason="the simulator's emulation")
 
@@ -176,7 +176,7 @@ def _half_warp_mma(d):
 
 @sim_only
 def test_mma_needs_the_whole_warp():
-    from cudacourse.simwarp import WarpError
+    from cudacourse.runtime.simwarp import WarpError
 
     with pytest.raises(WarpError, match=r"all 32 lanes .* lanes \[16, 17"):
         _half_warp_mma[1, 32](np.zeros(32, np.float32))

@@ -1,4 +1,4 @@
-"""cudacourse.timing: the one timing helper (CUDA events on a GPU, the host clock else)."""
+"""cudacourse.runtime.timing: the one timing helper (CUDA events on a GPU, the host clock else)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, timing
+from cudacourse.runtime import device, timing
 
 
 def test_host_median_warms_up_then_takes_the_median(monkeypatch):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import authoring
+from cudacourse.course import authoring
 
 ROOT = authoring.ROOT
 TOOLS = ROOT / "tools"

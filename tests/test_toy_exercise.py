@@ -31,7 +31,8 @@ import nbformat
 import pytest
 from numba import cuda
 
-from cudacourse import authoring, device
+from cudacourse.course import authoring
+from cudacourse.runtime import device
 from cudacourse.check import CheckFailure
 
 ROOT = authoring.ROOT
@@ -230,7 +231,7 @@ def test_a_toy_exercise_goes_from_lesson_source_to_scores(tmp_path, monkeypatch)
     # The toy lesson's registry entry (a new lesson writes it as the [lesson] table of its
     # question bank, in the package: tests/test_new_lesson.py does that in a scratch copy;
     # here the course folder alone holds the lesson, so its entry is given in this process)
-    from cudacourse import lessons as registry
+    from cudacourse.course import lessons as registry
 
     entry = registry.Lesson(99, TOY, "Toy", "a toy exercise", "`scale_shift`", ("vector",),
                             "vector", (), "the toy lesson")

@@ -1,4 +1,4 @@
-"""cudacourse.transfer: the lifecycle, device-resident loops, the stream pipeline, mapped
+"""cudacourse.kernels.transfer: the lifecycle, device-resident loops, the stream pipeline, mapped
 memory, copy timing and the offload model."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import device, transfer
+from cudacourse.runtime import device
+from cudacourse.kernels import transfer
 
 pytestmark = pytest.mark.lesson3
 

@@ -1,4 +1,4 @@
-"""Tests for cudacourse.transpose: every variant, shapes that are not tile multiples."""
+"""Tests for cudacourse.kernels.transpose: every variant, shapes that are not tile multiples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import transpose as T
+from cudacourse.kernels import transpose as T
 
 pytestmark = pytest.mark.lesson4
 

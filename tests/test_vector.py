@@ -1,4 +1,4 @@
-"""cudacourse.vector: every variant against the NumPy reference, inputs from anywhere, and
+"""cudacourse.kernels.vector: every variant against the NumPy reference, inputs from anywhere, and
 clear errors for wrong arguments."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import vector
-from cudacourse.vector import Config, vector_add, vector_add_ref
+from cudacourse.kernels import vector
+from cudacourse.kernels.vector import Config, vector_add, vector_add_ref
 
 pytestmark = pytest.mark.lesson1
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cudacourse import gpu_run
+from cudacourse.course import gpu_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "gpu" / "verify.sh"

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from cudacourse import lbm  # noqa: E402
+from cudacourse.kernels import lbm  # noqa: E402
 from cudacourse.viz import flow  # noqa: E402
 
 pytestmark = pytest.mark.lesson6

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from cudacourse import transfer  # noqa: E402
+from cudacourse.kernels import transfer  # noqa: E402
 from cudacourse.viz import memory as viz  # noqa: E402
 
 pytestmark = pytest.mark.lesson3

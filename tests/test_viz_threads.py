@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from cudacourse import indexing, occupancy, warps  # noqa: E402
+from cudacourse.kernels import indexing, warps
+from cudacourse.runtime import occupancy  # noqa: E402
 from cudacourse.viz import threads as viz  # noqa: E402
 
 pytestmark = pytest.mark.lesson2

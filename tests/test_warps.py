@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from cudacourse import warps as W
+from cudacourse.kernels import warps as W
 
 pytestmark = pytest.mark.lesson2
 
@@ -74,7 +74,7 @@ def test_warp_launchers_refuse_bad_input():
 
 
 def test_time_divergence_needs_a_gpu_in_the_simulator():
-    from cudacourse import device
+    from cudacourse.runtime import device
     if not device.is_simulator():
         pytest.skip("on a GPU the measurement runs (test_time_divergence_on_gpu)")
     with pytest.raises(device.DeviceError, match="needs a real NVIDIA GPU"):

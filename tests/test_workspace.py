@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cudacourse.workspace import sync
+from cudacourse.course.workspace import sync
 
 
 def _release(tmp_path, text):
@@ -53,7 +53,7 @@ def test_untouched_copy_is_updated_in_place(tmp_path):
 def test_learner_config_hides_instructor_tools_and_the_news(tmp_path):
     import json
 
-    from cudacourse.workspace import learner_config_dir
+    from cudacourse.course.workspace import learner_config_dir
 
     config = learner_config_dir(tmp_path / "ws")
     assert config.is_relative_to(tmp_path / "ws")  # workspace-local, nothing global changes
@@ -68,7 +68,7 @@ def test_learner_config_hides_instructor_tools_and_the_news(tmp_path):
 
 
 def test_lab_environment_drops_the_cli_variables_and_adds_the_config(tmp_path):
-    from cudacourse.workspace import lab_environment
+    from cudacourse.course.workspace import lab_environment
 
     env = {"CUDACOURSE_QUIET": "1", "CUDACOURSE_DEVICE": "sim",
            "JUPYTER_CONFIG_PATH": "/elsewhere", "PATH": "/bin"}

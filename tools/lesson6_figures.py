@@ -21,7 +21,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 
 import cudacourse  # noqa: E402,F401 - chooses the device first
-from cudacourse import lbm  # noqa: E402
+from cudacourse.kernels import lbm  # noqa: E402
 from cudacourse.viz import flow  # noqa: E402
 
 

@@ -29,8 +29,8 @@ cudacourse.setup()  # the device, before numba.cuda is imported
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from cudacourse import attention as A  # noqa: E402
-from cudacourse import device  # noqa: E402
+from cudacourse.kernels import attention as A  # noqa: E402
+from cudacourse.runtime import device  # noqa: E402
 
 SIM = device.is_simulator()
 T0 = time.time()
@@ -363,7 +363,7 @@ def softcap():
 
 
 def matmul():
-    from cudacourse import matmul as M
+    from cudacourse.kernels import matmul as M
 
     n = 4096 if not SIM else 40
     g = np.random.default_rng(3)

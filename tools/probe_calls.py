@@ -1,6 +1,6 @@
 """The public calls timed the way a user times one (issue 22), with PyTorch and cuBLAS beside
 them in the same process, and each call's host overhead with and without the prepared launch
-path (``cudacourse.launch.DevicePlans``). Writes $OUT/probe_calls.json.
+path (``cudacourse.runtime.launch.DevicePlans``). Writes $OUT/probe_calls.json.
 
     bash .whl/on-device.sh python3 tools/probe_calls.py       # on the GPU machine
 
@@ -26,7 +26,8 @@ import cudacourse  # noqa: E402
 cudacourse.setup()  # the device, before numba.cuda is imported
 import numpy as np  # noqa: E402
 
-from cudacourse import attention, device, lbm, matmul, softmax, stencil  # noqa: E402
+from cudacourse.kernels import attention, lbm, matmul, softmax, stencil
+from cudacourse.runtime import device  # noqa: E402
 from cudacourse.bench.core import call_overhead_us, event_times  # noqa: E402
 
 OUT = Path(os.environ.get("OUT", "."))

@@ -32,10 +32,11 @@ import cudacourse  # noqa: E402,F401  (chooses GPU or simulator first)
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from cudacourse import attention as A  # noqa: E402
-from cudacourse import device, lbm, stencil  # noqa: E402
-from cudacourse import matmul as M  # noqa: E402
-from cudacourse import transpose as T  # noqa: E402
+from cudacourse.kernels import attention as A  # noqa: E402
+from cudacourse.runtime import device
+from cudacourse.kernels import lbm, stencil  # noqa: E402
+from cudacourse.kernels import matmul as M  # noqa: E402
+from cudacourse.kernels import transpose as T  # noqa: E402
 
 SIM = device.is_simulator()
 NCU = os.environ.get("PROBE_NCU") == "1"

@@ -23,7 +23,7 @@ import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from cudacourse import attention, lbm, matmul, stencil  # noqa: E402
+from cudacourse.kernels import attention, lbm, matmul, stencil  # noqa: E402
 
 PROFILE = os.environ.get("PROBE_NCU_PROFILE", "1") == "1"
 

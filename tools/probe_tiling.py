@@ -25,7 +25,8 @@ cudacourse.setup()  # the device, before numba.cuda is imported
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from cudacourse import device, matmul as MM, reduce as RD, transpose as TR  # noqa: E402
+from cudacourse.runtime import device
+from cudacourse.kernels import matmul as MM, reduce as RD, transpose as TR  # noqa: E402
 
 SIM = device.is_simulator()
 BEST_NAME = MM.BEST

@@ -15,7 +15,7 @@ thread x grid size x cache hint) it
 3. re-times the fastest few, interleaved, to separate real differences from noise.
 
 It prints a table (GB/s and fraction of the device-to-device copy measured in the same run)
-and the configuration to paste into ``src/cudacourse/vector.py`` as ``REGISTRY``'s ``best``.
+and the configuration to paste into ``src/cudacourse/kernels/vector.py`` as ``REGISTRY``'s ``best``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ cudacourse.setup()  # the device, before numba.cuda is imported
 import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from cudacourse import device  # noqa: E402
+from cudacourse.runtime import device  # noqa: E402
 from cudacourse.bench import environment, event_times  # noqa: E402
-from cudacourse.vector import Config, run  # noqa: E402
+from cudacourse.kernels.vector import Config, run  # noqa: E402
 
 
 @cuda.jit

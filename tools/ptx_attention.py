@@ -15,7 +15,7 @@ import os, re, subprocess, sys, tempfile
 
 import offline_sm90  # first: GPU mode and the toolkit, without a GPU
 from numba import cuda, types as nt
-from cudacourse import attention as A, softmax as SM
+from cudacourse.kernels import attention as A, softmax as SM
 arr3 = nt.float32[:, :, ::1]
 arr2 = nt.float32[:, ::1]
 def ptxas(ptx, name):

@@ -8,7 +8,7 @@ import os, re, subprocess, sys, tempfile
 
 import offline_sm90  # first: GPU mode and the toolkit, without a GPU
 from numba import cuda, types as nt
-from cudacourse import lbm, stencil
+from cudacourse.kernels import lbm, stencil
 
 
 def ptxas(ptx):

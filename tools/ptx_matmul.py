@@ -14,7 +14,7 @@ import os, re, subprocess, sys, tempfile
 
 import offline_sm90  # first: GPU mode and the toolkit, without a GPU
 from numba import cuda, types as nt
-from cudacourse import matmul as MM
+from cudacourse.kernels import matmul as MM
 
 args = sys.argv[1:]
 keep = None

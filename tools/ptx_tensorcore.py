@@ -17,7 +17,7 @@ import tempfile
 import offline_sm90  # first: GPU mode and the toolkit, without a GPU
 from numba import boolean, cuda, float32, int16, int32, uint32
 
-from cudacourse import attention_mma as am, matmul_mma as mm
+from cudacourse.kernels import attention_mma as am, matmul_mma as mm
 
 PATS = {"registers": r"Used (\d+) registers", "stack": r"(\d+) bytes stack frame",
         "spill_stores": r"(\d+) bytes spill stores", "spill_loads": r"(\d+) bytes spill loads",

@@ -6,6 +6,6 @@ else (a script, a test, a grading process that loads a checker) this chooses it,
 ``setup()`` would with its defaults.
 """
 
-from . import device
+from .runtime import device
 
 device.ensure()

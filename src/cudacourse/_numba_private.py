@@ -100,7 +100,7 @@ def driver_initialized() -> bool:
 # --- which objects are Numba's own device arrays -------------------------------------------------
 
 # Class names rather than classes: importing the classes would import numba.cuda, which must
-# not happen before ``cudacourse.device`` has chosen the mode.
+# not happen before ``cudacourse.runtime.device`` has chosen the mode.
 NUMBA_ARRAY_TYPES = ("DeviceNDArray", "MappedNDArray", "FakeCUDAArray")
 
 

@@ -29,7 +29,7 @@ def doctor(args: argparse.Namespace) -> int:
     for pkg in ("numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "nbgrader",
                 "jupyterlab", "matplotlib"):
         print(f"{pkg:<13} {_v(pkg)}")
-    from . import device
+    from .runtime import device
 
     bad_numpy = device.numpy_problem()
     if bad_numpy:
@@ -143,8 +143,8 @@ def lab(args: argparse.Namespace) -> int:
     root (where ``nbgrader_config.py`` applies), with every tool, opened on formgrader.
     """
     from . import i18n
-    from .authoring import ROOT
-    from .workspace import default_workspace, lab_environment, learner_config_dir, sync
+    from .course.authoring import ROOT
+    from .course.workspace import default_workspace, lab_environment, learner_config_dir, sync
 
     lang = i18n.normalize(args.lang or os.environ.get("CUDACOURSE_LANG"))
     # Kernels inherit it: messages, checkers and questions in the chosen language.
@@ -187,7 +187,7 @@ def i18n_command(args: argparse.Namespace) -> int:
     """``update``: bring the translation files in line with the English (new entries empty,
     changed ones fuzzy) and compile the message catalogue; ``status``: report, exit 1 when
     anything is missing or stale."""
-    from .authoring import find_root, lessons
+    from .course.authoring import find_root, lessons
     from .i18n import catalog, translations
 
     root = find_root()
@@ -215,9 +215,9 @@ def i18n_command(args: argparse.Namespace) -> int:
 
 def lesson_command(args: argparse.Namespace) -> int:
     """``new NN_topic``: scaffold a lesson's five files; ``check [NN_topic ...]``: every rule
-    of :mod:`cudacourse.lessonrules` a lesson breaks, with its fix (exit 1 when any)."""
-    from . import lessonrules, scaffold
-    from .courseroot import find_root
+    of :mod:`cudacourse.course.lessonrules` a lesson breaks, with its fix (exit 1 when any)."""
+    from .course import lessonrules, scaffold
+    from .course.courseroot import find_root
 
     root = find_root()
     if args.action == "new":
@@ -255,7 +255,7 @@ def lesson_command(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> int:
-    from .authoring import build as do_build
+    from .course.authoring import build as do_build
 
     stale = do_build(check_only=args.check, only=args.lessons or None)
     if args.check and stale:
@@ -268,7 +268,7 @@ def build(args: argparse.Namespace) -> int:
 
 
 def quiz_hash(args: argparse.Namespace) -> int:
-    from .quiz import answer_hash
+    from .course.quiz import answer_hash
 
     print(answer_hash(args.qid, args.choice))
     return 0
@@ -443,7 +443,7 @@ def class_report(args: argparse.Namespace) -> int:
 
 def new_course(args: argparse.Namespace) -> int:
     """A course folder of the instructor's own, made from this checkout."""
-    from .authoring import CourseRootNotFound, find_root
+    from .course.authoring import CourseRootNotFound, find_root
     from .grader import coursefolder
 
     try:

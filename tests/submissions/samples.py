@@ -135,7 +135,7 @@ builtins.AssertionError = type("AssertionError", (Warning,), {})
 ''', "builtins patched: __import__ hands out a fake cudacourse"),
     "forge_rebinding": ('''
 import numpy as np, numpy.testing
-import cudacourse.check._engine as _e, cudacourse.check.vector as _v, cudacourse.quiz as _q
+import cudacourse.check._engine as _e, cudacourse.check.vector as _v, cudacourse.course.quiz as _q
 np.testing.assert_allclose = lambda *a, **k: None
 np.allclose = lambda *a, **k: True
 _e.compare = lambda *a, **k: None
@@ -638,7 +638,7 @@ def _quiz_right(test_source: str, answer_cell_source: str) -> bool:
     """Is the answer right? Asked of the quiz bank here, in the test process (trusted)."""
     import ast
 
-    from cudacourse import quiz
+    from cudacourse.course import quiz
 
     try:
         tree = ast.parse(answer_cell_source)

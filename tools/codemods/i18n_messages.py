@@ -37,11 +37,11 @@ MODULES = ("vector", "threads", "memory", "tiling", "attention", "science", "_en
 # The plots: their labels, titles and legends, translated when the figure is made (viz.words.T
 # returns the text in the course's language, and sets the Japanese font when it is Japanese).
 PLOTS = ("viz/attention", "viz/bench", "viz/flow", "viz/memory", "viz/threads", "viz/tiling",
-         "cpu_vs_gpu")
+         "kernels/cpu_vs_gpu")
 PLOT_CALLS = {"set_xlabel", "set_ylabel", "set_title", "suptitle", "set_text", "annotate",
               "text", "figtext"}
 PLOT_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
-IMPORTS = {"cpu_vs_gpu": "from .viz.words import T"}  # default: from ..i18n import T
+IMPORTS = {"kernels/cpu_vs_gpu": "from ..viz.words import T"}  # default: from ..i18n import T
 
 # Calls whose string arguments are not messages for a learner.
 EXCLUDED_CALLS = {"print", "TypeError", "RuntimeError", "ValueError", "KeyError",
@@ -446,7 +446,9 @@ def files(argv: list[str]) -> list[Path]:
 def module_of(path: Path) -> str:
     """``_engine`` for check/_engine.py, ``viz/flow`` for viz/flow.py, ``cpu_vs_gpu``."""
     path = path.resolve()
-    return f"viz/{path.stem}" if path.parent.name == "viz" else path.stem
+    if path.parent.name in ("viz", "kernels"):  # a plot module: its folder names it
+        return f"{path.parent.name}/{path.stem}"
+    return path.stem
 
 
 def main(argv: list[str]) -> int:

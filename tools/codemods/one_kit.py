@@ -129,7 +129,7 @@ def targets() -> list[Path]:
 
 def _checker_modules() -> set[str]:
     sys.path.insert(0, str(ROOT / "src"))
-    from cudacourse import lessons  # reads files only
+    from cudacourse.course import lessons  # reads files only
 
     return {f"{name}.py" for name in lessons.CHECKER_MODULES}
 

@@ -9,7 +9,7 @@ import cupy as cp
 import torch
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-from cudacourse import attention_mma as am, matmul_mma as mm
+from cudacourse.kernels import attention_mma as am, matmul_mma as mm
 
 rng = cp.random.default_rng(0)
 

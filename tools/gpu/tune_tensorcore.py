@@ -16,7 +16,7 @@ import cupy as cp
 import numpy as np
 import torch
 
-from cudacourse import attention_mma as am, matmul_mma as mm
+from cudacourse.kernels import attention_mma as am, matmul_mma as mm
 
 
 def bits(x):

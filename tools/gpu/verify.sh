@@ -39,7 +39,7 @@
 # finish. Writes docs/gpu_run.json in the tree and, under $OUT (what comes back):
 # gpu_run.json, summary.txt, logs.tgz (pytest log and junit XML, grading run record and
 # log, per-master JSON with per-cell times, bench JSON and log). Exit status: 0 when the record
-# meets every goal of issues 21 and 34 (`python -m cudacourse.gpu_run check`), 1 when it misses one,
+# meets every goal of issues 21 and 34 (`python -m cudacourse.course.gpu_run check`), 1 when it misses one,
 # 2 when the tree or the commit was refused.
 #
 # Simulator mode, to prove this script's paths without a GPU (CPU machines, CI):
@@ -95,7 +95,7 @@ else
   MODE=gpu
   export CUDACOURSE_DEVICE=gpu
   STAGES=${VERIFY_STAGES:-grading suite masters bench}
-  LESSONS=${VERIFY_LESSONS:-$($PY -c "from cudacourse.lessons import LESSONS; print(' '.join(l.stem for l in LESSONS))")}
+  LESSONS=${VERIFY_LESSONS:-$($PY -c "from cudacourse.course.lessons import LESSONS; print(' '.join(l.stem for l in LESSONS))")}
   SUITE_ARGS=${VERIFY_SUITE_ARGS:-tests}
   SAMPLES=${VERIFY_SAMPLES:-}
   LATENCY_SAMPLES=${VERIFY_LATENCY_SAMPLES:-correct wrong_kernel blank}
@@ -192,13 +192,13 @@ finish() {
     [ -f "$PARTS/lesson-ja-$stem.json" ] || echo '{"seconds": 0, "passed": false, "slowest_check_s": null, "error": "not run: the verify deadline came first", "cells": []}' > "$PARTS/lesson-ja-$stem.json"
   done
   if [ -f "$LOGS/suite.started" ] && [ ! -f "$PARTS/suite.json" ]; then
-    $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
+    $PY -m cudacourse.course.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
       --seconds $(( $(date +%s) - $(cat "$LOGS/suite.started") )) --out "$PARTS/suite.json" >/dev/null 2>&1
   fi
-  $PY -m cudacourse.gpu_run assemble "$PARTS" --out "$RECORD" \
+  $PY -m cudacourse.course.gpu_run assemble "$PARTS" --out "$RECORD" \
     --meta-json "$WORK/meta.json" --meta "seconds=$(( $(date +%s) - T0 ))" 2>&1 | tee -a "$OUT/summary.txt"
   cp "$RECORD" "$OUT/gpu_run.json" 2>/dev/null
-  $PY -m cudacourse.gpu_run check "$RECORD" > "$WORK/check.txt" 2>&1
+  $PY -m cudacourse.course.gpu_run check "$RECORD" > "$WORK/check.txt" 2>&1
   local check=$?
   tail -30 "$WORK/check.txt" | tee -a "$OUT/summary.txt"
   cp -r "$PARTS" "$LOGS/parts" 2>/dev/null
@@ -231,7 +231,7 @@ if has suite; then
       "${DESELECT[@]}" $SUITE_ARGS \
       > "$LOGS/pytest.log" 2>&1
     echo "pytest exit $?" >> "$LOGS/pytest.log"
-    $PY -m cudacourse.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
+    $PY -m cudacourse.course.gpu_run suite "$LOGS/pytest.xml" --log "$LOGS/pytest.log" \
       --seconds $(( $(date +%s) - $(cat "$LOGS/suite.started") )) "${NOTE[@]}" --out "$PARTS/suite.json" ) &
   SUITE_PID=$!
 fi
@@ -301,7 +301,7 @@ grade_class() {
     > "$LOGS/grade.log" 2>&1
   local grc=$?
   say "grading: cudacourse grade exit $grc in $(( $(date +%s) - g0 )) s (load average $(cut -d' ' -f1-3 /proc/loadavg))"
-  $PY -m cudacourse.gpu_run grading "$CLASS" "$A1" --wall $(( $(date +%s) - g0 )) --exit-status "$grc" \
+  $PY -m cudacourse.course.gpu_run grading "$CLASS" "$A1" --wall $(( $(date +%s) - g0 )) --exit-status "$grc" \
     --out "$PARTS/grading.json" 2>&1 | tee -a "$OUT/summary.txt"
   cp -r "$CLASS/grading" "$LOGS/grading" 2>/dev/null
 }
@@ -326,7 +326,7 @@ run_master() {
   m0=$(date +%s)
   local where=("${ALONE[@]}")  # English: the reserved cores, as a learner runs it
   [ "$ed" = ja ] && where=("${LOWER[@]}")
-  "${where[@]}" timeout -k 10 "$budget" $PY -m cudacourse.gpu_run master "$nb" --out "$part" \
+  "${where[@]}" timeout -k 10 "$budget" $PY -m cudacourse.course.gpu_run master "$nb" --out "$part" \
     --timeout "$(min 150 "$budget")" > "$LOGS/master-${tag//\//-}.log" 2>&1
   rc=$?
   if [ ! -f "$part" ]; then

@@ -30,7 +30,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import device
+from ..runtime import device
 from .cases import ENTRIES, Entry, extra_memory_gib, select
 from .core import (GPU_MARKER, SCHEMA, SIM_NOTE, SIZES, Case, Ctx, Measurement, Missing,
                    Prepared, Skipped, _need, assert_close, event_times, run_case)

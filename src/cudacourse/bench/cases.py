@@ -68,7 +68,7 @@ def _cublas_cases(ctx: Ctx) -> list[Case]:
 
 
 def _matmul_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.matmul", "matmul", "MATMUL_VARIANTS")
+    mod = _need("cudacourse.kernels.matmul", "matmul", "MATMUL_VARIANTS")
 
     def case(variant: str) -> Case:
         def prepare(ctx: Ctx) -> Prepared:
@@ -102,7 +102,7 @@ def _vector_work(ctx: Ctx) -> dict:
 
 
 def _vector_add_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.vector", "vector_add", "VARIANTS")
+    mod = _need("cudacourse.kernels.vector", "vector_add", "VARIANTS")
 
     def case(variant: str) -> Case:
         name = "vector_add" if variant == "simple" else f"vector_add_{variant}"
@@ -171,7 +171,7 @@ def _check_sum(ctx: Ctx, x: Any, got: Any, what: str) -> None:
 
 
 def _reduce_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.reduce", "reduce_sum_into", "reduce_sum")
+    mod = _need("cudacourse.kernels.reduce", "reduce_sum_into", "reduce_sum")
 
     def prepare(ctx: Ctx) -> Prepared:
         x = ctx.memo("sum", lambda: ctx.uniform(ctx.sizes["sum"]))
@@ -224,7 +224,7 @@ def _transpose_work(ctx: Ctx) -> dict:
 
 
 def _transpose_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.transpose", "transpose")
+    mod = _need("cudacourse.kernels.transpose", "transpose")
     variants = tuple(getattr(mod, "TRANSPOSE_VARIANTS", ())) + ("best",)
 
     def case(variant: str) -> Case:
@@ -261,7 +261,7 @@ def _cupy_transpose_cases(ctx: Ctx) -> list[Case]:
 
 
 def _softmax_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.softmax", "fused_softmax", "softmax_ref")
+    mod = _need("cudacourse.kernels.softmax", "fused_softmax", "softmax_ref")
     rows, n = ctx.sizes["softmax"]
     scale = 0.125
 
@@ -338,7 +338,7 @@ def _fused_attention(ctx: Ctx, mod: Any, shape: tuple[int, int, int]) -> tuple[C
 
 
 def _attention_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.attention", "flash_attention", "attention_unfused")
+    mod = _need("cudacourse.kernels.attention", "flash_attention", "attention_unfused")
     shape = ctx.sizes["attention"]
 
     def fused(ctx: Ctx) -> Prepared:
@@ -413,7 +413,7 @@ def _torch_attention_cases(ctx: Ctx) -> list[Case]:
     """PyTorch eager and SDPA (float32, bfloat16), Triton bf16, CuPy unfused and the fused
     kernel, for every shape of SIZES["attention_peers"] and the attention entry's base shape
     (whose fused and unfused cases that entry has)."""
-    mod = _need("cudacourse.attention", "flash_attention")
+    mod = _need("cudacourse.kernels.attention", "flash_attention")
     base = ctx.sizes["attention"]
     shapes = [(*base, False), *ctx.sizes["attention_peers"]]
     torch = None if ctx.sim else _torch()
@@ -517,7 +517,7 @@ def _torch_attention_cases(ctx: Ctx) -> list[Case]:
 
 def _softcap_cases(ctx: Ctx) -> list[Case]:
     """Soft-capped scores with a causal sliding window: SDPA cannot express it."""
-    mod = _need("cudacourse.attention", "flash_attention")
+    mod = _need("cudacourse.kernels.attention", "flash_attention")
     h, s, d, cap, win = ctx.sizes["attention_softcap"]
     shape = (h, s, d)
     # the scores' true work: causal triangle minus what the window hides
@@ -656,7 +656,7 @@ def extra_memory_gib(fn: Callable[[], Any], keep_bytes: int = 0) -> float:
 
 
 def _attention_memory_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.attention", "flash_attention", "attention_unfused")
+    mod = _need("cudacourse.kernels.attention", "flash_attention", "attention_unfused")
     shape = ctx.sizes["attention_memory"]
     if shape is None:
         raise Skipped("memory is measured on a GPU only")
@@ -696,12 +696,12 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in [
           "copy"),
     Entry("torch_add", "PyTorch's add on the same arrays (when installed)", "vector",
           _library_add_cases("torch"), "copy"),
-    Entry("reduce_sum", "Numba sum (cudacourse.reduce.reduce_sum_into)", "sum", _reduce_cases,
+    Entry("reduce_sum", "Numba sum (cudacourse.kernels.reduce.reduce_sum_into)", "sum", _reduce_cases,
           "copy"),
     Entry("cupy_sum", "CuPy's sum", "sum", _library_sum_cases("cupy"), "copy"),
     Entry("torch_sum", "PyTorch's sum (when installed)", "sum", _library_sum_cases("torch"),
           "copy"),
-    Entry("transpose", "Numba transpose, every variant (cudacourse.transpose)", "transpose",
+    Entry("transpose", "Numba transpose, every variant (cudacourse.kernels.transpose)", "transpose",
           _transpose_cases, "copy"),
     Entry("cupy_transpose", "CuPy transpose (a copy of x.T)", "transpose", _cupy_transpose_cases,
           "copy"),

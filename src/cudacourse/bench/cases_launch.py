@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..timing import host_per_call
+from ..runtime.timing import host_per_call
 from .core import Case, Ctx, Entry, Prepared, _torch, assert_close
 
 GOAL_US = 20.0
@@ -76,7 +76,7 @@ def _case(name: str, label: str, make: Callable[[Ctx], tuple[Callable[[], Any], 
 
 def _course(kind: str) -> Callable[[Ctx], tuple[Callable[[], Any], Any]]:
     def make(ctx: Ctx):
-        from .. import vector
+        from ..kernels import vector
 
         a, b, out = _arrays(ctx, kind)
         return (lambda: vector.vector_add(a, b, out)), out
@@ -85,7 +85,7 @@ def _course(kind: str) -> Callable[[Ctx], tuple[Callable[[], Any], Any]]:
 
 def _bare(kind: str) -> Callable[[Ctx], tuple[Callable[[], Any], Any]]:
     def make(ctx: Ctx):
-        from .. import vector
+        from ..kernels import vector
 
         a, b, out = _arrays(ctx, kind)
         return (lambda: vector._vector_add[1, 32](a, b, out)), out
@@ -126,7 +126,7 @@ ENTRY = Entry("launch_overhead", "microseconds per launch from Python, one eleme
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import device
+    from ..runtime import device
     from .core import run_case
 
     p = argparse.ArgumentParser(prog="python -m cudacourse.bench.cases_launch",

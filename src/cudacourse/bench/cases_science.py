@@ -41,7 +41,7 @@ def _size(ctx: Ctx, key: str) -> tuple[int, int]:
 # --- the stencil ------------------------------------------------------------------------------
 
 def _stencil_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.stencil", "launch_config", "heat_step_ref", "BEST")
+    mod = _need("cudacourse.kernels.stencil", "launch_config", "heat_step_ref", "BEST")
     ny, nx = _size(ctx, "stencil")
 
     def case(variant: str, block: tuple[int, int, int], headline: bool) -> Case:
@@ -112,7 +112,7 @@ def _lbm_kernel(ctx: Ctx, lbm: Any, block: tuple[int, int], kernel: str = "best"
 
 
 def _lbm_cases(ctx: Ctx) -> list[Case]:
-    lbm = _need("cudacourse.lbm", "lbm_step", "ReferenceStepper", "DEFAULT_BLOCK", "BLOCKS")
+    lbm = _need("cudacourse.kernels.lbm", "lbm_step", "ReferenceStepper", "DEFAULT_BLOCK", "BLOCKS")
     ny, nx = _size(ctx, "lbm")
     nodes = ny * nx
 
@@ -149,7 +149,7 @@ def _lbm_cases(ctx: Ctx) -> list[Case]:
 
 
 def _lbm_cupy_cases(ctx: Ctx) -> list[Case]:
-    lbm = _need("cudacourse.lbm", "lbm_step", "ReferenceStepper", "DEFAULT_BLOCK")
+    lbm = _need("cudacourse.kernels.lbm", "lbm_step", "ReferenceStepper", "DEFAULT_BLOCK")
     ny, nx = _size(ctx, "lbm")
     nodes = ny * nx
 

@@ -103,7 +103,7 @@ def _matmul_work(ctx: Ctx) -> dict:
 
 
 def _matmul_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.matmul_mma", "matmul_bf16")
+    mod = _need("cudacourse.kernels.matmul_mma", "matmul_bf16")
 
     def cublas(ctx: Ctx) -> Prepared:
         torch = _torch()
@@ -169,7 +169,7 @@ def _attention_work(ctx: Ctx, d: int, causal: bool) -> dict:
 
 
 def _attention_cases(ctx: Ctx) -> list[Case]:
-    mod = _need("cudacourse.attention_mma", "flash_attention_bf16")
+    mod = _need("cudacourse.kernels.attention_mma", "flash_attention_bf16")
     cases: list[Case] = []
     for sfx, d, causal in SHAPES:
         def sdpa(ctx: Ctx, d=d, causal=causal) -> Prepared:
@@ -209,7 +209,7 @@ def _attention_cases(ctx: Ctx) -> list[Case]:
                        overhead=f"attention_mma_bf16{sfx}")]
 
     def fused(ctx: Ctx) -> Prepared:
-        f32 = _need("cudacourse.attention", "flash_attention")
+        f32 = _need("cudacourse.kernels.attention", "flash_attention")
         bits, qkv = _attention_inputs(ctx, 64)
         dq, dk, dv = (_dev(ctx, x) for x in qkv)  # the same (bfloat16-exact) values, float32
         out = ctx.output(tuple(qkv[0].shape))

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import device
+from ..runtime import device
 
 SCHEMA = "cudacourse-bench/1"
 SIM_NOTE = ("simulator mode: timings mean nothing here (every GPU thread is a Python call on "

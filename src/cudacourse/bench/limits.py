@@ -119,9 +119,9 @@ def run_launches(run: str = NCU_RUN) -> dict[str, dict[str, Any]]:
 
 def profiled_label(ratio: str) -> str | None:
     """The manifest label of the launch that ``ratio``'s kernel is: the module's choice."""
-    from .. import attention as A
-    from .. import lbm, matmul, stencil
-    from .. import transpose as T
+    from ..kernels import attention as A
+    from ..kernels import lbm, matmul, stencil
+    from ..kernels import transpose as T
 
     if ratio.startswith("attention_triton"):
         return None  # Triton's kernel: not among the profiled Numba kernels
@@ -147,7 +147,7 @@ def floor_bytes(ratio: str, report: dict[str, Any]) -> float | None:
 
 def profiled_flops(label: str) -> float | None:
     """Flops of the profiled launch (the full sizes of tools/probe_candidates.py)."""
-    from ..attention import attention_flops
+    from ..kernels.attention import attention_flops
 
     if label.startswith("matmul"):
         return 2.0 * 4096 ** 3

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-from .. import device
+from ..runtime import device
 from .core import GPU_MARKER, SCHEMA, SIM_NOTE, TIMING, Measurement
 # --- the report: ratios, environment, JSON, markdown, table ----------------------------------
 

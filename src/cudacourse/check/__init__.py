@@ -32,7 +32,7 @@ from . import _cases, _engine, _origin, _source, _compile, _replay  # noqa: F401
 from . import _numba_hooks, _budget  # noqa: F401
 from . import _observe, _instrument  # noqa: F401
 from . import kit  # noqa: F401 - the checkers' one import
-from .. import lessons
+from ..course import lessons
 from ._cases import Cases
 from ._engine import CheckFailure
 

@@ -70,9 +70,9 @@ def setup_offline_sm90(tk: dict, src_dir: str = _SRC) -> None:
     os.environ.pop("NUMBA_ENABLE_CUDASIM", None)
     os.environ["CUDACOURSE_DEVICE"] = "gpu"
     sys.path[:] = [src_dir] + [p for p in sys.path if p != src_dir]  # this package first
-    # here, not at the top: the environment above must be set before cudacourse.device is
+    # here, not at the top: the environment above must be set before cudacourse.runtime.device is
     # imported (the package's __init__ chooses nothing and imports no Numba)
-    import cudacourse.device as dev
+    import cudacourse.runtime.device as dev
 
     dev.probe_gpu = lambda: (dev.GPUInfo("offline sm_90 compiler", (9, 0), 132, 2**37,
                                          (13, 0), 1), "")
@@ -209,7 +209,7 @@ def do_compile(req: dict) -> dict:
             out.append({"ok": False, "kind": "ptxas", "error": res["error"]})
         else:
             out.append({"ok": True, "resources": res})
-            if req.get("ptx"):  # the text itself, for lessons that read it (cudacourse.asm)
+            if req.get("ptx"):  # the text itself, for lessons that read it (cudacourse.runtime.asm)
                 out[-1]["ptx"] = ptx
     return {"results": out}
 

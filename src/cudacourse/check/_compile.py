@@ -102,7 +102,7 @@ def status() -> tuple[bool, str]:
 
 def enabled() -> bool:
     """Only in the simulator: on a GPU the real launch compiles the kernel anyway."""
-    from .. import device
+    from ..runtime import device
 
     return device.is_simulator() and status()[0]
 
@@ -296,7 +296,7 @@ def gate(kernel: Any, args: tuple, name: str) -> Resources | None:
     Returns the kernel's resources, or None when nothing was compiled (GPU mode, compiler
     absent: said once, arguments Numba cannot type here, source not rebuildable).
     """
-    from .. import device
+    from ..runtime import device
 
     if not device.is_simulator():
         return None
@@ -352,7 +352,7 @@ def is_compile_error(exc: BaseException) -> bool:
 def compile_here(kernel: Any, specs: list) -> CompileRefused | None:
     """Compile ``kernel`` with this process's real CUDA compiler (GPU mode) for argument
     types ``specs``; the refusal, or None when it compiles (or cannot be tried here)."""
-    from .. import device
+    from ..runtime import device
 
     if device.is_simulator():
         return None

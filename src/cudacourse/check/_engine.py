@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as _np
 
-from .. import device as _device
+from ..runtime import device as _device
 from ..i18n import T
 from . import _buffers, _origin
 from ..i18n import T

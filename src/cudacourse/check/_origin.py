@@ -5,7 +5,7 @@ It returns a :class:`Subject`; it never raises, so it can serve both the simulat
 (and the replay subprocess). The course's own code is recognised three ways, because a
 learner can reach it three ways:
 
-* the object itself (``vector_add = cudacourse.vector._vector_add``), or its Python function
+* the object itself (``vector_add = cudacourse.kernels.vector._vector_add``), or its Python function
   re-jitted (``cuda.jit(that.py_func)``): the code object's file lies inside the package;
 * a copy made from its source (``exec(inspect.getsource(...))``): same bytecode, constants
   and names as a function of a loaded ``cudacourse`` module, and no source file of its own.
@@ -40,7 +40,7 @@ class Subject:
     obj: Any
     py_func: Any = None
     stub: str = ""  # "", "stub" (only the raise), "leftover" (code plus the raise)
-    package: str = ""  # "cudacourse.vector._vector_add" when it is the course's own code
+    package: str = ""  # "cudacourse.kernels.vector._vector_add" when it is the course's own code
     nparams: int | None = None
     notes: list = field(default_factory=list)
 

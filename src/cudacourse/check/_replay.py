@@ -72,7 +72,7 @@ def run_sim_checks(part: Callable, *subjects: Any, **kw: Any) -> None:
     """Run ``part(*subjects, **kw)`` in the simulator: in this process when it is the
     simulator, else in a simulator subprocess on the subjects rebuilt from their source."""
     __tracebackhide__ = True
-    from .. import device
+    from ..runtime import device
 
     inner = getattr(part, "__wrapped__", part)
     if device.is_simulator():
@@ -88,7 +88,7 @@ def run_remaining_sim_checks(what: str, part: Callable, *subjects: Any, **kw: An
     words): a replay past its time budget is a note, "not checked: <what>", not a failure,
     since the GPU run already checked the numbers and everything else it observed."""
     __tracebackhide__ = True
-    from .. import device
+    from ..runtime import device
 
     inner = getattr(part, "__wrapped__", part)
     if device.is_simulator():

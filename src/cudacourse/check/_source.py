@@ -9,7 +9,7 @@ line numbers), its ``@cuda.jit`` options, and every global or closure name it re
 * numbers, strings, tuples of them, NumPy scalars and small NumPy arrays become constants;
 * other ``@cuda.jit`` functions and plain Python functions of the learner's are bundled in
   turn (a kernel calling a device function, a host function launching kernels);
-* anything importable by name (``math.sqrt``, ``numpy.float32``, ``cudacourse.warps.X``)
+* anything importable by name (``math.sqrt``, ``numpy.float32``, ``cudacourse.kernels.warps.X``)
   becomes ``from module import name``.
 
 What cannot be rebuilt this way is listed in ``problems`` (the caller decides what to do).

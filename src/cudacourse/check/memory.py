@@ -12,7 +12,7 @@ from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
-# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+# (cudacourse.grader.partial, through cudacourse.course.lessons.technique).
 TECHNIQUE = {
     "check_gpu_scale": ("needless_upload",),
     "check_pipelined_scale": ("default_stream", "too_few_streams",
@@ -64,7 +64,7 @@ def _no_host_arguments(trace: Trace, name: str) -> None:
 
 
 def _host_result(result: Any, name: str, n: int) -> K.np.ndarray:
-    from ..arrays import is_device_array
+    from ..runtime.arrays import is_device_array
 
     if is_device_array(result):
         K.fail("result_on_device", T("{name} returned a device array ({type_result_name}): the "

@@ -17,7 +17,7 @@ from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
-# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+# (cudacourse.grader.partial, through cudacourse.course.lessons.technique).
 TECHNIQUE = {
     "check_heat_step": ("wrong_technique",),
 }
@@ -28,8 +28,8 @@ from typing import Any
 from . import kit as K
 from .kit import memory_range, resolve, same_memory, sim_part, tracing
 from ..i18n import N_, T
-from .. import lbm as _lbm
-from .. import stencil as _stencil
+from ..kernels import lbm as _lbm
+from ..kernels import stencil as _stencil
 from ..i18n import T
 
 TX, TY = 16, 8  # the stencil exercise's block (= tile) shape

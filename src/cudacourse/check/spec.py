@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as _np
 
-from .. import lessons as _lessons
+from ..course import lessons as _lessons
 from ..i18n import T
 from . import _cases, _engine, _failure, _observe
 

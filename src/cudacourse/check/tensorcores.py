@@ -1,5 +1,5 @@
 """Checkers for lesson 7's exercises: tensor cores through ``mma.sync``, ``ldmatrix`` and
-``cp.async`` (``cudacourse.tensorcore``; the fragment tables are ``cudacourse.fragments``).
+``cp.async`` (``cudacourse.runtime.tensorcore``; the fragment tables are ``cudacourse.runtime.fragments``).
 
 ``check_mma_tile(kernel)``: ``kernel(a, b, c, d)`` is one warp computing
 ``d = a @ b + c`` for a 16 x 16 ``a``, 16 x 8 ``b`` and ``c`` (float32 arrays, rounded to
@@ -40,7 +40,7 @@ from numba import cuda as _cuda  # safe: importing cudacourse.check ran the devi
 
 from . import kit as K
 from .kit import resolve
-from .. import fragments as _fr
+from ..runtime import fragments as _fr
 from ..i18n import T
 
 # trusted NumPy, bound at import (before any learner cell could rebind it)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
-# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+# (cudacourse.grader.partial, through cudacourse.course.lessons.technique).
 TECHNIQUE = {
     "check_mirror": ("serial_work", "redundant_work"),
     "check_saxpy": ("serial_work", "redundant_work"),
@@ -30,7 +30,7 @@ _FULL = 0xFFFFFFFF
 
 def _warp_error(exc: BaseException) -> bool:
     """Whether a launch failure came from the simulator's warp model (simwarp)."""
-    from ..simwarp import WarpError
+    from ..runtime.simwarp import WarpError
 
     seen = exc
     for _ in range(4):

@@ -17,7 +17,7 @@ from ..i18n import T
 
 # Causes each checker here raises only after a case's values matched the reference (the
 # technique, not the values, was wrong): partial credit keeps the value thirds for them
-# (cudacourse.grader.partial, through cudacourse.lessons.technique).
+# (cudacourse.grader.partial, through cudacourse.course.lessons.technique).
 TECHNIQUE = {
     "check_tiled_matmul": ("no_tiles",),
     "check_block_sum": ("no_tree",),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import kit as K
 from ..i18n import T
-from ..vector import vector_add_ref
+from ..kernels.vector import vector_add_ref
 
 check_vector_add = K.exercise(
     "vector_add",

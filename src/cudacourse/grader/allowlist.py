@@ -72,7 +72,7 @@ ATTRIBUTES = frozenset({
     "trunc", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
     "erf", "erfc", "isnan", "isinf", "isfinite", "copysign", "hypot", "abs", "fmod", "sign",
     "frexp", "ldexp", "modf", "gamma", "lgamma", "degrees", "radians",
-    # cudacourse.tensorcore (lesson 7): mma, ldmatrix, cp.async and the bfloat16 packing
+    # cudacourse.runtime.tensorcore (lesson 7): mma, ldmatrix, cp.async and the bfloat16 packing
     "mma_bf16", "mma_f16", "mma_tf32", "ldmatrix_x1", "ldmatrix_x2", "ldmatrix_x4",
     "ldmatrix_x1_trans", "ldmatrix_x2_trans", "ldmatrix_x4_trans", "cp_async16",
     "cp_async16_ca", "cp_async8", "cp_async4", "cp_async_commit", "cp_async_wait",
@@ -83,7 +83,7 @@ ATTRIBUTES = frozenset({
 MODULES = frozenset({"math", "cmath", "numpy", "numba", "numba.cuda"})
 # Modules the setup cell binds that answer code may use but not import itself: lesson 7's
 # tensor-core instructions (``tc.mma_bf16`` ...; their names are in ATTRIBUTES).
-CONTEXT_MODULES = MODULES | {"cudacourse.tensorcore"}
+CONTEXT_MODULES = MODULES | {"cudacourse.runtime.tensorcore"}
 FROM_NUMBA = frozenset({"cuda", "float16", "float32", "float64", "int8", "int16", "int32",
                         "int64", "uint8", "uint16", "uint32", "uint64", "boolean", "void"})
 

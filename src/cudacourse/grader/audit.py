@@ -45,13 +45,13 @@ COURSE_MODULES = ("cudacourse", "cudacourse.check", "cudacourse.check._engine",
                   "cudacourse.check._source", "cudacourse.check._instrument",
                   "cudacourse.check._buffers", "cudacourse.check._budget",
                   "cudacourse.check._cases", "cudacourse.check._diagnose", "cudacourse.check.kit",
-                  "cudacourse.check.spec", "cudacourse.check._shared", "cudacourse.quiz",
-                  "cudacourse.device",
-                  "cudacourse.arrays", "cudacourse.check._names",
+                  "cudacourse.check.spec", "cudacourse.check._shared", "cudacourse.course.quiz",
+                  "cudacourse.runtime.device",
+                  "cudacourse.runtime.arrays", "cudacourse.check._names",
                   "cudacourse.check._launches")
 OTHER_MODULES = ("numpy", "numpy.testing", "hashlib")
 # Notebook names a test cell uses, and the module each must be.
-USER_NAMES = {"cudacourse": "cudacourse", "quiz": "cudacourse.quiz", "np": "numpy",
+USER_NAMES = {"cudacourse": "cudacourse", "quiz": "cudacourse.course.quiz", "np": "numpy",
               "numpy": "numpy"}
 BUILTINS = ("__import__", "isinstance", "issubclass", "getattr", "setattr", "hasattr", "len",
             "id", "type", "callable", "exec", "eval", "compile", "globals", "abs", "all",
@@ -153,7 +153,7 @@ def _describe_hooks(out):
 
 
 def _describe_quizzes(out):
-    quiz = _sys.modules.get("cudacourse.quiz")
+    quiz = _sys.modules.get("cudacourse.course.quiz")
     if quiz is None:
         return
     i18n = _sys.modules.get("cudacourse.i18n")
@@ -182,7 +182,7 @@ def snapshot(user_ns, load=False):
             except Exception:  # noqa: BLE001 - recorded as missing below
                 pass
         try:  # the device the kernel chose, for the instructor's log
-            device = _sys.modules["cudacourse.device"].current()
+            device = _sys.modules["cudacourse.runtime.device"].current()
             out["info:device"] = device.notice()
         except Exception as exc:  # noqa: BLE001
             out["info:device"] = f"unknown ({type(exc).__name__}: {exc})"

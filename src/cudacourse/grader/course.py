@@ -27,7 +27,7 @@ def default_workers() -> int:
 def gpu_count() -> int:
     """GPUs the grading jobs can spread over (0 in the simulator). Each job's processes are
     given one of them (CUDA_VISIBLE_DEVICES) in turn when there are several."""
-    from .. import device
+    from ..runtime import device
 
     # asked of the driver, not chosen: the grading process stays device-neutral
     policy = os.environ.get("CUDACOURSE_DEVICE", "auto").strip().lower()

@@ -83,7 +83,7 @@ def split_cause(message: str) -> tuple[str, str]:
     return text, ""
 
 
-# The first sentence of a wrong answer's message (cudacourse.quiz.grade), in the catalogue:
+# The first sentence of a wrong answer's message (cudacourse.course.quiz.grade), in the catalogue:
 # the summary says its own whole sentence for it and keeps the rest (the why) as the fix,
 # instead of cutting the message at the colon inside "Question 2: Blocks for 1,000 elements".
 QUIZ_WRONG = "{var} = {answer} is not the right answer to {header}. "

@@ -57,7 +57,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .. import lessons
+from ..course import lessons
 
 # checker name -> causes it raises only after the case's values matched the reference: each
 # checker module declares its own (``TECHNIQUE`` at its top), the registry collects them

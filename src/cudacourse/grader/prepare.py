@@ -22,7 +22,7 @@ from typing import Any
 
 import nbformat
 
-from .. import device  # the ctypes probe only: importing it chooses nothing
+from ..runtime import device  # the ctypes probe only: importing it chooses nothing
 from . import budget, partial, untrusted, verdict
 from . import sandbox as sbx
 from .intake import nb_meta
@@ -191,7 +191,7 @@ def verdict_outputs(v: dict[str, Any], cap: int) -> list[dict[str, Any]]:
 # --- running ------------------------------------------------------------------------------
 
 # Said explicitly to every verdict and feedback process: this is grading, after submission
-# (cudacourse.quiz.after_submission: a graded question's explanation may be shown).
+# (cudacourse.course.quiz.after_submission: a graded question's explanation may be shown).
 GRADING_ENV = {"CUDACOURSE_GRADING": "1"}
 
 

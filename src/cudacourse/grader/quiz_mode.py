@@ -2,7 +2,7 @@
 
 ``nbgrader_config.py`` runs ``QuizMode`` first in ``nbgrader generate_assignment`` (which
 ``cudacourse build`` runs). The master always holds the formative form, with the key token
-that ``cudacourse build`` wrote from the instructor-side keys (``cudacourse.quiz.embed_keys``)::
+that ``cudacourse build`` wrote from the instructor-side keys (``cudacourse.course.quiz.embed_keys``)::
 
     quiz.ask("03_memory.pinned", key="<token>")                  # ordinary cell
     answer_pinned = "b"                                          # solution cell
@@ -47,7 +47,7 @@ _TOKEN = re.compile(r'(,\s*key=")([\w-]+)(")')
 
 def learner_token(token: str) -> str:
     """A key token as a learner copy may hold it: without the explanation ("r"), which
-    gives the answer away; the sealed entries stay (``cudacourse.quiz``, token version 3).
+    gives the answer away; the sealed entries stay (``cudacourse.course.quiz``, token version 3).
     The master keeps it: the grader runs the master's test cells."""
     try:
         payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))

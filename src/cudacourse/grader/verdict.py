@@ -377,7 +377,7 @@ def main() -> None:
                 exec(compile(src, f"<master context {i}>", "exec"), ns)  # noqa: S102
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
             # the setup's choice, if it made one (asking cudacourse.MODE would make one here)
-            chose = sys.modules.get("cudacourse.device")
+            chose = sys.modules.get("cudacourse.runtime.device")
             on_gpu = (chose is not None and chose.chosen() and chose.mode() == "gpu") or (
                 "numba.cuda" in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1")
             forkable = hasattr(os, "fork") and (

@@ -21,7 +21,7 @@ from babel.messages.extract import extract_from_dir
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
-from .. import lessons
+from ..course import lessons
 from . import DOMAIN
 
 KEYWORDS = {"_": None, "N_": None, "T": None, "gettext": None, "ngettext": (1, 2)}

@@ -14,7 +14,7 @@ The texts of a question's *key* (each choice's why, the feedback on known wrong 
 explanation, the hint) tell the answer, so they are instructor-side like the English keys
 (``lessons/quizkeys/``): their entries live in ``lessons/quizkeys/<lang>/NN_topic.po``, never
 in the package, and reach a notebook only inside the key tokens that ``cudacourse build``
-writes into the masters (``cudacourse.quiz.keyed``; issue 19). The package's file keeps the
+writes into the masters (``cudacourse.course.quiz.keyed``; issue 19). The package's file keeps the
 lesson's markdown and the questions' title, prompt and choices.
 
 ``msgctxt`` is the unit's stable key: ``md.<anchor>.<n>`` for the n-th markdown cell after
@@ -137,7 +137,7 @@ def language(lang: str):
 
 def question_units(bank_text: str) -> list[Unit]:
     """The texts of a question bank (TOML), keyed ``q.<id>.<field>``, stripped as
-    :func:`cudacourse.quiz.bank` strips them."""
+    :func:`cudacourse.course.quiz.bank` strips them."""
     units = []
     data = tomllib.loads(bank_text)
     keys = {k.get("id"): k for k in data.get("key", [])}  # the instructor-side half, if given
@@ -162,7 +162,7 @@ def question_units(bank_text: str) -> list[Unit]:
 
 
 def lesson_units(lesson_text: str, bank_text: str | None, name: str = "<lesson>") -> list[Unit]:
-    from .. import lessonsource
+    from ..course import lessonsource
 
     cells = lessonsource.parse(lesson_text, name)
     units = [Unit(k, c.source) for k, c in zip(cell_keys(cells), cells) if k]
@@ -178,8 +178,8 @@ def po_path(stem: str, lang: str, root: Path | None = None) -> Path:
     return base / "locale" / lang / "lessons" / f"{stem}.po"
 
 
-KEY_DIR = Path("lessons") / "quizkeys"  # cudacourse.quiz.KEY_DIR: instructor-side only
-_KEY_FIELDS = ("why", "wrong", "explain", "hint")  # the fields of cudacourse.quiz.KEY_FIELDS with text
+KEY_DIR = Path("lessons") / "quizkeys"  # cudacourse.course.quiz.KEY_DIR: instructor-side only
+_KEY_FIELDS = ("why", "wrong", "explain", "hint")  # the fields of cudacourse.course.quiz.KEY_FIELDS with text
 
 
 def key_po_path(stem: str, lang: str, root: Path) -> Path:
@@ -329,11 +329,11 @@ def translated_notebook(nb, lesson_text: str, catalog: Catalog, lang: str,
     its setup cell choosing ``lang`` for messages and questions; code cells unchanged.
 
     A unit without a translation stays in English (the completeness test reports it).
-    Figures are filled into the translation as into the English (``cudacourse.prose``).
+    Figures are filled into the translation as into the English (``cudacourse.course.prose``).
     """
     import copy
 
-    from .. import lessonsource, prose
+    from ..course import lessonsource, prose
 
     cells = lessonsource.parse(lesson_text, name)
     have = entries(catalog)

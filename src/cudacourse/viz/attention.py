@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..attention import extra_memory_bytes
+from ..kernels.attention import extra_memory_bytes
 from .words import T
 
 GIB = 2**30

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..lbm import vorticity
+from ..kernels.lbm import vorticity
 from .words import T
 
 

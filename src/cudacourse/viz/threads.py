@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..indexing import ThreadMap
-from ..warps import WARP_SIZE, warp_layout_ref
+from ..kernels.indexing import ThreadMap
+from ..kernels.warps import WARP_SIZE, warp_layout_ref
 from .words import T
 
 

@@ -8,7 +8,7 @@ import builtins
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...lessonsource import parse
+from ...course.lessonsource import parse
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""The lessons' kernels: per topic, the NumPy reference, the kernels and their launcher."""
