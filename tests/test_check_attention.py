@@ -97,6 +97,46 @@ def update_old_max_weight(m, l, acc, s, v):
 
 
 @cuda.jit(device=True)
+def update_alpha_sign(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m + m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_p_sign(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s + m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_l_added_alpha(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l + alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_acc_p_plus_v(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + (p + v)
+
+
+@cuda.jit(device=True)
+def update_acc_minus(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha - p * v
+
+
+@cuda.jit(device=True)
 def update_stub(m, l, acc, s, v):
     raise NotImplementedError()
 
@@ -124,6 +164,11 @@ def test_online_update_accepts_right_ones():
     (update_min, "min(m, s)"),
     (update_normalised, "keep acc un-normalised"),
     (update_old_max_weight, "weighted with the old maximum m"),
+    (update_alpha_sign, "l * exp(m + m_new) + exp(s - m_new)"),
+    (update_p_sign, "l * exp(m - m_new) + exp(s + m_new)"),
+    (update_l_added_alpha, "l + exp(m - m_new) + exp(s - m_new)"),
+    (update_acc_p_plus_v, "acc * exp(m - m_new) + (exp(s - m_new) + v)"),
+    (update_acc_minus, "acc * exp(m - m_new) - exp(s - m_new) * v"),
     (update_stub, "not written yet"),
     (update_kernel, "must be a device function"),
     (update_host, "@cuda.jit(device=True)"),

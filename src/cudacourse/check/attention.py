@@ -155,7 +155,12 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                           l + _exp(s),
                       T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
                         "old maximum m (infinite when a row starts, m = -inf); subtract the "
-                        "new one, exp(s - m_new)"): l * alpha + _exp(s - m)})
+                        "new one, exp(s - m_new)"): l * alpha + _exp(s - m),
+                      # one operator of the update wrong: written as the formula it computes
+                      "l * exp(m + m_new) + exp(s - m_new)": l * _exp(m + m_new) + p,
+                      "l * exp(m - m_new) + exp(s + m_new)": l * alpha + _exp(s + m_new),
+                      "l * exp(m - m_new) - exp(s - m_new)": l * alpha - p,
+                      "l + exp(m - m_new) + exp(s - m_new)": l + alpha + p})
         K.compare(got["acc"], acc_new, name="acc_new",
                   formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
                   computed=True, inputs=c,
@@ -170,7 +175,11 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                         "the old maximum m; use exp(s - m_new)"): acc * alpha + _exp(s - m) * v,
                       T("the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
                         "un-normalised here and divide by l once, at the end"):
-                          (acc * alpha * l + p * v) / l_new})
+                          (acc * alpha * l + p * v) / l_new,
+                      "acc * exp(m - m_new) - exp(s - m_new) * v": acc * alpha - p * v,
+                      "acc + exp(m - m_new) + exp(s - m_new) * v": acc + alpha + p * v,
+                      "acc * exp(m - m_new) + (exp(s - m_new) + v)": acc * alpha + (p + v),
+                      "acc * exp(m - m_new) + exp(s - m_new) / v": acc * alpha + p / v})
     # a whole row at a time, with scores far beyond exp's range: only a stable update survives
     x = K.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
     vals = K.random_array(gen, (rows, cols))

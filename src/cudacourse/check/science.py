@@ -89,6 +89,39 @@ def _heat_centre_alternatives(u: Any, alpha: float) -> dict:
     return out
 
 
+_COMPASS = {(-1, 0): "N", (1, 0): "S", (0, -1): "W", (0, 1): "E", (-1, -1): "NW",
+            (-1, 1): "NE", (1, -1): "SW", (1, 1): "SE", (0, 0): "u"}
+
+
+def _heat_neighbour_alternatives(u: Any, alpha: float) -> dict:
+    """The step with one neighbour term read from another cell of the 3 x 3 window (a tile
+    index one off in one term): (term, cell read) -> result, boundary kept."""
+    u = u.astype(K.float64)
+    ny, nx = u.shape
+
+    def at(dy: int, dx: int) -> Any:
+        return u[1 + dy:ny - 1 + dy, 1 + dx:nx - 1 + dx]
+
+    c = at(0, 0)
+    out = {}
+    for term in _COMPASS:
+        if term == (0, 0):
+            continue
+        for other in _COMPASS:
+            if other == term:
+                continue
+            edges = sum(at(*d) for d in ((-1, 0), (1, 0), (0, -1), (0, 1)) if d != term)
+            corners = sum(at(*d) for d in ((-1, -1), (-1, 1), (1, -1), (1, 1)) if d != term)
+            if abs(term[0]) + abs(term[1]) == 1:
+                edges = edges + at(*other)
+            else:
+                corners = corners + at(*other)
+            alt = u.copy()
+            alt[1:-1, 1:-1] = c + alpha * (4 * edges + corners - 20 * c) / 6
+            out[(_COMPASS[term], _COMPASS[other])] = alt
+    return out
+
+
 def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                    alpha: float | None = None, grid: tuple | None = None) -> None:
     scale = float(K.abs(u).max())
@@ -131,6 +164,13 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                          "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "
                          "neighbours are tile[ty + 1 +- 1, tx + 1 +- 1]", where=words),
                        cause="off_by_one", context={"case": ctx, "region": T("tile centre")})
+        for (term, other), alt in _heat_neighbour_alternatives(u, alpha).items():
+            if K.isclose(got, alt, **tol).all():
+                K.fail(T("out holds the heat step with the neighbour {term} read from the cell "
+                         "{other} instead: one tile index of that term is off (N is tile[r - 1, "
+                         "s], E is tile[r, s + 1], NE is tile[r - 1, s + 1], u is tile[r, s])",
+                         term=term, other=other),
+                       cause="wrong_index", context={"case": ctx})
         # the update term out - u a constant multiple of the right one: a factor twice or
         # missing (alpha, the 1/6 of the 9-point weights)
         D.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
