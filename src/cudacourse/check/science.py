@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 from . import _diagnose as D
+from . import _raised
 from . import kit as K
 from .kit import memory_range, resolve, same_memory, sim_part, tracing
 from ..i18n import N_, T
@@ -314,7 +315,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                 raise
             except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
                 K.fail(T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
-                         type_exc_name=type(exc).__name__, exc=exc, ctx=ctx),
+                         type_exc_name=type(exc).__name__, exc=_raised.words(exc), ctx=ctx),
                        cause="host_function_raised")
         if res is None:
             K.fail(T("diffuse returned None: return the device array that holds the last "
