@@ -123,6 +123,34 @@ def _heat_neighbour_alternatives(u: Any, alpha: float) -> dict:
     return out
 
 
+def _heat_formula_alternatives(u: Any, alpha: float) -> dict:
+    """The step with one sign, operator or factor of its formula wrong (neighbours read
+    right): words -> result, boundary kept."""
+    u = u.astype(K.float64)
+    ny, nx = u.shape
+    c = u[1:-1, 1:-1]
+    edges = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+    corners = u[:-2, :-2] + u[:-2, 2:] + u[2:, :-2] + u[2:, 2:]
+    lap = 4.0 * edges + corners - 20.0 * c
+    s = (_np.arange(1, nx - 1) % TX + 1)[None, :]  # the tile column of each cell
+    inner = {
+        T("+ 20 u where - 20 u belongs: the centre's weight is subtracted"):
+            c + alpha * (4.0 * edges + corners + 20.0 * c) / 6.0,
+        T("the corners subtracted: the diagonal neighbours are added, + (NE + NW + SE + SW)"):
+            c + alpha * (4.0 * edges - corners - 20.0 * c) / 6.0,
+        T("the update subtracted, u - alpha * (...): add it to u"): c - alpha * lap / 6.0,
+        T("the update rounded down by floor division (// 6): divide with /"):
+            c + _np.floor(alpha * lap / 6.0),
+        T("the tile column s where alpha belongs"): c + s * lap / 6.0,
+    }
+    out = {}
+    for words, alt in inner.items():
+        full = u.copy()
+        full[1:-1, 1:-1] = alt
+        out[words] = full
+    return out
+
+
 def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                    alpha: float | None = None, grid: tuple | None = None) -> None:
     scale = float(K.abs(u).max())
@@ -165,6 +193,10 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                          "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "
                          "neighbours are tile[ty + 1 +- 1, tx + 1 +- 1]", where=words),
                        cause="off_by_one", context={"case": ctx, "region": T("tile centre")})
+        for words, alt in _heat_formula_alternatives(u, alpha).items():
+            if K.isclose(got, alt, **tol).all():
+                K.fail(T("out holds the heat step with {what}", what=words),
+                       cause="wrong_formula", context={"case": ctx})
         for (term, other), alt in _heat_neighbour_alternatives(u, alpha).items():
             if K.isclose(got, alt, **tol).all():
                 K.fail(T("out holds the heat step with the neighbour {term} read from the cell "
