@@ -197,6 +197,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
     global_kv = bug == "global_kv"  # loads the tiles, then reads k and v from global memory
     no_m_update = bug == "no_m_update"  # `m = m_new` missing: the running max never moves
     scale_twice = bug == "scale_twice"  # the scores multiplied by scale twice
+    l_plus_alpha = bug == "l_plus_alpha"  # issue 45 (mutants): l = l + alpha + p
+    new_rescaled = bug == "new_rescaled"  # issue 45: p multiplied by alpha as well
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -248,7 +250,12 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                             m_new = max(m, s)
                             alpha = 1.0 if plain else math.exp(m - m_new)
                             p = math.exp(s) if no_max or plain else math.exp(s - m_new)
-                            l = l + p if no_l else l * alpha + p
+                            if new_rescaled:
+                                p *= alpha
+                            if l_plus_alpha:
+                                l = l + alpha + p
+                            else:
+                                l = l + p if no_l else l * alpha + p
                             for c in range(d):
                                 if no_acc:
                                     acc[c] = acc[c] + p * v_tile[jj, c]
@@ -363,6 +370,8 @@ def test_flash_rows_hidden_cases_pass():
     ("no_load_barrier", "races on shared memory"),
     ("no_m_update", "`m = m_new` is missing"),
     ("scale_twice", "the scale applied twice"),
+    ("l_plus_alpha", "running sum is l + exp(m - m_new) + p"),
+    ("new_rescaled", "new term is rescaled too"),
 ])
 def test_flash_rows_rejects(bug, phrase):
     with pytest.raises(CheckFailure) as info:

@@ -241,7 +241,12 @@ def _emulate(q: Any, k: Any, v: Any, scale: float, causal: bool, bug: str,
                 alpha = _where(_isfinite(m), _exp(m - m_new), 0.0)
                 p = _where(_isfinite(blk), _exp(blk - (0.0 if bug == "max" else m_new[:, None])),
                            0.0)
-            l = (l if bug == "l" else l * alpha) + p.sum(axis=1)
+            if bug == "new_rescaled":  # the new term multiplied by alpha as well
+                p = p * alpha[:, None]
+            if bug == "l_plus_alpha":  # l + alpha + p: `*` written `+`
+                l = l + alpha * p.shape[1] + p.sum(axis=1)
+            else:
+                l = (l if bug == "l" else l * alpha) + p.sum(axis=1)
             acc = (acc if bug == "acc" else acc * alpha[:, None]) + p @ v[h, j0:j0 + chunk]
             if bug != "m":  # bug "m": the running maximum is never updated
                 m = m_new
@@ -341,6 +346,12 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                    "the maximum is not subtracted, which overflows for large scores",
                    chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "max", chunk)
+        alts[T("a result whose running sum is l + exp(m - m_new) + p (chunk 1): the old sum "
+               "is rescaled by multiplying, l * exp(m - m_new) + p")] = \
+            _emulate(q64, k64, v64, scale, causal, "l_plus_alpha", 1)
+        alts[T("a result whose new term is rescaled too (chunk 1): p = exp(s - m_new) is "
+               "already relative to the new maximum; multiply only l and acc by "
+               "exp(m - m_new)")] = _emulate(q64, k64, v64, scale, causal, "new_rescaled", 1)
         alts[T("a result whose running maximum is never updated (chunk 1): `m = m_new` "
                "is missing after the update, so every key is weighed against the old "
                "maximum -inf and the earlier keys are forgotten")] = \
