@@ -438,6 +438,20 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
         K.fail(T("every block returned the sum of the first block's elements: index x with "
                  "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), not "
                  "cuda.threadIdx.x alone."), cause="only_first_block", context=ctx)
+    if blocks > 1 and K.isclose(got, got[0], rtol=1e-5, atol=tol / 10).all():
+        # blocks summing different data cannot agree on random input: i ignores the block
+        K.fail(T("every block returned the same sum, {value:.6g}: the element index i does not "
+                 "depend on the block. Index x with cuda.blockIdx.x * cuda.blockDim.x + "
+                 "cuda.threadIdx.x (or cuda.grid(1))", value=float(got[0])),
+               cause="wrong_index", context=ctx)
+    starts = K.full(n + TPB, 0.0, dtype=K.float64)
+    starts[:n] = x
+    by_block = K.np.array([starts[b:b + TPB].sum() for b in range(blocks)])
+    if K.isclose(got, by_block, rtol=1e-4, atol=tol).all():
+        K.fail(T("block b summed x[b : b + {tpb}], {tpb} elements starting at b: its first "
+                 "element is blockIdx.x * blockDim.x, so i = cuda.blockIdx.x * "
+                 "cuda.blockDim.x + cuda.threadIdx.x", tpb=TPB),
+               cause="wrong_index", context=ctx)
     if ok[:-1].all() and n % TPB:
         K.fail(T("only the last block, which holds the tail "
                  "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
