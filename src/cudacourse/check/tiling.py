@@ -453,6 +453,13 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
                  "cuda.blockDim.x + cuda.threadIdx.x", tpb=TPB),
                cause="wrong_index", context=ctx)
     if ok[:-1].all() and n % TPB:
+        pads = blocks * TPB - n
+        c = float(got[-1] - want[-1]) / pads
+        if round(c) != 0 and abs(c - round(c)) < 1e-4:  # off by pads x a whole number
+            K.fail(T("only the last block is wrong, by exactly {pads} x {value:g}: its {pads} "
+                     "threads past the end of x stored {value:g} in their slot, where 0.0 "
+                     "belongs (sh[t] = x[i] if i < n else 0.0)", pads=pads,
+                     value=float(round(c))), cause="wrong_formula", context=ctx)
         K.fail(T("only the last block, which holds the tail "
                  "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
                  "must add 0.0, and the elements before the end must all be counted.",
