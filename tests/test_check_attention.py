@@ -97,6 +97,46 @@ def update_old_max_weight(m, l, acc, s, v):
 
 
 @cuda.jit(device=True)
+def update_alpha_sign(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m + m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_p_sign(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s + m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_l_added_alpha(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l + alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_acc_p_plus_v(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + (p + v)
+
+
+@cuda.jit(device=True)
+def update_acc_minus(m, l, acc, s, v):
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha - p * v
+
+
+@cuda.jit(device=True)
 def update_stub(m, l, acc, s, v):
     raise NotImplementedError()
 
@@ -124,6 +164,11 @@ def test_online_update_accepts_right_ones():
     (update_min, "min(m, s)"),
     (update_normalised, "keep acc un-normalised"),
     (update_old_max_weight, "weighted with the old maximum m"),
+    (update_alpha_sign, "l * exp(m + m_new) + exp(s - m_new)"),
+    (update_p_sign, "l * exp(m - m_new) + exp(s + m_new)"),
+    (update_l_added_alpha, "l + exp(m - m_new) + exp(s - m_new)"),
+    (update_acc_p_plus_v, "acc * exp(m - m_new) + (exp(s - m_new) + v)"),
+    (update_acc_minus, "acc * exp(m - m_new) - exp(s - m_new) * v"),
     (update_stub, "not written yet"),
     (update_kernel, "must be a device function"),
     (update_host, "@cuda.jit(device=True)"),
@@ -152,6 +197,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
     global_kv = bug == "global_kv"  # loads the tiles, then reads k and v from global memory
     no_m_update = bug == "no_m_update"  # `m = m_new` missing: the running max never moves
     scale_twice = bug == "scale_twice"  # the scores multiplied by scale twice
+    l_plus_alpha = bug == "l_plus_alpha"  # issue 45 (mutants): l = l + alpha + p
+    new_rescaled = bug == "new_rescaled"  # issue 45: p multiplied by alpha as well
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -203,7 +250,12 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                             m_new = max(m, s)
                             alpha = 1.0 if plain else math.exp(m - m_new)
                             p = math.exp(s) if no_max or plain else math.exp(s - m_new)
-                            l = l + p if no_l else l * alpha + p
+                            if new_rescaled:
+                                p *= alpha
+                            if l_plus_alpha:
+                                l = l + alpha + p
+                            else:
+                                l = l + p if no_l else l * alpha + p
                             for c in range(d):
                                 if no_acc:
                                     acc[c] = acc[c] + p * v_tile[jj, c]
@@ -318,6 +370,8 @@ def test_flash_rows_hidden_cases_pass():
     ("no_load_barrier", "races on shared memory"),
     ("no_m_update", "`m = m_new` is missing"),
     ("scale_twice", "the scale applied twice"),
+    ("l_plus_alpha", "running sum is l + exp(m - m_new) + p"),
+    ("new_rescaled", "new term is rescaled too"),
 ])
 def test_flash_rows_rejects(bug, phrase):
     with pytest.raises(CheckFailure) as info:

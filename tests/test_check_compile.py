@@ -193,6 +193,13 @@ def test_arguments_are_typed_as_numba_types_them():
      "the kernel uses pd"),
     ("Unknown attribute 'prod' of type Module(<module 'math' (built-in)>)",
      "kernels cannot use math.prod"),
+    # issue 45 (mutants): the grid calls' typing errors in catalogue words, no Numba English
+    ("argument can only be 1, 2, 3", "take the number of the launch's dimensions"),
+    ("failed to unpack int64", "cuda.grid(1) gives one index"),
+    ("No implementation of function Function(<built-in function lt>) found for signature:\n"
+     " \n >>> lt(UniTuple(int64 x 2), int64)", "the operation lt got a tuple"),
+    ("No implementation of function Function(<built-in function pow>) found for signature:\n"
+     " \n >>> pow(array(float32, 1d, C), float64)", "no version of pow on the GPU"),
     ("something new and strange\nmore", "the GPU compiler refused the kernel: something new"),
 ])
 def test_compiler_messages_in_plain_words(error, phrase):

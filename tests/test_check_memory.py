@@ -184,8 +184,17 @@ def test_gpu_scale_accepts(fn):
     check.check_gpu_scale(fn, hidden=check.Cases(2, [(1531, 1.75), (97, -2.0), (700, 0.375)]))
 
 
+def scale_float_grid(x, alpha):
+    # issue 45 (mutants): the block count with / instead of //, which Numba refuses
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    scale_kernel[(x.size + 127) / 128, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
 @pytest.mark.parametrize("fn, phrase", [
     (scale_host_args, "host \\(NumPy\\) array to a kernel"),
+    (scale_float_grid, "grid and block must be whole numbers"),
     (scale_host_input, "implicitly, on every launch"),
     (scale_left_on_device, "returned a device array"),
     (scale_numpy_only, "launched no kernel"),

@@ -231,8 +231,25 @@ heat_row_length_tx = _heat_variant(("r = k // (TX + 2)", "r = k // TX"),
                                    ("s = k % (TX + 2)", "s = k % TX"))
 heat_tile_axes_swapped = _heat_variant(("cuda.shared.array(HALO, float32)",
                                         "cuda.shared.array(HALO_T, float32)"))
+heat_sw_read_nw = _heat_variant(("tile[r + 1, s - 1] + tile[r + 1, s + 1]",
+                                  "tile[r - 1, s - 1] + tile[r + 1, s + 1]"))
+heat_e_read_centre = _heat_variant(("tile[r, s - 1] + tile[r, s + 1]", "tile[r, s - 1] + tile[r, s]"))
+heat_centre_sign = _heat_variant(("corners - 20.0 * c", "corners + 20.0 * c"))
+heat_alpha_sign = _heat_variant(("out[y, x] = c + alpha *", "out[y, x] = c - alpha *"))
+heat_floor_division = _heat_variant(("- 20.0 * c) / 6.0", "- 20.0 * c) // 6.0"))
+heat_s_for_alpha = _heat_variant(("out[y, x] = c + alpha *", "out[y, x] = c + s *"))
 
 HEAT_WRONG = {
+    "+ 20 u": (heat_centre_sign, "+ 20 u where - 20 u belongs", False, "wrong_formula"),
+    "alpha subtracted": (heat_alpha_sign, "the update subtracted", False, "wrong_formula"),
+    "floor division": (heat_floor_division, "floor division", False, "wrong_formula"),
+    "s for alpha": (heat_s_for_alpha, "the tile column s where alpha belongs", False,
+                    "wrong_formula"),
+    # issue 45: one neighbour term read from another cell of the window (a mutant's tile index)
+    "SW read from NW": (heat_sw_read_nw, "neighbour SW read from the cell NW", False,
+                        "wrong_index"),
+    "E read from the centre": (heat_e_read_centre, "neighbour E read from the cell u", False,
+                               "wrong_index"),
     # issue 45: the evidence, never "missing bounds guard" or "ruled out: off by one"
     "halo origin shifted diagonally": (heat_diagonal_halo, "along both axes at once", False,
                                        "off_by_one"),

@@ -707,7 +707,64 @@ def sum_tree_from_tpb(x, partial):  # issue 45: the tree starts at s = TPB
         partial[cuda.blockIdx.x] = sh[0]
 
 
+@cuda.jit
+def sum_index_without_block(x, partial):
+    # issue 45 (mutants): threadIdx.x where blockIdx.x belongs in i
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.threadIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_block_start_b(x, partial):
+    # issue 45 (mutants): blockDim.y (= 1) where blockDim.x belongs: block b starts at b
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.y + t
+    sh[t] = x[i] if i < x.shape[0] else 0.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_pads_with_one(x, partial):
+    # issue 45 (mutants): threads past the end store 1.0, not 0.0
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else 1.0
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
 SUM_WRONG = {
+    "tail padded with 1.0": (sum_pads_with_one, "stored 1 in their slot, where 0.0 belongs"),
+    "i without the block": (sum_index_without_block, "every block returned the same sum"),
+    "block b starts at b": (sum_block_start_b, "starting at b"),
     "stores at its own global index": (sum_stores_at_thread_index,
                                        "partial[cuda.blockIdx.x]"),
     "tree starts at s = TPB": (sum_tree_from_tpb, "starts one level too high"),

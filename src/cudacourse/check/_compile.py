@@ -476,6 +476,21 @@ _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"Untyped global name '(\w+)'"),
      N_("the kernel uses {name}, which a GPU kernel cannot use (it can use numbers, arrays, "
         "math functions and other @cuda.jit functions)")),
+    # typing errors of the grid calls and of tuples: the shapes mutants and learners hit,
+    # in catalogue words (only identifiers quoted; Numba's English stays in the detail)
+    (re.compile(r"argument can only be 1, 2, 3"),
+     T("cuda.grid() and cuda.gridsize() take the number of the launch's dimensions: 1, 2 or 3")),
+    (re.compile(r"failed to unpack|cannot unpack|too many values to unpack|"
+                r"not enough values to unpack", re.I),
+     T("the names on the left of = do not match the values on the right: cuda.grid(1) gives "
+       "one index, cuda.grid(2) a pair (x, y), cuda.grid(3) three")),
+    (re.compile(r">>> (\w+)\((?:[^()]*, )?UniTuple\("),
+     N_("the operation {name} got a tuple where a number belongs: cuda.grid(2) and "
+        "cuda.gridsize(2) give a pair (x, y); unpack it, or ask for cuda.grid(1)")),
+    (re.compile(r"No implementation of function Function\(<(?:built-in )?function (\w+)>\) "
+                r"found for signature"),
+     N_("no version of {name} on the GPU accepts the types of these values: check the types "
+        "of the values on the line shown")),
     (re.compile(r"Use of unsupported opcode \(YIELD", re.I),
      T("generators (yield) do not exist on the GPU")),
 ]

@@ -155,7 +155,12 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                           l + _exp(s),
                       T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
                         "old maximum m (infinite when a row starts, m = -inf); subtract the "
-                        "new one, exp(s - m_new)"): l * alpha + _exp(s - m)})
+                        "new one, exp(s - m_new)"): l * alpha + _exp(s - m),
+                      # one operator of the update wrong: written as the formula it computes
+                      "l * exp(m + m_new) + exp(s - m_new)": l * _exp(m + m_new) + p,
+                      "l * exp(m - m_new) + exp(s + m_new)": l * alpha + _exp(s + m_new),
+                      "l * exp(m - m_new) - exp(s - m_new)": l * alpha - p,
+                      "l + exp(m - m_new) + exp(s - m_new)": l + alpha + p})
         K.compare(got["acc"], acc_new, name="acc_new",
                   formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
                   computed=True, inputs=c,
@@ -170,7 +175,11 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
                         "the old maximum m; use exp(s - m_new)"): acc * alpha + _exp(s - m) * v,
                       T("the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
                         "un-normalised here and divide by l once, at the end"):
-                          (acc * alpha * l + p * v) / l_new})
+                          (acc * alpha * l + p * v) / l_new,
+                      "acc * exp(m - m_new) - exp(s - m_new) * v": acc * alpha - p * v,
+                      "acc + exp(m - m_new) + exp(s - m_new) * v": acc + alpha + p * v,
+                      "acc * exp(m - m_new) + (exp(s - m_new) + v)": acc * alpha + (p + v),
+                      "acc * exp(m - m_new) + exp(s - m_new) / v": acc * alpha + p / v})
     # a whole row at a time, with scores far beyond exp's range: only a stable update survives
     x = K.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
     vals = K.random_array(gen, (rows, cols))
@@ -231,7 +240,12 @@ def _emulate(q: Any, k: Any, v: Any, scale: float, causal: bool, bug: str,
                 alpha = _where(_isfinite(m), _exp(m - m_new), 0.0)
                 p = _where(_isfinite(blk), _exp(blk - (0.0 if bug == "max" else m_new[:, None])),
                            0.0)
-            l = (l if bug == "l" else l * alpha) + p.sum(axis=1)
+            if bug == "new_rescaled":  # the new term multiplied by alpha as well
+                p = p * alpha[:, None]
+            if bug == "l_plus_alpha":  # l + alpha + p: `*` written `+`
+                l = l + alpha * p.shape[1] + p.sum(axis=1)
+            else:
+                l = (l if bug == "l" else l * alpha) + p.sum(axis=1)
             acc = (acc if bug == "acc" else acc * alpha[:, None]) + p @ v[h, j0:j0 + chunk]
             if bug != "m":  # bug "m": the running maximum is never updated
                 m = m_new
@@ -330,6 +344,12 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                    "the maximum is not subtracted, which overflows for large scores",
                    chunk=chunk)] = \
                 _emulate(q64, k64, v64, scale, causal, "max", chunk)
+        alts[T("a result whose running sum is l + exp(m - m_new) + p (chunk 1): the old sum "
+               "is rescaled by multiplying, l * exp(m - m_new) + p")] = \
+            _emulate(q64, k64, v64, scale, causal, "l_plus_alpha", 1)
+        alts[T("a result whose new term is rescaled too (chunk 1): p = exp(s - m_new) is "
+               "already relative to the new maximum; multiply only l and acc by "
+               "exp(m - m_new)")] = _emulate(q64, k64, v64, scale, causal, "new_rescaled", 1)
         alts[T("a result whose running maximum is never updated (chunk 1): `m = m_new` "
                "is missing after the update, so every key is weighed against the old "
                "maximum -inf and the earlier keys are forgotten")] = \

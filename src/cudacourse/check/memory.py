@@ -21,6 +21,7 @@ TECHNIQUE = {
 
 from typing import Any, Callable
 
+from . import _raised
 from . import kit as K
 from .kit import DEFAULT, Trace, resolve, same_memory, tracing
 from ..i18n import T
@@ -42,9 +43,15 @@ def _run(fn: Any, name: str, args: tuple, readonly: list) -> tuple[Any, Trace]:
         except K.CheckFailure:
             raise
         except Exception as exc:  # noqa: BLE001 - report whatever the learner's code raised
+            got = _raised.launch_not_integers(exc)
+            if got:  # a grid or block computed with / : Numba refuses it before any launch
+                K.fail("bad_launch", T("{name}{args!r}: a launch's grid and block must be whole numbers, and "
+                         "this one got {got}: count blocks with integer division, for example "
+                         "(n + 127) // 128 blocks of 128 threads", name=name, args=args[1:], got=got))
             K.fail("host_function_raised", T("{name}{args!r} raised {type_exc_name}: {exc}",
                                              name=name, args=args[1:],
-                                             type_exc_name=type(exc).__name__, exc=exc))
+                                             type_exc_name=type(exc).__name__,
+                                             exc=_raised.words(exc)))
     return result, trace
 
 

@@ -25,6 +25,7 @@ TECHNIQUE = {
 import math
 from typing import Any
 
+from . import _raised
 from . import kit as K
 from .kit import memory_range, resolve, same_memory, sim_part, tracing
 from ..i18n import N_, T
@@ -86,6 +87,67 @@ def _heat_centre_alternatives(u: Any, alpha: float) -> dict:
     return out
 
 
+_COMPASS = {(-1, 0): "N", (1, 0): "S", (0, -1): "W", (0, 1): "E", (-1, -1): "NW",
+            (-1, 1): "NE", (1, -1): "SW", (1, 1): "SE", (0, 0): "u"}
+
+
+def _heat_neighbour_alternatives(u: Any, alpha: float) -> dict:
+    """The step with one neighbour term read from another cell of the 3 x 3 window (a tile
+    index one off in one term): (term, cell read) -> result, boundary kept."""
+    u = u.astype(K.float64)
+    ny, nx = u.shape
+
+    def at(dy: int, dx: int) -> Any:
+        return u[1 + dy:ny - 1 + dy, 1 + dx:nx - 1 + dx]
+
+    c = at(0, 0)
+    out = {}
+    for term in _COMPASS:
+        if term == (0, 0):
+            continue
+        for other in _COMPASS:
+            if other == term:
+                continue
+            edges = sum(at(*d) for d in ((-1, 0), (1, 0), (0, -1), (0, 1)) if d != term)
+            corners = sum(at(*d) for d in ((-1, -1), (-1, 1), (1, -1), (1, 1)) if d != term)
+            if abs(term[0]) + abs(term[1]) == 1:
+                edges = edges + at(*other)
+            else:
+                corners = corners + at(*other)
+            alt = u.copy()
+            alt[1:-1, 1:-1] = c + alpha * (4 * edges + corners - 20 * c) / 6
+            out[(_COMPASS[term], _COMPASS[other])] = alt
+    return out
+
+
+def _heat_formula_alternatives(u: Any, alpha: float) -> dict:
+    """The step with one sign, operator or factor of its formula wrong (neighbours read
+    right): words -> result, boundary kept."""
+    u = u.astype(K.float64)
+    ny, nx = u.shape
+    c = u[1:-1, 1:-1]
+    edges = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+    corners = u[:-2, :-2] + u[:-2, 2:] + u[2:, :-2] + u[2:, 2:]
+    lap = 4.0 * edges + corners - 20.0 * c
+    s = (_np.arange(1, nx - 1) % TX + 1)[None, :]  # the tile column of each cell
+    inner = {
+        T("+ 20 u where - 20 u belongs: the centre's weight is subtracted"):
+            c + alpha * (4.0 * edges + corners + 20.0 * c) / 6.0,
+        T("the corners subtracted: the diagonal neighbours are added, + (NE + NW + SE + SW)"):
+            c + alpha * (4.0 * edges - corners - 20.0 * c) / 6.0,
+        T("the update subtracted, u - alpha * (...): add it to u"): c - alpha * lap / 6.0,
+        T("the update rounded down by floor division (// 6): divide with /"):
+            c + _np.floor(alpha * lap / 6.0),
+        T("the tile column s where alpha belongs"): c + s * lap / 6.0,
+    }
+    out = {}
+    for words, alt in inner.items():
+        full = u.copy()
+        full[1:-1, 1:-1] = alt
+        out[words] = full
+    return out
+
+
 def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                    alpha: float | None = None, grid: tuple | None = None) -> None:
     scale = float(K.abs(u).max())
@@ -122,11 +184,20 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
         tol = dict(rtol=1e-5, atol=1e-5 * scale)
         for words, alt in _heat_centre_alternatives(u, alpha).items():
             if K.isclose(got, alt, **tol).all():
-                K.fail("off_by_one", T("out holds the heat step with the centre value u[y, x] taken from "
+                K.fail("off_by_one", T("off_by_one"), T("out holds the heat step with the centre value u[y, x] taken from "
                          "{where}: the thread's own cell in the tile is one off. With a "
                          "one-cell halo the tile is shifted by one on both axes, so the "
                          "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "
                          "neighbours are tile[ty + 1 +- 1, tx + 1 +- 1]", where=words), context={"case": ctx, "region": T("tile centre")})
+        for words, alt in _heat_formula_alternatives(u, alpha).items():
+            if K.isclose(got, alt, **tol).all():
+                K.fail("wrong_formula", T("out holds the heat step with {what}", what=words), context={"case": ctx})
+        for (term, other), alt in _heat_neighbour_alternatives(u, alpha).items():
+            if K.isclose(got, alt, **tol).all():
+                K.fail("wrong_index", T("out holds the heat step with the neighbour {term} read from the cell "
+                         "{other} instead: one tile index of that term is off (N is tile[r - 1, "
+                         "s], E is tile[r, s + 1], NE is tile[r - 1, s + 1], u is tile[r, s])",
+                         term=term, other=other), context={"case": ctx})
         # the update term out - u a constant multiple of the right one: a factor twice or
         # missing (alpha, the 1/6 of the 9-point weights)
         K.diagnose.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
@@ -267,7 +338,7 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                 raise
             except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
                 K.fail("host_function_raised", T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
-                         type_exc_name=type(exc).__name__, exc=exc, ctx=ctx))
+                         type_exc_name=type(exc).__name__, exc=_raised.words(exc), ctx=ctx))
         if res is None:
             K.fail("not_device_array", T("diffuse returned None: return the device array that holds the last "
                      "step's result [{ctx}].", ctx=ctx))

@@ -384,10 +384,29 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
         K.compare(got, want, name="partial", formula=T("the sum of each block's elements"),
                   rtol=1e-4, atol=tol, context=ctx)
     if blocks > 1 and K.isclose(got, want[0], rtol=1e-4, atol=tol).all():
-        K.fail("only_first_block", T("every block returned the sum of the first block's elements: index x with "
+        K.fail("only_first_block", T("only_first_block"), T("every block returned the sum of the first block's elements: index x with "
                  "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), not "
                  "cuda.threadIdx.x alone."), context=ctx)
+    if blocks > 1 and K.isclose(got, got[0], rtol=1e-5, atol=tol / 10).all():
+        # blocks summing different data cannot agree on random input: i ignores the block
+        K.fail("wrong_index", T("every block returned the same sum, {value:.6g}: the element index i does not "
+                 "depend on the block. Index x with cuda.blockIdx.x * cuda.blockDim.x + "
+                 "cuda.threadIdx.x (or cuda.grid(1))", value=float(got[0])), context=ctx)
+    starts = K.full(n + TPB, 0.0, dtype=K.float64)
+    starts[:n] = x
+    by_block = K.np.array([starts[b:b + TPB].sum() for b in range(blocks)])
+    if K.isclose(got, by_block, rtol=1e-4, atol=tol).all():
+        K.fail("wrong_index", T("block b summed x[b : b + {tpb}], {tpb} elements starting at b: its first "
+                 "element is blockIdx.x * blockDim.x, so i = cuda.blockIdx.x * "
+                 "cuda.blockDim.x + cuda.threadIdx.x", tpb=TPB), context=ctx)
     if ok[:-1].all() and n % TPB:
+        pads = blocks * TPB - n
+        c = float(got[-1] - want[-1]) / pads
+        if round(c) != 0 and abs(c - round(c)) < 1e-4:  # off by pads x a whole number
+            K.fail("wrong_formula", T("only the last block is wrong, by exactly {pads} x {value:g}: its {pads} "
+                     "threads past the end of x stored {value:g} in their slot, where 0.0 "
+                     "belongs (sh[t] = x[i] if i < n else 0.0)", pads=pads,
+                     value=float(round(c))), context=ctx)
         K.fail("wrong_values", T("only the last block, which holds the tail "
                  "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
                  "must add 0.0, and the elements before the end must all be counted.",

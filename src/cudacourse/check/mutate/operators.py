@@ -328,7 +328,9 @@ OPERATORS = [
     Operator("assign_accumulate", "`=` and `+=` exchanged",
              frozenset(_VALUES | _BARRIER | {"nondeterministic", "inputs_changed",
                                              "wrong_buffer", "no_tree"}), assign_accumulate),
-    Operator("arithmetic", "an arithmetic operator changed", frozenset(_INDEX), arithmetic),
+    # on the host, `//` turned `/` makes a launch's grid a float, which Numba refuses
+    Operator("arithmetic", "an arithmetic operator changed", frozenset(_INDEX | {"bad_launch"}),
+             arithmetic),
     Operator("sign_and_constants", "a constant or a sign changed",
              frozenset(_INDEX | _LAUNCH | {"bad_launch"}), sign_and_constants),
     Operator("cuda_coordinates", "a thread/block coordinate for another",

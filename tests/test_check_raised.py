@@ -1,0 +1,20 @@
+"""check/_raised.py: what learner host code raised, in catalogue words."""
+
+from cudacourse.check import _raised
+
+
+def test_a_float_grid_is_singled_out_with_the_value_numba_refused():
+    assert _raised.launch_not_integers(
+        TypeError("griddim must be a sequence of integers, got [4.90234375]")) == "[4.90234375]"
+    assert _raised.launch_not_integers(TypeError(
+        "expected a sequence of integers or a single integer, got '142.8'")) == "'142.8'"
+    assert _raised.launch_not_integers(TypeError("unsupported operand type(s)")) == ""
+    assert _raised.launch_not_integers(ValueError("griddim must be a sequence of integers, "
+                                                  "got [1.5]")) == ""
+
+
+def test_known_python_texts_become_catalogue_words_and_others_stay_as_raised():
+    assert _raised.words(IndexError("list index out of range")) == \
+        "an index past the end of a Python list"
+    assert _raised.words(ZeroDivisionError("division by zero")) == "a division by zero"
+    assert _raised.words(KeyError("x")) == "'x'"
