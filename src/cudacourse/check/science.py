@@ -184,7 +184,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
         tol = dict(rtol=1e-5, atol=1e-5 * scale)
         for words, alt in _heat_centre_alternatives(u, alpha).items():
             if K.isclose(got, alt, **tol).all():
-                K.fail("off_by_one", T("off_by_one"), T("out holds the heat step with the centre value u[y, x] taken from "
+                K.fail("off_by_one", T("out holds the heat step with the centre value u[y, x] taken from "
                          "{where}: the thread's own cell in the tile is one off. With a "
                          "one-cell halo the tile is shifted by one on both axes, so the "
                          "thread's cell is tile[ty + 1, tx + 1] (the tile centre), and its "

@@ -384,7 +384,7 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
         K.compare(got, want, name="partial", formula=T("the sum of each block's elements"),
                   rtol=1e-4, atol=tol, context=ctx)
     if blocks > 1 and K.isclose(got, want[0], rtol=1e-4, atol=tol).all():
-        K.fail("only_first_block", T("only_first_block"), T("every block returned the sum of the first block's elements: index x with "
+        K.fail("only_first_block", T("every block returned the sum of the first block's elements: index x with "
                  "cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x (or cuda.grid(1)), not "
                  "cuda.threadIdx.x alone."), context=ctx)
     if blocks > 1 and K.isclose(got, got[0], rtol=1e-5, atol=tol / 10).all():
