@@ -24,8 +24,14 @@ from typing import Any
 import numpy as np
 
 from .device import is_simulator, require_gpu
+from .i18n import N_, _
 from .launch import blocks_for
 from .timing import event_median
+
+
+# The resource that caps the blocks per SM, as a learner reads it (describe translates it).
+LIMITERS = {"warps": N_("warps"), "blocks": N_("blocks"), "registers": N_("registers"),
+            "shared memory": N_("shared memory")}
 
 
 @dataclass(frozen=True)
@@ -58,14 +64,15 @@ class Occupancy:
     blocks_per_sm: int
     warps_per_sm: int
     occupancy: float  # resident warps / max warps
-    limiter: str  # "warps", "blocks", "registers" or "shared memory"
+    limiter: str  # "warps", "blocks", "registers" or "shared memory" (LIMITERS)
     limits: dict[str, int] = field(default_factory=dict)  # blocks allowed by each resource
 
     def describe(self) -> str:
-        return (f"{self.threads_per_block} threads/block, {self.registers_per_thread} regs/thread, "
-                f"{self.shared_per_block} B shared/block: {self.blocks_per_sm} blocks = "
-                f"{self.warps_per_sm} warps per SM, occupancy {self.occupancy:.0%} "
-                f"(limited by {self.limiter})")
+        return _("{tpb} threads/block, {regs} regs/thread, {shared} B shared/block: {blocks} "
+                 "blocks = {warps} warps per SM, occupancy {occ:.0%} (limited by {limiter})").format(
+            tpb=self.threads_per_block, regs=self.registers_per_thread,
+            shared=self.shared_per_block, blocks=self.blocks_per_sm, warps=self.warps_per_sm,
+            occ=self.occupancy, limiter=_(LIMITERS.get(self.limiter, self.limiter)))
 
 
 def _round_up(x: int, unit: int) -> int:
