@@ -167,7 +167,7 @@ counts = {
     viz.T("grid-stride loop"): indexing.coverage(n_cov, blocks_cov, tpb_cov, grid_stride=True),
 }
 for label, c in counts.items():
-    print(prose.shown("{{label:24s}}: {{once}} of {{n}} elements handled once, {{never}} never",
+    print(prose.shown("{{label}}: {{once}} of {{n}} elements handled once, {{never}} never",
                       label=label, once=int((c == 1).sum()), n=n_cov, never=int((c == 0).sum())))
 viz.plot_coverage(counts)
 plt.show()
@@ -359,7 +359,7 @@ res = occupancy.kernel_resources(copy_kernel, xs, xs, np.float32(2.0))
 print(prose.shown("registers per thread: {{regs}}, static shared memory per block: {{shared}} B, "
                   "local memory per thread: {{local}} B", regs=res.registers_per_thread,
                   shared=res.shared_per_block, local=res.local_per_thread))
-print(prose.shown("source: {{source}}", source=res.source))
+print(prose.shown("source: {{source}}", source=cudacourse.i18n.shown(res.source)))
 
 # %%
 quiz.ask("02_threads_blocks_warps.occupancy_regs")

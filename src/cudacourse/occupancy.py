@@ -143,8 +143,8 @@ class KernelResources:
 EXAMPLE_RESOURCES = KernelResources(
     registers_per_thread=32, shared_per_block=0, local_per_thread=0,
     max_threads_per_block=1024,
-    source="example numbers, not measured (the simulator compiles no kernel, so there is "
-           "nothing to read; on a GPU the compiled kernel's own numbers appear here)")
+    source=N_("example numbers, not measured (the simulator compiles no kernel, so there is "
+              "nothing to read; on a GPU the compiled kernel's own numbers appear here)"))
 
 
 def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
@@ -163,7 +163,7 @@ def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
         shared_per_block=int(spec.get_shared_mem_per_block()),
         local_per_thread=int(spec.get_local_mem_per_thread()),
         max_threads_per_block=int(spec.get_max_threads_per_block()),
-        source="compiled kernel (read from the GPU driver)")
+        source=N_("compiled kernel (read from the GPU driver)"))
 
 
 def _sm90_resources(kernel: Any, args: tuple) -> KernelResources:
@@ -185,8 +185,8 @@ def _sm90_resources(kernel: Any, args: tuple) -> KernelResources:
         registers_per_thread=res.registers, shared_per_block=res.shared,
         local_per_thread=res.local,
         max_threads_per_block=min(lim.max_threads_per_block, warps * lim.warp_size),
-        source="compiled for sm_90 by NVVM and ptxas (no GPU here: the simulator runs the "
-               "kernel, the pip-installed compiler reports its resources)")
+        source=N_("compiled for sm_90 by NVVM and ptxas (no GPU here: the simulator runs the "
+                  "kernel, the pip-installed compiler reports its resources)"))
 
 
 def driver_blocks_per_sm(kernel: Any, args: tuple, threads_per_block: int,
