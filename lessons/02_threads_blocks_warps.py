@@ -306,8 +306,8 @@ if device.is_simulator():
 else:
     times = warps.time_divergence(n=1 << 24, k=64, repeats=10)
     for label, ms in times.items():
-        print(prose.shown("{{label:15s}} {{ms:8.3f}} ms", label=label, ms=ms))
-    plt.bar(list(times), list(times.values()))
+        print(prose.shown("{{label:15s}} {{ms:8.3f}} ms", label=cudacourse.i18n.shown(label), ms=ms))
+    plt.bar([cudacourse.i18n.shown(k) for k in times], list(times.values()))
     plt.ylabel(viz.T("ms per launch (median)"))
     plt.xlabel(viz.T("kernel"))
     plt.title(viz.T("divergence measured on {gpu}", gpu=device.current().gpu.name))

@@ -475,7 +475,7 @@ print(transfer.mapped_scale(np.arange(6, dtype=np.float32), 10.0))
 # %%
 costs = launch_cost.launch_costs()
 for k, v in costs.items():
-    print(prose.shown("{{us:10.1f}} us  {{what}}", us=v, what=k))
+    print(prose.shown("{{us:10.1f}} us  {{what}}", us=v, what=cudacourse.i18n.shown(k)))
 viz.plot_launch_costs(costs, title=viz.T("per launch, measured now (simulator)") if SIM
                       else viz.T("per launch, measured now"))
 plt.show()
@@ -528,7 +528,7 @@ if SIM:
 parts, items = device.pick(sim=(4, 256), gpu=(1000, 4096))
 t = launch_cost.launches_versus_one(parts, items)
 for k, v in t.items():
-    print(prose.shown("{{what:>20}}: {{ms:8.2f}} ms", what=k, ms=v * 1e3))
+    print(prose.shown("{{what}}: {{ms:8.2f}} ms", what=cudacourse.i18n.shown(k), ms=v * 1e3))
 if SIM:
     from cudacourse import prose
     many, one = t["many small launches"] * 1e3, t["one big launch"] * 1e3

@@ -379,14 +379,15 @@ if device.is_simulator():
 else:
     import cupy as cp
     seqs = [512, 1024, 2048, 4096, 8192]
-    times = {"fused (Numba)": [], "unfused (CuPy)": []}
+    fused, unfused = viz.T("fused (Numba)"), viz.T("unfused (CuPy)")  # the legend's words
+    times = {fused: [], unfused: []}
     for s in seqs:
         cq, ck, cv = (cp.random.standard_normal((16, s, 64), dtype=cp.float32) for _ in range(3))
-        times["fused (Numba)"].append(median_ms(lambda: attention.flash_attention(cq, ck, cv)))
-        times["unfused (CuPy)"].append(median_ms(lambda: attention.attention_unfused(cq, ck, cv)))
+        times[fused].append(median_ms(lambda: attention.flash_attention(cq, ck, cv)))
+        times[unfused].append(median_ms(lambda: attention.attention_unfused(cq, ck, cv)))
     viz.plot_timings(seqs, times, title=viz.T("16 heads, head_dim 64, float32 (this GPU, now)"))
     plt.show()
-    for s, f, u in zip(seqs, times["fused (Numba)"], times["unfused (CuPy)"]):
+    for s, f, u in zip(seqs, times[fused], times[unfused]):
         tf = attention.attention_flops(16, s, 64) / f / 1e9
         print(prose.shown("S={{s:5d}}: fused {{f:7.3f}} ms ({{tf:5.1f}} TFLOP/s), unfused "
                           "{{u:7.3f}} ms, speed-up {{x:4.2f}}x", s=s, f=f, tf=tf, u=u, x=u / f))
