@@ -500,9 +500,12 @@ if report is not None and bench.figure(report, "attention_softcap_fused", "media
     ms = {n: bench.figure(report, f"attention_softcap_{n}", "median_ms")
           for n in ("torch_eager", "flex", "fused")}
     gib = bench.figure(report, "attention_softcap_torch_eager_extra_gib", "ratio")
-    print(prose.shown("{{gpu}}, {{date}}, 16 x 4096 x 64, cap 50, window 1024: eager "
-                      "{{eager:.2f}} ms{{extra}}, FlexAttention {{flex:.2f}} ms, fused "
-                      "{{fused:.2f}} ms", gpu=report["environment"].get("gpu"),
+    # the run's own sizes (heads, S, d, cap, window), not retyped
+    sh, ss, sd, scap, swin = bench.core.SIZES[report["size"]]["attention_softcap"]
+    print(prose.shown("{{gpu}}, {{date}}, {{h}} x {{s}} x {{d}}, cap {{cap:g}}, window {{win}}: "
+                      "eager {{eager:.2f}} ms{{extra}}, FlexAttention {{flex:.2f}} ms, fused "
+                      "{{fused:.2f}} ms", h=sh, s=ss, d=sd, cap=scap, win=swin,
+                      gpu=report["environment"].get("gpu"),
                       date=report["date"][:10], eager=ms["torch_eager"], flex=ms["flex"],
                       fused=ms["fused"],
                       extra=prose.shown(" ({{gib:.1f}} GiB extra)", gib=gib) if gib else ""))
