@@ -20,6 +20,7 @@ import cudacourse.check
 from cudacourse.course import quiz
 from cudacourse.runtime import device, occupancy
 from cudacourse.kernels import indexing, warps
+from cudacourse.course import prose
 from cudacourse.viz import threads as viz
 from numba import cuda
 import numpy as np
@@ -58,7 +59,8 @@ import matplotlib.pyplot as plt
 shape, block = (10, 13), (4, 3)
 tmap = indexing.thread_map(shape, block)
 grid, _ = indexing.launch_config_2d(shape, block)
-print(f"grid = {grid} blocks (x, y), block = {block} threads (x, y)")
+print(prose.shown("grid = {{grid}} blocks (x, y), block = {{block}} threads (x, y)",
+                  grid=grid, block=block))
 viz.plot_thread_map(tmap, block)
 plt.show()
 
@@ -70,7 +72,8 @@ plt.show()
 
 # %%
 want = indexing.thread_map_ref(shape, block)
-print("the kernel's map equals the formula:", all((g == w).all() for g, w in zip(tmap, want)))
+print(prose.shown("the kernel's map equals the formula: {{ok}}",
+                  ok=all((g == w).all() for g, w in zip(tmap, want))))
 
 # %%
 quiz.ask("02_threads_blocks_warps.grid_2d")
@@ -104,8 +107,8 @@ quiz.grade("02_threads_blocks_warps.grid_2d", answer_grid_2d)
 # %%
 img_shape = device.pick(sim=(40, 60), gpu=(1080, 1920))
 img = indexing.radial(img_shape, block=(16, 16))
-print("matches the NumPy reference:",
-      np.allclose(img, indexing.radial_ref(img_shape), atol=1e-6))
+print(prose.shown("matches the NumPy reference: {{ok}}",
+                  ok=np.allclose(img, indexing.radial_ref(img_shape), atol=1e-6)))
 plt.imshow(img, cmap="magma")
 plt.title(viz.T("radial gradient, {rows} x {cols} pixels, one thread each",
                 rows=img_shape[0], cols=img_shape[1]))
@@ -162,12 +165,12 @@ cudacourse.check.check_mirror(mirror, hidden=cudacourse.check.Cases(
 # %%
 n_cov, blocks_cov, tpb_cov = 300, 2, 64
 counts = {
-    "one element per thread": indexing.coverage(n_cov, blocks_cov, tpb_cov, grid_stride=False),
-    "grid-stride loop": indexing.coverage(n_cov, blocks_cov, tpb_cov, grid_stride=True),
+    viz.T("one element per thread"): indexing.coverage(n_cov, blocks_cov, tpb_cov, grid_stride=False),
+    viz.T("grid-stride loop"): indexing.coverage(n_cov, blocks_cov, tpb_cov, grid_stride=True),
 }
 for label, c in counts.items():
-    print(f"{label:24s}: {int((c == 1).sum())} of {n_cov} elements handled once, "
-          f"{int((c == 0).sum())} never")
+    print(prose.shown("{{label}}: {{once}} of {{n}} elements handled once, {{never}} never",
+                      label=label, once=int((c == 1).sum()), n=n_cov, never=int((c == 0).sum())))
 viz.plot_coverage(counts)
 plt.show()
 
@@ -222,12 +225,14 @@ cudacourse.check.check_saxpy(saxpy, hidden=cudacourse.check.Cases(
 # - **Occupancy** (section 4) can make some block sizes better than others for a kernel.
 
 # %%
-print(indexing.launch_config_1d(1_000_000, 256), "blocks, threads for a million elements")
-print(indexing.launch_config_2d((1080, 1920), (32, 8)), "grid, block for a 1080p image")
+print(prose.shown("{{config}} blocks, threads for a million elements",
+                  config=indexing.launch_config_1d(1_000_000, 256)))
+print(prose.shown("{{config}} grid, block for a 1080p image",
+                  config=indexing.launch_config_2d((1080, 1920), (32, 8))))
 if device.is_simulator():
-    print("simulator mode: no SMs to count")
+    print(prose.shown("simulator mode: no SMs to count"))
 else:
-    print("this GPU has", device.current().gpu.sm_count, "SMs")
+    print(prose.shown("this GPU has {{sms}} SMs", sms=device.current().gpu.sm_count))
 
 # %% [markdown]
 # ## 3. Warps: 32 threads in lock-step
@@ -299,12 +304,12 @@ plt.show()
 
 # %%
 if device.is_simulator():
-    print("simulator: no timing (timings here are meaningless); see the model above")
+    print(prose.shown("simulator: no timing (timings here are meaningless); see the model above"))
 else:
     times = warps.time_divergence(n=1 << 24, k=64, repeats=10)
     for label, ms in times.items():
-        print(f"{label:15s} {ms:8.3f} ms")
-    plt.bar(list(times), list(times.values()))
+        print(prose.shown("{{label:15s}} {{ms:8.3f}} ms", label=cudacourse.i18n.shown(label), ms=ms))
+    plt.bar([cudacourse.i18n.shown(k) for k in times], list(times.values()))
     plt.ylabel(viz.T("ms per launch (median)"))
     plt.xlabel(viz.T("kernel"))
     plt.title(viz.T("divergence measured on {gpu}", gpu=device.current().gpu.name))
@@ -353,9 +358,10 @@ else:
 copy_kernel = occupancy._copy_scale_kernel()
 xs = cuda.to_device(np.ones(1024, np.float32))
 res = occupancy.kernel_resources(copy_kernel, xs, xs, np.float32(2.0))
-print(f"registers per thread: {res.registers_per_thread}, static shared memory per block: "
-      f"{res.shared_per_block} B, local memory per thread: {res.local_per_thread} B")
-print("source:", res.source)
+print(prose.shown("registers per thread: {{regs}}, static shared memory per block: {{shared}} B, "
+                  "local memory per thread: {{local}} B", regs=res.registers_per_thread,
+                  shared=res.shared_per_block, local=res.local_per_thread))
+print(prose.shown("source: {{source}}", source=cudacourse.i18n.shown(res.source)))
 
 # %%
 quiz.ask("02_threads_blocks_warps.occupancy_regs")
@@ -404,12 +410,13 @@ for tpb in (32, 128, 256, 1024):
 
 # %%
 if device.is_simulator():
-    print("simulator: skipped (needs a GPU to measure bandwidth)")
+    print(prose.shown("simulator: skipped (needs a GPU to measure bandwidth)"))
 else:
     sweep = occupancy.block_size_sweep(n=1 << 26, repeats=10)
     for row in sweep:
-        print(f"{row['threads_per_block']:5d} threads/block: {row['gb_per_s']:7.0f} GB/s, "
-              f"occupancy {row['occupancy']:.0%}")
+        print(prose.shown("{{tpb:5d}} threads/block: {{gbs:7.0f}} GB/s, occupancy {{occ:.0%}}",
+                          tpb=row["threads_per_block"], gbs=row["gb_per_s"],
+                          occ=row["occupancy"]))
     viz.plot_block_sweep(sweep, title=viz.T("out = 2 * x on {gpu}",
                                              gpu=device.current().gpu.name))
     plt.show()
@@ -439,11 +446,11 @@ else:
 # %%
 x = np.random.default_rng(0).standard_normal(200).astype(np.float32)
 sums = warps.warp_sums(x)
-print("warp sums:", np.round(sums, 3))
-print("match NumPy:", np.allclose(sums, warps.warp_sums_ref(x), atol=1e-4))
+print(prose.shown("warp sums: {{sums}}", sums=np.round(sums, 3)))
+print(prose.shown("match NumPy: {{ok}}", ok=np.allclose(sums, warps.warp_sums_ref(x), atol=1e-4)))
 ballots = warps.warp_ballots(x)
-print("ballot of x > 0, per warp:", [f"{b:#010x}" for b in ballots])
-print("match NumPy:", (ballots == warps.warp_ballots_ref(x > 0)).all())
+print(prose.shown("ballot of x > 0, per warp: {{ballots}}", ballots=[f"{b:#010x}" for b in ballots]))
+print(prose.shown("match NumPy: {{ok}}", ok=(ballots == warps.warp_ballots_ref(x > 0)).all()))
 
 # %%
 quiz.ask("02_threads_blocks_warps.shuffle_total")

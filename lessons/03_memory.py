@@ -25,6 +25,7 @@ cudacourse.setup()  # first: a real GPU or the CUDA simulator, chosen before num
 import cudacourse.check
 from cudacourse.course import quiz
 from cudacourse.runtime import device
+from cudacourse.course import prose
 from cudacourse.kernels import transfer, launch_cost
 from cudacourse.viz import memory as viz
 import warnings
@@ -68,24 +69,26 @@ x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
 def show(when):
     m = transfer.memory_state()
     if m is not None:  # None in the simulator, which has no device memory of its own
-        print(f"{when:<28} free {m['free'] / 2**30:7.2f} GiB of {m['total'] / 2**30:.1f}; "
-              f"frees queued: {m['queued_frees']:.0f} ({m['queued_bytes'] / 2**20:.0f} MiB)")
+        print(prose.shown("{{when:<28}} free {{free:7.2f}} GiB of {{total:.1f}}; frees queued: "
+                          "{{frees:.0f}} ({{queued:.0f}} MiB)", when=when,
+                          free=m["free"] / 2**30, total=m["total"] / 2**30,
+                          frees=m["queued_frees"], queued=m["queued_bytes"] / 2**20))
 
 
-show("before:")
+show(viz.T("before:"))
 d_x = cuda.to_device(x)                                    # allocate + copy in
 d_out = cuda.device_array(n, dtype=np.float32)              # allocate, uninitialised
-show("after two allocations:")
+show(viz.T("after two allocations:"))
 scale_kernel[(n + 255) // 256, 256](d_x, d_out, np.float32(2.0))   # launch
 out = d_out.copy_to_host()                                  # copy back (waits for the kernel)
-print("correct:", np.allclose(out, 2 * x))
+print(prose.shown("correct: {{ok}}", ok=np.allclose(out, 2 * x)))
 del d_x, d_out                                              # free: queued by Numba
-show("after del:")
+show(viz.T("after del:"))
 transfer.flush_frees()                                      # what Numba does in batches
-show("after the queue is flushed:")
+show(viz.T("after the queue is flushed:"))
 if SIM:
-    print("The simulator has no device memory of its own; on a GPU this cell prints the free "
-          "memory and the queued frees after each step.")
+    print(prose.shown("The simulator has no device memory of its own; on a GPU this cell prints "
+                      "the free memory and the queued frees after each step."))
 
 # %% [markdown]
 # ## 2. Implicit copies
@@ -106,10 +109,10 @@ print(host_out)
 perf = [w for w in caught if "NumbaPerformanceWarning" in type(w.message).__name__]
 if perf:
     for w in perf:
-        print("warning:", w.message)
+        print(prose.shown("warning: {{message}}", message=w.message))
 else:
-    print("No warning here: the simulator has no separate device memory. On a GPU this "
-          "launch warns once per host array.")
+    print(prose.shown("No warning here: the simulator has no separate device memory. On a GPU "
+                      "this launch warns once per host array."))
 
 # %%
 quiz.ask("03_memory.implicit")
@@ -187,8 +190,9 @@ quiz.grade("03_memory.pinned", answer_pinned)
 sizes = device.pick(sim=[2**12, 2**14, 2**16], gpu=[2**k for k in range(12, 30, 2)])
 rows = transfer.bandwidth_sweep(sizes, repeats=device.pick(sim=2, gpu=5))
 for r in rows:
-    print(f"{int(r['bytes']):>11,} bytes   pageable {r['pageable']:7.2f} GB/s   "
-          f"pinned {r['pinned']:7.2f} GB/s")
+    print(prose.shown("{{bytes:>11,}} bytes   pageable {{pageable:7.2f}} GB/s   pinned "
+                      "{{pinned:7.2f}} GB/s", bytes=int(r["bytes"]), pageable=r["pageable"],
+                      pinned=r["pinned"]))
 viz.plot_bandwidth(rows, title=viz.T("host to device (simulator: meaningless)") if SIM else
                    viz.T("host to device, measured now with CUDA events"))
 plt.show()
@@ -327,11 +331,11 @@ for h, d, s in zip(hosts, devs, streams):
     d.copy_to_host(h, stream=s)       # queued on s as well
 for s in streams:
     s.synchronize()                   # wait for s: now h holds the result
-print("stream 0:", hosts[0], "\nstream 1:", hosts[1])
+print(prose.shown("stream 0: {{a}}\nstream 1: {{b}}", a=hosts[0], b=hosts[1]))
 
 view = devs[1][2:5]                   # elements 2, 3, 4 of devs[1]: a view, no copy
 square_kernel[1, 32](view)            # default stream; the kernel sees a 3-element array
-print("after squaring the view again:", devs[1].copy_to_host())
+print(prose.shown("after squaring the view again: {{x}}", x=devs[1].copy_to_host()))
 
 # %%
 quiz.ask("03_memory.sync_print")
@@ -359,10 +363,11 @@ with tracing() as trace:
     h_back = cuda.pinned_array(8, dtype=np.float32)
     d_chunk = cuda.to_device(np.arange(8, dtype=np.float32), stream=one)
     d_chunk.copy_to_host(h_back, stream=one)  # queued: h_back is not filled yet
-    print("still pending before synchronize():", len(trace.pending()))
+    print(prose.shown("still pending before synchronize(): {{n}}", n=len(trace.pending())))
     one.synchronize()
 print(trace.log())
-print("races:", trace.races or "none", "| still pending at the end:", len(trace.pending()))
+print(prose.shown("races: {{races}} | still pending at the end: {{n}}",
+                  races=trace.races or prose.shown("none"), n=len(trace.pending())))
 
 # %% [markdown]
 # ### Exercise 3: a pipeline over streams
@@ -414,13 +419,14 @@ cudacourse.check.check_pipelined_scale(pipelined_scale, hidden=cudacourse.check.
 
 # %%
 if SIM:
-    print("Simulator: there are no timing events and operations run one after another, "
-          "so there is no measured timeline to draw. The model above shows what a GPU does.")
+    print(prose.shown("Simulator: there are no timing events and operations run one after "
+                      "another, so there is no measured timeline to draw. The model above shows "
+                      "what a GPU does."))
 else:
     big = np.random.default_rng(1).standard_normal(2**26).astype(np.float32)
     transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3)  # warm-up: compile, pin
     result, bars = transfer.pipelined_scale(big, 2.0, n_chunks=8, n_streams=3, timeline=True)
-    print("correct:", np.allclose(result, 2 * big))
+    print(prose.shown("correct: {{ok}}", ok=np.allclose(result, 2 * big)))
     viz.plot_timeline(bars, title=viz.T("measured now: {mib:.0f} MiB in {chunks} chunks over "
                                         "{streams} streams", mib=big.nbytes / 2**20, chunks=8,
                                         streams=3))
@@ -471,7 +477,7 @@ print(transfer.mapped_scale(np.arange(6, dtype=np.float32), 10.0))
 # %%
 costs = launch_cost.launch_costs()
 for k, v in costs.items():
-    print(f"{v:10.1f} us  {k}")
+    print(prose.shown("{{us:10.1f}} us  {{what}}", us=v, what=cudacourse.i18n.shown(k)))
 viz.plot_launch_costs(costs, title=viz.T("per launch, measured now (simulator)") if SIM
                       else viz.T("per launch, measured now"))
 plt.show()
@@ -524,7 +530,7 @@ if SIM:
 parts, items = device.pick(sim=(4, 256), gpu=(1000, 4096))
 t = launch_cost.launches_versus_one(parts, items)
 for k, v in t.items():
-    print(f"{k:>20}: {v * 1e3:8.2f} ms")
+    print(prose.shown("{{what}}: {{ms:8.2f}} ms", what=cudacourse.i18n.shown(k), ms=v * 1e3))
 if SIM:
     from cudacourse.course import prose
     many, one = t["many small launches"] * 1e3, t["one big launch"] * 1e3
@@ -555,25 +561,26 @@ if SIM:
 # %%
 ok, why = device.cupy_usable()
 if not ok:
-    print(f"CuPy is not usable here ({why}); on a GPU this cell shares one buffer between "
-          "CuPy, Numba and PyTorch.")
+    print(prose.shown("CuPy is not usable here ({{why}}); on a GPU this cell shares one buffer "
+                      "between CuPy, Numba and PyTorch.", why=why))
 else:
     import cupy as cp
 
     c = cp.arange(8, dtype=cp.float32)
     d = cuda.as_cuda_array(c)                    # a Numba view of CuPy's memory: no copy
     scale_kernel[1, 32](d, d, np.float32(10.0))  # Numba writes...
-    print("CuPy sees:", c)                       # ...CuPy sees it
+    print(prose.shown("CuPy sees: {{c}}", c=c))                     # ...CuPy sees it
     back = cp.asarray(d)                         # a CuPy view of Numba's array: no copy
-    print("same memory:", back.data.ptr == c.data.ptr)
+    print(prose.shown("same memory: {{ok}}", ok=back.data.ptr == c.data.ptr))
     try:
         import torch
     except ImportError:
-        print("PyTorch is not installed: skipping the DLPack example.")
+        print(prose.shown("PyTorch is not installed: skipping the DLPack example."))
     else:
         t = torch.from_dlpack(c)                 # DLPack: a PyTorch tensor, same memory
         t += 1
-        print("PyTorch added 1, CuPy sees:", c, "| same pointer:", t.data_ptr() == c.data.ptr)
+        print(prose.shown("PyTorch added 1, CuPy sees: {{c}} | same pointer: {{ok}}", c=c,
+                          ok=t.data_ptr() == c.data.ptr))
 
 # %% [markdown]
 # ## 9. When offloading pays
@@ -597,8 +604,8 @@ break_even = transfer.break_even_intensity(1e9, machine)
 viz.plot_offload(model, title=viz.T("1 GB of data on the host: CPU against GPU with copies"),
                  break_even=break_even)
 plt.show()
-print("the model's machine:", machine.describe())
-print(f"break-even: {break_even:.1f} FLOP per byte")
+print(prose.shown("the model's machine: {{m}}", m=machine.describe()))
+print(prose.shown("break-even: {{x:.1f}} FLOP per byte", x=break_even))
 
 # %%
 quiz.ask("03_memory.offload")

@@ -26,6 +26,7 @@ from numba import cuda
 import matplotlib.pyplot as plt
 from cudacourse.kernels import attention, softmax
 from cudacourse.runtime import device
+from cudacourse.course import prose
 from cudacourse.viz import attention as viz
 # %% [markdown]
 # ## 1. Scaled dot-product attention
@@ -43,19 +44,19 @@ S, d = 6, 4
 rng = np.random.default_rng(0)
 q, k, v = (rng.standard_normal((1, S, d)).astype(np.float32) for _ in range(3))
 print(attention.attention_ref(q, k, v)[0].round(3))
-print("causal, row 0 attends only to key 0, so it equals v[0]:",
-      np.allclose(attention.attention_ref(q, k, v, causal=True)[0, 0], v[0, 0]))
+print(prose.shown("causal, row 0 attends only to key 0, so it equals v[0]: {{ok}}",
+                  ok=np.allclose(attention.attention_ref(q, k, v, causal=True)[0, 0], v[0, 0])))
 # %% [markdown]
 # The library way on a GPU is three steps: a matmul (cuBLAS) writes the scores, a softmax
 # reads and rewrites them, a second matmul reads them again. `attention.attention_unfused`
 # does exactly that with CuPy; it needs a real GPU.
 # %%
 if device.is_simulator():
-    print("Simulator mode: CuPy needs a real GPU, so attention_unfused is skipped here.")
+    print(prose.shown("Simulator mode: CuPy needs a real GPU, so attention_unfused is skipped here."))
 else:
     got = attention.attention_unfused(q, k, v)
-    print("unfused CuPy, relative error:",
-          attention.relative_error(got, attention.attention_ref(q, k, v)))
+    print(prose.shown("unfused CuPy, relative error: {{err}}",
+                      err=attention.relative_error(got, attention.attention_ref(q, k, v))))
 # %%
 quiz.ask("05_fused_attention.memory_bound")
 # %% [solution] id=answer_memory_bound
@@ -83,8 +84,9 @@ seqs = [512, 1024, 2048, 4096, 8192, 16384, 32768]
 viz.plot_memory_model(seqs, batch_heads=16, head_dim=64)
 plt.show()
 for s in (4096, 16384):
-    print(f"S={s}: unfused {attention.extra_memory_bytes(16, s, 64, 'unfused') / 2**30:.2f} GiB, "
-          f"fused {attention.extra_memory_bytes(16, s, 64, 'fused') / 2**30:.3f} GiB")
+    print(prose.shown("S={{s}}: unfused {{unfused:.2f}} GiB, fused {{fused:.3f}} GiB", s=s,
+                      unfused=attention.extra_memory_bytes(16, s, 64, "unfused") / 2**30,
+                      fused=attention.extra_memory_bytes(16, s, 64, "fused") / 2**30))
 # %%
 quiz.ask("05_fused_attention.scores_memory")
 # %% [solution] id=answer_scores_memory
@@ -126,8 +128,8 @@ quiz.grade("05_fused_attention.flops_per_score", answer_flops_per_score)
 # %%
 x = rng.standard_normal((4, 300)).astype(np.float32) * 20
 p = softmax.fused_softmax(x, scale=0.5)
-print("max error vs NumPy:", np.abs(p - softmax.softmax_ref(x, 0.5)).max(),
-      "| rows sum to", p.sum(axis=1).round(6))
+print(prose.shown("max error vs NumPy: {{err}} | rows sum to {{sums}}",
+                  err=np.abs(p - softmax.softmax_ref(x, 0.5)).max(), sums=p.sum(axis=1).round(6)))
 # %% [markdown]
 # Count the passes of the CuPy composition
 # `s = x * c; s -= s.max(-1, keepdims=True); cp.exp(s, out=s); s /= s.sum(-1, keepdims=True)`:
@@ -160,10 +162,11 @@ plt.show()
 big = rng.standard_normal((3, 50)) * 1e4
 for chunk in (1, 7, 50):
     err = np.abs(softmax.online_softmax_ref(big, chunk=chunk) - softmax.softmax_ref(big)).max()
-    print(f"chunk {chunk:2d}: max difference from the two-pass softmax {err:.1e}")
+    print(prose.shown("chunk {{chunk:2d}}: max difference from the two-pass softmax {{err:.1e}}",
+                      chunk=chunk, err=err))
 with np.errstate(over="ignore", invalid="ignore"):
     e = np.exp(big)
-    print("without subtracting the max:", (e / e.sum(axis=1, keepdims=True))[0, :4])
+    print(prose.shown("without subtracting the max: {{p}}", p=(e / e.sum(axis=1, keepdims=True))[0, :4]))
 # %% [markdown]
 # ### Exercise 1: the online update
 #
@@ -332,15 +335,17 @@ for causal in (False, True):
     want = attention.attention_ref(q, k, v, causal=causal)
     for variant in ("fast", "tiled"):
         got = attention.flash_attention(q, k, v, causal=causal, variant=variant)
-        print(f"causal={causal!s:5} {variant:5}: relative error "
-              f"{attention.relative_error(got, want):.1e}")
+        print(prose.shown("causal={{causal:5}} {{variant:5}}: relative error {{err:.1e}}",
+                          causal=str(causal), variant=variant,
+                          err=attention.relative_error(got, want)))
 # %% [markdown]
 # Scores of large magnitude (inputs a hundred times larger) are no problem: every exponent
 # is <= 0.
 # %%
 got = attention.flash_attention(q * 100, k * 100, v, causal=True)
-print("all finite:", np.isfinite(got).all(), "| relative error:",
-      attention.relative_error(got, attention.attention_ref(q * 100, k * 100, v, causal=True)))
+print(prose.shown("all finite: {{ok}} | relative error: {{err}}", ok=np.isfinite(got).all(),
+                  err=attention.relative_error(got, attention.attention_ref(q * 100, k * 100, v,
+                                                                            causal=True))))
 # %%
 quiz.ask("05_fused_attention.causal_skip")
 # %% [solution] id=answer_causal_skip
@@ -372,27 +377,29 @@ def median_ms(fn, reps=5):
     return float(np.median(times))
 
 if device.is_simulator():
-    print("Simulator mode: no timings (they would measure Python, not a GPU).")
+    print(prose.shown("Simulator mode: no timings (they would measure Python, not a GPU)."))
 else:
     import cupy as cp
     seqs = [512, 1024, 2048, 4096, 8192]
-    times = {"fused (Numba)": [], "unfused (CuPy)": []}
+    fused, unfused = viz.T("fused (Numba)"), viz.T("unfused (CuPy)")  # the legend's words
+    times = {fused: [], unfused: []}
     for s in seqs:
         cq, ck, cv = (cp.random.standard_normal((16, s, 64), dtype=cp.float32) for _ in range(3))
-        times["fused (Numba)"].append(median_ms(lambda: attention.flash_attention(cq, ck, cv)))
-        times["unfused (CuPy)"].append(median_ms(lambda: attention.attention_unfused(cq, ck, cv)))
+        times[fused].append(median_ms(lambda: attention.flash_attention(cq, ck, cv)))
+        times[unfused].append(median_ms(lambda: attention.attention_unfused(cq, ck, cv)))
     viz.plot_timings(seqs, times, title=viz.T("16 heads, head_dim 64, float32 (this GPU, now)"))
     plt.show()
-    for s, f, u in zip(seqs, times["fused (Numba)"], times["unfused (CuPy)"]):
+    for s, f, u in zip(seqs, times[fused], times[unfused]):
         tf = attention.attention_flops(16, s, 64) / f / 1e9
-        print(f"S={s:5d}: fused {f:7.3f} ms ({tf:5.1f} TFLOP/s), unfused {u:7.3f} ms, "
-              f"speed-up {u / f:4.2f}x")
+        print(prose.shown("S={{s:5d}}: fused {{f:7.3f}} ms ({{tf:5.1f}} TFLOP/s), unfused "
+                          "{{u:7.3f}} ms, speed-up {{x:4.2f}}x", s=s, f=f, tf=tf, u=u, x=u / f))
     s = 8192
     cq = cp.random.standard_normal((16, s, 64), dtype=cp.float32)
     for name, fn in (("fused", attention.flash_attention), ("unfused", attention.attention_unfused)):
         extra, res = attention.measure_extra_memory(lambda: fn(cq, cq, cq))
         del res
-        print(f"S={s}: {name} attention allocated {extra / 2**30:.3f} GiB")
+        print(prose.shown("S={{s}}: {{name}} attention allocated {{gib:.3f}} GiB", s=s, name=name,
+                          gib=extra / 2**30))
 # %% [markdown]
 # ## 8. What the fused kernel beats, and what it does not
 #
@@ -414,31 +421,33 @@ SHAPES = [("", "16 x 4096 x 64"), ("_causal", "  causal"), ("_d128", "16 x 4096 
 report = bench.committed_report()
 if bench.figure(report, "attention_fused_vs_sdpa_f32", "ratio") is None:
     # one source for every figure: none rather than another file's
-    print("No committed PyTorch comparison in this course (docs/benchmarks.json): "
-          "`cudacourse bench` on a GPU makes it.")
+    print(prose.shown("No committed PyTorch comparison in this course (docs/benchmarks.json): "
+                      "`cudacourse bench` on a GPU makes it."))
     report = None
 else:
     env = report["environment"]
-    print(f"{report['path']}: {env.get('gpu')}, {report['date'][:10]}, torch "
-          f"{env.get('libraries', {}).get('torch')}")
+    print(prose.shown("{{path}}: {{gpu}}, {{date}}, torch {{torch}}", path=report["path"],
+                      gpu=env.get("gpu"), date=report["date"][:10],
+                      torch=env.get("libraries", {}).get("torch")))
     rates = {sfx: tuple(bench.figure(report, f"attention_{m}{sfx}") for m in
                         ("fused", "torch_eager", "sdpa_f32", "sdpa_bf16")) for sfx, _ in SHAPES}
-    print(f"{'heads x S x d':18} {'fused':>6} {'eager':>6} {'SDPA32':>6} {'SDPA16':>7}"
+    print(f"{prose.shown('heads x S x d'):18} {'fused':>6} {'eager':>6} {'SDPA32':>6} {'SDPA16':>7}"
           f" {'fused/eager':>11} {'fused/SDPA32':>12}")
     for sfx, name in SHAPES:
         f, e, s32, s16 = rates[sfx]
         if None in (f, e, s32, s16):
-            print(f"{name:18} (not measured)")
+            print(prose.shown("{{name:18}} (not measured)", name=name))
             continue
         print(f"{name:18} {f:6.1f} {e:6.1f} {s32:6.1f} {s16:7.1f} {f / e:11.2f} "
               f"{f / s32:12.2f}")
 if report is not None:
-    print("\nthe steps at 16 x 4096 x 64:", ", ".join(
-        f"{n} {bench.figure(report, k):.2f} TFLOP/s ({bench.figure(report, k, 'median_ms'):.1f} ms)"
+    print("\n" + prose.shown("the steps at 16 x 4096 x 64: {{steps}}", steps=", ".join(
+        prose.shown("{{step}} {{tf:.2f}} TFLOP/s ({{ms:.1f}} ms)", step=n,
+                    tf=bench.figure(report, k), ms=bench.figure(report, k, "median_ms"))
         for n, k in (
-            ("one thread per row", "attention_rows"), ("tiled", "attention_tiled"),
-            ("fast", "attention_fused"), ("CuPy unfused", "attention_unfused"))
-        if bench.figure(report, k) is not None))
+            (prose.shown("one thread per row"), "attention_rows"), ("tiled", "attention_tiled"),
+            ("fast", "attention_fused"), (prose.shown("CuPy unfused"), "attention_unfused"))
+        if bench.figure(report, k) is not None)))
 # %% [markdown]
 # On the {{bench.gpu}} run of {{bench.date}} (16 x 4096 x 64), the steps of section 6 went
 # from {{bench.attention_rows.tflop_s:.2f}} TFLOP/s (one thread per row,
@@ -487,15 +496,21 @@ bh, S, d, cap, window = 1, device.pick(sim=40, gpu=1000), 64, 5.0, device.pick(s
 q, k, v = (rng.standard_normal((bh, S, d)).astype(np.float32) * 2 for _ in range(3))
 got = attention.flash_attention(q, k, v, causal=True, softcap=cap, window=window)
 want = attention.attention_ref(q, k, v, causal=True, softcap=cap, window=window)
-print(f"soft-cap {cap}, window {window}: relative error {attention.relative_error(got, want):.1e}")
+print(prose.shown("soft-cap {{cap}}, window {{window}}: relative error {{err:.1e}}", cap=cap,
+                  window=window, err=attention.relative_error(got, want)))
 if report is not None and bench.figure(report, "attention_softcap_fused", "median_ms"):
     ms = {n: bench.figure(report, f"attention_softcap_{n}", "median_ms")
           for n in ("torch_eager", "flex", "fused")}
     gib = bench.figure(report, "attention_softcap_torch_eager_extra_gib", "ratio")
-    print(f"{report['environment'].get('gpu')}, {report['date'][:10]}, 16 x 4096 x 64, cap 50, "
-          f"window 1024: eager {ms['torch_eager']:.2f} ms"
-          + (f" ({gib:.1f} GiB extra)" if gib else "") +
-          f", FlexAttention {ms['flex']:.2f} ms, fused {ms['fused']:.2f} ms")
+    # the run's own sizes (heads, S, d, cap, window), not retyped
+    sh, ss, sd, scap, swin = bench.core.SIZES[report["size"]]["attention_softcap"]
+    print(prose.shown("{{gpu}}, {{date}}, {{h}} x {{s}} x {{d}}, cap {{cap:g}}, window {{win}}: "
+                      "eager {{eager:.2f}} ms{{extra}}, FlexAttention {{flex:.2f}} ms, fused "
+                      "{{fused:.2f}} ms", h=sh, s=ss, d=sd, cap=scap, win=swin,
+                      gpu=report["environment"].get("gpu"),
+                      date=report["date"][:10], eager=ms["torch_eager"], flex=ms["flex"],
+                      fused=ms["fused"],
+                      extra=prose.shown(" ({{gib:.1f}} GiB extra)", gib=gib) if gib else ""))
 # %% [markdown]
 # On that run the fused kernel was {{bench.ratio.attention_softcap_fused_vs_torch_eager:.1f}}x
 # faster than eager PyTorch and {{bench.ratio.attention_softcap_fused_vs_flex:.2f}}x faster than
@@ -532,7 +547,8 @@ if report is not None and bench.figure(report, "attention_triton_bf16") is not N
     for sfx, name in SHAPES[:4]:
         t, s16 = (bench.figure(report, f"attention_{m}{sfx}") for m in ("triton_bf16", "sdpa_bf16"))
         if t and s16:
-            print(f"{name:18} Triton bf16 {t:6.1f} TFLOP/s, SDPA bf16 {s16:6.1f}: {t / s16:.2f}")
+            print(prose.shown("{{name:18}} Triton bf16 {{t:6.1f}} TFLOP/s, SDPA bf16 {{s16:6.1f}}: "
+                              "{{x:.2f}}", name=name, t=t, s16=s16, x=t / s16))
 from cudacourse.bench import triton_flash  # imports Triton only when called
 
 ok, why = triton_flash.available() if not device.is_simulator() else (False, "simulator mode")
@@ -542,10 +558,10 @@ if ok:
     o = triton_flash.triton_attention(tq, tk, tv, causal=True)
     ref = torch.nn.functional.scaled_dot_product_attention(tq.float(), tk.float(), tv.float(),
                                                            is_causal=True)
-    print("Triton bf16 on this GPU, relative error against float32 SDPA:",
-          f"{float((o.float() - ref).abs().max() / ref.abs().max()):.1e}")
+    print(prose.shown("Triton bf16 on this GPU, relative error against float32 SDPA: {{err:.1e}}",
+                      err=float((o.float() - ref).abs().max() / ref.abs().max())))
 else:
-    print("Triton kernel not run here:", why)
+    print(prose.shown("Triton kernel not run here: {{why}}", why=why))
 # %% [markdown]
 # One run, one GPU: Triton's page of Python reached
 # {{bench.ratio.attention_triton_bf16_vs_sdpa_bf16:.2f}} of cuDNN's bf16 kernel without causal

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as _np
-from ..i18n import T
+from ..i18n import T, shown
 
 _nan = _np.nan
 _ndarray = _np.ndarray
@@ -326,7 +326,8 @@ class Trace:
         """The operations, one per line, as a learner would want to read them."""
         lines = []
         for op in self.ops:
-            lines.append(f"#{op.index + 1:<3} {self.stream_names[op.stream]:<20} {op.what}")
+            lines.append(f"#{op.index + 1:<3} {shown(self.stream_names[op.stream]):<20} "
+                         f"{shown(op.what)}")  # Text: in the course's language
         return "\n".join(lines) or T("(no GPU operations)")
 
 

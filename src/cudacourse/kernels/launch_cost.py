@@ -26,6 +26,7 @@ from numba import cuda
 from ..runtime.device import cupy_usable, is_simulator, pick
 from ..runtime.launch import FastLaunch, blocks_for
 from ..runtime.timing import host_per_call
+from ..i18n import N_
 
 
 @cuda.jit
@@ -54,10 +55,10 @@ def launch_costs(repeats: int | None = None, n: int = 1024) -> dict[str, float]:
     d = cuda.to_device(host)
     prepared = FastLaunch()
     out = {
-        "Numba device array": _per_launch(lambda: _touch[1, 32](d), repeats),
-        "NumPy array (copied in and out on every launch)":
+        N_("Numba device array"): _per_launch(lambda: _touch[1, 32](d), repeats),
+        N_("NumPy array (copied in and out on every launch)"):
             _per_launch(lambda: _touch[1, 32](host), max(1, repeats // 10)),
-        "Numba device array, launch prepared once (cudacourse.runtime.launch.FastLaunch)":
+        N_("Numba device array, launch prepared once (cudacourse.runtime.launch.FastLaunch)"):
             _per_launch(lambda: prepared("touch", _touch, 1, 32, (d,)), repeats),
     }
     out.update(_course_launcher_costs(repeats))
@@ -66,10 +67,10 @@ def launch_costs(repeats: int | None = None, n: int = 1024) -> dict[str, float]:
         import cupy as cp
 
         c = cp.zeros(n, dtype=cp.float32)
-        out["CuPy array (read through __cuda_array_interface__)"] = _per_launch(
+        out[N_("CuPy array (read through __cuda_array_interface__)")] = _per_launch(
             lambda: _touch[1, 32](c), repeats)
         view = cuda.as_cuda_array(c)  # converted once: a Numba view of CuPy's memory
-        out["CuPy array converted once with cuda.as_cuda_array"] = _per_launch(
+        out[N_("CuPy array converted once with cuda.as_cuda_array")] = _per_launch(
             lambda: _touch[1, 32](view), repeats)
         out.update(_course_launcher_costs(repeats, cp))
     return {k: v * 1e6 for k, v in out.items()}
@@ -83,11 +84,11 @@ def _course_launcher_costs(repeats: int, cp: Any = None) -> dict[str, float]:
     variant, threads = ("simple", 32) if is_simulator() else ("best", None)
     if cp is None:
         a, b, o = (cuda.to_device(np.ones(1, np.float32)) for _ in range(3))
-        kind = "Numba arrays"
+        key = N_("course launcher vector_add(a, b, out), Numba arrays")
     else:
         a, b, o = (cp.ones(1, dtype=cp.float32) for _ in range(3))
-        kind = "CuPy arrays"
-    return {f"course launcher vector_add(a, b, out), {kind}": _per_launch(
+        key = N_("course launcher vector_add(a, b, out), CuPy arrays")
+    return {key: _per_launch(
         lambda: vector_add(a, b, o, variant=variant, threads=threads), repeats)}
 
 
@@ -113,7 +114,7 @@ def launches_versus_one(n_small: int, items: int) -> dict[str, float]:
 
     want = 2 * x.copy_to_host()
     times = {}
-    for name, fn in (("many small launches", many), ("one big launch", one)):
+    for name, fn in ((N_("many small launches"), many), (N_("one big launch"), one)):
         out.copy_to_device(np.full(n_small * items, np.nan, np.float32))
         times[name] = _per_launch(fn, 1)
         if not np.array_equal(out.copy_to_host(), want):

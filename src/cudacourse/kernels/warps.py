@@ -22,6 +22,7 @@ from ..runtime.arrays import check_array, is_device_array, return_like_input, to
 from ..runtime.device import require_gpu
 from ..runtime.launch import WARP_SIZE, blocks_for, check_block, check_threads
 from ..runtime.timing import event_median
+from ..i18n import N_
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -62,7 +63,7 @@ def passes_ref(taken: np.ndarray) -> np.ndarray:
 def branch_patterns(n: int) -> dict[str, np.ndarray]:
     """Which threads take the ``if`` side in ``time_divergence``'s kernels."""
     i = np.arange(n)
-    return {"lanes disagree": i % 2 == 0, "warps agree": (i // WARP_SIZE) % 2 == 0}
+    return {N_("lanes disagree"): i % 2 == 0, N_("warps agree"): (i // WARP_SIZE) % 2 == 0}
 
 
 def branchy_ref(x: np.ndarray, k: int, by_warp: bool) -> np.ndarray:
@@ -112,7 +113,8 @@ def _branch_free(x, out, k):
         out[i] = v
 
 
-DIVERGENCE_VARIANTS = ("lanes disagree", "warps agree", "branch-free")
+# Names of the variants, also their labels in the lesson's charts (translated where shown).
+DIVERGENCE_VARIANTS = (N_("lanes disagree"), N_("warps agree"), N_("branch-free"))
 
 
 def run_branchy(x: Any, k: int, variant: str, threads: int = 256) -> Any:

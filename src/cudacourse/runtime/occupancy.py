@@ -24,8 +24,14 @@ from typing import Any
 import numpy as np
 
 from .device import is_simulator, require_gpu
+from .i18n import N_, _
 from .launch import blocks_for
 from .timing import event_median
+
+
+# The resource that caps the blocks per SM, as a learner reads it (describe translates it).
+LIMITERS = {"warps": N_("warps"), "blocks": N_("blocks"), "registers": N_("registers"),
+            "shared memory": N_("shared memory")}
 
 
 @dataclass(frozen=True)
@@ -58,14 +64,15 @@ class Occupancy:
     blocks_per_sm: int
     warps_per_sm: int
     occupancy: float  # resident warps / max warps
-    limiter: str  # "warps", "blocks", "registers" or "shared memory"
+    limiter: str  # "warps", "blocks", "registers" or "shared memory" (LIMITERS)
     limits: dict[str, int] = field(default_factory=dict)  # blocks allowed by each resource
 
     def describe(self) -> str:
-        return (f"{self.threads_per_block} threads/block, {self.registers_per_thread} regs/thread, "
-                f"{self.shared_per_block} B shared/block: {self.blocks_per_sm} blocks = "
-                f"{self.warps_per_sm} warps per SM, occupancy {self.occupancy:.0%} "
-                f"(limited by {self.limiter})")
+        return _("{tpb} threads/block, {regs} regs/thread, {shared} B shared/block: {blocks} "
+                 "blocks = {warps} warps per SM, occupancy {occ:.0%} (limited by {limiter})").format(
+            tpb=self.threads_per_block, regs=self.registers_per_thread,
+            shared=self.shared_per_block, blocks=self.blocks_per_sm, warps=self.warps_per_sm,
+            occ=self.occupancy, limiter=_(LIMITERS.get(self.limiter, self.limiter)))
 
 
 def _round_up(x: int, unit: int) -> int:
@@ -136,8 +143,8 @@ class KernelResources:
 EXAMPLE_RESOURCES = KernelResources(
     registers_per_thread=32, shared_per_block=0, local_per_thread=0,
     max_threads_per_block=1024,
-    source="example numbers, not measured (the simulator compiles no kernel, so there is "
-           "nothing to read; on a GPU the compiled kernel's own numbers appear here)")
+    source=N_("example numbers, not measured (the simulator compiles no kernel, so there is "
+              "nothing to read; on a GPU the compiled kernel's own numbers appear here)"))
 
 
 def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
@@ -156,7 +163,7 @@ def kernel_resources(kernel: Any, *args: Any) -> KernelResources:
         shared_per_block=int(spec.get_shared_mem_per_block()),
         local_per_thread=int(spec.get_local_mem_per_thread()),
         max_threads_per_block=int(spec.get_max_threads_per_block()),
-        source="compiled kernel (read from the GPU driver)")
+        source=N_("compiled kernel (read from the GPU driver)"))
 
 
 def _sm90_resources(kernel: Any, args: tuple) -> KernelResources:
@@ -178,8 +185,8 @@ def _sm90_resources(kernel: Any, args: tuple) -> KernelResources:
         registers_per_thread=res.registers, shared_per_block=res.shared,
         local_per_thread=res.local,
         max_threads_per_block=min(lim.max_threads_per_block, warps * lim.warp_size),
-        source="compiled for sm_90 by NVVM and ptxas (no GPU here: the simulator runs the "
-               "kernel, the pip-installed compiler reports its resources)")
+        source=N_("compiled for sm_90 by NVVM and ptxas (no GPU here: the simulator runs the "
+                  "kernel, the pip-installed compiler reports its resources)"))
 
 
 def driver_blocks_per_sm(kernel: Any, args: tuple, threads_per_block: int,

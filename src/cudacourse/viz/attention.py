@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..kernels.attention import extra_memory_bytes
+from .. import i18n
 from .words import T
 
 GIB = 2**30
@@ -47,7 +48,7 @@ def plot_timings(seqs: Sequence[int], times_ms: dict[str, Sequence[float]],
     """Median milliseconds per call against sequence length, one line per method."""
     ax = _axes(ax)
     for label, ms in times_ms.items():
-        ax.loglog(seqs, ms, "o-", label=label)
+        ax.loglog(seqs, ms, "o-", label=i18n.shown(label))  # a word label: translated
     ax.set_xscale("log", base=2)
     ax.set_xlabel(T("sequence length S"))
     ax.set_ylabel(T("time per call (ms)"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+from .. import i18n
 from .words import T
 
 _COLOURS = {"H2D": "#4c72b0", "kernel": "#55a868", "D2H": "#c44e52"}
@@ -108,7 +109,7 @@ def plot_launch_costs(costs: dict[str, float], title: str = "", ax: Any = None) 
                       costs=costs[k]), (costs[k], y), xytext=(3, 0), textcoords="offset points",
                     va="center", fontsize=7)
     ax.set_xlim(0, max([*costs.values(), 0.0]) * 1.18 or 1.0)
-    ax.set_yticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(labels)), [i18n.shown(k) for k in labels])  # words: translated
     ax.invert_yaxis()
     ax.set_xlabel(T("microseconds per launch"))
     ax.set_ylabel(T("how the kernel is launched"))

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..kernels.indexing import ThreadMap
 from ..kernels.warps import WARP_SIZE, warp_layout_ref
+from .. import i18n
 from .words import T
 
 
@@ -85,7 +86,7 @@ def plot_coverage(counts: dict[str, np.ndarray], ax: Any = None, title: str = ""
     # legend sits above the axes, never on the data.
     styles = ("-", "--", ":", "-.")
     for k, (label, c) in enumerate(counts.items()):
-        ax.step(np.arange(c.size), c + 0.08 * k, where="mid", label=label,
+        ax.step(np.arange(c.size), c + 0.08 * k, where="mid", label=i18n.shown(label),
                 linestyle=styles[k % len(styles)], linewidth=1.6)
     ax.set_xlabel(T("element index"))
     ax.set_ylabel(T("threads that handled it"))
@@ -101,7 +102,8 @@ def plot_passes(passes: dict[str, np.ndarray], ax: Any = None, title: str = "") 
     ax = _axes(ax, (6, 2.8))
     labels = list(passes)
     means = [float(np.mean(p)) for p in passes.values()]
-    ax.bar(labels, means, color=["#c0504d", "#4f81bd", "#9bbb59"][:len(labels)])
+    ax.bar([i18n.shown(k) for k in labels], means,  # the patterns' names, translated
+           color=["#c0504d", "#4f81bd", "#9bbb59"][:len(labels)])
     ax.set_ylabel(T("paths run per warp (mean)"))
     ax.set_xlabel(T("branch pattern"))
     ax.set_title(title or T("branch paths per warp (model)"))
