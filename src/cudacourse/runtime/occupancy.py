@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .device import is_simulator, require_gpu
-from .i18n import N_, _
+from ..i18n import N_, _
 from .launch import blocks_for
 from .timing import event_median
 
