@@ -113,7 +113,10 @@ class Limits:
     memory_mb: int | None = 4096  # address space (data segment when a GPU is bound in) and
     # the sandbox's tmpfs mounts together: the process gets memory_mb - tmpfs_mb
     tmpfs_mb: int | None = None  # default: a quarter of memory_mb, at most 256
-    nproc: int | None = 256  # processes and threads of the sandbox's uid
+    # processes and threads of the sandbox's uid: Numba's simulator runs every GPU thread of a
+    # block as an OS thread (up to 1,024 per block), beside the interpreter's own; a fork or
+    # thread bomb still stops here, and the watchdog bounds the memory of all of them
+    nproc: int | None = 2048
     fsize_mb: int | None = 256  # largest file the command may write
     cpu_s: int | None = None  # default: 2 x the wall-clock timeout
     nofile: int | None = 1024
