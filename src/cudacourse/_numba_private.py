@@ -13,6 +13,7 @@ The course's checkers (``cudacourse.check``) have their own seams in ``check/_tr
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Callable
 
@@ -46,6 +47,23 @@ def simulating() -> bool:
     from numba.cuda.core import config
 
     return bool(config.ENABLE_CUDASIM)
+
+
+def simulator_patch(install: Callable[[], None]) -> Callable[[], None]:
+    """``install`` (a patch of Numba's simulator) made idempotent and a no-op on a GPU: the
+    one guard of simwarp's and simblock's ``install()``. ``installed()`` on the result says
+    whether it ran."""
+    done: list[bool] = []
+
+    @functools.wraps(install)
+    def once() -> None:
+        if done or not simulating():
+            return
+        install()
+        done.append(True)
+
+    once.installed = lambda: bool(done)  # type: ignore[attr-defined]
+    return once
 
 
 def reload_numba_config() -> None:
@@ -401,7 +419,8 @@ def seams() -> dict[str, Callable[[], Any]]:
     return found
 
 
-__all__ = ["NUMBA_CUDA_VERSION", "NumbaInternalsChanged", "simulating", "reload_numba_config",
+__all__ = ["NUMBA_CUDA_VERSION", "NumbaInternalsChanged", "simulating", "simulator_patch",
+           "reload_numba_config",
            "loaded_cuda_mode", "cuda_mode",
            "NUMBA_ARRAY_TYPES", "is_numba_array", "queued_frees", "flush_queued_frees",
            "compiled_overload", "max_cooperative_grid_blocks", "prepared_launch", "seams"]

@@ -28,19 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from .._numba_private import simulator_patch
+
 _SAFETY_S = 0.05
-_installed = False
 
 
+@simulator_patch
 def install() -> None:
     """Patch the simulator's block scheduler (idempotent; the simulator only)."""
-    global _installed
-    if _installed:
-        return
-    from .._numba_private import simulating
-
-    if not simulating():
-        return
     from numba.cuda.simulator import kernel as sim_kernel
 
     thread_run = sim_kernel.BlockThread.run
@@ -101,7 +96,6 @@ def install() -> None:
     sim_kernel.BlockThread.syncthreads = syncthreads
     sim_kernel.BlockThread.run = block_thread_run
     sim_kernel.BlockManager.run = block_manager_run
-    _installed = True
 
 
 def _abort(threads: list) -> None:

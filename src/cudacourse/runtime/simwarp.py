@@ -42,11 +42,12 @@ from typing import Any
 
 import numpy as np
 
+from .._numba_private import simulator_patch
+
 FULL_MASK = 0xFFFFFFFF
 WARP_SIZE = 32
 _POLL_S = 0.05  # how often a waiting lane looks for an abort or a deadlock
 
-_installed = False
 
 
 class WarpError(RuntimeError):
@@ -376,15 +377,9 @@ NAMES = tuple(_OPS)
 
 # --- installing into the simulator -----------------------------------------------------------
 
+@simulator_patch
 def install() -> None:
     """Add the warp intrinsics to the simulator (idempotent; does nothing on a GPU)."""
-    global _installed
-    if _installed:
-        return
-    from .._numba_private import simulating
-
-    if not simulating():
-        return
     import numba.cuda as cuda_module
     from numba.cuda.simulator import kernel as sim_kernel
     from numba.cuda.simulator import kernelapi
@@ -415,7 +410,6 @@ def install() -> None:
         if not hasattr(cuda_module, name):
             setattr(cuda_module, name, fn)
     cuda_module.pinned = _pinned_many(cuda_module.pinned)
-    _installed = True
 
 
 def _pinned_many(one: Any) -> Any:
@@ -435,4 +429,4 @@ def _pinned_many(one: Any) -> Any:
 
 
 def installed() -> bool:
-    return _installed
+    return install.installed()
