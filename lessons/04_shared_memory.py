@@ -113,7 +113,7 @@ def reverse_blocks_no_barrier(x, out):
 # %%
 x = np.arange(2 * TPB, dtype=np.float32)
 want = x.reshape(2, TPB)[:, ::-1].ravel()
-with cudacourse.check.tiling.poisoned_shared():
+with cudacourse.check.kit.poisoned_shared():
     for kernel in (reverse_blocks, reverse_blocks_no_barrier):
         out = cuda.device_array_like(x)
         kernel[2, TPB](cuda.to_device(x), out)

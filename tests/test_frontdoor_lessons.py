@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import cudacourse
-from cudacourse.course import authoring
+from cudacourse.course import authoring, prose
 from cudacourse import bench
 from cudacourse.kernels import cpu_vs_gpu
 from cudacourse.runtime import device
@@ -36,6 +36,7 @@ def _run(source: str, report, monkeypatch) -> str:
 
     monkeypatch.setattr(bench, "committed_report", lambda *a, **k: report)
     ns = {"bench": bench, "cudacourse": cudacourse, "device": device, "np": np, "plt": plt,
+          "prose": prose,  # the setup cell's: the cells print through prose.shown
           "cpu_vs_gpu": cpu_vs_gpu, "rng": np.random.default_rng(0)}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -253,7 +253,7 @@ def test_a_japanese_notebook_gets_its_summary_in_japanese():
                         "max_percent": 100.0, "grace_minutes": 0.0}}
     fv.annotate(nb, v, late=late)
     text = nb.cells[0].source
-    assert text.startswith("## 概要: ") and "点（遅延ペナルティ前は" in text
+    assert text.startswith("## 概要: ") and "点 (遅延ペナルティ前は" in text
     assert "**遅延提出。** 提出 2026-12-01 11:01:40 UTC" in text and "1 時間 1 分 の遅延" in text
     assert "**原因:** out が違う **修正:** a と b を足す" in text
     assert "- **不正解** (0 / 3)" in text and "**正解**" in text

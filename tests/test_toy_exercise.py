@@ -243,6 +243,11 @@ def test_a_toy_exercise_goes_from_lesson_source_to_scores(tmp_path, monkeypatch)
     shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
     # the question's key is instructor-side (lessons/quizkeys/, written into the master)
     shutil.copytree(ROOT / "lessons" / "quizkeys", course / "lessons" / "quizkeys")
+    # the keys' explanations render the measured figures (docs/benchmarks.json, gpu_run.json),
+    # which an author's checkout holds beside lessons/
+    (course / "docs").mkdir()
+    for name in ("benchmarks.json", "gpu_run.json"):
+        shutil.copy(ROOT / "docs" / name, course / "docs" / name)
     with open(course / "nbgrader_config.py", "a") as fh:
         fh.write(f"\nc.QuizMode.graded = [{TOY!r}]\n")
 
