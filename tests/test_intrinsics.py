@@ -73,7 +73,8 @@ import sys
 sys.path.insert(0, "tools")
 import offline_sm90  # noqa: F401  GPU mode and the sm_90 toolkit, without a GPU
 from numba import cuda, float32
-from cudacourse import intrinsics, vector
+from cudacourse.runtime import intrinsics
+from cudacourse.kernels import vector
 sig = (float32[::1], float32[::1], float32[::1])
 for hint, load, store in (("", "ld.global.v4.f32", "st.global.v4.f32"),
                           ("cs", "ld.global.cs.v4.f32", "st.global.cs.v4.f32"),

@@ -123,7 +123,7 @@ def _translate(path: Path) -> None:
 
 REGISTRY = """
 import json
-from cudacourse import lessons, authoring
+from cudacourse.course import lessons, authoring
 from cudacourse.grader import partial
 import cudacourse.check as C
 L = lessons.BY_STEM["{stem}"]

@@ -8,6 +8,7 @@ other), and (nightly, ``CUDACOURSE_NIGHTLY=1``) a tree whose architecture, docs,
 new-lesson tests pass. The checkout itself is not moved
 (the lead runs the codemod after merging every branch).
 """
+# relayout: this file names the old layout on purpose (its strings are the codemod's inputs)
 
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def test_relative_imports_are_rewritten_from_where_they_were_written():
 
 
 def test_absolute_imports_names_and_paths_are_rewritten():
-    src = ('from cudacourse import quiz, vector, check\nimport cudacourse.runtime.device as d\n'
-           'x = "cudacourse.runtime.launch.blocks_for"  # see src/cudacourse/runtime/timing.py\n'
+    src = ('from cudacourse import quiz, vector, check\nimport cudacourse.device as d\n'
+           'x = "cudacourse.launch.blocks_for"  # see src/cudacourse/timing.py\n'
            'y = "cudacourse.check.vector"  # src/cudacourse/check/vector.py stays\n')
     out = relayout.rewrite_text(relayout.rewrite_imports(src))
     assert out.splitlines()[:4] == [
@@ -104,7 +105,7 @@ for pkg in ("kernels", "runtime", "course", "grader", "viz", "bench", "check"):
         if m.name != "instructor_server_config":
             importlib.import_module(f"cudacourse.{pkg}.{m.name}")
 try:
-    cudacourse.course.lessons
+    cudacourse.lessons
 except AttributeError:
     print("ok")
 """

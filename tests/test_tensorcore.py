@@ -423,7 +423,7 @@ import offline_sm90  # noqa: F401  GPU mode and the toolkit, without a GPU
 from numba.cuda.cudadrv import nvrtc
 nvrtc.get_supported_ccs = lambda: ((8, 0), (9, 0))  # offline: A100 and H100/H200 targets
 from numba import cuda, float32, uint16
-from cudacourse import tensorcore as tc
+from cudacourse.runtime import tensorcore as tc
 
 
 def every_intrinsic(a, out, g):
