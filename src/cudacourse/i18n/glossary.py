@@ -84,7 +84,7 @@ KEPT_PHRASES = ("Compute Capability",)  # NVIDIA's own term, kept in Japanese do
 _LATIN_WORD = re.compile(r"(?<![\w/.])[A-Za-z][A-Za-z'’]+(?![\w/])")
 _NOT_WORDS = re.compile(r"```.*?```|`[^`\n]*`|\{\{.*?\}\}|\{\w+(?:[:!][^{}]*)?\}|\$[^$]*\$|"
                         r"https?://\S+|\]\([^)]*\)|\b\w+(?:[._]\w+)+\b|\b\w*\d\w*\b|"
-                        r"<[^>]+>", re.S)
+                        r"<[^>]+>|^(?: {4}|\t).*$", re.S | re.M)  # last: an indented code line
 
 
 def _english_word(word: str) -> bool:
