@@ -138,6 +138,7 @@ SHARED = (
     "course",         # test_browser_grader, test_browser_formgrader: a graded course
     "formgrader",     # test_browser_formgrader: the instructor's server on that course
     "smoke",          # test_bench: one simulator smoke pass, every output option
+    "installed",      # test_frontdoor_flow: the wheel built and installed in a scratch venv
 )
 
 

@@ -215,6 +215,11 @@ def term(installed, tmp_path_factory) -> dict:
         _run_doc(installed, "student", home, paths,
                  {"fetch_assignment": who, "submit": [*who, f"--student={student}"]},
                  env=env, before={"submit": work})
+    # who owns which inbound entry: here every student ran `nbgrader submit` as this test's
+    # own account (one uid: no second account to run as), so the roster names it for each
+    # (docs/instructors.md, "Who handed in"); on a hub each has their own
+    (course / "roster.csv").write_text("student_id,uid\n" + "".join(
+        f"{s},{os.getuid()}\n" for s in (*STUDENTS, "absent")))
     with open(course / "nbgrader_config.py", "a") as fh:
         fh.write(f"\nc.CoursePolicy.due = {{{A!r}: {policy.utc_timestamp(due)!r}}}\n"
                  "c.LatePenalty.penalty_method = 'percent_per_day'\n")
