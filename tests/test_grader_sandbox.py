@@ -523,3 +523,19 @@ def test_the_feedback_runs_working_folder_cannot_grow_past_its_budget(tmp_path):
     assert "next cell ran in " + sbx.SCRATCH in "".join(o.get("text", "") for o in outputs[1])
     after = set(Path(tempfile.gettempdir()).iterdir())
     assert not any(p.name.startswith("cudacourse-run-") for p in after - before)
+
+
+@needs_bwrap
+def test_the_systems_library_search_works_for_the_sandboxs_uid(tmp_path):
+    """/etc is reachable by the unprivileged uid (bwrap made it 0700 and root's as the
+    parent of the bound /etc files): the dynamic loader's cache is readable, so a CUDA
+    runtime found by the system's search (/usr/local/cuda's, through ld.so.conf.d) loads
+    inside the sandbox as outside; without it every verdict of a class graded from a venv
+    that holds no NVIDIA wheels ended "grader error: Failure finding libcudart"."""
+    code = """
+import os
+print(os.access("/etc", os.X_OK), os.access("/etc/ld.so.cache", os.R_OK) or
+      not os.path.exists("/etc/ld.so.cache"), os.access("/etc/passwd", os.R_OK))
+"""
+    res, _, _ = _run(code, tmp_path)
+    assert res.stdout.decode().split() == ["True", "True", "True"], (res.stdout, res.stderr)

@@ -476,7 +476,10 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
 def _system_binds() -> list[str]:
-    out: list[str] = []
+    # /etc first, 0755: bwrap would make it as a bound file's missing parent, 0700 and
+    # root's, and the command's uid could then read none of it (no ld.so.cache: a CUDA
+    # runtime found by the system's search, as /usr/local/cuda's is, would not be found)
+    out: list[str] = ["--perms", "0755", "--dir", "/etc"]
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             out += ["--symlink", os.readlink(d), d]
