@@ -496,7 +496,7 @@ print("survived")
 
 
 @needs_bwrap
-def test_the_feedback_runs_working_folder_cannot_grow_past_its_budget(tmp_path):
+def test_the_feedback_runs_working_folder_cannot_grow_past_its_budget(tmp_path, monkeypatch):
     """Issue 38, class 6, end to end: a cell that writes 600 MiB into its working folder
     under a 1024 MiB budget stops at the scratch's size (ENOSPC in that cell), the run goes
     on to the next cell, and nothing of it reaches the host."""
@@ -513,6 +513,11 @@ def test_the_feedback_runs_working_folder_cannot_grow_past_its_budget(tmp_path):
         nbformat.v4.new_code_cell("print('next cell ran in', os.getcwd())")])
     opts = {**prepare.DEFAULTS, "timeout": 120, "audit": False,
             "sandbox": {"limits": {"memory_mb": 1024}}}
+    # a temporary folder of this test's own: another worker's grading makes its own
+    # cudacourse-run-* folders in the shared /tmp meanwhile
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own_tmp))
     before = set(Path(tempfile.gettempdir()).iterdir())
     outputs, incidents, isolation = prepare.feedback_run(nb, opts, str(tmp_path), None, {})
     assert isolation == "bwrap" and outputs is not None, incidents
