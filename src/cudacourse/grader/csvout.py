@@ -21,7 +21,6 @@ holds the package to it: no other module calls ``csv.writer``).
 from __future__ import annotations
 
 import csv
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
@@ -30,28 +29,20 @@ if __package__ in (None, ""):  # pragma: no cover - loaded by path, as runrecord
 else:
     from . import untrusted
 
-# OWASP's list, plus the full-width forms of the signs
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
-_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+FORMULA_START = untrusted.FORMULA_START
+_DECIMAL = untrusted._DECIMAL
 
 
 def cell(value: Any) -> str:
-    """``value`` as one CSV cell that no spreadsheet evaluates."""
+    """``value`` as one CSV cell that no spreadsheet evaluates: numbers as numbers, every
+    other value through :func:`untrusted.csv_cell`."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, (int, float)):
         return repr(value) if isinstance(value, float) else str(value)
-    raw = value if isinstance(value, str) else str(value)
-    if _DECIMAL.fullmatch(raw):
-        return raw
-    if raw[:1] in FORMULA_START:
-        return "'" + untrusted.line(raw)
-    s = untrusted.line(raw)
-    if s.lstrip()[:1] in FORMULA_START:
-        return "'" + s
-    return s
+    return untrusted.csv_cell(value)
 
 
 class _Writer:

@@ -71,18 +71,22 @@ def line(value: Any, keep_newlines: bool = False) -> str:
     return _UNSAFE.sub(lambda m: _visible(m.group()), s)
 
 
+# A cell a spreadsheet evaluates starts with one of OWASP's signs ("CSV Injection"), or
+# their full-width forms; a plain decimal (-0.5, 10) is read as a number, never a formula
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
 def csv_cell(value: Any) -> str:
-    """A CSV field a spreadsheet shows as text: clean, and never read as a formula."""
-    s = line(value)
-    return "'" + s if s[:1] in ("=", "+", "-", "@") and not _is_number(s) else s
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-        return True
-    except ValueError:
-        return False
+    """A CSV field a spreadsheet shows as text: one clean line, and never read as a formula
+    (a leading ``'`` where it starts, perhaps after spaces, with a formula's sign)."""
+    raw = value if isinstance(value, str) else str(value)
+    if _DECIMAL.fullmatch(raw):
+        return raw
+    if raw[:1] in FORMULA_START:
+        return "'" + line(raw)
+    s = line(raw)
+    return "'" + s if s.lstrip()[:1] in FORMULA_START else s
 
 
 def deep(value: Any, fn: Any = text) -> Any:
