@@ -16,23 +16,16 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from cudacourse import i18n
-from cudacourse.kernels import indexing, lbm, transfer
+from cudacourse.kernels import indexing, transfer
 from cudacourse.runtime import occupancy  # noqa: E402
 from cudacourse.i18n.glossary import english_left  # noqa: E402
 from cudacourse.viz import attention, bench, flow, memory, readable, threads, tiling  # noqa: E402
 from cudacourse.viz import words  # noqa: E402
+from test_viz_flow import _field  # noqa: E402 - lesson 6's flow field, one definition
 
 
 def _fig(obj):
     return obj if hasattr(obj, "axes") and hasattr(obj, "canvas") else obj.figure
-
-
-def _field(ny=20, nx=40):
-    y, x = np.mgrid[0:ny, 0:nx]
-    solid = lbm.cylinder(ny, nx, 10, 10, 3)
-    ux = 0.1 + 0.01 * np.sin(x / 5.0)
-    uy = 0.01 * np.cos(y / 3.0)
-    return np.where(solid, 0, ux), np.where(solid, 0, uy), solid
 
 
 def _timings():
