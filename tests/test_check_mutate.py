@@ -15,7 +15,7 @@ import pytest
 
 from cudacourse.check.mutate.masters import exercises
 from cudacourse.check.mutate.operators import OPERATORS, mutants
-from cudacourse.check.mutate.runner import evaluate, run
+from cudacourse.check.mutate.runner import Workers, evaluate, run
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = os.environ.get("CUDACOURSE_NIGHTLY") == "1"
@@ -31,7 +31,8 @@ def test_every_exercise_of_every_lesson_has_its_master_and_its_mutants():
     exs = _exercises()
     assert {"vector_add", "mirror", "saxpy", "warp_sum", "gpu_scale", "smooth_on_device",
             "pipelined_scale", "tiled_matmul", "block_sum", "online_update", "flash_rows",
-            "heat_step", "diffuse", "lbm_step"} <= set(exs)
+            "heat_step", "diffuse", "lbm_step", "mma_tile", "mma_matmul",
+            "mma_attention"} <= set(exs)
     total = 0
     for ex in exs.values():
         ms = mutants(ex.source)
@@ -40,7 +41,7 @@ def test_every_exercise_of_every_lesson_has_its_master_and_its_mutants():
             ast.parse(m.source)  # every mutant is Python
             assert m.source != ex.source
         total += len(ms)
-    assert total >= 500  # hundreds: the full run is the nightly profile's
+    assert total >= 3000  # thousands: the full run is the nightly profile's
     used = {m.operator for ex in exs.values() for m in mutants(ex.source)}
     assert used == {op.name for op in OPERATORS}  # every operator finds its mistake somewhere
 
@@ -55,6 +56,64 @@ def test_an_operator_makes_the_mistake_it_names():
     assert any("i <= out.shape[0]" in s for s in by_op["widen_guard"])
     assert any("if" not in s.split("cuda.grid(1)")[1] for s in by_op["drop_guard"])
     assert any("out[i] += a[i]" in s for s in by_op["assign_accumulate"])
+    assert any("out[i] = out[i] + 1.0" in s for s in by_op["wrong_name"])  # a for out
+
+
+def test_the_new_operators_make_their_mistakes_and_only_plausible_ones():
+    src = ("@cuda.jit\ndef k(a, b, out):\n    sh = cuda.shared.array(32, float32)\n"
+           "    t = cuda.threadIdx.x\n    i = cuda.grid(1)\n    sh[t] = a[i]\n"
+           "    cuda.syncthreads()\n    out[i] = sh[31 - t] - b[i] / 2.0\n")
+    by_op = {}
+    for m in mutants(src):
+        by_op.setdefault(m.operator, []).append(m.source)
+    # a slip to a neighbour of the same kind: arrays for arrays, scalars for scalars
+    assert any("sh[31 - t] - a[i]" in s for s in by_op["wrong_name"])
+    assert any("sh[31 - i]" in s for s in by_op["wrong_name"])
+    assert not any("[sh]" in s or "a[a]" in s for s in by_op["wrong_name"])
+    assert any("b[i] / 2.0 - sh[31 - t]" in s for s in by_op["swap_operands"])
+    assert any("2.0 / b[i]" in s for s in by_op["swap_operands"])
+    lines = [[ln.strip() for ln in s.splitlines()] for s in by_op["move_barrier"]]
+    assert any(ln.index("cuda.syncthreads()") < ln.index("sh[t] = a[i]") for ln in lines)
+    assert any(ln.index("cuda.syncthreads()") > ln.index("out[i] = sh[31 - t] - b[i] / 2.0")
+               for ln in lines)
+    assert any("sh[t] = a[i]" not in s for s in by_op["drop_store"])
+    # one change per mutant: every mutant differs from the master in one line at most,
+    # or moves one barrier
+    master = src.splitlines()
+    for op, sources in by_op.items():
+        for s in sources:
+            got = [ln for ln in ast.unparse(ast.parse(s)).splitlines()]
+            want = ast.unparse(ast.parse(src)).splitlines()
+            changed = [a != b for a, b in zip(got, want)]
+            assert sum(changed) <= 2 or len(got) != len(want), (op, s)
+    assert master
+
+
+def test_a_worker_serves_mutant_after_mutant_and_is_replaced_after_a_runaway():
+    """One child evaluates many mutants; a mutant that loops forever gets "timeout", its
+    child is killed, and the next mutant is served by a fresh one."""
+    ex = _exercises()["vector_add"]
+    forever = ex.source.replace("    if i < out.shape[0]:", "    while True:\n        pass\n"
+                                "    if i < out.shape[0]:")
+    assert forever != ex.source
+    workers = Workers(timeout=60, recycle=5)
+    try:
+        first = workers.run(ex, ex.source, "index_shift", 0)
+        assert first.verdict == "equivalent", first
+        pid = workers._free[0]["proc"].pid
+        second = workers.run(ex, ex.source.replace("a[i] + b[i]", "a[i] + a[i]"),
+                             "wrong_name", 0)
+        assert second.verdict == "named", second
+        assert workers._free[0]["proc"].pid == pid  # the same child served both
+        workers.timeout = 8
+        stuck = workers.run(ex, forever, "loop_bounds", 0)
+        assert stuck.verdict == "timeout"
+        assert not workers._free  # its child was killed, not reused
+        workers.timeout = 60
+        after = workers.run(ex, ex.source, "index_shift", 0)
+        assert after.verdict == "equivalent"
+    finally:
+        workers.close()
 
 
 def _sample():

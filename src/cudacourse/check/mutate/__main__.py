@@ -15,7 +15,7 @@ from pathlib import Path
 from . import report
 from .masters import exercises
 from .operators import mutants
-from .runner import run
+from .runner import Workers
 
 
 def sample(root: Path, per_exercise: int, seed: int, names: list[str] | None = None) -> list:
@@ -50,15 +50,20 @@ def main(argv: list[str] | None = None) -> int:
     pairs = sample(args.root, args.sample, args.seed, args.exercise)
     print(f"{len(pairs)} mutants", file=sys.stderr)
 
+    workers = Workers(args.timeout)
+
     def one(pair):
         ex, m = pair
-        out = run(ex, m.source, m.operator, m.line, args.timeout)
+        out = workers.run(ex, m.source, m.operator, m.line)
         print(f"{out.exercise:32} {out.operator:20} {out.verdict:10} {out.cause}",
               file=sys.stderr, flush=True)
         return out
 
-    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(one, pairs))
+    try:
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            outcomes = list(pool.map(one, pairs))
+    finally:
+        workers.close()
     out_dir = args.out or args.root / "docs"
     report.write(outcomes, out_dir, args.root, sampled=args.sample, seed=args.seed)
     print(report.summary(outcomes), file=sys.stderr)

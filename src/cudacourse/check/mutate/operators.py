@@ -174,7 +174,8 @@ def loop_bounds(node, parent):
 def assign_accumulate(node, parent):
     """``+=`` -> ``=``; ``a[i] = v`` -> ``a[i] += v``."""
     if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-        return [[ast.Assign([copy.deepcopy(node.target)], copy.deepcopy(node.value))]]
+        return [[ast.Assign([copy.deepcopy(node.target)], copy.deepcopy(node.value),
+                            type_comment=None)]]
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
             isinstance(node.targets[0], ast.Subscript):
         return [[ast.AugAssign(copy.deepcopy(node.targets[0]), ast.Add(),
@@ -308,6 +309,90 @@ def host_buffers(node, parent):
     return out
 
 
+
+_KINDS: dict[int, dict] = {}  # _kinds per function, for one call of ``mutants``
+
+
+def _kinds(func: ast.FunctionDef) -> dict[str, tuple[str, int]]:
+    """The function's own names (parameters, then locals in the order they are first bound)
+    with their kind, "array" when ever indexed (``a[...]``), "call" when called, else
+    "scalar", and the line they are first bound on (0 for a parameter)."""
+    a = func.args
+    first: dict[str, int] = {x.arg: 0 for x in a.posonlyargs + a.args + a.kwonlyargs}
+    stores = sorted((n.lineno, n.col_offset, n.id) for n in ast.walk(func)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    for line, _col, name in stores:
+        first.setdefault(name, line)
+    indexed = {n.value.id for n in ast.walk(func) if isinstance(n, ast.Subscript) and
+               isinstance(n.value, ast.Name)}
+    called = {n.func.id for n in ast.walk(func) if isinstance(n, ast.Call) and
+              isinstance(n.func, ast.Name)}
+    return {n: ("array" if n in indexed else "call" if n in called else "scalar", line)
+            for n, line in first.items()}
+
+
+def wrong_name(node, parent, func=None):
+    """A variable read in place of a neighbour of the same kind: ``a[i] + b[i]`` ->
+    ``a[i] + a[i]``, ``row`` -> ``col``, ``n`` -> ``i``. The learner's slip is to a name
+    bound near the right one and before the use, so the candidates are the two names of the
+    same kind bound just before it and the two just after (bound by then)."""
+    if func is None or not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load):
+        return []
+    kinds = _KINDS.get(id(func)) or _KINDS.setdefault(id(func), _kinds(func))
+    if node.id not in kinds or kinds[node.id][0] == "call":
+        return []
+    kind = kinds[node.id][0]
+    same = [n for n in kinds if kinds[n][0] == kind]  # in binding order
+    k = same.index(node.id)
+    near = same[max(0, k - 2):k] + same[k + 1:k + 3]
+    use = getattr(node, "lineno", 10 ** 9)
+    return [ast.Name(other, ast.Load()) for other in near if kinds[other][1] <= use]
+
+
+def swap_operands(node, parent):
+    """The operands of a non-commutative operation exchanged: ``a - b`` -> ``b - a``,
+    ``a / b`` -> ``b / a``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Sub, ast.Div, ast.FloorDiv,
+                                                           ast.Mod, ast.Pow)) and \
+            ast.dump(node.left) != ast.dump(node.right):
+        return [ast.BinOp(copy.deepcopy(node.right), node.op.__class__(),
+                          copy.deepcopy(node.left))]
+    return []
+
+
+def _is_barrier(stmt: ast.AST) -> bool:
+    return _is_call_attr(stmt, {"syncthreads", "syncwarp"})
+
+
+def move_barrier(node, parent, func=None):
+    """A barrier one statement too early or too late in its block: the statement before it
+    moved after it, or the one after it moved before it."""
+    out = []
+    for field_name in ("body", "orelse"):
+        seq = getattr(node, field_name, None)
+        if not isinstance(seq, list):
+            continue
+        for k, stmt in enumerate(seq):
+            if not _is_barrier(stmt):
+                continue
+            for j in (k - 1, k + 1):  # exchange with the neighbour above, then below
+                if 0 <= j < len(seq) and not _is_barrier(seq[j]):
+                    new = copy.deepcopy(node)
+                    s2 = getattr(new, field_name)
+                    s2[k], s2[j] = s2[j], s2[k]
+                    out.append(new)
+    return out
+
+
+def drop_store(node, parent):
+    """A store into an array forgotten: ``tile[ty, tx] = a[...]`` or ``out[i] = v`` removed."""
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if len(targets) == 1 and isinstance(targets[0], ast.Subscript):
+            return [[ast.Pass()]]
+    return []
+
+
 OPERATORS = [
     Operator("index_shift", "an array index one off", frozenset(_INDEX), index_shift),
     Operator("swap_index_axes", "the two indices of an array swapped",
@@ -344,8 +429,18 @@ OPERATORS = [
     Operator("host_steps", "a sync, copy or buffer swap dropped", frozenset(_HOST), host_steps),
     Operator("host_buffers", "an output uploaded from the host, or a stream dropped",
              frozenset(_HOST), host_buffers),
+    Operator("wrong_name", "a variable read in place of another of the same kind",
+             frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch"}), wrong_name),
+    Operator("swap_operands", "the operands of -, /, //, % or ** exchanged",
+             frozenset(_INDEX | {"bad_launch"}), swap_operands),
+    Operator("move_barrier", "a barrier one statement too early or too late",
+             frozenset(_BARRIER | {"unwritten"}), move_barrier),
+    Operator("drop_store", "a store into an array forgotten",
+             frozenset(_BOUNDS | _VALUES | _BARRIER | _HOST | {"wrong_buffer", "no_tree"}),
+             drop_store),
 ]
 BY_NAME = {op.name: op for op in OPERATORS}
+_NEEDS_FUNC = {wrong_name, move_barrier}
 
 
 @dataclass(frozen=True)
@@ -386,36 +481,62 @@ def _in_body(node: ast.AST, parent: ast.AST, f: str) -> bool:
                                                                "returns"))
 
 
+def _locate(rep: ast.AST | list, where: ast.AST) -> None:
+    """Give new nodes the position of the node they replace (``ast.unparse`` needs one)."""
+    for top in rep if isinstance(rep, list) else [rep]:
+        for n in ast.walk(top):
+            for attr in ("lineno", "col_offset", "end_lineno", "end_col_offset"):
+                if attr in n._attributes and getattr(n, attr, None) is None:
+                    setattr(n, attr, getattr(where, attr, 1) or 1)
+
+
+def _sites(tree: ast.Module, func: ast.FunctionDef) -> list:
+    """The places an operator may change: the function itself (a barrier moves within its
+    body), then every node of its body."""
+    return [(func, tree, "body", tree.body.index(func))] + \
+        [w for w in _walk(func) if _in_body(w[0], w[1], w[2])]
+
+
 def mutants(source: str, operators: list[Operator] | None = None) -> list[Mutant]:
     """Every single-change mutant of ``source`` (a solution cell), in a fixed order."""
     tree = ast.parse(source)
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     out = []
+    _KINDS.clear()
     for op in operators or OPERATORS:
         for fi, func in enumerate(funcs):
-            sites = [w for w in _walk(func) if _in_body(w[0], w[1], w[2])]
+            sites = _sites(tree, func)
             for si, (node, parent, f, k) in enumerate(sites):
                 if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
                     continue  # a docstring
-                for vi, rep in enumerate(op.fn(node, parent)):
-                    new_tree = copy.deepcopy(tree)
-                    new_func = [n for n in new_tree.body if isinstance(n, ast.FunctionDef)][fi]
-                    n2, p2, f2, k2 = [w for w in _walk(new_func)
-                                      if _in_body(w[0], w[1], w[2])][si]
+                reps = op.fn(node, parent, func=func) if op.fn in _NEEDS_FUNC else \
+                    op.fn(node, parent)
+                for vi, rep in enumerate(reps):
+                    _locate(rep, node)
+                    # the change made in place, printed, then undone (a copy of the whole
+                    # tree per mutant costs minutes over the thousands of them)
                     if isinstance(rep, list):  # statements
-                        if k2 is None:
+                        if k is None:
                             continue
-                        seq = getattr(p2, f2)
-                        seq[k2:k2 + 1] = rep
-                    elif k2 is None:
-                        setattr(p2, f2, rep)
+                        seq = getattr(parent, f)
+                        seq[k:k + 1] = rep
+                        undo = (lambda seq=seq, k=k, n=len(rep), node=node:
+                                seq.__setitem__(slice(k, k + n), [node]))
+                    elif k is None:
+                        setattr(parent, f, rep)
+                        undo = (lambda parent=parent, f=f, node=node: setattr(parent, f, node))
                     else:
-                        getattr(p2, f2)[k2] = rep
+                        getattr(parent, f)[k] = rep
+                        undo = (lambda seq=getattr(parent, f), k=k, node=node:
+                                seq.__setitem__(k, node))
                     try:
-                        text = ast.unparse(ast.fix_missing_locations(new_tree))
+                        text = ast.unparse(tree)
                     except Exception:  # noqa: BLE001 - a replacement ast cannot print
-                        continue
-                    out.append(Mutant(op.name, si, vi, getattr(node, "lineno", 0), text))
+                        text = None
+                    finally:
+                        undo()
+                    if text is not None:
+                        out.append(Mutant(op.name, si, vi, getattr(node, "lineno", 0), text))
     seen, unique = set(), []
     original = ast.unparse(tree)
     for m in out:  # the same text twice (two operators, one mistake) counts once

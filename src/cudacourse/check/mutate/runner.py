@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import queue
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -105,17 +108,90 @@ def evaluate(ex: Exercise, source: str, operator: str, line: int = 0) -> Outcome
         return out
 
 
+MARK = "@@cudacourse-mutant@@"
+
+
+class Workers:
+    """Child processes that each evaluate mutant after mutant (``worker``). A mutant that
+    overruns ``timeout`` seconds gets "timeout" and its child is replaced; one whose child dies
+    gets "crashed" with the child's last words; a child is recycled after ``recycle`` mutants,
+    so no simulator state lives long."""
+
+    def __init__(self, timeout: float, recycle: int = 40) -> None:
+        self.timeout, self.recycle = timeout, recycle
+        self._free: list = []
+        self._lock = threading.Lock()
+
+    def _start(self) -> dict:
+        err = tempfile.TemporaryFile()
+        proc = subprocess.Popen([sys.executable, "-m", "cudacourse.check.mutate.worker"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                text=True, bufsize=1)
+        return {"proc": proc, "err": err, "served": 0, "lines": queue.Queue()}
+
+    @staticmethod
+    def _reader(w: dict) -> None:
+        for line in w["proc"].stdout:
+            w["lines"].put(line)
+        w["lines"].put(None)  # the child's end
+
+    def _take(self) -> dict:
+        with self._lock:
+            w = self._free.pop() if self._free else None
+        if w is None:
+            w = self._start()
+            threading.Thread(target=self._reader, args=(w,), daemon=True).start()
+        return w
+
+    def _end(self, w: dict) -> str:
+        w["proc"].kill()
+        w["proc"].wait()
+        w["err"].seek(0)
+        tail = w["err"].read()[-300:].decode("utf-8", "replace")
+        w["err"].close()
+        return tail
+
+    def run(self, ex: Exercise, source: str, operator: str, line: int) -> Outcome:
+        name = ex.lesson + "/" + ex.name
+        w = self._take()
+        job = json.dumps({"exercise": asdict(ex), "source": source, "operator": operator,
+                          "line": line})
+        try:
+            w["proc"].stdin.write(job + "\n")
+            w["proc"].stdin.flush()
+        except OSError:
+            return Outcome(name, operator, line, "crashed", message=self._end(w))
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                text = w["lines"].get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self._end(w)
+                return Outcome(name, operator, line, "timeout")
+            if text is None:
+                return Outcome(name, operator, line, "crashed", message=self._end(w))
+            if text.startswith(MARK):
+                break
+        w["served"] += 1
+        if w["served"] >= self.recycle:
+            self._end(w)
+        else:
+            with self._lock:
+                self._free.append(w)
+        return Outcome(**json.loads(text[len(MARK):]))
+
+    def close(self) -> None:
+        with self._lock:
+            free, self._free = self._free, []
+        for w in free:
+            w["proc"].stdin.close()
+            self._end(w)
+
+
 def run(ex: Exercise, source: str, operator: str, line: int, timeout: float) -> Outcome:
-    """``evaluate`` in a child process, killed after ``timeout`` seconds."""
-    job = json.dumps({"exercise": asdict(ex), "source": source, "operator": operator,
-                      "line": line})
+    """``evaluate`` in a child process of its own, killed after ``timeout`` seconds."""
+    workers = Workers(timeout, recycle=1)
     try:
-        done = subprocess.run([sys.executable, "-m", "cudacourse.check.mutate.worker"],
-                              input=job, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return Outcome(ex.lesson + "/" + ex.name, operator, line, "timeout")
-    for text in reversed(done.stdout.splitlines()):
-        if text.startswith("{"):
-            return Outcome(**json.loads(text))
-    return Outcome(ex.lesson + "/" + ex.name, operator, line, "crashed",
-                   message=done.stderr[-300:])
+        return workers.run(ex, source, operator, line)
+    finally:
+        workers.close()
