@@ -193,3 +193,19 @@ def test_an_out_of_bounds_kernel_is_named_and_the_next_check_still_works():
     assert info.value.cause in ("out_of_bounds_write", "out_of_bounds_read"), str(info.value)
     assert "illegal address" not in str(info.value)
     check.check_vector_add(right)  # the context is still usable
+
+
+def test_the_nightly_gate_holds_the_bar_per_lesson():
+    from cudacourse.check.mutate.__main__ import gate
+    from cudacourse.check.mutate.runner import Outcome
+
+    good = [Outcome("01_a/x", "index_shift", 1, "named", "off_by_one")] * 9 + \
+        [Outcome("01_a/x", "index_shift", 1, "rejected", "wrong_values"),
+         Outcome("02_b/y", "drop_guard", 1, "equivalent")]
+    assert gate(good, 90) == 0
+    assert gate(good + [Outcome("02_b/y", "drop_guard", 1, "rejected", "wrong_values")],
+                90) == 1  # lesson 02 names 0 of 1
+    assert gate(good + [Outcome("01_a/x", "arithmetic", 1, "misleading", "off_by_one")] +
+                [Outcome("01_a/x", "index_shift", 1, "named", "off_by_one")] * 20, 90) == 1
+    assert gate(good + [Outcome("01_a/x", "index_shift", 1, "named", "x", english_in_ja=2)]
+                + [Outcome("01_a/x", "index_shift", 1, "named", "x")] * 20, 90) == 1

@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", type=Path, default=None,
                    help="a report's .json from another device: exit 1 unless every mutant "
                         "got the same verdict and cause here (same --sample and --seed)")
+    p.add_argument("--gate", type=float, default=None, metavar="PERCENT",
+                   help="exit 1 unless misleading, survived, crashed and English left in "
+                        "Japanese diagnoses are all 0 and every lesson names at least PERCENT "
+                        "of its rejected mutants (the nightly run's bar: 90)")
     args = p.parse_args(argv)
     pairs = sample(args.root, args.sample, args.seed, args.exercise)
     print(f"{len(pairs)} mutants", file=sys.stderr)
@@ -70,9 +74,36 @@ def main(argv: list[str] | None = None) -> int:
     report.write(outcomes, out_dir, args.root, sampled=args.sample, seed=args.seed,
                  population=population)
     print(report.summary(outcomes), file=sys.stderr)
+    status = 0
+    if args.gate is not None:
+        status = gate(outcomes, args.gate)
     if args.compare is not None:
-        return _compare(outcomes, args.compare)
-    return 0
+        status = _compare(outcomes, args.compare) or status
+    return status
+
+
+def gate(outcomes: list, percent: float) -> int:
+    """1 (and the reasons on stderr) when the report falls short of the bar, else 0."""
+    from collections import Counter, defaultdict
+
+    short = []
+    bad = Counter(o.verdict for o in outcomes if o.verdict in ("misleading", "survived",
+                                                               "crashed"))
+    short += [f"{n} {v}" for v, n in sorted(bad.items())]
+    english = sum(1 for o in outcomes if o.english_in_ja)
+    if english:
+        short.append(f"{english} Japanese diagnoses with English left")
+    per: dict = defaultdict(Counter)
+    for o in outcomes:
+        per[o.exercise.split("/")[0]][o.verdict] += 1
+    for lesson, c in sorted(per.items()):
+        rejected = c["named"] + c["rejected"] + c["misleading"]
+        if rejected and 100 * c["named"] / rejected < percent:
+            short.append(f"{lesson} names {100 * c['named'] / rejected:.0f}% of {rejected} "
+                         f"rejected mutants (bar {percent:.0f}%)")
+    for line in short:
+        print(f"GATE: {line}", file=sys.stderr)
+    return 1 if short else 0
 
 
 def _compare(outcomes: list, other: Path) -> int:
