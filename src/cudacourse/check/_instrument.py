@@ -572,9 +572,13 @@ class NativeObservation(O.Observation):
         self._watched[id(view)] = (name, view)
         return view
 
-    def run(self, kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel") -> None:
+    def run(self, kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
+            shared: int = 0, strict: bool = False) -> None:
         """Launch the instrumented build of ``kernel`` (``E.launch``'s checks and
-        diagnoses), then fill this observation from what it recorded."""
+        diagnoses), then fill this observation from what it recorded. ``strict``
+        (``_preflight``): never launch the learner's own kernel here; a kernel the rewrite
+        cannot follow raises :class:`NotInstrumentable`, a failed run keeps the accesses
+        outside that it recorded (``oob``) before raising."""
         __tracebackhide__ = True
         from numba import cuda
 
@@ -584,6 +588,8 @@ class NativeObservation(O.Observation):
         try:
             built = build(kernel, watched, ranks)
         except NotInstrumentable as exc:
+            if strict:
+                raise
             self._give_up(str(exc))
             E.launch(kernel, grid, block, *args, name=name)
             return
@@ -616,8 +622,12 @@ class NativeObservation(O.Observation):
             shadows.append((sname, slots, sw))
         E.compile_gate(kernel, args, name)  # simulator: what sm_90 refuses, said of the kernel
         try:
-            E.launch(built["kernel"], grid, block, *args, *extra, name=name)
+            E.launch(built["kernel"], grid, block, *args, *extra, name=name, shared=shared)
         except E.CheckFailure as exc:
+            if strict:
+                if exc.cause != "does_not_compile":
+                    self._collect_oob(g, b, dev, per_array, built)
+                raise
             if exc.cause == "does_not_compile":
                 # Say what the learner's own kernel does wrong, not the rewrite: compile it.
                 E.launch(kernel, grid, block, *args, name=name)
@@ -640,16 +650,10 @@ class NativeObservation(O.Observation):
                 for key, t in zip(_keys(nz, g, b), nz):
                     into[key] += int(arr[t])
             log.element_writes = log.element_writes + ew.copy_to_host().astype(_np.int64)
-        names = {k: name for k, (name, *_rest) in enumerate(per_array)}
         shared_names = {i: T("the shared array allocated at line {site}",
                                site=built['shared_lines'][s])
                         for i, (s, _, _) in enumerate(shadows)}
-        oob = dev["oob"].copy_to_host()
-        for k in range(min(int(oob[0]), OOB_RECORDS)):
-            tid, pid, axis, idx, size, line, write = (int(v) for v in oob[1 + 7 * k:8 + 7 * k])
-            arr = names.get(pid) if pid >= 0 else shared_names.get(-1 - pid, T("shared memory"))
-            self.oob.append(O.OutOfBounds(_keys([tid], g, b)[0], arr, axis, idx, size, line,
-                                          bool(write)))
+        self._collect_oob(g, b, dev, per_array, built)
         per = int(_np.prod(b))
         for key, (counts, into) in zip(("shr", "shf"), (
                 (dev["shr"].copy_to_host(), self.shared_reads),
@@ -676,6 +680,26 @@ class NativeObservation(O.Observation):
         bx = tuple(b) + (1,) * (3 - len(b))
         for blk in _np.ndindex(gx[2], gx[1], gx[0]):
             self._end_block((blk[2], blk[1], blk[0]), bx)
+
+    def _collect_oob(self, g: tuple, b: tuple, dev: dict, per_array: list,
+                     built: dict) -> None:
+        """The accesses outside an array, as the simulator records them: a global array by
+        its watched name, a shared one by its name with (declaring line, declared shape)."""
+        names = {k: name for k, (name, *_rest) in enumerate(per_array)}
+        sites = list(built["shared"])
+        oob = dev["oob"].copy_to_host()
+        for k in range(min(int(oob[0]), OOB_RECORDS)):
+            tid, pid, axis, idx, size, line, write = (int(v) for v in oob[1 + 7 * k:8 + 7 * k])
+            decl = None
+            if pid >= 0:
+                arr = names.get(pid, "")
+            elif -1 - pid < len(sites):
+                arr = sites[-1 - pid]
+                decl = (built["shared_lines"][arr], built["shared_shapes"][arr])
+            else:
+                arr = T("shared memory")
+            self.oob.append(O.OutOfBounds(_keys([tid], g, b)[0], arr, axis, idx, size, line,
+                                          bool(write), decl))
 
     def _thread_of(self, enc: int, blk: int, g: tuple, b: tuple) -> tuple[tuple, int]:
         tib = (enc & 0xFFFFF) - 1
