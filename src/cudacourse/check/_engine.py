@@ -394,7 +394,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
                 kernel[grid, block](*args)
             cuda.synchronize()
         except CheckFailure as exc:
-            if getattr(exc, "records", None):  # a GPU's first run went outside: our words
+            if getattr(exc, "where", None):  # a first run went outside: said as ours
                 from . import _preflight
 
                 _preflight.reworded(exc, name, ctx, len(g))

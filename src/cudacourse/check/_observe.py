@@ -583,7 +583,7 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
 def _preflight_records(exc: BaseException, args: tuple, obs: Observation) -> list:
     """The accesses outside that a launch's instrumented first run found (``_preflight``),
     as this (simulator) observation would have recorded them; [] when there are none."""
-    if not getattr(exc, "records", None) or not obs.live:
+    if not getattr(exc, "records", None) or not obs.live:  # none, or the simulator's own
         return []
     from . import _preflight
 

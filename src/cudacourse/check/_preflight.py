@@ -47,10 +47,17 @@ class OutOfBoundsFound(E.CheckFailure):
     (``_engine.launch``, ``_observe.launch``) can say it in its own words, as the simulator
     would have."""
 
-    records: list
-    who: Any
-    tile: Any
+    records: list  # the first run's accesses outside ([] when the simulator refused one)
+    where: tuple  # (who, index, axis, size, tile) of the first, for ``_engine.outside``
     positions: dict  # the kernel's array parameter -> its position in the launch's arguments
+
+    @classmethod
+    def of(cls, exc: E.CheckFailure, records: list, where: tuple,
+           positions: dict) -> "OutOfBoundsFound":
+        found = cls(exc.text_message or exc.message, cause=exc.cause,
+                    hint=exc.text_hint or exc.hint, context=exc.context)
+        found.records, found.where, found.positions = records, where, positions
+        return found
 
 
 def required() -> bool:
@@ -89,10 +96,9 @@ def learner_code(kernel: Any) -> bool:
 @contextlib.contextmanager
 def spying() -> Iterator[list]:
     """Tests: the list of (event, kernel name) this process's launches of learner code make,
-    in order: "instrumented" (its index-checked first run), "replayed" (that first run in a
-    simulator child), "unchecked" (the simulator itself, which checks every index, runs it
-    unfirst: a kernel the rewrite cannot follow, with no child needed), "raw" (the launch
-    itself)."""
+    in order: "instrumented" (its index-checked first run), "replayed" (that first run in
+    the simulator, for a kernel the rewrite cannot follow), "refused" (a first run, or the
+    simulator, found an index outside an array), "raw" (the launch itself)."""
     seen: list = []
     _STATE["spies"].append(seen)
     try:
@@ -178,26 +184,35 @@ def first_run(kernel: Any, grid: Any, block: Any, args: tuple, shared: int = 0) 
 
     name = getattr(_origin.unwrap(kernel), "__name__", "kernel")
     grid, block = _dims(grid), _dims(block)
-    params = _params(kernel, len(args))
     cuda.synchronize()  # what earlier work (any stream) writes into the arguments is there
-    with _inside(), _observe.unobserved():
+    with _inside():
         try:
-            copies = list(args)
-            obs = _instrument.NativeObservation()
-            positions = {}
-            for i, a in enumerate(args):
-                if _is_array(a):
-                    copies[i] = obs.watch(_copy(a), params[i])
-                    positions[params[i]] = i
-            try:
-                obs.run(kernel, grid, block, *copies, name=name, shared=shared, strict=True)
-            except E.CheckFailure:
-                if obs.oob:
-                    _found(obs, kernel, name, grid, block, positions)
-                raise
+            with _observe.unobserved():
+                _instrumented(kernel, grid, block, args, shared, name)
         except _instrument.NotInstrumentable:
             _in_simulator(kernel, grid, block, args, shared, name)
-            return
+
+
+def _instrumented(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
+                  name: str) -> None:
+    """The first run itself: every array argument copied and watched (every index checked)."""
+    __tracebackhide__ = True
+    from . import _instrument
+
+    params = _params(kernel, len(args))
+    copies = list(args)
+    obs = _instrument.NativeObservation()
+    positions = {}
+    for i, a in enumerate(args):
+        if _is_array(a):
+            copies[i] = obs.watch(_copy(a), params[i])
+            positions[params[i]] = i
+    try:
+        obs.run(kernel, grid, block, *copies, name=name, shared=shared, strict=True)
+    except E.CheckFailure:
+        if obs.oob:  # the run failed after going outside (the simulator computes on)
+            _found(obs, kernel, name, grid, block, positions)
+        raise
     _note("instrumented", kernel)
     if obs.oob:
         _found(obs, kernel, name, grid, block, positions)
@@ -228,32 +243,44 @@ def _found(obs: Any, kernel: Any, name: str, grid: Any, block: Any,
     """Raise the verdict on ``obs``'s first access outside an array."""
     __tracebackhide__ = True
     r = obs.oob[0]
-    ndim = len(grid) if isinstance(grid, tuple) else 1
+    where = (_who(r), r.index, r.axis, r.size, _tile(r))
+    _note("refused", kernel)
+    _raise(name, {"grid": grid, "block": block}, len(grid) if isinstance(grid, tuple) else 1,
+           list(obs.oob), where, positions)
+
+
+def _raise(name: str, ctx: dict, grid_ndim: int, records: list, where: tuple,
+           positions: dict) -> None:
+    __tracebackhide__ = True
+    who, index, axis, size, tile = where
     try:
-        E.outside(name, {"grid": grid, "block": block}, _who(r), ndim, r.index, r.axis,
-                  r.size, tile=_tile(r))
+        E.outside(name, ctx, who, grid_ndim, index, axis, size, tile=tile)
     except E.CheckFailure as exc:
-        found = OutOfBoundsFound(exc.text_message or exc.message, cause=exc.cause,
-                                 hint=exc.text_hint or exc.hint, context=exc.context)
-        found.records = list(obs.oob)
-        found.who, found.tile, found.positions = _who(r), _tile(r), positions
-        _note("refused", kernel)
-        raise found from None
+        raise OutOfBoundsFound.of(exc, records, where, positions) from None
 
 
 def reworded(found: OutOfBoundsFound, name: str, ctx: dict, grid_ndim: int) -> None:
     """Raise ``found`` again in the words a checker's own launch (``_engine.launch``) gives
     an index outside an array in the simulator: its name for the kernel, its case."""
     __tracebackhide__ = True
-    r = found.records[0]
-    try:
-        E.outside(name, ctx, found.who, grid_ndim, r.index, r.axis, r.size, tile=found.tile)
-    except E.CheckFailure as exc:
-        again = OutOfBoundsFound(exc.text_message or exc.message, cause=exc.cause,
-                                 hint=exc.text_hint or exc.hint, context=exc.context)
-        again.records, again.who, again.tile = found.records, found.who, found.tile
-        again.positions = found.positions
-        raise again from None
+    _raise(name, ctx, grid_ndim, found.records, found.where, found.positions)
+
+
+def refused_by_simulator(kernel: Any, exc: IndexError) -> None:
+    """The simulator refused an index (it checks every one) in a launch of learner code made
+    outside a checker's own launch (inside a learner host function): the same verdict as
+    ``_engine.launch`` gives, and as a GPU's first run gives, instead of the bare IndexError."""
+    __tracebackhide__ = True
+    m = E._OOB.search(str(exc))
+    if m is None:
+        raise exc
+    who = E.plain(str(exc).split(":")[0])
+    where = (who, int(m.group(1)), int(m.group(2)), int(m.group(3)), E._shared_index(exc, m))
+    grid = _dims(kernel.grid_dim)
+    _note("refused", kernel)
+    _raise(getattr(_origin.unwrap(kernel), "__name__", "kernel"),
+           {"grid": grid, "block": _dims(kernel.block_dim)},
+           len(grid) if isinstance(grid, tuple) else 1, [], where, {})
 
 
 def as_observed(found: OutOfBoundsFound, args: tuple, obs: Any) -> list:
@@ -281,14 +308,11 @@ def as_observed(found: OutOfBoundsFound, args: tuple, obs: Any) -> list:
 def _in_simulator(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
                   name: str) -> None:
     """The first run of a launch the instrumented build cannot make: in a simulator child on
-    a GPU (every simulated index is checked), on the same values; in the simulator the launch
-    itself is that run."""
+    a GPU (every simulated index is checked), on the same values (in the simulator, with
+    CUDACOURSE_PREFLIGHT=1, the same part runs in this process)."""
     __tracebackhide__ = True
     from . import _replay
 
-    if E.simulator():
-        _note("unchecked", kernel)
-        return
     wire = [wire_arg(a) for a in args]
     _replay.run_sim_checks(simulated_launch, kernel, grid=_jsonable(grid),
                            block=_jsonable(block), shared=int(shared or 0), name=name,
@@ -350,8 +374,10 @@ def simulated_launch(kernel: Any, *, grid: Any, block: Any, shared: int = 0,
 @contextlib.contextmanager
 def guarding() -> Iterator[None]:
     """Within the block, every launch of learner code runs :func:`first_run` before it
-    (where :func:`required`), however it is launched. Every public ``check_*`` runs inside."""
-    if not required():
+    (where :func:`required`), however it is launched; in the simulator an index it refuses
+    is said in the checkers' words (:func:`refused_by_simulator`). Every public ``check_*``
+    runs inside."""
+    if not required() and not E.simulator():
         yield
         return
     if E.simulator():
@@ -372,10 +398,14 @@ def guarding() -> Iterator[None]:
             if self._device or sim_kernel._kernel_context is not None or _busy() \
                     or not learner_code(self):
                 return orig(self, *args)
-            first_run(self, self.grid_dim, self.block_dim, args,
-                      int(getattr(self, "dynshared_size", 0) or 0))
+            if required():
+                first_run(self, self.grid_dim, self.block_dim, args,
+                          int(getattr(self, "dynshared_size", 0) or 0))
             _note("raw", self)
-            return orig(self, *args)
+            try:
+                return orig(self, *args)
+            except IndexError as exc:
+                refused_by_simulator(self, exc)
     else:
         def hooked(self: Any, args: Any, launch_config: Any) -> Any:  # type: ignore[misc]
             __tracebackhide__ = True
