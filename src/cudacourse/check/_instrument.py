@@ -42,7 +42,8 @@ from . import _engine as E
 from . import _observation as O  # the record filled here, as the simulator fills it
 
 _np = E._np
-OOB_RECORDS = 64  # out-of-bounds accesses kept per launch (the first ones)
+OOB_RECORDS = 4096  # out-of-bounds accesses kept per launch (the first ones; as many as the
+# simulator keeps, so that "k threads past the end" counts the same on both devices)
 RACE_RECORDS = 16
 UNFILLED_RECORDS = 64
 BARRIER_LINES = 64  # barrier lines kept per thread, in the order reached

@@ -211,6 +211,7 @@ def _instrumented(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
         obs.run(kernel, grid, block, *copies, name=name, shared=shared, strict=True)
     except E.CheckFailure:
         if obs.oob:  # the run failed after going outside (the simulator computes on)
+            _note("instrumented", kernel)
             _found(obs, kernel, name, grid, block, positions)
         raise
     _note("instrumented", kernel)
@@ -314,10 +315,10 @@ def _in_simulator(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
     from . import _replay
 
     wire = [wire_arg(a) for a in args]
+    _note("replayed", kernel)
     _replay.run_sim_checks(simulated_launch, kernel, grid=_jsonable(grid),
                            block=_jsonable(block), shared=int(shared or 0), name=name,
                            args=wire)
-    _note("replayed", kernel)
 
 
 def _jsonable(v: Any) -> Any:
