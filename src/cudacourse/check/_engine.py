@@ -394,10 +394,12 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
                 kernel[grid, block](*args)
             cuda.synchronize()
         except CheckFailure as exc:
-            if getattr(exc, "where", None):  # a first run went outside: said as ours
-                from . import _preflight
-
-                _preflight.reworded(exc, name, ctx, len(g))
+            where = getattr(exc, "where", None)
+            if where:  # a launch's first run (``_preflight``) went outside: said as ours
+                try:
+                    outside(name, ctx, where[0], len(g), *where[1:4], tile=where[4])
+                except CheckFailure as said:
+                    exc.reword(said)
             raise
         except IndexError as exc:  # the simulator checks every index; a GPU would not
             m = _OOB.search(str(exc))

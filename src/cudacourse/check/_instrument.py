@@ -626,8 +626,10 @@ class NativeObservation(O.Observation):
             E.launch(built["kernel"], grid, block, *args, *extra, name=name, shared=shared)
         except E.CheckFailure as exc:
             if strict:
-                if exc.cause != "does_not_compile":
-                    self._collect_oob(g, b, dev, per_array, built)
+                if exc.cause == "does_not_compile":  # the rewrite's, not the learner's
+                    raise NotInstrumentable(f"its instrumented build did not compile "
+                                            f"({exc.message})") from None
+                self._collect_oob(g, b, dev, per_array, built)
                 raise
             if exc.cause == "does_not_compile":
                 # Say what the learner's own kernel does wrong, not the rewrite: compile it.

@@ -34,12 +34,14 @@ is ``_observation``'s, below this module and ``_instrument`` alike.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import threading
 from typing import Any, Iterator, NoReturn
 
 import numpy as _np
 
+from . import _buffers
 from . import _engine as E
 from ._failure import fail
 from ..i18n import T
@@ -585,9 +587,17 @@ def _preflight_records(exc: BaseException, args: tuple, obs: Observation) -> lis
     as this (simulator) observation would have recorded them; [] when there are none."""
     if not getattr(exc, "records", None) or not obs.live:  # none, or the simulator's own
         return []
-    from . import _preflight
-
-    return _preflight.as_observed(exc, args, obs)
+    out = []
+    for r in exc.records:
+        if r.shared is not None:  # shared arrays: always observed
+            out.append(r)
+            continue
+        pos = exc.positions.get(r.array)
+        buf = _buffers.buffer_of(args[pos]) if pos is not None and pos < len(args) else None
+        if buf is None or buf.name not in obs.arrays:
+            return []  # not watched: the simulator refuses the index itself, in E.launch
+        out.append(dataclasses.replace(r, array=buf.name))
+    return out
 
 
 def shared_out_of_bounds_words(r: Any) -> tuple[str, Any]:

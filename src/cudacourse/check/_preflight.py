@@ -28,7 +28,6 @@ turns it off on a GPU (to show, on purpose, what it prevents).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import threading
 from typing import Any, Iterator
@@ -58,6 +57,12 @@ class OutOfBoundsFound(E.CheckFailure):
                     hint=exc.text_hint or exc.hint, context=exc.context)
         found.records, found.where, found.positions = records, where, positions
         return found
+
+    def reword(self, said: E.CheckFailure) -> None:
+        """Take the words of ``said`` (the same refusal, in a checker's launch's words:
+        its name for the kernel, its case), keeping the records."""
+        E.CheckFailure.__init__(self, said.text_message or said.message, cause=said.cause,
+                                hint=said.text_hint or said.hint, context=said.context)
 
 
 def required() -> bool:
@@ -170,7 +175,7 @@ def _copy(a: Any) -> Any:
         out.copy_to_device(a)  # device to device: nothing crosses the bus
         return out
     except Exception:  # noqa: BLE001 - a strided view: through the host, then
-        return cuda.to_device(a.copy_to_host())
+        return cuda.to_device(_np.ascontiguousarray(a.copy_to_host()))
 
 
 def first_run(kernel: Any, grid: Any, block: Any, args: tuple, shared: int = 0) -> None:
@@ -260,13 +265,6 @@ def _raise(name: str, ctx: dict, grid_ndim: int, records: list, where: tuple,
         raise OutOfBoundsFound.of(exc, records, where, positions) from None
 
 
-def reworded(found: OutOfBoundsFound, name: str, ctx: dict, grid_ndim: int) -> None:
-    """Raise ``found`` again in the words a checker's own launch (``_engine.launch``) gives
-    an index outside an array in the simulator: its name for the kernel, its case."""
-    __tracebackhide__ = True
-    _raise(name, ctx, grid_ndim, found.records, found.where, found.positions)
-
-
 def refused_by_simulator(kernel: Any, exc: IndexError) -> None:
     """The simulator refused an index (it checks every one) in a launch of learner code made
     outside a checker's own launch (inside a learner host function): the same verdict as
@@ -282,26 +280,6 @@ def refused_by_simulator(kernel: Any, exc: IndexError) -> None:
     _raise(getattr(_origin.unwrap(kernel), "__name__", "kernel"),
            {"grid": grid, "block": _dims(kernel.block_dim)},
            len(grid) if isinstance(grid, tuple) else 1, [], where, {})
-
-
-def as_observed(found: OutOfBoundsFound, args: tuple, obs: Any) -> list:
-    """``found``'s records as the simulator's observation ``obs`` would have made them: an
-    access outside a watched array, named by its watched name, or outside a shared array;
-    [] when the array was not watched (the simulator then refuses the index itself, in
-    ``_engine.launch``'s words)."""
-    from . import _buffers
-
-    out = []
-    for r in found.records:
-        if r.shared is not None:
-            out.append(r)
-            continue
-        pos = found.positions.get(r.array)
-        buf = _buffers.buffer_of(args[pos]) if pos is not None and pos < len(args) else None
-        if buf is None or buf.name not in getattr(obs, "arrays", {}):
-            return []
-        out.append(dataclasses.replace(r, array=buf.name))
-    return out
 
 
 # --- a kernel the rewrite cannot follow: its first run in the simulator -------------------------
