@@ -522,6 +522,8 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
     opts = {k: v for k, v in (_jit_options(kernel)).items() if k in ("fastmath",)}
     jitted = cuda.jit(**opts)(ns["__cc_kernel"])
     jitted.__cc_instrumented__ = True  # the compile gate checks the learner's kernel instead
+    with _STATE["lock"]:  # by identity: an attribute a learner's kernel could carry too
+        _STATE.setdefault("built", set()).add(id(jitted))
     built = {"kernel": jitted, "py": kernel.py_func,
              "shared": {name: sizes[name] for name in info["shared"]},
              "shared_lines": dict(info["shared"]), "filename": filename,
@@ -530,6 +532,12 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
     with _STATE["lock"]:
         _STATE["builds"][key] = built
     return built
+
+
+def is_build(kernel: Any) -> bool:
+    """Whether ``kernel`` is one of this module's instrumented builds (kept alive in the
+    cache of builds, so an id is never reused for another kernel)."""
+    return id(kernel) in _STATE.get("built", ())
 
 
 def _jit_options(kernel: Any) -> dict:

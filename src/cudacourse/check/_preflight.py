@@ -27,13 +27,16 @@ turns it off on a GPU (to show, on purpose, what it prevents).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import inspect
 import os
 import threading
 from typing import Any, Iterator
 
+from . import _buffers
 from . import _engine as E
-from . import _origin
+from . import _instrument, _observe, _origin, _replay
 from ..i18n import T
 
 _np = E._np
@@ -77,7 +80,7 @@ def learner_code(kernel: Any) -> bool:
     """Whether launching ``kernel`` runs learner code: a kernel that is not the course's, or
     a course kernel that calls a device function that is not (``check_online_update``'s
     wrappers call the learner's ``online_update``). The instrumented builds never are."""
-    if getattr(kernel, "__cc_instrumented__", False) or getattr(kernel, "_device", False):
+    if _instrument.is_build(kernel) or getattr(kernel, "_device", False):
         return False
     py = _origin.unwrap(kernel)
     key = id(py)
@@ -150,8 +153,6 @@ def _is_array(a: Any) -> bool:
 def _host_values(a: Any) -> Any:
     """The values of an array argument as a plain NumPy array, read without any observer
     seeing the read (a counting or watched array of the simulator reports nothing)."""
-    from . import _buffers
-
     inner = a
     for _ in range(3):
         nxt = getattr(inner, "__dict__", {}).get("_ary")
@@ -185,8 +186,6 @@ def first_run(kernel: Any, grid: Any, block: Any, args: tuple, shared: int = 0) 
     __tracebackhide__ = True
     from numba import cuda
 
-    from . import _instrument, _observe
-
     name = getattr(_origin.unwrap(kernel), "__name__", "kernel")
     grid, block = _dims(grid), _dims(block)
     cuda.synchronize()  # what earlier work (any stream) writes into the arguments is there
@@ -202,8 +201,6 @@ def _instrumented(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
                   name: str) -> None:
     """The first run itself: every array argument copied and watched (every index checked)."""
     __tracebackhide__ = True
-    from . import _instrument
-
     params = _params(kernel, len(args))
     copies = list(args)
     obs = _instrument.NativeObservation()
@@ -225,8 +222,6 @@ def _instrumented(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
 
 
 def _params(kernel: Any, n: int) -> list[str]:
-    import inspect
-
     try:
         names = list(inspect.signature(_origin.unwrap(kernel)).parameters)
     except (TypeError, ValueError):
@@ -290,8 +285,6 @@ def _in_simulator(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
     a GPU (every simulated index is checked), on the same values (in the simulator, with
     CUDACOURSE_PREFLIGHT=1, the same part runs in this process)."""
     __tracebackhide__ = True
-    from . import _replay
-
     wire = [wire_arg(a) for a in args]
     _note("replayed", kernel)
     _replay.run_sim_checks(simulated_launch, kernel, grid=_jsonable(grid),
@@ -305,8 +298,6 @@ def _jsonable(v: Any) -> Any:
 
 def wire_arg(a: Any) -> dict:
     """One launch argument as a JSON value (arrays by dtype, shape and base64 bytes)."""
-    import base64
-
     if _is_array(a):
         host = _np.ascontiguousarray(_host_values(a))
         return {"array": base64.b64encode(host.tobytes()).decode("ascii"),
@@ -317,8 +308,6 @@ def wire_arg(a: Any) -> dict:
 
 
 def unwire_arg(w: dict) -> Any:
-    import base64
-
     if "array" in w:
         raw = base64.b64decode(w["array"].encode("ascii"))
         return _np.frombuffer(raw, dtype=_np.dtype(w["dtype"])).reshape(w["shape"]).copy()
@@ -333,8 +322,6 @@ def simulated_launch(kernel: Any, *, grid: Any, block: Any, shared: int = 0,
     access outside an array is the verdict, in the words :func:`first_run` gives it."""
     __tracebackhide__ = True
     from numba import cuda
-
-    from . import _observe
 
     grid = tuple(grid) if isinstance(grid, list) else grid
     block = tuple(block) if isinstance(block, list) else block
