@@ -6,8 +6,10 @@ message names the likely cause. The same call serves the visible check cell and 
 hidden tests (``hidden=Cases(seed=..., sizes=[...])``: the master's hidden test cell names
 shapes and a seed the learner has not seen; the package holds none, see ``_cases``). The
 machinery they share is in ``_engine`` (its docstring is the contract), ``_origin`` (what
-was handed in), ``_compile`` (the sm_90 compile gate in the simulator) and ``_replay`` (the
-simulator-only checks, re-run in a simulator subprocess on a GPU).
+was handed in), ``_compile`` (the sm_90 compile gate in the simulator), ``_replay`` (the
+simulator-only checks, re-run in a simulator subprocess on a GPU) and ``_preflight`` (on a
+GPU, every launch of learner code runs its index-checked instrumented build first, so an
+index outside an array is named and never poisons the process's CUDA context).
 
 A failure shows the learner its diagnosis and the check cell's line, not the checker's
 frames: every public ``check_*`` re-raises its ``CheckFailure`` from a clean frame, wrapped
