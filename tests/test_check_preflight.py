@@ -16,6 +16,7 @@ refusal) is listed in docs/architecture.md and run by the gpu-marked test at the
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import re
 from pathlib import Path
@@ -58,6 +59,7 @@ OOB = {
 # shows is the routing of a course kernel that calls learner code (its wrappers): a mutant
 # with wrong values, whose check fails at its first launch.
 ROUTED_ONLY = {"online_update": ("cell", "arithmetic", 0)}
+_FILES = itertools.count()
 OOB_CAUSES = {"out_of_bounds_read", "out_of_bounds_write", "off_by_one_guard", "off_by_one",
               "periodic_wrap"}
 
@@ -67,9 +69,10 @@ def _exercises() -> dict:
 
 
 def _load(ex: masters.Exercise, tmp: Path, prelude: str, source: str):
-    path = tmp / f"subject_{ex.name}.py"
+    # a file of its own each (checkers and the rewrite read a kernel's lines by file name)
+    path = tmp / f"subject_{ex.name}_{next(_FILES)}.py"
     path.write_text(prelude + "\n" + source + "\n", encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(f"_cc_preflight_{ex.name}_{id(path)}", path)
+    spec = importlib.util.spec_from_file_location(f"_cc_preflight_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, ex.name)
@@ -274,13 +277,21 @@ def test_off_by_default_in_the_simulator_and_on_by_default_on_a_gpu(monkeypatch)
 
 
 @pytest.mark.gpu
-def test_on_a_gpu_the_context_stays_usable_after_an_out_of_bounds_kernel(tmp_path):
-    """The H200's proof: an out-of-bounds mutant is refused, then a right answer's check and a
-    plain copy still work in the same process (without the first run, every later CUDA call
-    fails with CUDA_ERROR_ILLEGAL_ADDRESS)."""
-    ex = _exercises()["gpu_scale"]
-    with pytest.raises(check.CheckFailure) as err:
-        check.check_gpu_scale(_mutant(ex, tmp_path, *OOB["gpu_scale"]))
-    assert err.value.cause in OOB_CAUSES, str(err.value)
-    assert "passes" in check.check_gpu_scale(_load(ex, tmp_path, ex.prelude, ex.source))
+def test_on_a_gpu_the_context_stays_usable_after_every_out_of_bounds_mutant(tmp_path):
+    """The H200's proof, in one process: every exercise's out-of-bounds mutant is refused
+    before its raw kernel runs; then every master's check and a plain copy still work
+    (without the first run, the first refusal would leave every later CUDA call failing with
+    CUDA_ERROR_ILLEGAL_ADDRESS)."""
+    exs = _exercises()
+    for name in sorted(OOB):
+        ex = exs[name]
+        with P.spying() as seen, pytest.raises(check.CheckFailure) as err:
+            getattr(check, ex.checker)(_mutant(ex, tmp_path, *OOB[name]))
+        assert seen and seen[-1][0] == "refused", (name, seen, str(err.value))
+        _first_runs_before_raw(seen)
+        assert err.value.cause in OOB_CAUSES, (name, str(err.value))
+    for name in sorted(OOB) + sorted(ROUTED_ONLY):
+        ex = exs[name]
+        assert "passes" in getattr(check, ex.checker)(_load(ex, tmp_path, ex.prelude,
+                                                            ex.source)), name
     assert (cuda.to_device(np.arange(4)).copy_to_host() == np.arange(4)).all()
