@@ -6,8 +6,10 @@ message names the likely cause. The same call serves the visible check cell and 
 hidden tests (``hidden=Cases(seed=..., sizes=[...])``: the master's hidden test cell names
 shapes and a seed the learner has not seen; the package holds none, see ``_cases``). The
 machinery they share is in ``_engine`` (its docstring is the contract), ``_origin`` (what
-was handed in), ``_compile`` (the sm_90 compile gate in the simulator) and ``_replay`` (the
-simulator-only checks, re-run in a simulator subprocess on a GPU).
+was handed in), ``_compile`` (the sm_90 compile gate in the simulator), ``_replay`` (the
+simulator-only checks, re-run in a simulator subprocess on a GPU) and ``_preflight`` (on a
+GPU, every launch of learner code runs its index-checked instrumented build first, so an
+index outside an array is named and never poisons the process's CUDA context).
 
 A failure shows the learner its diagnosis and the check cell's line, not the checker's
 frames: every public ``check_*`` re-raises its ``CheckFailure`` from a clean frame, wrapped
@@ -30,7 +32,7 @@ import types
 # compares the loaded modules before and after the learner's cells).
 from . import _cases, _engine, _origin, _source, _compile, _replay  # noqa: F401
 from . import _numba_hooks, _budget  # noqa: F401
-from . import _observe, _instrument  # noqa: F401
+from . import _observe, _instrument, _preflight  # noqa: F401
 from . import kit  # noqa: F401 - the checkers' one import
 from ..course import lessons
 from ._cases import Cases
@@ -67,8 +69,9 @@ def _public(fn):
     def check(*args, **kwargs):
         __tracebackhide__ = True  # pytest hides this frame
         try:
-            # every kernel it launches must compile for sm_90; no check runs past its budget
-            with _compile.gating(), _budget.budget():
+            # every kernel it launches must compile for sm_90; on a GPU every launch of learner
+            # code runs its index-checked build first; no check runs past its budget
+            with _compile.gating(), _preflight.guarding(), _budget.budget():
                 return fn(*args, **kwargs)
         except CheckFailure as failure:
             # Your code did not pass this check: the reason is printed below.

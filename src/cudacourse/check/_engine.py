@@ -41,7 +41,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NoReturn, Sequence
 
 import numpy as _np
 
@@ -393,38 +393,58 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
             else:
                 kernel[grid, block](*args)
             cuda.synchronize()
-        except CheckFailure:
+        except CheckFailure as exc:
+            where = getattr(exc, "where", None)
+            if where:  # a launch's first run (``_preflight``) went outside: said as ours
+                try:
+                    outside(name, ctx, where[0], len(g), *where[1:4], tile=where[4])
+                except CheckFailure as said:
+                    exc.reword(said)
             raise
         except IndexError as exc:  # the simulator checks every index; a GPU would not
             m = _OOB.search(str(exc))
-            where = (T(" (index {group} on an axis of size {group_2})", group=m.group(1),
-                       group_2=m.group(3)) if m else "")
-            who = plain(str(exc).split(":")[0])
-            tile = _shared_index(exc, m)
-            if tile is not None:  # a shared array: its declared shape is the evidence
-                fail("out_of_bounds_read", T("{name} indexed its shared array {array} outside the shape it declares "
-                       "(index {index} on its axis {axis}, of size {size}) at line {line}, in "
-                       "{who}: {array} is declared at line {decl} with shape {shape}. A shared "
-                       "array has the shape the kernel declares, whatever the input's size, so "
-                       "a bounds guard on the input does not help: check the declared shape "
-                       "(rows first, then columns) against how this index is computed",
-                       name=name, array=tile[0], index=int(m.group(1)), axis=int(m.group(2)),
-                       size=int(m.group(3)), line=tile[1], who=who, decl=tile[2],
-                       shape=fmt(tile[3])), context=ctx, index=int(m.group(1)), size=int(m.group(3)))
-            if m and len(g) > 1 and int(m.group(1)) >= int(m.group(3)) >= 0:
-                # a 2-D launch: the guard may be there, on the wrong axis (x < ny)
-                fail("out_of_bounds_read", T("{name} indexed outside an array (index {index} on its axis {axis}, of "
-                       "size {size}), in {who}.", name=name, index=int(m.group(1)),
-                       axis=int(m.group(2)), size=int(m.group(3)), who=who), context=ctx, index=int(m.group(1)), size=int(m.group(3)), hint=T("a missing bounds guard, or one that compares an index with the "
-                            "other axis' size? Guard each index with its own axis: y (a row) "
-                            "with the number of rows, x (a column) with the number of "
-                            "columns"))
-            fail("out_of_bounds_read", T("{name} indexed outside an array{where}, in {who}.", name=name, where=where,
-                   who=who), hint=T("missing bounds guard (if i < n)?"), context=ctx)
+            outside(name, ctx, plain(str(exc).split(":")[0]), len(g),
+                    *((int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else ()),
+                    tile=_shared_index(exc, m))
         except Exception as exc:  # noqa: BLE001 - anything else the kernel raised or caused
             _launch_error(exc, name, {**ctx, "kernel": kernel})
     if stray.first is not None:
         _launch_error(stray.first, name, {**ctx, "kernel": kernel}, stray.thread, stray.count)
+
+
+def outside(name: str, ctx: dict, who: Any, grid_ndim: int, index: int | None = None,
+            axis: int = 0, size: int = 0, tile: tuple | None = None) -> NoReturn:
+    """The verdict on an index outside an array, the one wording for it: the simulator's
+    refusal (``launch``) and a GPU launch's instrumented first run (``_preflight``) both
+    raise it. ``who``: the thread, in words; ``tile``: (array, line, declaring line, shape)
+    when the array is a shared (or local) one the kernel declares."""
+    __tracebackhide__ = True
+    if index is None:
+        fail("out_of_bounds_read", T("{name} indexed outside an array{where}, in {who}.",
+                                     name=name, where="", who=who),
+             hint=T("missing bounds guard (if i < n)?"), context=ctx)
+    if tile is not None:  # a shared array: its declared shape is the evidence
+        fail("out_of_bounds_read", T("{name} indexed its shared array {array} outside the shape it declares "
+               "(index {index} on its axis {axis}, of size {size}) at line {line}, in "
+               "{who}: {array} is declared at line {decl} with shape {shape}. A shared "
+               "array has the shape the kernel declares, whatever the input's size, so "
+               "a bounds guard on the input does not help: check the declared shape "
+               "(rows first, then columns) against how this index is computed",
+               name=name, array=tile[0], index=index, axis=axis,
+               size=size, line=tile[1], who=who, decl=tile[2],
+               shape=fmt(tile[3])), context=ctx, index=index, size=size)
+    if grid_ndim > 1 and index >= size >= 0:
+        # a 2-D launch: the guard may be there, on the wrong axis (x < ny)
+        fail("out_of_bounds_read", T("{name} indexed outside an array (index {index} on its axis {axis}, of "
+               "size {size}), in {who}.", name=name, index=index,
+               axis=axis, size=size, who=who), context=ctx, index=index, size=size, hint=T("a missing bounds guard, or one that compares an index with the "
+                    "other axis' size? Guard each index with its own axis: y (a row) "
+                    "with the number of rows, x (a column) with the number of "
+                    "columns"))
+    fail("out_of_bounds_read", T("{name} indexed outside an array{where}, in {who}.", name=name,
+                                 where=T(" (index {group} on an axis of size {group_2})",
+                                         group=index, group_2=size),
+           who=who), hint=T("missing bounds guard (if i < n)?"), context=ctx)
 
 
 def _shared_index(exc: BaseException, m: Any) -> tuple | None:

@@ -42,7 +42,8 @@ from . import _engine as E
 from . import _observation as O  # the record filled here, as the simulator fills it
 
 _np = E._np
-OOB_RECORDS = 64  # out-of-bounds accesses kept per launch (the first ones)
+OOB_RECORDS = 4096  # out-of-bounds accesses kept per launch (the first ones; as many as the
+# simulator keeps, so that "k threads past the end" counts the same on both devices)
 RACE_RECORDS = 16
 UNFILLED_RECORDS = 64
 BARRIER_LINES = 64  # barrier lines kept per thread, in the order reached
@@ -521,6 +522,8 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
     opts = {k: v for k, v in (_jit_options(kernel)).items() if k in ("fastmath",)}
     jitted = cuda.jit(**opts)(ns["__cc_kernel"])
     jitted.__cc_instrumented__ = True  # the compile gate checks the learner's kernel instead
+    with _STATE["lock"]:  # by identity: an attribute a learner's kernel could carry too
+        _STATE.setdefault("built", set()).add(id(jitted))
     built = {"kernel": jitted, "py": kernel.py_func,
              "shared": {name: sizes[name] for name in info["shared"]},
              "shared_lines": dict(info["shared"]), "filename": filename,
@@ -529,6 +532,12 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
     with _STATE["lock"]:
         _STATE["builds"][key] = built
     return built
+
+
+def is_build(kernel: Any) -> bool:
+    """Whether ``kernel`` is one of this module's instrumented builds (kept alive in the
+    cache of builds, so an id is never reused for another kernel)."""
+    return id(kernel) in _STATE.get("built", ())
 
 
 def _jit_options(kernel: Any) -> dict:
@@ -572,9 +581,13 @@ class NativeObservation(O.Observation):
         self._watched[id(view)] = (name, view)
         return view
 
-    def run(self, kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel") -> None:
+    def run(self, kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
+            shared: int = 0, strict: bool = False) -> None:
         """Launch the instrumented build of ``kernel`` (``E.launch``'s checks and
-        diagnoses), then fill this observation from what it recorded."""
+        diagnoses), then fill this observation from what it recorded. ``strict``
+        (``_preflight``): never launch the learner's own kernel here; a kernel the rewrite
+        cannot follow raises :class:`NotInstrumentable`, a failed run keeps the accesses
+        outside that it recorded (``oob``) before raising."""
         __tracebackhide__ = True
         from numba import cuda
 
@@ -584,6 +597,8 @@ class NativeObservation(O.Observation):
         try:
             built = build(kernel, watched, ranks)
         except NotInstrumentable as exc:
+            if strict:
+                raise
             self._give_up(str(exc))
             E.launch(kernel, grid, block, *args, name=name)
             return
@@ -616,8 +631,14 @@ class NativeObservation(O.Observation):
             shadows.append((sname, slots, sw))
         E.compile_gate(kernel, args, name)  # simulator: what sm_90 refuses, said of the kernel
         try:
-            E.launch(built["kernel"], grid, block, *args, *extra, name=name)
+            E.launch(built["kernel"], grid, block, *args, *extra, name=name, shared=shared)
         except E.CheckFailure as exc:
+            if strict:
+                if exc.cause == "does_not_compile":  # the rewrite's, not the learner's
+                    raise NotInstrumentable(f"its instrumented build did not compile "
+                                            f"({exc.message})") from None
+                self._collect_oob(g, b, dev, per_array, built)
+                raise
             if exc.cause == "does_not_compile":
                 # Say what the learner's own kernel does wrong, not the rewrite: compile it.
                 E.launch(kernel, grid, block, *args, name=name)
@@ -640,16 +661,10 @@ class NativeObservation(O.Observation):
                 for key, t in zip(_keys(nz, g, b), nz):
                     into[key] += int(arr[t])
             log.element_writes = log.element_writes + ew.copy_to_host().astype(_np.int64)
-        names = {k: name for k, (name, *_rest) in enumerate(per_array)}
         shared_names = {i: T("the shared array allocated at line {site}",
                                site=built['shared_lines'][s])
                         for i, (s, _, _) in enumerate(shadows)}
-        oob = dev["oob"].copy_to_host()
-        for k in range(min(int(oob[0]), OOB_RECORDS)):
-            tid, pid, axis, idx, size, line, write = (int(v) for v in oob[1 + 7 * k:8 + 7 * k])
-            arr = names.get(pid) if pid >= 0 else shared_names.get(-1 - pid, T("shared memory"))
-            self.oob.append(O.OutOfBounds(_keys([tid], g, b)[0], arr, axis, idx, size, line,
-                                          bool(write)))
+        self._collect_oob(g, b, dev, per_array, built)
         per = int(_np.prod(b))
         for key, (counts, into) in zip(("shr", "shf"), (
                 (dev["shr"].copy_to_host(), self.shared_reads),
@@ -676,6 +691,26 @@ class NativeObservation(O.Observation):
         bx = tuple(b) + (1,) * (3 - len(b))
         for blk in _np.ndindex(gx[2], gx[1], gx[0]):
             self._end_block((blk[2], blk[1], blk[0]), bx)
+
+    def _collect_oob(self, g: tuple, b: tuple, dev: dict, per_array: list,
+                     built: dict) -> None:
+        """The accesses outside an array, as the simulator records them: a global array by
+        its watched name, a shared one by its name with (declaring line, declared shape)."""
+        names = {k: name for k, (name, *_rest) in enumerate(per_array)}
+        sites = list(built["shared"])
+        oob = dev["oob"].copy_to_host()
+        for k in range(min(int(oob[0]), OOB_RECORDS)):
+            tid, pid, axis, idx, size, line, write = (int(v) for v in oob[1 + 7 * k:8 + 7 * k])
+            decl = None
+            if pid >= 0:
+                arr = names.get(pid, "")
+            elif -1 - pid < len(sites):
+                arr = sites[-1 - pid]
+                decl = (built["shared_lines"][arr], built["shared_shapes"][arr])
+            else:
+                arr = T("shared memory")
+            self.oob.append(O.OutOfBounds(_keys([tid], g, b)[0], arr, axis, idx, size, line,
+                                          bool(write), decl))
 
     def _thread_of(self, enc: int, blk: int, g: tuple, b: tuple) -> tuple[tuple, int]:
         tib = (enc & 0xFFFFF) - 1

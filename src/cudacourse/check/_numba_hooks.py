@@ -56,6 +56,9 @@ def seams() -> dict[str, Callable[[], Any]]:
         # _origin.is_device_function, _source.jit_options, _compile.gating
         "FakeCUDAKernel._device/_fastmath/py_func": _instance_fields("_device", "_fastmath",
                                                                      "py_func"),
+        # _preflight.guarding: a configured simulator launch's grid, block, dynamic shared
+        "FakeCUDAKernel.grid_dim/block_dim/dynshared_size": _instance_fields(
+            "grid_dim", "block_dim", "dynshared_size"),
         # _engine.counting_array subclasses it; _compile.type_spec reads its _ary
         "simulator FakeCUDAArray": _attr("numba.cuda.simulator.cudadrv.devicearray",
                                          "FakeCUDAArray"),
@@ -69,4 +72,7 @@ def seams() -> dict[str, Callable[[], Any]]:
         # "numba.cuda.cuda_paths.get_cuda_paths._cached_result"
         # "numba.cuda.cudadrv.nvrtc.get_supported_ccs"
         # "numba.cuda.dispatcher.get_current_device", "numba.cuda.compile_ptx"
+        # _preflight.guarding on a GPU: "numba.cuda.dispatcher.CUDADispatcher.call" and the
+        # launch configuration's griddim, blockdim and sharedmem (tests/test_check_preflight.py's
+        # gpu-marked test runs through it)
     }

@@ -331,6 +331,8 @@ class Observation:
     # --- shared memory ---------------------------------------------------------------
     def _new_shared(self, shape: Any, dtype: Any, site: tuple) -> Any:
         fill = POISON if _dtype(dtype).kind == "f" else POISON_INT
+        if _dtype(dtype).kind in "ub":  # unsigned (bf16 bits in uint16): the largest value
+            fill = _np.iinfo(dtype).max if _dtype(dtype).kind == "u" else True
         base = E._full(shape, fill, dtype=dtype)
         obs = self
         aid = len(self._shared_meta)

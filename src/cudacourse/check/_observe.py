@@ -34,12 +34,14 @@ is ``_observation``'s, below this module and ``_instrument`` alike.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import threading
 from typing import Any, Iterator, NoReturn
 
 import numpy as _np
 
+from . import _buffers
 from . import _engine as E
 from ._failure import fail
 from ..i18n import T
@@ -371,6 +373,20 @@ def off_by_one_index(exc: BaseException) -> tuple[int, int] | None:
 
 # --- the simulator's observer ------------------------------------------------------------
 
+_PAUSED = [0]  # > 0: launches are not observed (a launch's first run, ``_preflight``)
+
+
+@contextlib.contextmanager
+def unobserved() -> Iterator[None]:
+    """Within the block, ``observing()``'s patches record nothing: the instrumented first
+    run of a launch (``_preflight``) is not the launch the observation is about."""
+    _PAUSED[0] += 1
+    try:
+        yield
+    finally:
+        _PAUSED[0] -= 1
+
+
 @contextlib.contextmanager
 def observing() -> Iterator[Observation]:
     """Instrument the simulator for the duration of the block (no-op on a GPU, except
@@ -405,6 +421,8 @@ def observing() -> Iterator[Observation]:
     orig_sync = sim_kernel.BlockThread.__dict__["syncthreads"]
 
     def syncthreads(self):
+        if _PAUSED[0]:
+            return orig_sync(self)
         fname, line = _kernel_site()
         with obs.lock:
             obs.barriers[_key(self)].append(line)
@@ -414,7 +432,7 @@ def observing() -> Iterator[Observation]:
     patch(sim_kernel.BlockThread, "syncthreads", syncthreads)
 
     def shared_array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None:
+        if shape == 0 or alignment is not None or _PAUSED[0]:
             return orig_shared(self, shape, dtype, alignment)
         from numba.core import types
         from numba.np import numpy_support
@@ -446,7 +464,7 @@ def observing() -> Iterator[Observation]:
 
         def counted(*args, _inner=inner, **kwargs):
             t = threading.current_thread()
-            if hasattr(t, "threadIdx"):
+            if hasattr(t, "threadIdx") and not _PAUSED[0]:
                 with obs.lock:
                     obs.shuffles[_key(t)] += 1
             return _inner(*args, **kwargs)
@@ -459,7 +477,7 @@ def observing() -> Iterator[Observation]:
 
         def atomic(self, *args, _fn=fn, **kwargs):
             t = threading.current_thread()
-            if not hasattr(t, "threadIdx"):
+            if not hasattr(t, "threadIdx") or _PAUSED[0]:
                 return _fn(self, *args, **kwargs)
             k = _key(t)
             with obs.lock:
@@ -476,6 +494,8 @@ def observing() -> Iterator[Observation]:
     orig_run = sim_kernel.BlockManager.__dict__["run"]
 
     def run(self, grid_point, *args):
+        if _PAUSED[0]:
+            return orig_run(self, grid_point, *args)
         f = self._f
 
         def kernel_body(*a):
@@ -542,9 +562,13 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
     try:
         run(kernel, grid, block, *args, name=name)
     except E.CheckFailure as exc:
-        if getattr(exc, "cause", None):
+        seen = _preflight_records(exc, args, obs)
+        if seen:  # found by the launch's first run: said as this observation would have
+            obs.oob[:] = seen
+        elif getattr(exc, "cause", None):
             raise
-        fail("kernel_raised", str(exc), context)
+        else:
+            fail("kernel_raised", str(exc), context)
     if not (obs.live and obs.oob):
         return
     b = (block,) if isinstance(block, int) else tuple(block)
@@ -556,6 +580,24 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
     if not better:
         better = out_of_bounds_words(recs, b, name)
     fail(better[0], better[1], context)
+
+
+def _preflight_records(exc: BaseException, args: tuple, obs: Observation) -> list:
+    """The accesses outside that a launch's instrumented first run found (``_preflight``),
+    as this (simulator) observation would have recorded them; [] when there are none."""
+    if not getattr(exc, "records", None) or not obs.live:  # none, or the simulator's own
+        return []
+    out = []
+    for r in exc.records:
+        if r.shared is not None:  # shared arrays: always observed
+            out.append(r)
+            continue
+        pos = exc.positions.get(r.array)
+        buf = _buffers.buffer_of(args[pos]) if pos is not None and pos < len(args) else None
+        if buf is None or buf.name not in obs.arrays:
+            return []  # not watched: the simulator refuses the index itself, in E.launch
+        out.append(dataclasses.replace(r, array=buf.name))
+    return out
 
 
 def shared_out_of_bounds_words(r: Any) -> tuple[str, Any]:
