@@ -172,6 +172,23 @@ def _in_group(item: pytest.Item) -> None:
     item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # noqa: SLF001
 
 
+# Marks of the tests that take tens of seconds each (grading a class, executing a notebook,
+# driving a browser): their modules are collected first (``_heavy_modules_first``).
+SLOW_MARKS = ("grading", "notebooks", "browser")
+
+
+def _heavy_modules_first(items: list[pytest.Item]) -> None:
+    """Longest first, so that no worker is left alone at the end of ``./course test`` with
+    a slow test it started last: xdist (``--dist loadgroup``) hands out the groups first,
+    largest first, then the single tests in collection order; so a module holding a test
+    marked in ``SLOW_MARKS`` is collected before every other module. Stable: modules keep
+    their order among themselves and stay whole (a module fixture is built once per run of
+    its tests in a row); every worker collects the same order, as xdist requires."""
+    heavy = {item.path for item in items
+             if any(item.get_closest_marker(m) for m in SLOW_MARKS)}
+    items.sort(key=lambda item: item.path not in heavy)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     loadgroup = getattr(config.option, "loadgroup", False)  # set in xdist's workers
@@ -181,6 +198,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
         if loadgroup:
             _in_group(item)
+    _heavy_modules_first(items)
     why = _no_browser()
     if why:  # at collection: their course and server fixtures are never built
         for item in items:

@@ -29,7 +29,8 @@ def pytest_collection_finish(session):
     with open(os.environ["SHARING_DUMP"], "w") as fh:
         json.dump(out, fh)
 '''
-FILES = ["tests/test_grading.py", "tests/test_grader_postgres.py",
+FILES = ["tests/test_arrays.py",  # (no slow test: collected after the others)
+         "tests/test_grading.py", "tests/test_grader_postgres.py",
          "tests/test_grader_distributed.py", "tests/test_exchange.py",
          "tests/test_notebooks.py"]
 
@@ -68,6 +69,15 @@ def test_readers_of_a_shared_fixture_are_one_group_and_others_none(collected):
     ex = [v for k, v in items.items() if k.startswith("tests/test_exchange.py::")]
     assert {tuple(v["groups"]) for v in ex if "exchanged" in v["fixtures"]} == {
         ("test_exchange.py",)}
+
+
+def test_modules_with_slow_tests_are_collected_first(collected):
+    """conftest's _heavy_modules_first: a module with a test marked grading or notebooks
+    comes before one without (xdist then starts the slow single tests first), and every
+    module stays whole, in its order among its kind."""
+    files = [k.split("::")[0] for k in collected]  # (the dump keeps the collection order)
+    runs = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
+    assert runs == [*FILES[1:], FILES[0]], runs
 
 
 def test_a_master_s_two_readers_are_one_group_per_lesson(collected):
