@@ -16,8 +16,9 @@ Such a thing is built once per test session and read by every test that needs it
   ``--dist loadgroup``: one worker runs all of them, so the fixture is built once, while the
   other workers run the rest. The group is the fixture's name for a session fixture, and the
   defining file for a module fixture (two files' ``graded`` are two builds; a file's server
-  and the class graded into it are one). xdist sends the groups first, largest first: the
-  class is started at once, not at the end of the run.
+  and the class graded into it are one). xdist sends the work in collection order
+  (``--no-loadscope-reorder``), which ``_heavy_modules_first`` makes longest first: the
+  class is started at once, then the other builds and slow tests, the quick ones last.
 
 To join the shared class, a new test (a hostile sample's own assertion, a browser test of
 the graded class, a catalogue mutant graded end to end) just asks for ``graded_class``; a new
@@ -178,15 +179,18 @@ SLOW_MARKS = ("grading", "notebooks", "browser")
 
 
 def _heavy_modules_first(items: list[pytest.Item]) -> None:
-    """Longest first, so that no worker is left alone at the end of ``./course test`` with
-    a slow test it started last: xdist (``--dist loadgroup``) hands out the groups first,
-    largest first, then the single tests in collection order; so a module holding a test
-    marked in ``SLOW_MARKS`` is collected before every other module. Stable: modules keep
-    their order among themselves and stay whole (a module fixture is built once per run of
-    its tests in a row); every worker collects the same order, as xdist requires."""
+    """Longest first, so that the longest build starts at once and no worker is left alone
+    at the end of ``./course test`` with a slow test it started last. ``./course test``
+    runs ``--dist loadgroup --no-loadscope-reorder``: xdist hands out the groups and single
+    tests in collection order, and this order is: the modules that read ``SHARED[0]`` (the
+    graded class, the session's longest build), then every module holding a test marked in
+    ``SLOW_MARKS``, then the rest. Stable: modules keep their order among their kind and
+    stay whole (a module fixture is built once per run of its tests in a row); every worker
+    collects the same order, as xdist requires."""
+    first = {item.path for item in items if shared_group(item) == SHARED[0]}
     heavy = {item.path for item in items
              if any(item.get_closest_marker(m) for m in SLOW_MARKS)}
-    items.sort(key=lambda item: item.path not in heavy)
+    items.sort(key=lambda item: 0 if item.path in first else 1 if item.path in heavy else 2)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
