@@ -16,8 +16,9 @@ Such a thing is built once per test session and read by every test that needs it
   ``--dist loadgroup``: one worker runs all of them, so the fixture is built once, while the
   other workers run the rest. The group is the fixture's name for a session fixture, and the
   defining file for a module fixture (two files' ``graded`` are two builds; a file's server
-  and the class graded into it are one). xdist sends the groups first, largest first: the
-  class is started at once, not at the end of the run.
+  and the class graded into it are one). xdist sends the work in collection order
+  (``--no-loadscope-reorder``), which ``_heavy_modules_first`` makes longest first: the
+  class is started at once, then the other builds and slow tests, the quick ones last.
 
 To join the shared class, a new test (a hostile sample's own assertion, a browser test of
 the graded class, a catalogue mutant graded end to end) just asks for ``graded_class``; a new
@@ -172,6 +173,26 @@ def _in_group(item: pytest.Item) -> None:
     item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # noqa: SLF001
 
 
+# Marks of the tests that take tens of seconds each (grading a class, executing a notebook,
+# driving a browser): their modules are collected first (``_heavy_modules_first``).
+SLOW_MARKS = ("grading", "notebooks", "browser")
+
+
+def _heavy_modules_first(items: list[pytest.Item]) -> None:
+    """Longest first, so that the longest build starts at once and no worker is left alone
+    at the end of ``./course test`` with a slow test it started last. ``./course test``
+    runs ``--dist loadgroup --no-loadscope-reorder``: xdist hands out the groups and single
+    tests in collection order, and this order is: the modules that read ``SHARED[0]`` (the
+    graded class, the session's longest build), then every module holding a test marked in
+    ``SLOW_MARKS``, then the rest. Stable: modules keep their order among their kind and
+    stay whole (a module fixture is built once per run of its tests in a row); every worker
+    collects the same order, as xdist requires."""
+    first = {item.path for item in items if shared_group(item) == SHARED[0]}
+    heavy = {item.path for item in items
+             if any(item.get_closest_marker(m) for m in SLOW_MARKS)}
+    items.sort(key=lambda item: 0 if item.path in first else 1 if item.path in heavy else 2)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     loadgroup = getattr(config.option, "loadgroup", False)  # set in xdist's workers
@@ -181,6 +202,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
         if loadgroup:
             _in_group(item)
+    _heavy_modules_first(items)
     why = _no_browser()
     if why:  # at collection: their course and server fixtures are never built
         for item in items:

@@ -29,9 +29,10 @@ def pytest_collection_finish(session):
     with open(os.environ["SHARING_DUMP"], "w") as fh:
         json.dump(out, fh)
 '''
-FILES = ["tests/test_grading.py", "tests/test_grader_postgres.py",
-         "tests/test_grader_distributed.py", "tests/test_exchange.py",
-         "tests/test_notebooks.py"]
+FILES = ["tests/test_arrays.py",  # (no slow test: collected after the others)
+         "tests/test_grader_postgres.py", "tests/test_grader_distributed.py",
+         "tests/test_exchange.py", "tests/test_notebooks.py",
+         "tests/test_grading.py"]  # (reads the graded class: collected first)
 
 
 def _collected(tmp_path: Path, *xdist: str) -> dict[str, dict]:
@@ -68,6 +69,15 @@ def test_readers_of_a_shared_fixture_are_one_group_and_others_none(collected):
     ex = [v for k, v in items.items() if k.startswith("tests/test_exchange.py::")]
     assert {tuple(v["groups"]) for v in ex if "exchanged" in v["fixtures"]} == {
         ("test_exchange.py",)}
+
+
+def test_modules_with_slow_tests_are_collected_first(collected):
+    """conftest's _heavy_modules_first: the graded class's readers first (the longest
+    build), then the modules with a test marked grading or notebooks, then the others
+    (xdist hands them out in this order), every module whole, in its order among its kind."""
+    files = [k.split("::")[0] for k in collected]  # (the dump keeps the collection order)
+    runs = [f for i, f in enumerate(files) if i == 0 or files[i - 1] != f]
+    assert runs == [FILES[-1], *FILES[1:-1], FILES[0]], runs
 
 
 def test_a_master_s_two_readers_are_one_group_per_lesson(collected):
