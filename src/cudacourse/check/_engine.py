@@ -487,10 +487,10 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
         fail("illegal_address", T("{name} accessed memory it does not own (illegal address): an index far out of "
                "bounds. The GPU context is now unusable: restart the kernel.", name=name), context={k: v for k, v in ctx.items() if k != "kernel"})
     if _is_compile_error(exc, text):  # on a GPU: the real compile, at the first launch
-        reason, line = _compile.explain(str(exc), type(exc).__name__,
-                                        _compile._unit_source(ctx.get("kernel")))
+        source = _compile._unit_source(ctx.get("kernel"))
+        reason, line = _compile.explain(str(exc), type(exc).__name__, source)
         where = T(" ({line})", line=line) if line else ""
-        fail("does_not_compile", T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+        fail(_compile.refusal_cause(str(exc), line, source), T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
                reason=reason))
     who = T(" in {thread}", thread=thread) if thread else ""
     ctx = {k: v for k, v in ctx.items() if k != "kernel"}

@@ -52,6 +52,10 @@ CAUSES = {
     "package_kernel": "the course's own kernel or function handed in as the answer",
     "replay_error": "the simulator re-run of the kernel could not be carried out",
     "not_checked": "the check was stopped before it could finish",
+    # compile refusals that name the mistake (check/_compile.refusal_cause)
+    "grid_dimensions": "cuda.grid() or cuda.gridsize() asked for a number of dimensions the code does not use",
+    "missing_axis": "a.shape[k] of an axis the array does not have",
+    "float_index": "an array indexed with a float",
     # lesson 1 and the shared verdicts on what each thread did (_observe)
     "off_by_one_guard": "the bounds guard lets one thread too many through (i <= n)",
     "nan_result": "the kernel computed NaN",

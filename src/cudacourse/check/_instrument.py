@@ -39,6 +39,7 @@ from typing import Any, Iterator
 
 from ..i18n import T
 from . import _engine as E
+from . import _compile  # which causes are compile refusals (COMPILE_CAUSES)
 from . import _observation as O  # the record filled here, as the simulator fills it
 
 _np = E._np
@@ -618,7 +619,7 @@ class NativeObservation(O.Observation):
         try:
             E.launch(built["kernel"], grid, block, *args, *extra, name=name)
         except E.CheckFailure as exc:
-            if exc.cause == "does_not_compile":
+            if exc.cause in _compile.COMPILE_CAUSES:
                 # Say what the learner's own kernel does wrong, not the rewrite: compile it.
                 E.launch(kernel, grid, block, *args, name=name)
                 self._give_up(f"its instrumented build did not compile ({exc.message})")

@@ -454,8 +454,11 @@ OPERATORS = [
     Operator("widen_guard", "a comparison widened or narrowed by one",
              frozenset(_BOUNDS | _VALUES | _BARRIER | {"redundant_work", "no_tree",
                                                        "early_return"}), widen_guard),
+    # missing_axis: the compile gate says it only of a.shape[k] past the array's axes, which
+    # is this mistake on a one-dimensional array
     Operator("guard_other_axis", "a guard comparing with the other axis' size",
-             frozenset(_BOUNDS | {"guard_wrong_axis", "swapped_axes", "grid_too_small"}),
+             frozenset(_BOUNDS | {"guard_wrong_axis", "swapped_axes", "grid_too_small",
+                                  "missing_axis"}),
              guard_other_axis),
     Operator("drop_barrier", "a barrier removed", frozenset(_BARRIER), drop_barrier),
     Operator("loop_bounds", "a loop's end one off, or its stride doubled",
@@ -464,10 +467,15 @@ OPERATORS = [
              frozenset(_VALUES | _BARRIER | {"nondeterministic", "inputs_changed",
                                              "wrong_buffer", "no_tree"}), assign_accumulate),
     # on the host, `//` turned `/` makes a launch's grid a float, which Numba refuses
-    Operator("arithmetic", "an arithmetic operator changed", frozenset(_INDEX | {"bad_launch"}),
-             arithmetic),
+    # float_index: the compile gate says it only of an index typed float, which a `/` for
+    # `//` in an index makes (the master's indices are integers)
+    Operator("arithmetic", "an arithmetic operator changed",
+             frozenset(_INDEX | {"bad_launch", "float_index"}), arithmetic),
+    # grid_dimensions: the compile gate says it only where a cuda.grid(k) / gridsize(k)
+    # does not fit its use, which a changed k makes (the master's fit)
     Operator("constant_off_by_one", "an integer constant one more or one less",
-             frozenset(_INDEX | _LAUNCH | {"bad_launch"}), constant_off_by_one),
+             frozenset(_INDEX | _LAUNCH | {"bad_launch", "grid_dimensions"}),
+             constant_off_by_one),
     Operator("sign_and_constants", "a float constant's sign flipped or doubled",
              frozenset(_INDEX | _LAUNCH | {"bad_launch"}), sign_and_constants),
     Operator("cuda_coordinates", "a thread coordinate for a block's (or blockDim for gridDim)",
@@ -483,12 +491,13 @@ OPERATORS = [
     Operator("host_steps", "a sync, copy or buffer swap dropped", frozenset(_HOST), host_steps),
     Operator("host_buffers", "an output uploaded from the host, or a stream dropped",
              frozenset(_HOST), host_buffers),
+    # float_index: a float variable read where an integer one belongs, in an index
     Operator("wrong_name", "a variable read in place of another of the same kind",
-             frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch"}), wrong_name),
+             frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch", "float_index"}), wrong_name),
     Operator("axis_name", "a variable of one axis read for the other's (row for col)",
              frozenset(_INDEX | _LAUNCH), axis_name),
     Operator("swap_operands", "the operands of -, /, //, % or ** exchanged",
-             frozenset(_INDEX | {"bad_launch"}), swap_operands),
+             frozenset(_INDEX | {"bad_launch", "float_index"}), swap_operands),
     Operator("move_barrier", "a barrier one statement too early or too late",
              frozenset(_BARRIER | {"unwritten"}), move_barrier),
     Operator("drop_store", "a store into an array forgotten",
