@@ -213,6 +213,76 @@ def test_gpu_scale_rejects(fn, phrase):
     rejects(check.check_gpu_scale, fn, phrase)
 
 
+# issue 45 (mutants): what a host function raises names the mistake when it singles it out
+
+def scale_reads_blocks_first(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + blocks - 1) // 128  # noqa: F821 - `blocks` read before it is bound
+    scale_kernel[blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+def scale_alpha_for_x(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    n_blocks = (alpha.shape[0] + 127) // 128  # the number alpha where the array x belongs
+    scale_kernel[n_blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+def scale_array_in_count(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    n_blocks = (x.shape[0] + d_x - 1) // 128  # the device array where a count belongs
+    scale_kernel[n_blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+def scale_array_as_block(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    scale_kernel[blocks(x.size), d_x](d_x, d_out, np.float32(alpha))  # an array as the block
+    return d_out.copy_to_host()
+
+
+def scale_number_as_output(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    scale_kernel[blocks(x.size), 128](d_x, 128, np.float32(alpha))  # a number as the output
+    return d_out.copy_to_host()
+
+
+def scale_right_shape_count(x, alpha):
+    # right, written differently: the count from the device array's shape, the output
+    # allocated from the host array's shape and dtype
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array(x.shape, x.dtype)
+    n_blocks = -(-d_x.shape[0] // 128)
+    scale_kernel[n_blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+@pytest.mark.parametrize("fn, cause, phrase", [
+    (scale_reads_blocks_first, "used_before_assigned", "read the variable blocks before"),
+    (scale_alpha_for_x, "number_for_array", "has no .shape"),
+    (scale_array_in_count, "array_for_number", "device array in host arithmetic"),
+    (scale_array_as_block, "bad_launch", "got an array"),
+    (scale_number_as_output, "number_for_array", "indexes a number as if it were an array"),
+], ids=["read-before-bound", "number-as-array", "array-as-number", "array-as-block",
+        "number-as-output"])
+def test_gpu_scale_names_what_the_host_function_raised(fn, cause, phrase):
+    with pytest.raises(CheckFailure) as info:
+        check.check_gpu_scale(fn, seed=3)
+    assert info.value.cause == cause and phrase in str(info.value), str(info.value)
+    if cause != "bad_launch" and "indexes" not in phrase:
+        assert "line " in str(info.value)  # the learner's line is shown
+
+
+def test_gpu_scale_accepts_counts_from_the_device_arrays_shape():
+    check.check_gpu_scale(scale_right_shape_count, seed=1)
+
+
 # --- exercise 2: smooth_on_device ---------------------------------------------------------------
 
 def smooth_right(x, steps):

@@ -163,6 +163,64 @@ def test_mirror_guard_diagnosis_names_the_axis():
         check.check_mirror(mirror_no_guard_y, seed=3)
 
 
+# issue 45 (mutants): an index outside the image in the launch without spare threads is
+# named from how it relates to the thread's own (c, r), never "swapped" by default
+
+@cuda.jit
+def mirror_row_below(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r + 1, img.shape[1] - 1 - c]  # the row below: one off
+
+
+@cuda.jit
+def mirror_out_col_after(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c + 1] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_two_past(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] + 1 - c]  # two past the mirrored column: arithmetic
+
+
+@cuda.jit
+def mirror_subtracted_the_wrong_way(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, c - 1 - img.shape[1]]  # operands exchanged: negative indices
+
+
+@cuda.jit
+def mirror_pos_indexed(img, out):
+    # right, written differently: the pair kept whole and indexed, the width read once
+    pos = cuda.grid(2)
+    w = img.shape[1]
+    if pos[1] < img.shape[0] and pos[0] < w:
+        out[pos[1], pos[0]] = img[pos[1], w - pos[0] - 1]
+
+
+@pytest.mark.parametrize("kernel, cause", [
+    (mirror_row_below, "off_by_one"),
+    (mirror_out_col_after, "off_by_one"),
+    (mirror_swapped_unguarded, "swapped_axes"),
+    (mirror_two_past, "out_of_bounds_read"),
+    (mirror_subtracted_the_wrong_way, "out_of_bounds_read"),
+])
+def test_mirror_names_an_index_outside_from_the_threads_own_coordinates(kernel, cause):
+    with pytest.raises(CheckFailure) as info:
+        check.check_mirror(kernel, seed=7)
+    assert info.value.cause == cause, str(info.value)
+    assert "no spare threads" in str(info.value)
+
+
+def test_mirror_accepts_the_pair_kept_whole():
+    check.check_mirror(mirror_pos_indexed, seed=1)
+
+
 def test_each_check_returns_one_success_line():
     lines = [check.check_mirror(mirror_right, seed=1), check.check_saxpy(saxpy_right, seed=1),
              check.check_warp_sum(warp_sum_right, seed=1)]

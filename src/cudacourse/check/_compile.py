@@ -450,6 +450,9 @@ def _resources(kernel: Any, args: tuple, warn: bool) -> Resources | None:
 
 # --- the compiler's reason, in plain words -------------------------------------------------
 
+# a Numba scalar type in a typing error's signature
+_SCALAR_TYPE = r"(?:float|int|uint)\d+|bool|complex\d+"
+
 _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"must have void return type|return type must be void|"
                 r"No conversion from [\w()\[\], ]+ to none", re.I),
@@ -485,12 +488,19 @@ _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"argument can only be 1, 2, 3"),
      T("cuda.grid() and cuda.gridsize() take the number of the launch's dimensions: 1, 2 or 3")),
     (re.compile(r"failed to unpack|cannot unpack|too many values to unpack|"
-                r"not enough values to unpack", re.I),
+                r"not enough values to unpack|wrong tuple length", re.I),
      T("the names on the left of = do not match the values on the right: cuda.grid(1) gives "
        "one index, cuda.grid(2) a pair (x, y), cuda.grid(3) three")),
     (re.compile(r">>> (\w+)\((?:[^()]*, )?UniTuple\("),
      N_("the operation {name} got a tuple where a number belongs: cuda.grid(2) and "
         "cuda.gridsize(2) give a pair (x, y); unpack it, or ask for cuda.grid(1)")),
+    (re.compile(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}), "),
+     T("the kernel indexes a number as if it were an array: a launch argument the kernel "
+       "indexes must be a device array; check the order and the names of the arguments you "
+       "pass")),
+    (re.compile(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\("),
+     T("the kernel stores a whole array into one element: a value stored into an element "
+       "must be a number; check the arguments you pass (a scalar parameter got an array?)")),
     (re.compile(r"Unsupported array index type float"),
      T("an array is indexed with a float, and an index must be an integer: divide with // "
        "rather than /, and index with a position (such as i), not with a value read from "
@@ -513,7 +523,7 @@ _RULES: list[tuple[re.Pattern, str]] = [
 # devices (the simulator's gate, a GPU's own compile, the replay's). Any other refusal
 # stays ``does_not_compile``.
 COMPILE_CAUSES = frozenset({"does_not_compile", "grid_dimensions", "missing_axis",
-                            "float_index"})
+                            "float_index", "number_for_array", "array_for_number"})
 _GRID_CALL = re.compile(r"cuda\.(?:grid|gridsize)\s*\(")
 
 
@@ -529,7 +539,7 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
     if re.search(r"argument can only be 1, 2, 3", error):
         return "grid_dimensions"
     if (re.search(r"failed to unpack|cannot unpack|too many values to unpack|"
-                  r"not enough values to unpack", error, re.I) or
+                  r"not enough values to unpack|wrong tuple length", error, re.I) or
             re.search(r">>> \w+\((?:[^()]*, )?UniTuple\(", error)) and \
             (_GRID_CALL.search(code) or _grid_misfit(source)):
         return "grid_dimensions"
@@ -537,6 +547,10 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
         return "missing_axis"
     if re.search(r"Unsupported array index type float", error):
         return "float_index"
+    if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}), ", error):
+        return "number_for_array"
+    if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
+        return "array_for_number"
     return "does_not_compile"
 
 
@@ -552,6 +566,8 @@ def _grid_misfit(source: str) -> bool:
     except SyntaxError:
         return False
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    indexed = {n.value.id for n in ast.walk(tree)
+               if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)}
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
                 node.func.attr in ("grid", "gridsize") and len(node.args) == 1 and
@@ -564,7 +580,11 @@ def _grid_misfit(source: str) -> bool:
                 isinstance(up.targets[0], ast.Tuple):
             if len(up.targets[0].elts) != k:
                 return True
-        elif k >= 2 and not isinstance(up, ast.Subscript):  # pos = cuda.grid(2); pos[0]
+        elif isinstance(up, ast.Assign) and len(up.targets) == 1 and \
+                isinstance(up.targets[0], ast.Name):
+            if k >= 2 and up.targets[0].id not in indexed:  # pos = cuda.grid(2); pos[0]: fits
+                return True
+        elif k >= 2 and not isinstance(up, ast.Subscript):
             return True
     return False
 

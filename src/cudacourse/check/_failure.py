@@ -56,6 +56,10 @@ CAUSES = {
     "grid_dimensions": "cuda.grid() or cuda.gridsize() asked for a number of dimensions the code does not use",
     "missing_axis": "a.shape[k] of an axis the array does not have",
     "float_index": "an array indexed with a float",
+    # what a learner's host function raised, when it singles out the mistake (check/_raised)
+    "used_before_assigned": "a variable read before it was given a value",
+    "number_for_array": "a number used where an array belongs",
+    "array_for_number": "an array used where a number belongs",
     # lesson 1 and the shared verdicts on what each thread did (_observe)
     "off_by_one_guard": "the bounds guard lets one thread too many through (i <= n)",
     "nan_result": "the kernel computed NaN",

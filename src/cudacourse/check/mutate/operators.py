@@ -491,9 +491,13 @@ OPERATORS = [
     Operator("host_steps", "a sync, copy or buffer swap dropped", frozenset(_HOST), host_steps),
     Operator("host_buffers", "an output uploaded from the host, or a stream dropped",
              frozenset(_HOST), host_buffers),
-    # float_index: a float variable read where an integer one belongs, in an index
+    # float_index: a float variable read where an integer one belongs, in an index; on the
+    # host, where arrays and numbers are both unindexed names, a number read where an array
+    # belongs (or the reverse), or a name read on a line before it is bound
     Operator("wrong_name", "a variable read in place of another of the same kind",
-             frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch", "float_index"}), wrong_name),
+             frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch", "float_index",
+                                                    "number_for_array", "array_for_number",
+                                                    "used_before_assigned"}), wrong_name),
     Operator("axis_name", "a variable of one axis read for the other's (row for col)",
              frozenset(_INDEX | _LAUNCH), axis_name),
     Operator("swap_operands", "the operands of -, /, //, % or ** exchanged",
