@@ -99,6 +99,7 @@ CAUSES = {
     "unfilled_tile": "a shared tile read where no thread had stored a value",
     "no_tiles": "no shared-memory tiles: the technique the exercise asks for is missing",
     "no_tree": "the block's sum is not a tree reduction",
+    "slot_collision": "two threads met at one shared slot at one line: an index, not a barrier",
     # lesson 5: fused attention
     "overflow": "exp overflowed: the running maximum was not subtracted",
     "causal_mask_off_by_one": "the causal mask is off by one",
