@@ -930,3 +930,69 @@ def test_checkers_on_gpu():
     rejects(check.check_smooth_on_device, smooth_copies_back, "instead of swapping them")
     rejects(check.check_smooth_on_device, smooth_returns_stale, "the last step read")
     rejects(check.check_pipelined_scale, pipe_sync_every_chunk, "nothing overlaps")
+
+
+# --- issue 45 (mutants): pipelined_scale's host exceptions name the mistake ----------------
+
+def pipe_stream_from_chunk(x, alpha, n_chunks, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k  # the chunk's number, where the stream's (k % n_streams) belongs
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:hi], stream=streams[s])
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+    for s in streams:
+        s.synchronize()
+    return h_out
+
+
+def pipe_empty_host_slice(x, alpha, n_chunks, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:lo], stream=streams[s])  # lo:lo is empty
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+    for s in streams:
+        s.synchronize()
+    return h_out
+
+
+def pipe_comprehension_variable(x, alpha, n_chunks, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    d_in = [cuda.device_array(-(-x.size // n_chunks), np.float32) for _ in streams]
+    d_out = [cuda.device_array(-(-x.size // n_chunks), np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        d_in[s][:hi - _].copy_to_device(h_in[lo:hi], stream=streams[s])  # noqa: F821
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+    for s in streams:
+        s.synchronize()
+    return h_out
+
+
+@pytest.mark.parametrize("fn, cause, phrase", [
+    (pipe_stream_from_chunk, "list_index", "indexed a Python list past its end"),
+    (pipe_empty_host_slice, "shape_mismatch", "arrays of different shapes"),
+    (pipe_comprehension_variable, "used_before_assigned", "read the name _"),
+], ids=["stream-from-chunk", "empty-slice", "comprehension-variable"])
+def test_pipelined_scale_names_what_the_host_function_raised(fn, cause, phrase):
+    with pytest.raises(CheckFailure) as info:
+        check.check_pipelined_scale(fn, seed=3)
+    assert info.value.cause == cause and phrase in str(info.value), str(info.value)

@@ -60,6 +60,12 @@ _NAMED = [
     ("used_before_assigned",
      re.compile(r"cannot access local variable '(?P<var>\w+)' where it is not associated|"
                 r"local variable '(?P<var2>\w+)' referenced before assignment")),
+    ("used_before_assigned", re.compile(r"^name '(?P<var>\w+)' is not defined$")),
+    ("shape_mismatch",
+     re.compile(r"incompatible shape: (?P<a>\([\d, ]*\)) vs\. (?P<b>\([\d, ]*\))|"
+                r"could not broadcast input array from shape (?P<a2>\([\d, ]*\)) into "
+                r"shape (?P<b2>\([\d, ]*\))")),
+    ("list_index", re.compile(r"^list index out of range$")),
     ("number_for_array",
      re.compile(r"^'(?P<type>int|float|complex|bool|(?:numpy\.)?(?:float|int|uint)\d+)' "
                 r"object has no attribute '(?P<attr>\w+)'$")),
@@ -101,6 +107,21 @@ def named(exc: BaseException, fn: Any, name: str) -> tuple[str, Text] | None:
         hit = pattern.search(text)
         if not hit:
             continue
+        if cause == "used_before_assigned" and isinstance(exc, NameError) and \
+                not isinstance(exc, UnboundLocalError):
+            return cause, T("{name} read the name {var}, which has no value where it is read"
+                            "{where}: a loop's or a comprehension's variable exists only "
+                            "inside it", name=name, var=hit.group("var"), where=where)
+        if cause == "shape_mismatch" and isinstance(exc, ValueError):
+            a, b = hit.group("a") or hit.group("a2"), hit.group("b") or hit.group("b2")
+            return cause, T("{name} copied between arrays of different shapes, {a} and {b}"
+                            "{where}: a copy or an assignment moves a whole array into one of "
+                            "the same shape: slice both sides to the same chunk (h[lo:hi] "
+                            "with d[:hi - lo])", name=name, a=a, b=b, where=where)
+        if cause == "list_index" and isinstance(exc, IndexError):
+            return cause, T("{name} indexed a Python list past its end{where}: check which "
+                            "number indexes it (a list of one item per stream takes a stream's "
+                            "number, 0 to n_streams - 1)", name=name, where=where)
         if cause == "used_before_assigned" and isinstance(exc, UnboundLocalError):
             var = hit.group("var") or hit.group("var2")
             return cause, T("{name} read the variable {var} before giving it a value{where}: "

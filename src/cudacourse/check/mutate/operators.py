@@ -446,7 +446,10 @@ def drop_store(node, parent):
 
 
 OPERATORS = [
-    Operator("index_shift", "an array index one off", frozenset(_INDEX), index_shift),
+    # stream_race: a host index one off into a per-stream list of buffers gives two streams
+    # one buffer, which the trace of the host steps shows
+    Operator("index_shift", "an array index one off", frozenset(_INDEX | {"stream_race"}),
+             index_shift),
     Operator("swap_index_axes", "the two indices of an array swapped",
              frozenset(_INDEX | {"swapped_axes"}), swap_index_axes),
     Operator("drop_guard", "a guard (if / conditional value) dropped",
@@ -471,8 +474,10 @@ OPERATORS = [
     # on the host, `//` turned `/` makes a launch's grid a float, which Numba refuses
     # float_index: the compile gate says it only of an index typed float, which a `/` for
     # `//` in an index makes (the master's indices are integers)
+    # list_index: what a host function raised for a list indexed past its end, which a `%`
+    # dropped from a stream's number makes
     Operator("arithmetic", "an arithmetic operator changed",
-             frozenset(_INDEX | {"bad_launch", "float_index"}), arithmetic),
+             frozenset(_INDEX | {"bad_launch", "float_index", "list_index"}), arithmetic),
     # grid_dimensions: the compile gate says it only where a cuda.grid(k) / gridsize(k)
     # does not fit its use, which a changed k makes (the master's fit)
     Operator("constant_off_by_one", "an integer constant one more or one less",
@@ -499,7 +504,8 @@ OPERATORS = [
     Operator("wrong_name", "a variable read in place of another of the same kind",
              frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch", "float_index",
                                                     "number_for_array", "array_for_number",
-                                                    "used_before_assigned"}), wrong_name),
+                                                    "used_before_assigned", "shape_mismatch",
+                                                    "list_index"}), wrong_name),
     Operator("axis_name", "a variable of one axis read for the other's (row for col)",
              frozenset(_INDEX | _LAUNCH), axis_name),
     Operator("swap_operands", "the operands of -, /, //, % or ** exchanged",
