@@ -336,6 +336,40 @@ def test_saxpy_rejects(kernel, phrase):
     rejects(check.check_saxpy, kernel, phrase)
 
 
+@cuda.jit
+def saxpy_y_for_x(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * y[i] + y[i]  # y read where x belongs: x never read
+
+
+@cuda.jit
+def saxpy_y_subtracted(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i] - y[i]
+
+
+@cuda.jit
+def saxpy_right_fma_order(a, x, y, out):
+    # right, written differently: y first, the stride and start named
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    n = out.size
+    while start < n:
+        out[start] = y[start] + x[start] * a
+        start += stride
+
+
+@pytest.mark.parametrize("kernel, cause", [(saxpy_y_for_x, "input_ignored"),
+                                           (saxpy_y_subtracted, "wrong_formula")])
+def test_saxpy_names_an_input_left_out_or_a_known_formula(kernel, cause):
+    with pytest.raises(CheckFailure) as info:
+        check.check_saxpy(kernel, seed=7)
+    assert info.value.cause == cause, str(info.value)
+
+
+def test_saxpy_accepts_a_while_loop_with_y_first():
+    check.check_saxpy(saxpy_right_fma_order, seed=1)
+
+
 def test_saxpy_every_block_doing_all_the_work_is_named_by_its_cause():
     with pytest.raises(CheckFailure) as info:
         check.check_saxpy(saxpy_block_stride, seed=7)

@@ -230,8 +230,11 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
                      "{nw}: did you loop with cuda.gridsize(1), starting at cuda.grid(1)?",
                      size=nw.size, n=n, nw=int(nw[0])), context=ctx)
         K.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
+                  reads=lambda at: {"x": [at], "y": [at]},
                   alternatives={T("a * x[i] (y ignored)"): a * x, T("x[i] + y[i] (a ignored)"): x + y,
                                 T("a * y[i] + x[i] (x and y swapped)"): a * y + x,
+                                T("a * x[i] - y[i] (y subtracted, not added)"): a * x - y,
+                                T("a + x[i] + y[i] (a added, not multiplied)"): a + x + y,
                                 "a * (x[i] + y[i])": a * (x + y)})
         if not K.array_equal(gx.result(), x) or not K.array_equal(gy.result(), y):
             K.fail("inputs_changed", T("saxpy changed x or y; only out should be written."), context=ctx)

@@ -35,7 +35,9 @@ _INDEX = _BOUNDS | _VALUES | _WARP | {"swapped_axes", "guard_wrong_axis", "wrong
                               "early_return", "grid_axes_swapped", "grid_too_small",
                               "wrong_buffer", "no_tree", "no_tiles", "launch_count",
                               # the tiling checks' race at one line that no barrier explains
-                              "slot_collision"}
+                              "slot_collision",
+                              # the record: the writer never read an input the formula needs
+                              "input_ignored"}
 _BARRIER = {"missing_barrier", "race", "nondeterministic", "unfilled_tile", "stale_tile_keys",
             "halo_missing", "divergent_barrier", "push_race"}
 _LAUNCH = _WARP | {"bad_launch", "only_first_block", "unwritten", "grid_too_small", "grid_axes_swapped",
