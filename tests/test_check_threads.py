@@ -650,3 +650,23 @@ def test_the_first_wrong_value_is_explained_from_the_record_without_naming_a_cau
     assert "was written by thread 0 of block 0 (line" in text, text
     assert "which read img[0, {0, 39}] (2 elements)" in text, text
     assert "it read img[0, 0] (1 elements), which the reference does not" in text, text
+
+
+@cuda.jit
+def warp_sum_divides_by_i(x, out):
+    i = cuda.grid(1)
+    v = 0.0
+    if i < x.shape[0]:
+        v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(FULL, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[32 // i] = v  # operands exchanged: thread 0 divides by 0
+
+
+def test_warp_sum_names_a_division_by_zero():
+    with pytest.raises(CheckFailure) as info:
+        check.check_warp_sum(warp_sum_divides_by_i, seed=7)
+    assert info.value.cause == "division_by_zero", str(info.value)

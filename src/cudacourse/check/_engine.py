@@ -497,6 +497,12 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
     more = T(" (and in {count_minus_1} other threads)",
              count_minus_1=count - 1) if count > 1 else ""
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if "ZeroDivisionError" in first_line:  # the simulator's exception names the mistake
+        fail("division_by_zero", T("{name} divided by zero (an integer division or a modulo "
+                                   "by 0){who}{more}. On a GPU that gives garbage, not an "
+                                   "error; check what the divisor is for each thread (is it "
+                                   "0 for thread 0?).", name=name, who=who, more=more),
+             context=ctx)
     fail("kernel_raised", T("{name} raised `{first_line}`{who}{more}.", name=name, first_line=first_line, who=who,
            more=more), hint=T("read the line of your kernel that does this operation; a GPU would not raise "
                 "but give garbage"), context=ctx)

@@ -37,7 +37,9 @@ _INDEX = _BOUNDS | _VALUES | _WARP | {"swapped_axes", "guard_wrong_axis", "wrong
                               # the tiling checks' race at one line that no barrier explains
                               "slot_collision",
                               # the record: the writer never read an input the formula needs
-                              "input_ignored"}
+                              "input_ignored",
+                              # what the simulated kernel raised: a thread divided by zero
+                              "division_by_zero"}
 _BARRIER = {"missing_barrier", "race", "nondeterministic", "unfilled_tile", "stale_tile_keys",
             "halo_missing", "divergent_barrier", "push_race"}
 _LAUNCH = _WARP | {"bad_launch", "only_first_block", "unwritten", "grid_too_small", "grid_axes_swapped",
