@@ -343,6 +343,12 @@ def test_colour_codes_are_removed_and_nothing_else():
     ("NumbaTypeError: Unsupported array index type float32 in [float32]", "", "",
      "float_index"),
     ("Untyped global name 'f'", "", "", "does_not_compile"),
+    # a number passed where the kernel indexes an array (uploaded, it is a 0-d array)
+    (" >>> getitem(float64, int64)", "", "", "number_for_array"),
+    (" >>> getitem(array(float64, 0d, C), int64)", "", "", "number_for_array"),
+    (" >>> setitem(array(float32, 1d, C), int64, array(float32, 1d, C))", "", "",
+     "array_for_number"),
+    (" >>> getitem(array(float32, 1d, C), float32)", "", "", "does_not_compile"),
 ])
 def test_refusals_that_single_out_the_mistake_name_it(error, line, source, cause):
     assert C.refusal_cause(error, line, source) == cause

@@ -494,7 +494,7 @@ _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r">>> (\w+)\((?:[^()]*, )?UniTuple\("),
      N_("the operation {name} got a tuple where a number belongs: cuda.grid(2) and "
         "cuda.gridsize(2) give a pair (x, y); unpack it, or ask for cuda.grid(1)")),
-    (re.compile(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}), "),
+    (re.compile(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), "),
      T("the kernel indexes a number as if it were an array: a launch argument the kernel "
        "indexes must be a device array; check the order and the names of the arguments you "
        "pass")),
@@ -547,7 +547,7 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
         return "missing_axis"
     if re.search(r"Unsupported array index type float", error):
         return "float_index"
-    if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}), ", error):
+    if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), ", error):
         return "number_for_array"
     if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
         return "array_for_number"
