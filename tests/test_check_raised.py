@@ -38,6 +38,8 @@ def test_host_exceptions_that_single_out_the_mistake_are_named():
     except UnboundLocalError as exc:
         cause, text = _raised.named(exc, f, "f")
         assert cause == "used_before_assigned" and "n = n + 1" in str(text)
+    assert _raised.named(AttributeError("'list' object has no attribute 'squeeze'"), None,
+                         "f")[0] == "list_for_array"
     assert _raised.named(AttributeError("'float' object has no attribute 'shape'"), None,
                          "f")[0] == "number_for_array"
     assert _raised.named(TypeError("unsupported operand type(s) for +: 'int' and 'device "

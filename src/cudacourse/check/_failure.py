@@ -60,6 +60,7 @@ CAUSES = {
     "used_before_assigned": "a variable read before it was given a value",
     "number_for_array": "a number used where an array belongs",
     "array_for_number": "an array used where a number belongs",
+    "list_for_array": "a Python list used where an array belongs",
     "shape_mismatch": "a copy or assignment between arrays of different shapes",
     "list_index": "a Python list indexed past its end",
     # lesson 1 and the shared verdicts on what each thread did (_observe)

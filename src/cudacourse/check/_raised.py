@@ -66,6 +66,8 @@ _NAMED = [
                 r"could not broadcast input array from shape (?P<a2>\([\d, ]*\)) into "
                 r"shape (?P<b2>\([\d, ]*\))")),
     ("list_index", re.compile(r"^list index out of range$")),
+    ("list_for_array",
+     re.compile(r"^'list' object has no attribute '(?P<attr>\w+)'$")),
     ("number_for_array",
      re.compile(r"^'(?P<type>int|float|complex|bool|(?:numpy\.)?(?:float|int|uint)\d+)' "
                 r"object has no attribute '(?P<attr>\w+)'$")),
@@ -127,6 +129,10 @@ def named(exc: BaseException, fn: Any, name: str) -> tuple[str, Text] | None:
             return cause, T("{name} read the variable {var} before giving it a value{where}: "
                             "a variable must be assigned on a line that runs before the one "
                             "that reads it", name=name, var=var, where=where)
+        if cause == "list_for_array" and isinstance(exc, AttributeError):
+            return cause, T("{name} used a Python list where an array belongs{where}: a list "
+                            "has no .{attr}; take the list's item (one array per stream: "
+                            "d_out[s])", name=name, attr=hit.group("attr"), where=where)
         if cause == "number_for_array" and isinstance(exc, AttributeError):
             return cause, T("{name} used a number where an array belongs{where}: a number "
                             "({type}) has no .{attr}, which an array has", name=name,
