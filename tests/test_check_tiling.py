@@ -924,3 +924,29 @@ def test_a_race_or_poison_is_blamed_on_a_barrier_only_when_one_is_missing(checke
 
 def test_block_sum_accepts_the_barrier_at_the_top_of_the_level():
     cudacourse.check.check_block_sum(sum_right_barrier_first, seed=6)
+
+
+@cuda.jit
+def mm_acc_starts_at_one(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m, k = a.shape
+    n = b.shape[1]
+    acc = float32(1.0)  # the sum starts at 1, not 0
+    for t in range(0, k, TILE):
+        sa[ty, tx] = a[row, t + tx] if row < m and t + tx < k else float32(0.0)
+        sb[ty, tx] = b[t + ty, col] if t + ty < k and col < n else float32(0.0)
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        c[row, col] = acc
+
+
+def test_tiled_matmul_names_a_sum_that_does_not_start_at_zero():
+    err = rejects(cudacourse.check.check_tiled_matmul, mm_acc_starts_at_one, "plus 1")
+    assert err.cause == "constant_offset", str(err)

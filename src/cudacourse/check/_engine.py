@@ -606,6 +606,7 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
     D.nonfinite(got, want, name, inputs, computed, ctx)
     D.swapped(got, want, name, rtol, atol, ctx)
     D.factor(got, want, name, rtol, atol, factors, ctx)
+    D.offset(got, want, name, rtol, atol, ctx)
     # a T(...) formula stays a Text, so it is shown in the learner's language (issue 45)
     expect = T(" ({formula})", formula=formula) if formula else ""
     where = D.region(~ok.reshape(want.shape), want.shape, tile)

@@ -102,6 +102,7 @@ CAUSES = {
     "unfilled_tile": "a shared tile read where no thread had stored a value",
     "no_tiles": "no shared-memory tiles: the technique the exercise asks for is missing",
     "no_tree": "the block's sum is not a tree reduction",
+    "constant_offset": "every element off by the same amount (added, not multiplied)",
     "division_by_zero": "a division by zero in the kernel",
     "input_ignored": "an input the formula needs was never read by the thread that wrote the value",
     "slot_collision": "two threads met at one shared slot at one line: an index, not a barrier",

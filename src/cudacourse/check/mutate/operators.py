@@ -24,7 +24,7 @@ _WARP = {"warp_ub", "early_return", "no_shuffle", "divergent_barrier"}
 _BOUNDS = {"out_of_bounds_read", "out_of_bounds_write", "off_by_one_guard", "off_by_one",
            "illegal_address", "unwritten", "unfilled_tile", "halo_missing", "dropped_tail",
            "inputs_changed"}
-_VALUES = {"wrong_formula", "wrong_scale", "off_by_one", "unwritten", "overflow",
+_VALUES = {"constant_offset", "wrong_formula", "wrong_scale", "off_by_one", "unwritten", "overflow",
            "accumulated_into_output", "mass_not_conserved", "lost_population", "wrong_axis",
            "periodic_wrap", "wrong_opposite", "solid_not_copied", "causal_mask_off_by_one",
            "only_first_block", "halo_missing", "unfilled_tile", "dropped_tail"}
