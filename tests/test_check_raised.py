@@ -51,3 +51,9 @@ def test_host_exceptions_that_single_out_the_mistake_are_named():
                          "f") is None
     assert _raised.named(_raise("x = 1 / 0"), None, "f") is None
     assert _raised.launch_not_numbers(ValueError("something else")) == ""
+
+
+def test_a_list_indexed_with_a_non_integer_is_said_in_catalogue_words():
+    assert str(_raised.words(TypeError("list indices must be integers or slices, not "
+                                       "DeviceNDArray"))) == \
+        "a Python list indexed with a DeviceNDArray, where an integer belongs"

@@ -149,4 +149,8 @@ def named(exc: BaseException, fn: Any, name: str) -> tuple[str, Text] | None:
 
 def words(exc: BaseException) -> Text | str:
     """The exception's text as a catalogue sentence when its shape is known, else as raised."""
+    hit = re.match(r"^list indices must be integers or slices, not (\w+)$", str(exc))
+    if hit:
+        return T("a Python list indexed with a {type}, where an integer belongs",
+                 type=hit.group(1))
     return _PYTHON.get(str(exc), str(exc))
