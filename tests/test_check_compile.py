@@ -318,3 +318,80 @@ def test_a_gpus_highlighted_typing_error_is_translated_like_the_childs():
 def test_colour_codes_are_removed_and_nothing_else():
     assert C.strip_ansi(f"{B}a{R} b\x1b[31;1mc\x1b[39m\r\n") == "a bc\n"
     assert C.strip_ansi("out[i] = a[i] # [1m is text") == "out[i] = a[i] # [1m is text"
+
+
+# --- issue 45: refusals that name the exact mistake get a cause of their own ---------------
+
+@pytest.mark.parametrize("error, line, source, cause", [
+    ("argument can only be 1, 2, 3", "", "", "grid_dimensions"),
+    ("failed to unpack int64", "line 4: c, r = cuda.grid(1)", "", "grid_dimensions"),
+    ("('wrong tuple length for $44call.4: ', 'expected 2, got 3')",
+     "line 7: c, r = cuda.grid(3)", "", "grid_dimensions"),
+    (" >>> range(UniTuple(int64 x 2), int64, int64)",
+     "line 4: for i in range(cuda.grid(2), n, cuda.gridsize(1)):", "", "grid_dimensions"),
+    # the tuple met later, on a line of its own: the kernel's source shows where it came from
+    (" >>> lt(UniTuple(int64 x 2), int64)", "line 6: if i < x.shape[0]:",
+     "#line 3\n@cuda.jit\ndef k(x, out):\n    i = cuda.grid(2)\n    if i < x.shape[0]:\n"
+     "        out[i] = x[i]\n", "grid_dimensions"),
+    # ... but a pair unpacked to fit, or indexed, is not the mistake: nothing named
+    (" >>> lt(UniTuple(int64 x 2), int64)", "line 6: if p < n:",
+     "@cuda.jit\ndef k(x, out):\n    c, r = cuda.grid(2)\n    p = x.shape\n", "does_not_compile"),
+    (" >>> lt(UniTuple(int64 x 2), int64)", "",
+     "@cuda.jit\ndef k(x, out):\n    pos = cuda.grid(2)\n    c = pos[0]\n", "does_not_compile"),
+    ("tuple index out of range", "line 8: if i < out.shape[1]:", "", "missing_axis"),
+    ("tuple index out of range", "line 8: t = (1, 2)[k]", "", "does_not_compile"),
+    ("NumbaTypeError: Unsupported array index type float32 in [float32]", "", "",
+     "float_index"),
+    ("Untyped global name 'f'", "", "", "does_not_compile"),
+    # a number passed where the kernel indexes an array (uploaded, it is a 0-d array)
+    (" >>> getitem(float64, int64)", "", "", "number_for_array"),
+    (" >>> getitem(array(float64, 0d, C), int64)", "", "", "number_for_array"),
+    (" >>> setitem(array(float32, 1d, C), int64, array(float32, 1d, C))", "", "",
+     "array_for_number"),
+    (" >>> getitem(array(float32, 1d, C), float32)", "", "", "does_not_compile"),
+])
+def test_refusals_that_single_out_the_mistake_name_it(error, line, source, cause):
+    assert C.refusal_cause(error, line, source) == cause
+    assert cause in C.COMPILE_CAUSES
+
+
+@cuda.jit
+def saxpy_grid_pair(a, x, y, out):
+    for i in range(cuda.grid(2), out.shape[0], cuda.gridsize(1)):  # a pair, not an index
+        out[i] = a * x[i] + y[i]
+
+
+@cuda.jit
+def vector_add_other_axis(a, b, out):
+    i = cuda.grid(1)
+    if i < out.shape[1]:  # a one-dimensional array has no axis 1
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def warp_sum_value_as_index(x, out):
+    i = cuda.grid(1)
+    v = 0.0
+    if i < x.shape[0]:
+        v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[v // 32] = v  # the sum, a float, where the warp's number belongs
+
+
+@pytest.mark.sim_only
+@needs_gate
+@pytest.mark.parametrize("checker, kernel, cause, phrase", [
+    ("check_saxpy", saxpy_grid_pair, "grid_dimensions", "got a tuple where a number belongs"),
+    ("check_vector_add", vector_add_other_axis, "missing_axis", "a.shape[k] exists only"),
+    ("check_warp_sum", warp_sum_value_as_index, "float_index", "indexed with a float"),
+], ids=["grid(2)-as-index", "shape[1]-of-1d", "value-as-index"])
+def test_a_checker_names_a_refusal_that_singles_out_the_mistake(checker, kernel, cause, phrase):
+    import cudacourse.check as check
+
+    with pytest.raises(CheckFailure) as info:
+        getattr(check, checker)(kernel)
+    assert info.value.cause == cause and phrase in str(info.value), str(info.value)

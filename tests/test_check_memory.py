@@ -213,6 +213,76 @@ def test_gpu_scale_rejects(fn, phrase):
     rejects(check.check_gpu_scale, fn, phrase)
 
 
+# issue 45 (mutants): what a host function raises names the mistake when it singles it out
+
+def scale_reads_blocks_first(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    blocks = (x.shape[0] + blocks - 1) // 128  # noqa: F821 - `blocks` read before it is bound
+    scale_kernel[blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+def scale_alpha_for_x(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    n_blocks = (alpha.shape[0] + 127) // 128  # the number alpha where the array x belongs
+    scale_kernel[n_blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+def scale_array_in_count(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    n_blocks = (x.shape[0] + d_x - 1) // 128  # the device array where a count belongs
+    scale_kernel[n_blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+def scale_array_as_block(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    scale_kernel[blocks(x.size), d_x](d_x, d_out, np.float32(alpha))  # an array as the block
+    return d_out.copy_to_host()
+
+
+def scale_number_as_output(x, alpha):
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array_like(d_x)
+    scale_kernel[blocks(x.size), 128](d_x, 128, np.float32(alpha))  # a number as the output
+    return d_out.copy_to_host()
+
+
+def scale_right_shape_count(x, alpha):
+    # right, written differently: the count from the device array's shape, the output
+    # allocated from the host array's shape and dtype
+    d_x = cuda.to_device(x)
+    d_out = cuda.device_array(x.shape, x.dtype)
+    n_blocks = -(-d_x.shape[0] // 128)
+    scale_kernel[n_blocks, 128](d_x, d_out, np.float32(alpha))
+    return d_out.copy_to_host()
+
+
+@pytest.mark.parametrize("fn, cause, phrase", [
+    (scale_reads_blocks_first, "used_before_assigned", "read the variable blocks before"),
+    (scale_alpha_for_x, "number_for_array", "has no .shape"),
+    (scale_array_in_count, "array_for_number", "device array in host arithmetic"),
+    (scale_array_as_block, "bad_launch", "got an array"),
+    (scale_number_as_output, "number_for_array", "indexes a number as if it were an array"),
+], ids=["read-before-bound", "number-as-array", "array-as-number", "array-as-block",
+        "number-as-output"])
+def test_gpu_scale_names_what_the_host_function_raised(fn, cause, phrase):
+    with pytest.raises(CheckFailure) as info:
+        check.check_gpu_scale(fn, seed=3)
+    assert info.value.cause == cause and phrase in str(info.value), str(info.value)
+    if cause != "bad_launch" and "indexes" not in phrase:
+        assert "line " in str(info.value)  # the learner's line is shown
+
+
+def test_gpu_scale_accepts_counts_from_the_device_arrays_shape():
+    check.check_gpu_scale(scale_right_shape_count, seed=1)
+
+
 # --- exercise 2: smooth_on_device ---------------------------------------------------------------
 
 def smooth_right(x, steps):
@@ -860,3 +930,69 @@ def test_checkers_on_gpu():
     rejects(check.check_smooth_on_device, smooth_copies_back, "instead of swapping them")
     rejects(check.check_smooth_on_device, smooth_returns_stale, "the last step read")
     rejects(check.check_pipelined_scale, pipe_sync_every_chunk, "nothing overlaps")
+
+
+# --- issue 45 (mutants): pipelined_scale's host exceptions name the mistake ----------------
+
+def pipe_stream_from_chunk(x, alpha, n_chunks, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k  # the chunk's number, where the stream's (k % n_streams) belongs
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:hi], stream=streams[s])
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+    for s in streams:
+        s.synchronize()
+    return h_out
+
+
+def pipe_empty_host_slice(x, alpha, n_chunks, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    size = -(-x.size // n_chunks)
+    d_in = [cuda.device_array(size, np.float32) for _ in streams]
+    d_out = [cuda.device_array(size, np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        d_in[s][:hi - lo].copy_to_device(h_in[lo:lo], stream=streams[s])  # lo:lo is empty
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+    for s in streams:
+        s.synchronize()
+    return h_out
+
+
+def pipe_comprehension_variable(x, alpha, n_chunks, n_streams):
+    streams = [cuda.stream() for _ in range(n_streams)]
+    h_in = cuda.pinned_array(x.shape, np.float32)
+    h_in[:] = x
+    h_out = cuda.pinned_array(x.shape, np.float32)
+    d_in = [cuda.device_array(-(-x.size // n_chunks), np.float32) for _ in streams]
+    d_out = [cuda.device_array(-(-x.size // n_chunks), np.float32) for _ in streams]
+    for k, (lo, hi) in enumerate(chunks(x.size, n_chunks)):
+        s = k % n_streams
+        d_in[s][:hi - _].copy_to_device(h_in[lo:hi], stream=streams[s])  # noqa: F821
+        scale_kernel[blocks(hi - lo), 128, streams[s]](d_in[s], d_out[s][:hi - lo], alpha)
+        d_out[s][:hi - lo].copy_to_host(h_out[lo:hi], stream=streams[s])
+    for s in streams:
+        s.synchronize()
+    return h_out
+
+
+@pytest.mark.parametrize("fn, cause, phrase", [
+    (pipe_stream_from_chunk, "list_index", "indexed a Python list past its end"),
+    (pipe_empty_host_slice, "shape_mismatch", "arrays of different shapes"),
+    (pipe_comprehension_variable, "used_before_assigned", "read the name _"),
+], ids=["stream-from-chunk", "empty-slice", "comprehension-variable"])
+def test_pipelined_scale_names_what_the_host_function_raised(fn, cause, phrase):
+    with pytest.raises(CheckFailure) as info:
+        check.check_pipelined_scale(fn, seed=3)
+    assert info.value.cause == cause and phrase in str(info.value), str(info.value)

@@ -163,6 +163,64 @@ def test_mirror_guard_diagnosis_names_the_axis():
         check.check_mirror(mirror_no_guard_y, seed=3)
 
 
+# issue 45 (mutants): an index outside the image in the launch without spare threads is
+# named from how it relates to the thread's own (c, r), never "swapped" by default
+
+@cuda.jit
+def mirror_row_below(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r + 1, img.shape[1] - 1 - c]  # the row below: one off
+
+
+@cuda.jit
+def mirror_out_col_after(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c + 1] = img[r, img.shape[1] - 1 - c]
+
+
+@cuda.jit
+def mirror_two_past(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, img.shape[1] + 1 - c]  # two past the mirrored column: arithmetic
+
+
+@cuda.jit
+def mirror_subtracted_the_wrong_way(img, out):
+    c, r = cuda.grid(2)
+    if r < img.shape[0] and c < img.shape[1]:
+        out[r, c] = img[r, c - 1 - img.shape[1]]  # operands exchanged: negative indices
+
+
+@cuda.jit
+def mirror_pos_indexed(img, out):
+    # right, written differently: the pair kept whole and indexed, the width read once
+    pos = cuda.grid(2)
+    w = img.shape[1]
+    if pos[1] < img.shape[0] and pos[0] < w:
+        out[pos[1], pos[0]] = img[pos[1], w - pos[0] - 1]
+
+
+@pytest.mark.parametrize("kernel, cause", [
+    (mirror_row_below, "off_by_one"),
+    (mirror_out_col_after, "off_by_one"),
+    (mirror_swapped_unguarded, "swapped_axes"),
+    (mirror_two_past, "out_of_bounds_read"),
+    (mirror_subtracted_the_wrong_way, "out_of_bounds_read"),
+])
+def test_mirror_names_an_index_outside_from_the_threads_own_coordinates(kernel, cause):
+    with pytest.raises(CheckFailure) as info:
+        check.check_mirror(kernel, seed=7)
+    assert info.value.cause == cause, str(info.value)
+    assert "no spare threads" in str(info.value)
+
+
+def test_mirror_accepts_the_pair_kept_whole():
+    check.check_mirror(mirror_pos_indexed, seed=1)
+
+
 def test_each_check_returns_one_success_line():
     lines = [check.check_mirror(mirror_right, seed=1), check.check_saxpy(saxpy_right, seed=1),
              check.check_warp_sum(warp_sum_right, seed=1)]
@@ -276,6 +334,40 @@ def test_saxpy_accepts(kernel):
 ])
 def test_saxpy_rejects(kernel, phrase):
     rejects(check.check_saxpy, kernel, phrase)
+
+
+@cuda.jit
+def saxpy_y_for_x(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * y[i] + y[i]  # y read where x belongs: x never read
+
+
+@cuda.jit
+def saxpy_y_subtracted(a, x, y, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = a * x[i] - y[i]
+
+
+@cuda.jit
+def saxpy_right_fma_order(a, x, y, out):
+    # right, written differently: y first, the stride and start named
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    n = out.size
+    while start < n:
+        out[start] = y[start] + x[start] * a
+        start += stride
+
+
+@pytest.mark.parametrize("kernel, cause", [(saxpy_y_for_x, "input_ignored"),
+                                           (saxpy_y_subtracted, "wrong_formula")])
+def test_saxpy_names_an_input_left_out_or_a_known_formula(kernel, cause):
+    with pytest.raises(CheckFailure) as info:
+        check.check_saxpy(kernel, seed=7)
+    assert info.value.cause == cause, str(info.value)
+
+
+def test_saxpy_accepts_a_while_loop_with_y_first():
+    check.check_saxpy(saxpy_right_fma_order, seed=1)
 
 
 def test_saxpy_every_block_doing_all_the_work_is_named_by_its_cause():
@@ -558,3 +650,23 @@ def test_the_first_wrong_value_is_explained_from_the_record_without_naming_a_cau
     assert "was written by thread 0 of block 0 (line" in text, text
     assert "which read img[0, {0, 39}] (2 elements)" in text, text
     assert "it read img[0, 0] (1 elements), which the reference does not" in text, text
+
+
+@cuda.jit
+def warp_sum_divides_by_i(x, out):
+    i = cuda.grid(1)
+    v = 0.0
+    if i < x.shape[0]:
+        v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(FULL, v, offset)
+        offset //= 2
+    if cuda.laneid == 0 and i // 32 < out.shape[0]:
+        out[32 // i] = v  # operands exchanged: thread 0 divides by 0
+
+
+def test_warp_sum_names_a_division_by_zero():
+    with pytest.raises(CheckFailure) as info:
+        check.check_warp_sum(warp_sum_divides_by_i, seed=7)
+    assert info.value.cause == "division_by_zero", str(info.value)

@@ -808,3 +808,145 @@ def test_block_sum_causes():
 def test_block_sum_accepts(kernel):
     cudacourse.check.check_block_sum(kernel, seed=6)
     cudacourse.check.check_block_sum(kernel, hidden=cudacourse.check.Cases(7, [260, 1, 200]))
+
+
+# --- issue 45 (mutants): a race no barrier explains, and poison with no race, are not
+# blamed on a missing barrier --------------------------------------------------------------
+
+@cuda.jit
+def mm_sb_same_slot(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m, k = a.shape
+    n = b.shape[1]
+    acc = float32(0.0)
+    for t in range(0, k, TILE):
+        sa[ty, tx] = a[row, t + tx] if row < m and t + tx < k else float32(0.0)
+        sb[tx, tx] = b[t + ty, col] if t + ty < k and col < n else float32(0.0)  # tx for ty
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        c[row, col] = acc
+
+
+@cuda.jit
+def mm_sb_accumulated(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m, k = a.shape
+    n = b.shape[1]
+    acc = float32(0.0)
+    for t in range(0, k, TILE):
+        sa[ty, tx] = a[row, t + tx] if row < m and t + tx < k else float32(0.0)
+        sb[ty, tx] += b[t + ty, col] if t + ty < k and col < n else float32(0.0)  # += for =
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        c[row, col] = acc
+
+
+@cuda.jit
+def sum_reads_one_before(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s - 1]  # one slot early: thread 0 reads what thread s - 1 writes
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_reads_twice_t(x, partial):
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else float32(0.0)
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + t]  # t for s
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def sum_right_barrier_first(x, partial):
+    # right, written differently: the level's barrier at the top of the loop body, the
+    # first one after the loads doubling as it
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.blockIdx.x * cuda.blockDim.x + t
+    sh[t] = x[i] if i < x.shape[0] else float32(0.0)
+    s = TPB // 2
+    while s > 0:
+        cuda.syncthreads()
+        if t < s:
+            sh[t] += sh[t + s]
+        s //= 2
+    cuda.syncthreads()
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@pytest.mark.parametrize("checker, kernel, cause", [
+    ("check_tiled_matmul", mm_sb_same_slot, "slot_collision"),
+    ("check_tiled_matmul", mm_sb_accumulated, "unfilled_tile"),
+    ("check_block_sum", sum_reads_one_before, "slot_collision"),
+    ("check_block_sum", sum_reads_twice_t, "slot_collision"),
+    ("check_block_sum", sum_no_tree_barrier, "missing_barrier"),  # the loop has no barrier
+    ("check_tiled_matmul", mm_no_second_barrier, "missing_barrier"),
+])
+def test_a_race_or_poison_is_blamed_on_a_barrier_only_when_one_is_missing(checker, kernel,
+                                                                          cause):
+    err = rejects(getattr(cudacourse.check, checker), kernel, "")
+    assert err.cause == cause, str(err)
+
+
+def test_block_sum_accepts_the_barrier_at_the_top_of_the_level():
+    cudacourse.check.check_block_sum(sum_right_barrier_first, seed=6)
+
+
+@cuda.jit
+def mm_acc_starts_at_one(a, b, c):
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    m, k = a.shape
+    n = b.shape[1]
+    acc = float32(1.0)  # the sum starts at 1, not 0
+    for t in range(0, k, TILE):
+        sa[ty, tx] = a[row, t + tx] if row < m and t + tx < k else float32(0.0)
+        sb[ty, tx] = b[t + ty, col] if t + ty < k and col < n else float32(0.0)
+        cuda.syncthreads()
+        for i in range(TILE):
+            acc += sa[ty, i] * sb[i, tx]
+        cuda.syncthreads()
+    if row < m and col < n:
+        c[row, col] = acc
+
+
+def test_tiled_matmul_names_a_sum_that_does_not_start_at_zero():
+    err = rejects(cudacourse.check.check_tiled_matmul, mm_acc_starts_at_one, "plus 1")
+    assert err.cause == "constant_offset", str(err)

@@ -61,11 +61,13 @@ class Resources:
 
 
 class CompileRefused(Exception):
-    """The sm_90 compiler refused the kernel; ``reason`` in plain words, ``detail`` raw."""
+    """The sm_90 compiler refused the kernel; ``reason`` in plain words, ``detail`` raw,
+    ``cause`` the verdict's cause (:func:`refusal_cause`)."""
 
-    def __init__(self, reason: str, detail: str, line: str = "") -> None:
+    def __init__(self, reason: str, detail: str, line: str = "", source: str = "") -> None:
         super().__init__(reason)
         self.reason, self.detail, self.line = reason, detail, line
+        self.cause = refusal_cause(detail, line, source)
 
 
 # --- is the compiler here? -----------------------------------------------------------------
@@ -279,13 +281,14 @@ COMPILE_HINT = T("The simulator runs any Python; a GPU runs only what Numba comp
 
 
 def gate_or_fail(kernel: Any, args: Any, name: str) -> Resources | None:
-    """:func:`gate`, its refusal turned into the checker's verdict (``does_not_compile``)."""
+    """:func:`gate`, its refusal turned into the checker's verdict (``does_not_compile``,
+    or the cause a refusal names exactly: :func:`refusal_cause`)."""
     __tracebackhide__ = True
     try:
         return gate(kernel, tuple(args), name)
     except CompileRefused as exc:
         where = T(" ({line})", line=exc.line) if exc.line else ""
-        fail("does_not_compile", T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+        fail(exc.cause, T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
                reason=exc.reason), hint=COMPILE_HINT)
     return None
 
@@ -371,8 +374,9 @@ def compile_here(kernel: Any, specs: list) -> CompileRefused | None:
         if not is_compile_error(exc):
             return None
         error = strip_ansi(str(exc))
-        reason, line = explain(error, type(exc).__name__, _unit_source(kernel))
-        return CompileRefused(reason, error, line)
+        source = _unit_source(kernel)
+        reason, line = explain(error, type(exc).__name__, source)
+        return CompileRefused(reason, error, line, source)
     return None
 
 
@@ -436,15 +440,18 @@ def _resources(kernel: Any, args: tuple, warn: bool) -> Resources | None:
             _warn_once(result["skipped"], getattr(kernel, "__name__", "kernel"))
         return None
     if not result["ok"]:
-        reason, line = explain(result["error"], result.get("kind", ""),
-                               _unit_source(kernel))
-        raise CompileRefused(reason, result["error"], line)
+        source = _unit_source(kernel)
+        reason, line = explain(result["error"], result.get("kind", ""), source)
+        raise CompileRefused(reason, result["error"], line, source)
     r = result["resources"]
     return Resources(r["registers"], r["shared"], r["local"], r.get("spill_stores", 0),
                      r.get("spill_loads", 0), r.get("barriers", 0))
 
 
 # --- the compiler's reason, in plain words -------------------------------------------------
+
+# a Numba scalar type in a typing error's signature
+_SCALAR_TYPE = r"(?:float|int|uint)\d+|bool|complex\d+"
 
 _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"must have void return type|return type must be void|"
@@ -481,12 +488,27 @@ _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"argument can only be 1, 2, 3"),
      T("cuda.grid() and cuda.gridsize() take the number of the launch's dimensions: 1, 2 or 3")),
     (re.compile(r"failed to unpack|cannot unpack|too many values to unpack|"
-                r"not enough values to unpack", re.I),
+                r"not enough values to unpack|wrong tuple length", re.I),
      T("the names on the left of = do not match the values on the right: cuda.grid(1) gives "
        "one index, cuda.grid(2) a pair (x, y), cuda.grid(3) three")),
     (re.compile(r">>> (\w+)\((?:[^()]*, )?UniTuple\("),
      N_("the operation {name} got a tuple where a number belongs: cuda.grid(2) and "
         "cuda.gridsize(2) give a pair (x, y); unpack it, or ask for cuda.grid(1)")),
+    (re.compile(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), "),
+     T("the kernel indexes a number as if it were an array: a launch argument the kernel "
+       "indexes must be a device array; check the order and the names of the arguments you "
+       "pass")),
+    (re.compile(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\("),
+     T("the kernel stores a whole array into one element: a value stored into an element "
+       "must be a number; check the arguments you pass (a scalar parameter got an array?)")),
+    (re.compile(r"Unsupported array index type float"),
+     T("an array is indexed with a float, and an index must be an integer: divide with // "
+       "rather than /, and index with a position (such as i), not with a value read from "
+       "an array")),
+    (re.compile(r"tuple index out of range"),
+     T("an index past the end of a tuple: a.shape[k] exists only for the array's own axes "
+       "(a one-dimensional array has only shape[0]; a two-dimensional one shape[0], its rows, "
+       "and shape[1], its columns)")),
     (re.compile(r"No implementation of function Function\(<(?:built-in )?function (\w+)>\) "
                 r"found for signature"),
      N_("no version of {name} on the GPU accepts the types of these values: check the types "
@@ -494,6 +516,77 @@ _RULES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"Use of unsupported opcode \(YIELD", re.I),
      T("generators (yield) do not exist on the GPU")),
 ]
+
+
+# Refusals whose error singles out what the learner wrote: a cause of their own (CAUSES),
+# decided here from the compiler's error and the line it points at, the same on both
+# devices (the simulator's gate, a GPU's own compile, the replay's). Any other refusal
+# stays ``does_not_compile``.
+COMPILE_CAUSES = frozenset({"does_not_compile", "grid_dimensions", "missing_axis",
+                            "float_index", "number_for_array", "array_for_number"})
+_GRID_CALL = re.compile(r"cuda\.(?:grid|gridsize)\s*\(")
+
+
+def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
+    """The cause of a refusal: ``grid_dimensions`` (cuda.grid(n) / gridsize(n) with an n
+    the code around it does not fit: n outside 1..3, a pair unpacked into one name or used
+    as a number, one index unpacked into two names), ``missing_axis`` (``a.shape[k]`` past
+    the array's axes), ``float_index`` (an array indexed with a float), else
+    ``does_not_compile``. ``line``: the source line the error points at; ``source``: the
+    kernel's (:func:`_unit_source`)."""
+    error = strip_ansi(str(error))
+    code = str(line)
+    if re.search(r"argument can only be 1, 2, 3", error):
+        return "grid_dimensions"
+    if (re.search(r"failed to unpack|cannot unpack|too many values to unpack|"
+                  r"not enough values to unpack|wrong tuple length", error, re.I) or
+            re.search(r">>> \w+\((?:[^()]*, )?UniTuple\(", error)) and \
+            (_GRID_CALL.search(code) or _grid_misfit(source)):
+        return "grid_dimensions"
+    if re.search(r"tuple index out of range", error) and re.search(r"\.shape\s*\[", code):
+        return "missing_axis"
+    if re.search(r"Unsupported array index type float", error):
+        return "float_index"
+    if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), ", error):
+        return "number_for_array"
+    if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
+        return "array_for_number"
+    return "does_not_compile"
+
+
+def _grid_misfit(source: str) -> bool:
+    """Whether the kernel's source has a cuda.grid(k) / gridsize(k) whose k does not fit
+    where it is used: a tuple of m names unpacked from it with m != k, or k >= 2 (a pair or
+    a triple) bound to one name or used as a number (in range(), an arithmetic, a call)."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(re.sub(r"\A#line \d+\n", "", source or "")))
+    except SyntaxError:
+        return False
+    parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    indexed = {n.value.id for n in ast.walk(tree)
+               if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+                node.func.attr in ("grid", "gridsize") and len(node.args) == 1 and
+                isinstance(node.args[0], ast.Constant) and
+                isinstance(node.args[0].value, int)):
+            continue
+        k = node.args[0].value
+        up = parents.get(id(node))
+        if isinstance(up, ast.Assign) and len(up.targets) == 1 and \
+                isinstance(up.targets[0], ast.Tuple):
+            if len(up.targets[0].elts) != k:
+                return True
+        elif isinstance(up, ast.Assign) and len(up.targets) == 1 and \
+                isinstance(up.targets[0], ast.Name):
+            if k >= 2 and up.targets[0].id not in indexed:  # pos = cuda.grid(2); pos[0]: fits
+                return True
+        elif k >= 2 and not isinstance(up, ast.Subscript):
+            return True
+    return False
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")

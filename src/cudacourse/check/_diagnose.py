@@ -189,6 +189,24 @@ def factor(got: Any, want: Any, name: str, rtol: float, atol: float,
            name=name, k=fmt(k), why=why, ctx=ctx), factor=fmt(k))
 
 
+def offset(got: Any, want: Any, name: str, rtol: float, atol: float, ctx: str) -> None:
+    """Every element is the expected one plus the same amount d (d != 0): a sum that starts
+    at d instead of 0, or a constant added once too often."""
+    g, w = got.ravel().astype(_np.float64), want.ravel().astype(_np.float64)
+    use = _isfinite(g) & _isfinite(w)
+    if use.sum() < 2 or use.sum() < g.size:
+        return
+    d = g - w
+    k = float(_median(d))
+    scale = float(_np.max(_abs(w))) or 1.0
+    if abs(k) <= max(atol, 1e-3 * scale) or not _isclose(d, k, rtol=0,
+                                                         atol=max(atol, 1e-5 * scale)).all():
+        return
+    fail("constant_offset", T("every element of {name} is the expected value plus {d}: the "
+                              "same amount added to each, such as a sum that starts at {d} "
+                              "instead of 0{ctx}", name=name, d=fmt(k), ctx=ctx), offset=fmt(k))
+
+
 def region(bad: Any, shape: tuple, tile: tuple | None) -> Any:
     """Where the wrong cells of a 2-D output are, in words (a ``T``), or None when they
     are spread out. ``tile``: (rows, columns) of the checker's tile, for tile regions."""

@@ -507,16 +507,22 @@ def _launch_error(exc: BaseException, name: str, ctx: dict, thread: str = "",
         fail("illegal_address", T("{name} accessed memory it does not own (illegal address): an index far out of "
                "bounds. The GPU context is now unusable: restart the kernel.", name=name), context={k: v for k, v in ctx.items() if k != "kernel"})
     if _is_compile_error(exc, text):  # on a GPU: the real compile, at the first launch
-        reason, line = _compile.explain(str(exc), type(exc).__name__,
-                                        _compile._unit_source(ctx.get("kernel")))
+        source = _compile._unit_source(ctx.get("kernel"))
+        reason, line = _compile.explain(str(exc), type(exc).__name__, source)
         where = T(" ({line})", line=line) if line else ""
-        fail("does_not_compile", T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
+        fail(_compile.refusal_cause(str(exc), line, source), T("{name} would not compile for a GPU{where}: {reason}.", name=name, where=where,
                reason=reason))
     who = T(" in {thread}", thread=thread) if thread else ""
     ctx = {k: v for k, v in ctx.items() if k != "kernel"}
     more = T(" (and in {count_minus_1} other threads)",
              count_minus_1=count - 1) if count > 1 else ""
     first_line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if "ZeroDivisionError" in first_line:  # the simulator's exception names the mistake
+        fail("division_by_zero", T("{name} divided by zero (an integer division or a modulo "
+                                   "by 0){who}{more}. On a GPU that gives garbage, not an "
+                                   "error; check what the divisor is for each thread (is it "
+                                   "0 for thread 0?).", name=name, who=who, more=more),
+             context=ctx)
     fail("kernel_raised", T("{name} raised `{first_line}`{who}{more}.", name=name, first_line=first_line, who=who,
            more=more), hint=T("read the line of your kernel that does this operation; a GPU would not raise "
                 "but give garbage"), context=ctx)
@@ -620,6 +626,7 @@ def _compare(got: Any, want: Any, name: str, formula: str, block: int | None, rt
     D.nonfinite(got, want, name, inputs, computed, ctx)
     D.swapped(got, want, name, rtol, atol, ctx)
     D.factor(got, want, name, rtol, atol, factors, ctx)
+    D.offset(got, want, name, rtol, atol, ctx)
     # a T(...) formula stays a Text, so it is shown in the learner's language (issue 45)
     expect = T(" ({formula})", formula=formula) if formula else ""
     where = D.region(~ok.reshape(want.shape), want.shape, tile)

@@ -52,6 +52,17 @@ CAUSES = {
     "package_kernel": "the course's own kernel or function handed in as the answer",
     "replay_error": "the simulator re-run of the kernel could not be carried out",
     "not_checked": "the check was stopped before it could finish",
+    # compile refusals that name the mistake (check/_compile.refusal_cause)
+    "grid_dimensions": "cuda.grid() or cuda.gridsize() asked for a number of dimensions the code does not use",
+    "missing_axis": "a.shape[k] of an axis the array does not have",
+    "float_index": "an array indexed with a float",
+    # what a learner's host function raised, when it singles out the mistake (check/_raised)
+    "used_before_assigned": "a variable read before it was given a value",
+    "number_for_array": "a number used where an array belongs",
+    "array_for_number": "an array used where a number belongs",
+    "list_for_array": "a Python list used where an array belongs",
+    "shape_mismatch": "a copy or assignment between arrays of different shapes",
+    "list_index": "a Python list indexed past its end",
     # lesson 1 and the shared verdicts on what each thread did (_observe)
     "off_by_one_guard": "the bounds guard lets one thread too many through (i <= n)",
     "nan_result": "the kernel computed NaN",
@@ -91,6 +102,10 @@ CAUSES = {
     "unfilled_tile": "a shared tile read where no thread had stored a value",
     "no_tiles": "no shared-memory tiles: the technique the exercise asks for is missing",
     "no_tree": "the block's sum is not a tree reduction",
+    "constant_offset": "every element off by the same amount (added, not multiplied)",
+    "division_by_zero": "a division by zero in the kernel",
+    "input_ignored": "an input the formula needs was never read by the thread that wrote the value",
+    "slot_collision": "two threads met at one shared slot at one line: an index, not a barrier",
     # lesson 5: fused attention
     "overflow": "exp overflowed: the running maximum was not subtracted",
     "causal_mask_off_by_one": "the causal mask is off by one",

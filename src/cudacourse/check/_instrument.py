@@ -39,6 +39,7 @@ from typing import Any, Iterator
 
 from ..i18n import T
 from . import _engine as E
+from . import _compile  # which causes are compile refusals (COMPILE_CAUSES)
 from . import _observation as O  # the record filled here, as the simulator fills it
 
 _np = E._np
@@ -634,12 +635,12 @@ class NativeObservation(O.Observation):
             E.launch(built["kernel"], grid, block, *args, *extra, name=name, shared=shared)
         except E.CheckFailure as exc:
             if strict:
-                if exc.cause == "does_not_compile":  # the rewrite's, not the learner's
+                if exc.cause in _compile.COMPILE_CAUSES:  # the rewrite's, not the learner's
                     raise NotInstrumentable(f"its instrumented build did not compile "
                                             f"({exc.message})") from None
                 self._collect_oob(g, b, dev, per_array, built)
                 raise
-            if exc.cause == "does_not_compile":
+            if exc.cause in _compile.COMPILE_CAUSES:
                 # Say what the learner's own kernel does wrong, not the rewrite: compile it.
                 E.launch(kernel, grid, block, *args, name=name)
                 self._give_up(f"its instrumented build did not compile ({exc.message})")

@@ -198,6 +198,10 @@ def _first_wrong_value(name: Any, exc: E.CheckFailure, reads: Any) -> None:
             first_line = first_line or next((ln for m, ln in mine if m not in ref), 0)
     if not parts and not versus:
         return
+    # an input the reference reads for this element, of which the writer read nothing at
+    # all: the record singles out the mistake (the formula leaves that input out)
+    ignored = [arr for arr in (want or {}) if want[arr] and arr in obs.arrays and
+               obs.arrays[arr] is not log and not obs.arrays[arr].read_log.get(who)]
     read = ", ".join(str(p) for p in parts) if parts else T("no watched input")
     text = T("{message} From the record: {at} was written by {thread_name} (line {line}), "
              "which read {read}.", message=exc.text_message or exc.message,
@@ -212,6 +216,11 @@ def _first_wrong_value(name: Any, exc: E.CheckFailure, reads: Any) -> None:
         else:
             text = T("{text} It read the same elements as the reference: the arithmetic "
                      "on them differs.", text=text)
+    if ignored:
+        text = T("{text} It never read {array}, which the formula needs.", text=text,
+                 array=ignored[0])
+        raise E.CheckFailure(text, cause="input_ignored", hint=exc.hint,
+                             context=exc.context) from None
     raise E.CheckFailure(text, cause=exc.cause, hint=exc.hint, context=exc.context) from None
 
 

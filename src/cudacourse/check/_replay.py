@@ -153,7 +153,7 @@ def _refused_here(failure: dict, objects: dict) -> CheckFailure | None:
     returns a value, calls np.dot) fails there with what its simulated run did. The
     simulator's gate says ``does_not_compile`` first; so does this: every kernel the child
     launched is compiled here, by this GPU's compiler, with the child's argument types."""
-    if failure.get("cause") == "does_not_compile":
+    if failure.get("cause") in _compile.COMPILE_CAUSES:
         return None
     for kernel_name, name, specs in failure.get("launches") or []:
         kernel = objects.get(kernel_name)
@@ -165,7 +165,7 @@ def _refused_here(failure: dict, objects: dict) -> CheckFailure | None:
             where = T(" ({line})", line=refusal.line) if refusal.line else ""
             return CheckFailure(T("{name} would not compile for a GPU{where}: {reason}.",
                                   name=name, where=where,
-                                  reason=refusal.reason), cause="does_not_compile",
+                                  reason=refusal.reason), cause=refusal.cause,
                                 hint=COMPILE_HINT)
     return None
 

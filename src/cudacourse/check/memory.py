@@ -43,11 +43,21 @@ def _run(fn: Any, name: str, args: tuple, readonly: list) -> tuple[Any, Trace]:
         except K.CheckFailure:
             raise
         except Exception as exc:  # noqa: BLE001 - report whatever the learner's code raised
+            kind = _raised.launch_not_numbers(exc)
+            if kind:  # an array as a grid or block (the simulator's words for it)
+                K.fail("bad_launch", T("{name}{args!r}: a launch's grid and block are numbers "
+                                       "(of blocks, of threads per block), and this one got "
+                                       "an array ({kind}): launch with "
+                                       "kernel[blocks, threads](arrays...)", name=name,
+                                       args=args[1:], kind=kind))
             got = _raised.launch_not_integers(exc)
             if got:  # a grid or block computed with / : Numba refuses it before any launch
                 K.fail("bad_launch", T("{name}{args!r}: a launch's grid and block must be whole numbers, and "
                          "this one got {got}: count blocks with integer division, for example "
                          "(n + 127) // 128 blocks of 128 threads", name=name, args=args[1:], got=got))
+            singled = _raised.named(exc, fn, name)
+            if singled:  # what was raised says what the learner wrote wrong
+                K.fail(singled[0], singled[1])
             K.fail("host_function_raised", T("{name}{args!r} raised {type_exc_name}: {exc}",
                                              name=name, args=args[1:],
                                              type_exc_name=type(exc).__name__,

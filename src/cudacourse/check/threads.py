@@ -58,6 +58,40 @@ def _mirror_written_mask(shape: tuple, grid: tuple, block: tuple, swapped: bool)
     return mask
 
 
+def _mirror_exact_oob(recs: list, block: tuple, rows: int, cols: int) -> tuple[str, Any]:
+    """(cause, message) for indices outside the image in a launch with no spare threads
+    (every thread's (c, r) is inside), from how every such index relates to its thread's
+    c and r: one off from the index it belongs at (off by one), the other axis' coordinate
+    (x and y swapped), or neither (the arithmetic, shown, not named)."""
+    def rel(x: Any) -> set:
+        c, r = x.grid_index(block, 0), x.grid_index(block, 1)
+        right = [r] if x.axis == 0 else [c, cols - 1 - c]
+        other = [c, cols - 1 - c] if x.axis == 0 else [r, rows - 1 - r]
+        return ({"off_by_one"} if any(abs(x.index - want) == 1 for want in right) else set()) \
+            | ({"swapped_axes"} if x.index in other else set())
+
+    r = recs[0]
+    same = [x for x in recs if (x.array, x.axis) == (r.array, r.axis)]
+    kinds = set.intersection(*(rel(x) for x in same))  # what every such index agrees with
+    axis = T("rows (y)") if r.axis == 0 else T("columns (x)")
+    c0, r0 = r.grid_index(block, 0), r.grid_index(block, 1)
+    where = T("thread (c, r) = ({c}, {r}) {verb} {array} with index {index} on the {axis}, of "
+              "size {size} (line {line}), although this launch has no spare threads",
+              c=c0, r=r0, verb=T("wrote") if r.write else T("read"), array=r.array,
+              index=r.index, axis=axis, size=r.size, line=r.line)
+    if kinds == {"off_by_one"}:
+        return ("off_by_one", T("{where}: that index is one away from the one this thread "
+                                "owns: off by one? Thread (c, r) writes out[r, c] and reads "
+                                "img[r, W - 1 - c].", where=where))
+    if kinds == {"swapped_axes"}:
+        return ("swapped_axes", T("{where}: that index is the thread's coordinate on the other "
+                                  "axis: are x and y swapped? cuda.grid(2) returns (x, y) = "
+                                  "(column, row): c, r = cuda.grid(2).", where=where))
+    return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
+            T("{where}: check how that index is computed (thread (c, r) writes out[r, c] and "
+              "reads img[r, W - 1 - c]).", where=where))
+
+
 def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> list:
     """check_mirror's cases, observed here in the simulator (see O.kernel_cases)."""
     # ((rows, cols), (bx, by), spare blocks); hidden ones: the master's hidden test cell
@@ -77,15 +111,7 @@ def _mirror_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None)
             r = recs[0]
             axis = T("rows (y)") if r.axis == 0 else T("columns (x)")
             if exact:
-                if r.axis == 1 and r.index == cols:
-                    return ("off_by_one",
-                            T("read or wrote column W (one past the last): off by one? The "
-                              "mirror of column c is W - 1 - c."))
-                return ("swapped_axes",
-                        T("indexed {index} on the {axis}, of size {size}, although this launch "
-                          "has no spare threads: are x and y swapped? cuda.grid(2) returns (x, "
-                          "y) = (column, row): c, r = cuda.grid(2).", index=r.index, axis=axis,
-                          size=r.size))
+                return _mirror_exact_oob(recs, block, rows, cols)
             check = "r < img.shape[0]" if r.axis == 0 else "c < img.shape[1]"
             return ("out_of_bounds_write" if r.write else "out_of_bounds_read",
                     T("a thread outside the image indexed {index} on the {axis}, of size "
@@ -204,8 +230,11 @@ def _saxpy_cases(kernel: Any, *, hidden: bool = False, seed: int | None = None) 
                      "{nw}: did you loop with cuda.gridsize(1), starting at cuda.grid(1)?",
                      size=nw.size, n=n, nw=int(nw[0])), context=ctx)
         K.compare(got, want, name="out", formula="a * x[i] + y[i]", block=tpb, context=ctx,
+                  reads=lambda at: {"x": [at], "y": [at]},
                   alternatives={T("a * x[i] (y ignored)"): a * x, T("x[i] + y[i] (a ignored)"): x + y,
                                 T("a * y[i] + x[i] (x and y swapped)"): a * y + x,
+                                T("a * x[i] - y[i] (y subtracted, not added)"): a * x - y,
+                                T("a + x[i] + y[i] (a added, not multiplied)"): a + x + y,
                                 "a * (x[i] + y[i])": a * (x + y)})
         if not K.array_equal(gx.result(), x) or not K.array_equal(gy.result(), y):
             K.fail("inputs_changed", T("saxpy changed x or y; only out should be written."), context=ctx)

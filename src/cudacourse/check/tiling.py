@@ -46,14 +46,69 @@ def _poison_hint(what: str) -> str:
               what=what))
 
 
-def _race_or_divergence(obs: K.Observation, name: str, ctx: dict, race_fix: str) -> None:
+def _barrier_every_iteration(kernel: Any, line: int) -> bool:
+    """Whether ``line`` of the kernel's file lies in a loop whose body reaches a
+    cuda.syncthreads() on every iteration (a barrier statement directly in the loop's body,
+    not under an ``if``): the learner's source, read as written."""
+    import ast
+    import inspect
+    import textwrap
+
+    from . import _origin
+
+    try:
+        lines, first = inspect.getsourcelines(_origin.unwrap(kernel))
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    here = line - first + 1
+    for loop in ast.walk(tree):
+        if not isinstance(loop, (ast.For, ast.While)) or \
+                not loop.lineno <= here <= (loop.end_lineno or loop.lineno):
+            continue
+        if any(isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and
+               isinstance(st.value.func, ast.Attribute) and st.value.func.attr == "syncthreads"
+               for st in loop.body):
+            return True
+    return False
+
+
+def _slot_collision(obs: K.Observation, kernel: Any, name: str, ctx: dict) -> None:
+    """A race that no barrier explains, named as what it is: two threads at one line (one
+    statement) meeting at one slot, either both storing there, or inside a loop whose every
+    iteration reaches a barrier (so the barrier is there): the index is the mistake."""
+    r = obs.races[0]
+    (_t1, what1, l1), (_t2, what2, l2) = r.first, r.second
+    if l1 != l2 or kernel is None:
+        return
+    if not ((what1 == what2 == "wrote") or _barrier_every_iteration(kernel, l1)):
+        return
+    K.fail("slot_collision", T("{name} races on shared memory: {race_words}. Both accesses are "
+                               "line {line}, and a barrier cannot go between two threads "
+                               "running one statement: two threads computed the same slot. "
+                               "Check that line's index: between two barriers each thread "
+                               "stores into a slot of its own.", name=name,
+                               race_words=obs.race_words(), line=l1), context=ctx)
+
+
+def _race_or_divergence(obs: K.Observation, name: str, ctx: dict, race_fix: str,
+                        kernel: Any = None) -> None:
     """Barrier mistakes, seen directly (simulator): whatever numbers the run produced."""
     K.no_return_value(obs, name, T("the output array"), ctx)
     K.no_divergent_barrier(obs, name, ctx)
     if obs.live and obs.races:
+        _slot_collision(obs, kernel, name, ctx)
         K.fail("missing_barrier", T("{name} races on shared memory: {race_words}. {race_fix}",
                                     name=name, race_words=obs.race_words(),
                                     race_fix=race_fix), context=ctx)
+
+
+def _read_before_store(what: str) -> str:
+    return T("{what} computed from a shared-memory value no thread had stored yet (its "
+             "result holds the poison shared memory starts with), although every access was "
+             "recorded and no two threads raced, so no barrier is missing: a slot was read "
+             "before its first store (a `+=` into a slot that `=` should set first?)",
+             what=what)
 
 
 def _unfilled_words(obs: K.Observation, what: str) -> str:
@@ -130,7 +185,7 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
             _race_or_divergence(obs, "tiled_matmul", ctx,
                                 T("Add cuda.syncthreads() after loading the tiles (before any "
                                   "thread computes from them), and a second one after using "
-                                  "them (before the next loads overwrite them)."))
+                                  "them (before the next loads overwrite them)."), kernel)
         for got in runs:
             finite = got[~K.isnan(got)]
             if finite.size and K.abs(finite).max() > _BIG:
@@ -139,6 +194,8 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
                         obs, T("a slot past the edge of a or b must still be filled: load 0.0 "
                                "there (sa[ty, tx] = a[row, col] if row < m and col < k else "
                                "0.0).")), context=ctx)
+                if obs.live and not obs.races:  # every access seen: no barrier is missing
+                    K.fail("unfilled_tile", _read_before_store('tiled_matmul'), context=ctx)
                 K.fail("missing_barrier", T("{poison_hint}.",
                                             poison_hint=_poison_hint('tiled_matmul')), context=ctx)
         kt = k - k % TILE
@@ -265,7 +322,7 @@ def _block_sum_cases(kernel: Any, *, hidden: bool = False, seed: int | None = No
             _race_or_divergence(obs, "block_sum", ctx,
                                 T("Put a cuda.syncthreads() after the loads and after every "
                                   "level of the tree, where every thread of the block reaches "
-                                  "it (outside the `if t < s`)."))
+                                  "it (outside the `if t < s`)."), kernel)
             K.check_guards(out, T("a write past partial: only thread 0 of each block writes "
                                   "partial[cuda.blockIdx.x]"), ctx)
             runs.append(out.result())
@@ -285,7 +342,7 @@ def _partial_index(recs: list, block: tuple) -> tuple[str, Any] | None:
     r = recs[0]
     if r.shared is not None:
         s = r.index - r.thread[1][0]  # the tree reads slot t + s
-        if len(r.shared[1]) == 1 and s >= r.size and not r.write:
+        if len(r.shared[1]) == 1 and s == r.size and not r.write:  # s = TPB: one level up
             return ("wrong_formula",
                     T("{thread_name} read {array}[{index}] = {array}[t + s] with s = {s} (line "
                       "{line}), past the {size} slots of {array}: the tree starts one level too "
@@ -372,6 +429,8 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
                    "if i < n else 0.0).")), context=ctx)
     finite = got[~K.isnan(got)]
     if finite.size and K.abs(finite).max() > _BIG:
+        if obs.live and not obs.races:  # every access seen: no barrier is missing
+            K.fail("unfilled_tile", _read_before_store('block_sum'), context=ctx)
         K.fail("missing_barrier", T("{poison_hint}; threads past the end of x must store 0.0 "
                                     "in their slot.",
                                     poison_hint=_poison_hint('block_sum')), context=ctx)

@@ -24,7 +24,7 @@ _WARP = {"warp_ub", "early_return", "no_shuffle", "divergent_barrier"}
 _BOUNDS = {"out_of_bounds_read", "out_of_bounds_write", "off_by_one_guard", "off_by_one",
            "illegal_address", "unwritten", "unfilled_tile", "halo_missing", "dropped_tail",
            "inputs_changed"}
-_VALUES = {"wrong_formula", "wrong_scale", "off_by_one", "unwritten", "overflow",
+_VALUES = {"constant_offset", "wrong_formula", "wrong_scale", "off_by_one", "unwritten", "overflow",
            "accumulated_into_output", "mass_not_conserved", "lost_population", "wrong_axis",
            "periodic_wrap", "wrong_opposite", "solid_not_copied", "causal_mask_off_by_one",
            "only_first_block", "halo_missing", "unfilled_tile", "dropped_tail"}
@@ -33,7 +33,13 @@ _INDEX = _BOUNDS | _VALUES | _WARP | {"swapped_axes", "guard_wrong_axis", "wrong
                               "pulled_from_output", "push_race", "stale_tile_keys",
                               "missing_barrier", "nondeterministic", "race", "divergent_barrier",
                               "early_return", "grid_axes_swapped", "grid_too_small",
-                              "wrong_buffer", "no_tree", "no_tiles", "launch_count"}
+                              "wrong_buffer", "no_tree", "no_tiles", "launch_count",
+                              # the tiling checks' race at one line that no barrier explains
+                              "slot_collision",
+                              # the record: the writer never read an input the formula needs
+                              "input_ignored",
+                              # what the simulated kernel raised: a thread divided by zero
+                              "division_by_zero"}
 _BARRIER = {"missing_barrier", "race", "nondeterministic", "unfilled_tile", "stale_tile_keys",
             "halo_missing", "divergent_barrier", "push_race"}
 _LAUNCH = _WARP | {"bad_launch", "only_first_block", "unwritten", "grid_too_small", "grid_axes_swapped",
@@ -444,7 +450,10 @@ def drop_store(node, parent):
 
 
 OPERATORS = [
-    Operator("index_shift", "an array index one off", frozenset(_INDEX), index_shift),
+    # stream_race: a host index one off into a per-stream list of buffers gives two streams
+    # one buffer, which the trace of the host steps shows
+    Operator("index_shift", "an array index one off", frozenset(_INDEX | {"stream_race"}),
+             index_shift),
     Operator("swap_index_axes", "the two indices of an array swapped",
              frozenset(_INDEX | {"swapped_axes"}), swap_index_axes),
     Operator("drop_guard", "a guard (if / conditional value) dropped",
@@ -454,8 +463,11 @@ OPERATORS = [
     Operator("widen_guard", "a comparison widened or narrowed by one",
              frozenset(_BOUNDS | _VALUES | _BARRIER | {"redundant_work", "no_tree",
                                                        "early_return"}), widen_guard),
+    # missing_axis: the compile gate says it only of a.shape[k] past the array's axes, which
+    # is this mistake on a one-dimensional array
     Operator("guard_other_axis", "a guard comparing with the other axis' size",
-             frozenset(_BOUNDS | {"guard_wrong_axis", "swapped_axes", "grid_too_small"}),
+             frozenset(_BOUNDS | {"guard_wrong_axis", "swapped_axes", "grid_too_small",
+                                  "missing_axis"}),
              guard_other_axis),
     Operator("drop_barrier", "a barrier removed", frozenset(_BARRIER), drop_barrier),
     Operator("loop_bounds", "a loop's end one off, or its stride doubled",
@@ -464,10 +476,17 @@ OPERATORS = [
              frozenset(_VALUES | _BARRIER | {"nondeterministic", "inputs_changed",
                                              "wrong_buffer", "no_tree"}), assign_accumulate),
     # on the host, `//` turned `/` makes a launch's grid a float, which Numba refuses
-    Operator("arithmetic", "an arithmetic operator changed", frozenset(_INDEX | {"bad_launch"}),
-             arithmetic),
+    # float_index: the compile gate says it only of an index typed float, which a `/` for
+    # `//` in an index makes (the master's indices are integers)
+    # list_index: what a host function raised for a list indexed past its end, which a `%`
+    # dropped from a stream's number makes
+    Operator("arithmetic", "an arithmetic operator changed",
+             frozenset(_INDEX | {"bad_launch", "float_index", "list_index"}), arithmetic),
+    # grid_dimensions: the compile gate says it only where a cuda.grid(k) / gridsize(k)
+    # does not fit its use, which a changed k makes (the master's fit)
     Operator("constant_off_by_one", "an integer constant one more or one less",
-             frozenset(_INDEX | _LAUNCH | {"bad_launch"}), constant_off_by_one),
+             frozenset(_INDEX | _LAUNCH | {"bad_launch", "grid_dimensions"}),
+             constant_off_by_one),
     Operator("sign_and_constants", "a float constant's sign flipped or doubled",
              frozenset(_INDEX | _LAUNCH | {"bad_launch"}), sign_and_constants),
     Operator("cuda_coordinates", "a thread coordinate for a block's (or blockDim for gridDim)",
@@ -483,12 +502,19 @@ OPERATORS = [
     Operator("host_steps", "a sync, copy or buffer swap dropped", frozenset(_HOST), host_steps),
     Operator("host_buffers", "an output uploaded from the host, or a stream dropped",
              frozenset(_HOST), host_buffers),
+    # float_index: a float variable read where an integer one belongs, in an index; on the
+    # host, where arrays and numbers are both unindexed names, a number read where an array
+    # belongs (or the reverse), or a name read on a line before it is bound
     Operator("wrong_name", "a variable read in place of another of the same kind",
-             frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch"}), wrong_name),
+             frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch", "float_index",
+                                                    "number_for_array", "array_for_number",
+                                                    "used_before_assigned", "shape_mismatch",
+                                                    "list_index", "list_for_array"}),
+             wrong_name),
     Operator("axis_name", "a variable of one axis read for the other's (row for col)",
              frozenset(_INDEX | _LAUNCH), axis_name),
     Operator("swap_operands", "the operands of -, /, //, % or ** exchanged",
-             frozenset(_INDEX | {"bad_launch"}), swap_operands),
+             frozenset(_INDEX | {"bad_launch", "float_index"}), swap_operands),
     Operator("move_barrier", "a barrier one statement too early or too late",
              frozenset(_BARRIER | {"unwritten"}), move_barrier),
     Operator("drop_store", "a store into an array forgotten",
