@@ -50,6 +50,7 @@ def test_every_fail_takes_the_cause_first_and_keeps_its_arguments_text():
             K.fail("race", T("two threads wrote {n}", n=n), ctx)
             K.fail(T("outer {m}", m=K.fail(T("inner"), cause="stub")), cause="race")
             K.launch_observed(obs, k, 1, 32, n, name="k", context=ctx)
+            E.compare(3, 4, name="y")
             return O.compare(1, 2, name="x")
         ''')
     out = one_kit._run_until_stable(src, bare=True, checker=True)
@@ -61,7 +62,12 @@ def test_every_fail_takes_the_cause_first_and_keeps_its_arguments_text():
     assert 'K.fail("race", T("two threads wrote {n}", n=n), ctx)' in out  # already new
     assert 'K.fail("race", T("outer {m}", m=K.fail("stub", T("inner"))))' in out  # nested
     assert 'K.launch(k, 1, 32, n, name="k", context=ctx, obs=obs)' in out
-    assert "E.compare(1, 2, name=\"x\")" in out
+    # one compare in a checker: the kit's, which carries the launch's evidence
+    assert 'K.compare(1, 2, name="x")' in out and 'K.compare(3, 4, name="y")' in out
+    assert "O.compare" not in out and "E.compare" not in out
+    # the machinery keeps the engine's own compare
+    machinery = one_kit._run_until_stable(src, bare=True, checker=False)
+    assert 'E.compare(3, 4, name="y")' in machinery
     assert one_kit._run_until_stable(out, bare=True, checker=True) == out  # idempotent
 
 

@@ -9,7 +9,9 @@ Rewrites, in ``src/cudacourse/check/*.py``, ``tests/*.py`` and ``tools/**/*.py``
   old default). ``O.fail(cause, message, ...)`` already has that order and is left alone;
 * ``K.launch_observed(obs, kernel, grid, block, *args, ...)`` into the one launch,
   ``K.launch(kernel, grid, block, *args, ..., obs=obs)``;
-* ``O.compare(...)`` into ``E.compare(...)`` (one compare);
+* in the lessons' checker modules, ``O.compare(...)`` and ``E.compare(...)`` into the kit's
+  ``K.compare(...)`` (one compare: ``_observe.compare``, which carries the evidence of the
+  last observed launch into the diagnosis; the engine's bare ``E.compare`` does not);
 * in the lessons' checker modules: ``from . import _diagnose as D`` into the kit's
   ``K.diagnose`` (``D.x`` -> ``K.diagnose.x``) and ``from .tiling import poisoned_shared``
   into ``K.poisoned_shared`` (both are the kit's now).
@@ -94,10 +96,10 @@ def rewrite(src: str, *, bare: bool = True, checker: bool = False) -> str:
             args = [_segment(src, lines, a) for a in node.args[1:]]
             args += [_kw_text(src, lines, k) for k in node.keywords] + [f"obs={obs}"]
             edits.append((start, end, f"{func.value.id}.launch({', '.join(args)})"))
-        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
-                func.value.id == "O" and func.attr == "compare":
+        elif checker and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id in ("O", "E") and func.attr == "compare":
             edits.append((lines[func.lineno - 1] + func.col_offset,
-                          lines[func.end_lineno - 1] + func.end_col_offset, "E.compare"))
+                          lines[func.end_lineno - 1] + func.end_col_offset, "K.compare"))
     for start, end, text in sorted(edits, reverse=True):
         nested = [e for e in edits if e[0] > start and e[1] <= end]
         if nested:  # a call inside another's arguments: the next run rewrites the outer one
