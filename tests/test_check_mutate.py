@@ -68,8 +68,8 @@ def test_the_new_operators_make_their_mistakes_and_only_plausible_ones():
         by_op.setdefault(m.operator, []).append(m.source)
     # a slip to a neighbour of the same kind: arrays for arrays, scalars for scalars
     assert any("sh[31 - t] - a[i]" in s for s in by_op["wrong_name"])
-    assert any("sh[31 - i]" in s for s in by_op["wrong_name"])
     assert not any("[sh]" in s or "a[a]" in s for s in by_op["wrong_name"])
+    assert any("sh[31 - i]" in s for s in by_op["wrong_name"])
     assert any("b[i] / 2.0 - sh[31 - t]" in s for s in by_op["swap_operands"])
     assert any("2.0 / b[i]" in s for s in by_op["swap_operands"])
     lines = [[ln.strip() for ln in s.splitlines()] for s in by_op["move_barrier"]]
@@ -87,6 +87,26 @@ def test_the_new_operators_make_their_mistakes_and_only_plausible_ones():
             changed = [a != b for a, b in zip(got, want)]
             assert sum(changed) <= 2 or len(got) != len(want), (op, s)
     assert master
+
+
+def test_a_claimed_kind_of_mistake_names_only_the_mutants_that_make_it():
+    """"x and y swapped" for a negative index, "one off" for an operator changed, "a barrier
+    missing" for a wrong slot: each points the learner the wrong way, so it is misleading
+    for every operator but those that make that kind of mistake."""
+    from cudacourse.check.mutate.operators import BY_NAME, CLAIMS
+
+    for claims, makers in CLAIMS.items():
+        for name, op in BY_NAME.items():
+            if name not in makers:
+                assert not claims & op.causes, (name, claims & op.causes)
+    assert "swapped_axes" not in BY_NAME["swap_operands"].causes
+    assert "swapped_axes" in BY_NAME["axis_name"].causes
+    assert "off_by_one" not in BY_NAME["arithmetic"].causes
+    assert "missing_barrier" not in BY_NAME["index_shift"].causes
+    src = "@cuda.jit\ndef k(img, out):\n    c, r = cuda.grid(2)\n    out[r, c] = img[r, c] * 2.0\n"
+    names = {(m.operator, m.source.splitlines()[-1].strip()) for m in mutants(src)}
+    assert ("axis_name", "out[r, c] = img[r, r] * 2.0") in names  # c for r: the other axis
+    assert not any(op == "wrong_name" and "img[r, r]" in line for op, line in names)
 
 
 def test_a_worker_serves_mutant_after_mutant_and_is_replaced_after_a_runaway():

@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         workers.close()
     out_dir = args.out or args.root / "docs"
-    report.write(outcomes, out_dir, args.root, sampled=args.sample, seed=args.seed)
+    population = sum(len(mutants(ex.source)) for ex in exercises(args.root)
+                     if not args.exercise or ex.name in args.exercise)
+    report.write(outcomes, out_dir, args.root, sampled=args.sample, seed=args.seed,
+                 population=population)
     print(report.summary(outcomes), file=sys.stderr)
     if args.compare is not None:
         return _compare(outcomes, args.compare)

@@ -199,16 +199,25 @@ def arithmetic(node, parent):
     return out
 
 
-def sign_and_constants(node, parent):
-    """A number changed: an integer one more or less, a float's sign flipped or doubled."""
-    if not isinstance(node, ast.Constant) or isinstance(node.value, bool) or \
-            not isinstance(node.value, (int, float)):
+def _constant(node, parent) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and \
+        isinstance(node.value, (int, float)) and \
+        not (isinstance(parent, ast.Subscript) and parent.slice is node)  # index_shift's
+
+
+def constant_off_by_one(node, parent):
+    """An integer constant one more or one less."""
+    if not _constant(node, parent) or not isinstance(node.value, int):
         return []
-    if isinstance(parent, ast.Subscript) and parent.slice is node:
-        return []  # an index constant: index_shift's business
     v = node.value
-    if isinstance(v, int):
-        return [ast.Constant(v + 1)] + ([ast.Constant(v - 1)] if v > 0 else [])
+    return [ast.Constant(v + 1)] + ([ast.Constant(v - 1)] if v > 0 else [])
+
+
+def sign_and_constants(node, parent):
+    """A float constant's sign flipped or the constant doubled (0.0 becomes 1.0)."""
+    if not _constant(node, parent) or not isinstance(node.value, float):
+        return []
+    v = node.value
     return [ast.Constant(-v), ast.Constant(2 * v)] if v else [ast.Constant(1.0)]
 
 
@@ -216,21 +225,31 @@ _BUILTINS = {"threadIdx": ["blockIdx"], "blockIdx": ["threadIdx"],
              "blockDim": ["gridDim"], "gridDim": ["blockDim"]}
 
 
+def _cuda_builtin(node) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and \
+        isinstance(node.value.value, ast.Name) and node.value.value.id == "cuda" and \
+        node.value.attr in _BUILTINS and node.attr in ("x", "y")
+
+
 def cuda_coordinates(node, parent):
-    """``cuda.threadIdx.x`` <-> ``cuda.blockIdx.x``, ``blockDim`` <-> ``gridDim``, x <-> y."""
-    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and
-            isinstance(node.value.value, ast.Name) and node.value.value.id == "cuda" and
-            node.value.attr in _BUILTINS and node.attr in ("x", "y")):
+    """``cuda.threadIdx.x`` <-> ``cuda.blockIdx.x``, ``blockDim`` <-> ``gridDim``."""
+    if not _cuda_builtin(node):
         return []
     out = []
     for other in _BUILTINS[node.value.attr]:
         new = copy.deepcopy(node)
         new.value.attr = other
         out.append(new)
+    return out
+
+
+def cuda_axis(node, parent):
+    """``cuda.threadIdx.x`` <-> ``cuda.threadIdx.y`` (the other axis)."""
+    if not _cuda_builtin(node):
+        return []
     new = copy.deepcopy(node)
     new.attr = "y" if node.attr == "x" else "x"
-    out.append(new)
-    return out
+    return [new]
 
 
 def grid_call(node, parent):
@@ -331,11 +350,28 @@ def _kinds(func: ast.FunctionDef) -> dict[str, tuple[str, int]]:
             for n, line in first.items()}
 
 
-def wrong_name(node, parent, func=None):
-    """A variable read in place of a neighbour of the same kind: ``a[i] + b[i]`` ->
-    ``a[i] + a[i]``, ``row`` -> ``col``, ``n`` -> ``i``. The learner's slip is to a name
-    bound near the right one and before the use, so the candidates are the two names of the
-    same kind bound just before it and the two just after (bound by then)."""
+_AXIS_PAIRS = [("x", "y"), ("row", "col"), ("rows", "cols"), ("r", "c"), ("i", "j"),
+               ("h", "w")]
+
+
+def _axis_pair(a: str, b: str) -> bool:
+    """``a`` and ``b`` name the two axes of one thing: x/y, row/col, r/c, i/j, h/w (alone or
+    as a part of the name: tx/ty, nx/ny, ux/uy, row0/col0)."""
+    for p, q in _AXIS_PAIRS:
+        for u, v in ((p, q), (q, p)):
+            if len(u) == 1:  # a letter: one letter of the name exchanged
+                if len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1 and \
+                        {x for x, y in zip(a, b) if x != y} | \
+                        {y for x, y in zip(a, b) if x != y} == {u, v}:
+                    return True
+            elif u in a and a.replace(u, v) == b:
+                return True
+    return False
+
+
+def _neighbours(node, func) -> list[str]:
+    """The names a slip may take for ``node``'s: the two of the same kind bound just before
+    it and the two just after (bound by the use)."""
     if func is None or not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load):
         return []
     kinds = _KINDS.get(id(func)) or _KINDS.setdefault(id(func), _kinds(func))
@@ -346,7 +382,21 @@ def wrong_name(node, parent, func=None):
     k = same.index(node.id)
     near = same[max(0, k - 2):k] + same[k + 1:k + 3]
     use = getattr(node, "lineno", 10 ** 9)
-    return [ast.Name(other, ast.Load()) for other in near if kinds[other][1] <= use]
+    return [other for other in near if kinds[other][1] <= use]
+
+
+def axis_name(node, parent, func=None):
+    """A variable of one axis read for the other's: ``row`` -> ``col``, ``tx`` -> ``ty``."""
+    return [ast.Name(o, ast.Load()) for o in _neighbours(node, func)
+            if _axis_pair(node.id, o)]
+
+
+def wrong_name(node, parent, func=None):
+    """A variable read in place of a neighbour of the same kind (not its other axis, which is
+    ``axis_name``): ``a[i] + b[i]`` -> ``a[i] + a[i]``, ``n`` -> ``i``. The learner's slip is
+    to a name bound near the right one and before the use."""
+    return [ast.Name(o, ast.Load()) for o in _neighbours(node, func)
+            if not _axis_pair(node.id, o)]
 
 
 def swap_operands(node, parent):
@@ -416,10 +466,14 @@ OPERATORS = [
     # on the host, `//` turned `/` makes a launch's grid a float, which Numba refuses
     Operator("arithmetic", "an arithmetic operator changed", frozenset(_INDEX | {"bad_launch"}),
              arithmetic),
-    Operator("sign_and_constants", "a constant or a sign changed",
+    Operator("constant_off_by_one", "an integer constant one more or one less",
+             frozenset(_INDEX | _LAUNCH | {"bad_launch"}), constant_off_by_one),
+    Operator("sign_and_constants", "a float constant's sign flipped or doubled",
              frozenset(_INDEX | _LAUNCH | {"bad_launch"}), sign_and_constants),
-    Operator("cuda_coordinates", "a thread/block coordinate for another",
+    Operator("cuda_coordinates", "a thread coordinate for a block's (or blockDim for gridDim)",
              frozenset(_INDEX | _LAUNCH), cuda_coordinates),
+    Operator("cuda_axis", "a coordinate's x for its y",
+             frozenset(_INDEX | _LAUNCH), cuda_axis),
     Operator("grid_call", "cuda.grid(2) unpacked the other way round",
              frozenset(_INDEX | {"swapped_axes"}), grid_call),
     Operator("launch_buffers", "a launch's buffers swapped or aliased",
@@ -431,6 +485,8 @@ OPERATORS = [
              frozenset(_HOST), host_buffers),
     Operator("wrong_name", "a variable read in place of another of the same kind",
              frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch"}), wrong_name),
+    Operator("axis_name", "a variable of one axis read for the other's (row for col)",
+             frozenset(_INDEX | _LAUNCH), axis_name),
     Operator("swap_operands", "the operands of -, /, //, % or ** exchanged",
              frozenset(_INDEX | {"bad_launch"}), swap_operands),
     Operator("move_barrier", "a barrier one statement too early or too late",
@@ -439,8 +495,30 @@ OPERATORS = [
              frozenset(_BOUNDS | _VALUES | _BARRIER | _HOST | {"wrong_buffer", "no_tree"}),
              drop_store),
 ]
+
+# A cause that claims a kind of mistake (the axes swapped, one off, a barrier missing) names a
+# mutant rightly only when the mutant makes that kind of mistake: elsewhere it points the
+# learner the wrong way, so it counts as misleading. Causes that state what the record shows
+# (an index past the end, elements never written, a race seen) stay with every operator
+# whose change can produce it.
+CLAIMS = {
+    frozenset({"swapped_axes", "guard_wrong_axis", "grid_axes_swapped"}):
+        {"swap_index_axes", "grid_call", "cuda_axis", "axis_name", "guard_other_axis",
+         "launch_geometry"},
+    frozenset({"off_by_one", "off_by_one_guard", "causal_mask_off_by_one"}):
+        {"index_shift", "widen_guard", "loop_bounds", "constant_off_by_one"},
+    frozenset({"missing_barrier"}): {"drop_barrier", "move_barrier"},
+}
+
+
+def _claims_kept(op: Operator) -> Operator:
+    drop = {c for claims, ops in CLAIMS.items() if op.name not in ops for c in claims}
+    return Operator(op.name, op.what, frozenset(op.causes - drop), op.fn)
+
+
+OPERATORS = [_claims_kept(op) for op in OPERATORS]
 BY_NAME = {op.name: op for op in OPERATORS}
-_NEEDS_FUNC = {wrong_name, move_barrier}
+_NEEDS_FUNC = {wrong_name, axis_name, move_barrier}
 
 
 @dataclass(frozen=True)

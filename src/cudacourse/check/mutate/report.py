@@ -13,21 +13,28 @@ from .runner import VERDICTS
 
 
 def _commit(root: Path) -> str:
+    """HEAD's short hash, with "-dirty" when the checkers or lessons differ from it (a report
+    holds for one commit's code only)."""
     try:
-        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "src", "lessons"], capture_output=True, text=True,
+                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head + ("-dirty" if dirty else "")
 
 
 def tally(outcomes: list) -> dict:
     """{group: Counter of verdicts} by lesson, by exercise and by (exercise, operator)."""
     out: dict = {"lesson": defaultdict(Counter), "exercise": defaultdict(Counter),
-                 "operator": defaultdict(Counter)}
+                 "operator": defaultdict(Counter), "kind": defaultdict(Counter)}
     for o in outcomes:
         out["lesson"][o.exercise.split("/")[0]][o.verdict] += 1
         out["exercise"][o.exercise][o.verdict] += 1
         out["operator"][f"{o.exercise} {o.operator}"][o.verdict] += 1
+        out["kind"][o.operator][o.verdict] += 1
         if o.english_in_ja:
             out["lesson"][o.exercise.split("/")[0]]["english_in_ja"] += 1
     return out
@@ -46,12 +53,14 @@ def summary(outcomes: list) -> str:
 
 
 def write(outcomes: list, out_dir: Path, root: Path, *, sampled: int, seed: int,
-          meta: dict | None = None) -> None:
+          meta: dict | None = None, population: int | None = None) -> None:
     """Both files; ``meta`` (date, commit) kept from an earlier run when re-rendering."""
     t = tally(outcomes)
     meta = meta or {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "commit": _commit(root)}
     meta = {**meta, "mutants": len(outcomes), "sample_per_exercise": sampled, "seed": seed}
+    if population is not None:
+        meta["population"] = population
     data = {**meta, "by_lesson": {k: dict(v) for k, v in t["lesson"].items()},
             "by_exercise": {k: dict(v) for k, v in t["exercise"].items()},
             "by_operator": {k: dict(v) for k, v in t["operator"].items()},
@@ -71,10 +80,17 @@ def write(outcomes: list, out_dir: Path, root: Path, *, sampled: int, seed: int,
              "(accepted by every case), *survived* (accepted by the visible check only).", "",
              f"- date: {meta['date']}; commit: {meta['commit']}",
              f"- mutants: {meta['mutants']}" + (
-                 f" (a seeded sample of {sampled} per exercise, seed {seed}; the nightly run, "
-                 "`CUDACOURSE_NIGHTLY=1`, takes them all)" if sampled else " (all)"),
+                 f" (a seeded sample of {sampled} per exercise, seed {seed}"
+                 + (f", of {meta['population']} the operators make" if meta.get("population")
+                    else "") + "; `--sample 0` (the nightly run) takes them all)"
+                 if sampled else " (all)"),
              f"- totals: {summary(outcomes)}", "", "## By lesson", "", head, rule]
     lines += [_row(k, v) for k, v in sorted(t["lesson"].items())]
+    from .operators import BY_NAME
+
+    lines += ["", "## By operator (the kind of mistake)", "", head, rule]
+    lines += [_row(f"{k}: {BY_NAME[k].what}" if k in BY_NAME else k, v)
+              for k, v in sorted(t["kind"].items())]
     lines += ["", "## By exercise", "", head, rule]
     lines += [_row(k, v) for k, v in t["exercise"].items()]
     lines += ["", "## By exercise and operator", "", head, rule]
@@ -84,6 +100,11 @@ def write(outcomes: list, out_dir: Path, root: Path, *, sampled: int, seed: int,
         lines += ["", "## To fix (misleading, survived, crashed)", ""]
         lines += [f"- {o.exercise} `{o.operator}` (line {o.line}): **{o.verdict}** "
                   f"`{o.cause}`: {o.message[:240]}" for o in bad]
+    shown = [o for o in outcomes if o.verdict == "rejected"]
+    if shown:
+        lines += ["", "## Rejected with the evidence only (no cause named)", ""]
+        lines += [f"- {o.exercise} `{o.operator}` (line {o.line}): `{o.cause}`: "
+                  f"{' '.join(o.message.split())[:240]}" for o in shown]
     (out_dir / "mutation-report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -94,4 +115,5 @@ def rerender(json_path: Path) -> None:
     data = json.loads(json_path.read_text(encoding="utf-8"))
     outcomes = [Outcome(**o) for o in data["outcomes"]]
     write(outcomes, json_path.parent, json_path.parent, sampled=data["sample_per_exercise"],
-          seed=data["seed"], meta={"date": data["date"], "commit": data["commit"]})
+          seed=data["seed"], meta={"date": data["date"], "commit": data["commit"]},
+          population=data.get("population"))
