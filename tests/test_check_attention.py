@@ -179,6 +179,43 @@ def test_online_update_rejects(update, phrase):
     assert phrase in str(info.value)
 
 
+@cuda.jit(device=True)
+def update_p_old_max_name(m, l, acc, s, v):
+    # issue 45 (mutants: a name read for its neighbour): p weighs the old maximum, not s
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(m - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_max_of_acc(m, l, acc, s, v):
+    big = acc if acc > m else m  # the maximum taken over the accumulator, not the score
+    a = math.exp(m - big)
+    e = math.exp(s - big)
+    return big, a * l + e, a * acc + v * e
+
+
+@cuda.jit(device=True)
+def update_right_inline(m, l, acc, s, v):
+    # right, written differently: no names for the weights, the maximum by a comparison
+    top = s if s > m else m
+    return top, l * math.exp(m - top) + math.exp(s - top), \
+        math.exp(m - top) * acc + v * math.exp(s - top)
+
+
+@pytest.mark.parametrize("update, phrase", [
+    (update_p_old_max_name, "`p = exp(m - m_new)` in place of `p = exp(s - m_new)`"),
+    (update_max_of_acc, "`m_new = max(m, acc)` in place of `m_new = max(m, s)`"),
+])
+def test_online_update_names_the_one_changed_statement(update, phrase):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_online_update(update, seed=4)
+    assert info.value.cause == "wrong_formula"
+    assert phrase in str(info.value)
+    cudacourse.check.check_online_update(update_right_inline, seed=5)
+
+
 # --- exercise 2: the fused kernel, one thread per query row -----------------------------------
 
 def make_rows_kernel(bug: str = "", grid_stride: bool = False):

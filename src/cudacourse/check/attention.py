@@ -22,6 +22,7 @@ from typing import Any
 
 from numba import cuda  # safe: importing cudacourse.check ran cudacourse's device choice
 
+from . import _variants
 from . import kit as K
 from .kit import resolve
 from ..i18n import T
@@ -113,6 +114,33 @@ def _step_cases(gen: Any, n: int) -> dict[str, Any]:
     return dict(m=m, l=l, acc=acc, s=s, v=v)
 
 
+# the reference update as the lesson writes it: a one-change variant of it that gives every
+# returned value is the learner's mistake, named by its statement (see _variants)
+_UPDATE = """m_new = maximum(m, s)
+alpha = exp(m - m_new)
+p = exp(s - m_new)
+l_new = l * alpha + p
+acc_new = acc * alpha + p * v
+return (m_new, l_new, acc_new)
+"""
+
+
+def _one_change(got: dict, c: dict, exc: Any) -> None:
+    """Name the one change of the reference update that gives all three returned values."""
+    inputs = {k: c[k].astype(K.float64) for k in ("m", "l", "acc", "s", "v")}
+    found = _variants.match(_UPDATE, inputs, (got["m"], got["l"], got["acc"]),
+                            {"maximum": _maximum, "exp": _exp})
+    if found is None:
+        return
+    wrong, right = (x.replace("maximum", "max") for x in found)
+    K.fail("wrong_formula", T(
+        "online_update returns, for all {n} states, what the reference update gives with "
+        "`{wrong}` in place of `{right}` (the update: m_new = max(m, s), alpha = exp(m - "
+        "m_new), p = exp(s - m_new), return m_new, l * alpha + p, acc * alpha + p * v): "
+        "look for that change in your code, a name or an operator.",
+        n=int(got["m"].size), wrong=wrong, right=right), context=exc.context)
+
+
 def check_online_update(update: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check one step of the online softmax: new max, rescaled sum, rescaled accumulator.
 
@@ -141,45 +169,50 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
         l_new = l * alpha + p
         acc_new = acc * alpha + p * v
         ctx = T("{n} random states; the first 4 start a row (m=-inf, l=0, acc=0)", n=n)
-        K.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
-                  computed=True, inputs=c,
-                  alternatives={"min(m, s)": _minimum(m, s), T("s (the old max is lost)"): s,
-                                T("m (never updated)"): m})
-        K.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
-                  context=ctx, computed=True, inputs=c, alternatives={
-                      T("l + exp(s - m_new): the running sum is not rescaled when the maximum "
-                        "grows; multiply it by exp(m - m_new)"): l + p,
-                      T("l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
-                        "overflows for large scores"): l * alpha + _exp(s),
-                      T("l + exp(s): no maximum at all, which overflows for large scores"):
-                          l + _exp(s),
-                      T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
-                        "old maximum m (infinite when a row starts, m = -inf); subtract the "
-                        "new one, exp(s - m_new)"): l * alpha + _exp(s - m),
-                      # one operator of the update wrong: written as the formula it computes
-                      "l * exp(m + m_new) + exp(s - m_new)": l * _exp(m + m_new) + p,
-                      "l * exp(m - m_new) + exp(s + m_new)": l * alpha + _exp(s + m_new),
-                      "l * exp(m - m_new) - exp(s - m_new)": l * alpha - p,
-                      "l + exp(m - m_new) + exp(s - m_new)": l + alpha + p})
-        K.compare(got["acc"], acc_new, name="acc_new",
-                  formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
-                  computed=True, inputs=c,
-                  alternatives={
-                      T("acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
-                        "maximum grows; multiply it by exp(m - m_new)"): acc + p * v,
-                      T("acc * exp(m - m_new) + v: the new value is not weighted by exp(s - "
-                        "m_new)"): acc * alpha + v,
-                      T("acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted"):
-                          acc * alpha + _exp(s) * v,
-                      T("acc * exp(m - m_new) + exp(s - m) * v: the new value is weighted with "
-                        "the old maximum m; use exp(s - m_new)"): acc * alpha + _exp(s - m) * v,
-                      T("the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
-                        "un-normalised here and divide by l once, at the end"):
-                          (acc * alpha * l + p * v) / l_new,
-                      "acc * exp(m - m_new) - exp(s - m_new) * v": acc * alpha - p * v,
-                      "acc + exp(m - m_new) + exp(s - m_new) * v": acc + alpha + p * v,
-                      "acc * exp(m - m_new) + (exp(s - m_new) + v)": acc * alpha + (p + v),
-                      "acc * exp(m - m_new) + exp(s - m_new) / v": acc * alpha + p / v})
+        try:
+            K.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
+                      computed=True, inputs=c,
+                      alternatives={"min(m, s)": _minimum(m, s), T("s (the old max is lost)"): s,
+                                    T("m (never updated)"): m})
+            K.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
+                      context=ctx, computed=True, inputs=c, alternatives={
+                          T("l + exp(s - m_new): the running sum is not rescaled when the maximum "
+                            "grows; multiply it by exp(m - m_new)"): l + p,
+                          T("l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
+                            "overflows for large scores"): l * alpha + _exp(s),
+                          T("l + exp(s): no maximum at all, which overflows for large scores"):
+                              l + _exp(s),
+                          T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
+                            "old maximum m (infinite when a row starts, m = -inf); subtract the "
+                            "new one, exp(s - m_new)"): l * alpha + _exp(s - m),
+                          # one operator of the update wrong: written as the formula it computes
+                          "l * exp(m + m_new) + exp(s - m_new)": l * _exp(m + m_new) + p,
+                          "l * exp(m - m_new) + exp(s + m_new)": l * alpha + _exp(s + m_new),
+                          "l * exp(m - m_new) - exp(s - m_new)": l * alpha - p,
+                          "l + exp(m - m_new) + exp(s - m_new)": l + alpha + p})
+            K.compare(got["acc"], acc_new, name="acc_new",
+                      formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
+                      computed=True, inputs=c,
+                      alternatives={
+                          T("acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
+                            "maximum grows; multiply it by exp(m - m_new)"): acc + p * v,
+                          T("acc * exp(m - m_new) + v: the new value is not weighted by exp(s - "
+                            "m_new)"): acc * alpha + v,
+                          T("acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted"):
+                              acc * alpha + _exp(s) * v,
+                          T("acc * exp(m - m_new) + exp(s - m) * v: the new value is weighted with "
+                            "the old maximum m; use exp(s - m_new)"): acc * alpha + _exp(s - m) * v,
+                          T("the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
+                            "un-normalised here and divide by l once, at the end"):
+                              (acc * alpha * l + p * v) / l_new,
+                          "acc * exp(m - m_new) - exp(s - m_new) * v": acc * alpha - p * v,
+                          "acc + exp(m - m_new) + exp(s - m_new) * v": acc + alpha + p * v,
+                          "acc * exp(m - m_new) + (exp(s - m_new) + v)": acc * alpha + (p + v),
+                          "acc * exp(m - m_new) + exp(s - m_new) / v": acc * alpha + p / v})
+        except K.CheckFailure as exc:
+            if exc.cause in ("wrong_values", "nonfinite"):
+                _one_change(got, c, exc)
+            raise
     # a whole row at a time, with scores far beyond exp's range: only a stable update survives
     x = K.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
     vals = K.random_array(gen, (rows, cols))
