@@ -239,7 +239,16 @@ heat_alpha_sign = _heat_variant(("out[y, x] = c + alpha *", "out[y, x] = c - alp
 heat_floor_division = _heat_variant(("- 20.0 * c) / 6.0", "- 20.0 * c) // 6.0"))
 heat_s_for_alpha = _heat_variant(("out[y, x] = c + alpha *", "out[y, x] = c + s *"))
 
+heat_edges_doubled = _heat_variant(("(4.0 * edges", "(8.0 * edges"))
+heat_tile_accumulated = _heat_variant(("tile[r, s] = u[gy, gx]", "tile[r, s] += u[gy, gx]"))
+
 HEAT_WRONG = {
+    # issue 45 (mutants): one change of the step's formula, named by its statement
+    "edges weighted 8": (heat_edges_doubled, "`out = c + alpha * (8.0 * edges + corners - "
+                         "20.0 * c) / 6.0` in place of", False, "wrong_formula"),
+    # issue 45 (mutants): `+=` into the uninitialised tile, not a missing barrier
+    "tile accumulated": (heat_tile_accumulated, "uninitialised contents", True,
+                         "accumulated_into_output"),
     "+ 20 u": (heat_centre_sign, "+ 20 u where - 20 u belongs", False, "wrong_formula"),
     "alpha subtracted": (heat_alpha_sign, "the update subtracted", False, "wrong_formula"),
     "floor division": (heat_floor_division, "floor division", False, "wrong_formula"),
@@ -419,7 +428,20 @@ def diffuse_right_spare_grid(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_grid_before_assigned(d_u, d_tmp, steps, alpha):
+    # issue 45 (mutants): a name read in place of another, before it has a value
+    ny, nx = d_u.shape
+    grid = (math.ceil(nx / 16), math.ceil(grid / 8))  # noqa: F821 - the mistake itself
+    for _ in range(steps):
+        stencil.heat_step[grid, (16, 8)](d_u, d_tmp, np.float32(alpha))
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 DIFFUSE_WRONG = {
+    "a name read before it is assigned": (diffuse_grid_before_assigned,
+                                          "`grid` is read before anything is assigned",
+                                          "host_function_raised"),
     "in place (aliasing)": (diffuse_in_place, "same buffer as the step's input and output",
                             "same_buffer_in_out"),
     "a device-to-device copy every step": (diffuse_copies_back, "instead of swapping them",

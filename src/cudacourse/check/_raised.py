@@ -35,6 +35,31 @@ def launch_not_integers(exc: BaseException) -> str:
     return (hit.group(1) or hit.group(2)).strip() if hit else ""
 
 
+# Python's texts with a name in them (issue 45, mutants: a name read in place of another on
+# the host) -> catalogue words around the name, which is code
+_SHAPES = (
+    (re.compile(r"cannot access local variable '(\w+)' where it is not associated with a "
+                r"value$"),
+     lambda m: T("the variable `{name}` is read before anything is assigned to it",
+                 name=m.group(1))),
+    (re.compile(r"local variable '(\w+)' referenced before assignment$"),
+     lambda m: T("the variable `{name}` is read before anything is assigned to it",
+                 name=m.group(1))),
+    (re.compile(r"name '(\w+)' is not defined$"),
+     lambda m: T("the name `{name}` is not defined", name=m.group(1))),
+    (re.compile(r"'([\w .]+)' object cannot be interpreted as an integer$"),
+     lambda m: T("a value of type `{kind}` where a whole number belongs (a count, a range or "
+                 "a size)", kind=m.group(1))),
+)
+
+
 def words(exc: BaseException) -> Text | str:
     """The exception's text as a catalogue sentence when its shape is known, else as raised."""
-    return _PYTHON.get(str(exc), str(exc))
+    text = str(exc)
+    if text in _PYTHON:
+        return _PYTHON[text]
+    for pattern, make in _SHAPES:
+        hit = pattern.search(text)
+        if hit:
+            return make(hit)
+    return text

@@ -4,19 +4,20 @@ A checker whose reference is a few straight-line formulas (the online-softmax up
 ``m_new = max(m, s)``, ``alpha = exp(m - m_new)``, ...) can say more than "check the
 arithmetic": it evaluates, in NumPy, every variant of those formulas with ONE change a
 learner plausibly makes (one name read in place of another, an operator changed, the
-operands of ``-`` or ``/`` exchanged, a term left out) and reports the variant whose outputs
+operands of ``-`` or ``/`` exchanged, a term left out, a constant one off, negated or
+doubled) and reports the variant whose outputs
 equal the learner's on every case element. The evidence singles the mistake out only when the
 variant reproduces all the outputs; otherwise nothing is named.
 
-``match(program, inputs, got, functions)`` returns ``(wrong, right)``: the changed
-statement and the reference's, as source text (code, shown as is in every language), or
-None. The program is assignments, one a line, ending with ``return (a, b, ...)``.
+``match(program, inputs, got, functions)`` returns a ``Found``: the changed statement and
+the reference's, as source text (code, shown as is in every language), or None. The program is assignments, one a line, ending with ``return (a, b, ...)``.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as _np
@@ -28,8 +29,9 @@ _asarray = _np.asarray
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 
 
-def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple[int, ast.Module]]:
-    """(statement index, changed program) for every single change of ``tree``."""
+def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple]:
+    """(statement index, changed program, new node, old node) for every single change of
+    ``tree``."""
     for k, stmt in enumerate(tree.body):
         nodes = list(ast.walk(stmt.value))
         for pos, node in enumerate(nodes):
@@ -42,11 +44,52 @@ def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple[int, ast.Mod
                 if isinstance(node.op, (ast.Sub, ast.Div)):
                     reps.append(ast.BinOp(node.right, type(node.op)(), node.left))
                 reps += [node.left, node.right]  # a term (or factor) left out
+            if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and \
+                    not isinstance(node.value, bool):
+                v = node.value
+                reps += [ast.Constant(x) for x in dict.fromkeys((v + 1, v - 1, -v, 2 * v))
+                         if x != v]  # a constant one off, its sign flipped, doubled
+            if isinstance(node, ast.Subscript):  # an index one off, or two indices swapped
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                for i, part in enumerate(parts):
+                    for d in (1, -1):
+                        reps.append(_indexed(node, i, _plus(part, d)))
+                if len(parts) == 2:
+                    reps.append(_indexed(_indexed(node, 0, parts[1]), 1, parts[0]))
             for rep in reps:
                 new = copy.deepcopy(tree)
                 target = list(ast.walk(new.body[k].value))[pos]
                 _replace(new.body[k], target, rep)
-                yield k, new
+                yield k, new, rep, node
+
+
+def _plus(e: ast.expr, d: int) -> ast.expr:
+    """``e + d`` written as a learner reads it: ``g + 8`` plus -1 is ``g + 7``."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)) and \
+            isinstance(e.right, ast.Constant) and type(e.right.value) is int:
+        k = (e.right.value if isinstance(e.op, ast.Add) else -e.right.value) + d
+        if k == 0:
+            return e.left
+        return ast.BinOp(e.left, ast.Add() if k > 0 else ast.Sub(), ast.Constant(abs(k)))
+    return ast.BinOp(e, ast.Add() if d > 0 else ast.Sub(), ast.Constant(abs(d)))
+
+
+def _indexed(node: ast.Subscript, i: int, part: ast.expr) -> ast.Subscript:
+    """``node`` with its ``i``-th index replaced by ``part``."""
+    new = copy.deepcopy(node)
+    if isinstance(new.slice, ast.Tuple):
+        new.slice.elts[i] = copy.deepcopy(part)
+    else:
+        new.slice = copy.deepcopy(part)
+    return new
+
+
+def _in_index(stmt: ast.stmt, node: ast.AST) -> bool:
+    """Whether ``node`` is (inside) the index of a subscript of ``stmt``, or is one."""
+    if isinstance(node, ast.Subscript):
+        return True
+    return any(isinstance(s, ast.Subscript) and any(n is node for n in ast.walk(s.slice))
+               for s in ast.walk(stmt))
 
 
 def _replace(stmt: ast.stmt, target: ast.AST, rep: ast.expr) -> None:
@@ -89,11 +132,20 @@ def _same(got: Any, want: Any, rtol: float, atol: float) -> bool:
         return bool(_isclose(g, w, rtol=rtol, atol=atol, equal_nan=True).all())
 
 
+@dataclass(frozen=True)
+class Found:
+    wrong: str  # the changed statement, as source
+    right: str  # the reference's statement
+    wrong_part: str  # the changed expression alone
+    right_part: str
+    in_index: bool  # the change is (inside) an array index
+
+
 def match(program: str, inputs: dict, got: tuple, functions: dict,
-          rtol: float = 1e-4, atol: float = 1e-5) -> tuple[str, str] | None:
+          rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
     """The first one-change variant of ``program`` whose returned values all equal ``got``
-    (element by element, NaN matching NaN): (changed statement, reference statement) as
-    source, or None when none does (or the reference itself does)."""
+    (element by element, NaN matching NaN), or None when none does (or the reference itself
+    does)."""
     tree = ast.parse(program)
     names = list(inputs) + [t.id for s in tree.body if isinstance(s, ast.Assign)
                             for t in s.targets if isinstance(t, ast.Name)]
@@ -104,7 +156,8 @@ def match(program: str, inputs: dict, got: tuple, functions: dict,
 
     if equal(_run(tree, inputs, functions)):
         return None
-    for k, new in _variants(tree, names):
+    for k, new, rep, node in _variants(tree, names):
         if equal(_run(new, inputs, functions)):
-            return ast.unparse(new.body[k]), ast.unparse(tree.body[k])
+            return Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]), ast.unparse(rep),
+                         ast.unparse(node), _in_index(tree.body[k], node))
     return None

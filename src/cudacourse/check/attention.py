@@ -132,7 +132,7 @@ def _one_change(got: dict, c: dict, exc: Any) -> None:
                             {"maximum": _maximum, "exp": _exp})
     if found is None:
         return
-    wrong, right = (x.replace("maximum", "max") for x in found)
+    wrong, right = (x.replace("maximum", "max") for x in (found.wrong, found.right))
     K.fail("wrong_formula", T(
         "online_update returns, for all {n} states, what the reference update gives with "
         "`{wrong}` in place of `{right}` (the update: m_new = max(m, s), alpha = exp(m - "
