@@ -236,6 +236,7 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
     scale_twice = bug == "scale_twice"  # the scores multiplied by scale twice
     l_plus_alpha = bug == "l_plus_alpha"  # issue 45 (mutants): l = l + alpha + p
     new_rescaled = bug == "new_rescaled"  # issue 45: p multiplied by alpha as well
+    acc_uses_k = bug == "acc_uses_k"  # issue 45 (mutants): k_tile read where v_tile belongs
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -298,6 +299,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                                     acc[c] = acc[c] + p * v_tile[jj, c]
                                 elif global_kv:
                                     acc[c] = acc[c] * alpha + p * v[bh, j, c]
+                                elif acc_uses_k:
+                                    acc[c] = acc[c] * alpha + p * k_tile[jj, c]
                                 else:
                                     acc[c] = acc[c] * alpha + p * v_tile[jj, c]
                             if not no_m_update:
@@ -409,6 +412,8 @@ def test_flash_rows_hidden_cases_pass():
     ("scale_twice", "the scale applied twice"),
     ("l_plus_alpha", "running sum is l + exp(m - m_new) + p"),
     ("new_rescaled", "new term is rescaled too"),
+    ("acc_uses_k", "`acc = acc * alpha + p * k_row` in place of `acc = acc * alpha + p * "
+                   "v_row`"),
 ])
 def test_flash_rows_rejects(bug, phrase):
     with pytest.raises(CheckFailure) as info:

@@ -161,3 +161,61 @@ def match(program: str, inputs: dict, got: tuple, functions: dict,
             return Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]), ast.unparse(rep),
                          ast.unparse(node), _in_index(tree.body[k], node))
     return None
+
+
+def _compiled(tree: ast.Module) -> Any:
+    body = [ast.Assign([ast.Name("__returned__", ast.Store())], s.value)
+            if isinstance(s, ast.Return) else s for s in tree.body]
+    return compile(ast.fix_missing_locations(ast.Module(body, [])), "<variant>", "exec")
+
+
+def _run_loop(body: ast.Module, final: ast.Module, state: dict, steps: list, fixed: dict,
+              functions: dict) -> tuple | None:
+    """``body`` once per step (its inputs, and a mask of the rows it applies to), the state
+    carried from step to step, then ``final``'s returned tuple."""
+    env = {**functions, **fixed, **state}
+    try:
+        code_body, code_final = _compiled(body), _compiled(final)
+        with _errstate(all="ignore"):
+            for inputs, active in steps:
+                before = {k: env[k] for k in state}
+                env.update(inputs)
+                exec(code_body, {"__builtins__": {}}, env)  # noqa: S102 - our own formulas
+                if active is not None:
+                    for k in state:
+                        env[k] = _np.where(active, env[k], before[k])
+            exec(code_final, {"__builtins__": {}}, env)  # noqa: S102
+    except Exception:  # noqa: BLE001 - a variant that NumPy cannot evaluate matches nothing
+        return None
+    out = env.get("__returned__")
+    return tuple(out) if isinstance(out, tuple) else None
+
+
+def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got: tuple,
+               functions: dict, rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
+    """``match`` for a loop: ``body`` (assignments) runs once per entry of ``steps``
+    (``(inputs, active)``: the step's arrays, and where it applies, or None for
+    everywhere), carrying the names of ``state`` (their first values); ``final`` ends with
+    ``return (...)``. One change anywhere in ``body`` or ``final``."""
+    tb, tf = ast.parse(body), ast.parse(final)
+    whole = ast.Module(tb.body + tf.body, [])
+    n = len(tb.body)
+    names = list(dict.fromkeys(list(state) + list(steps[0][0] if steps else {}) + list(fixed) +
+                               [t.id for s in whole.body if isinstance(s, ast.Assign)
+                                for t in s.targets if isinstance(t, ast.Name)]))
+
+    def equal(values: tuple | None) -> bool:
+        return values is not None and len(values) == len(got) and \
+            all(_same(g, v, rtol, atol) for g, v in zip(got, values))
+
+    def run(tree: ast.Module) -> tuple | None:
+        return _run_loop(ast.Module(tree.body[:n], []), ast.Module(tree.body[n:], []), state,
+                         steps, fixed, functions)
+
+    if equal(run(whole)):
+        return None
+    for k, new, rep, node in _variants(whole, names):
+        if equal(run(new)):
+            return Found(ast.unparse(new.body[k]), ast.unparse(whole.body[k]), ast.unparse(rep),
+                         ast.unparse(node), _in_index(whole.body[k], node))
+    return None

@@ -304,6 +304,57 @@ def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
     return out.result()
 
 
+# the loop of the exercise per key j, as the lesson writes it (qk: q's row dotted with key j;
+# k_row, v_row: the tile's rows jj of k and v): a one-change variant of it that gives every
+# row of out is the learner's mistake, named by its statement (see _variants)
+_ROWS_BODY = """s = qk * scale
+m_new = maximum(m, s)
+alpha = exp(m - m_new)
+p = exp(s - m_new)
+l = l * alpha + p
+acc = acc * alpha + p * v_row
+m = m_new
+"""
+_ROWS_FINAL = """out = acc / l
+return (out,)
+"""
+
+
+def _one_change_rows(got: Any, q: Any, k: Any, v: Any, scale: float, causal: bool,
+                     ctx: str) -> None:
+    """Name the one change of the lesson's per-key loop that gives every row of out."""
+    bh, n, d = q.shape
+    rows = bh * n
+    row = _np.tile(_arange(n), bh).reshape(rows, 1).astype(K.float64)
+    head = _np.repeat(_arange(bh), n).reshape(rows, 1).astype(K.float64)
+    steps = []
+    for j in range(-(-n // ROWS_TILE) * ROWS_TILE):  # the last tile's slots past seq too
+        inside = j < n
+        kj = k[:, j, :] if inside else _zeros((bh, d))
+        vj = v[:, j, :] if inside else _zeros((bh, d))
+        k_row = _np.repeat(kj, n, axis=0)
+        active = _full((rows, 1), inside) & ((row >= j) if causal else True)
+        steps.append(({"qk": (q.reshape(rows, d) * k_row).sum(axis=1, keepdims=True),
+                       "k_row": k_row, "v_row": _np.repeat(vj, n, axis=0),
+                       "j": K.float64(j)}, active))
+    state = {"m": _full((rows, 1), -_inf), "l": _zeros((rows, 1)), "acc": _zeros((rows, d))}
+    found = _variants.match_loop(_ROWS_BODY, _ROWS_FINAL, state, steps,
+                                 {"scale": K.float64(scale), "row": row, "bh": head,
+                                  "seq": K.float64(n)},
+                                 (got.reshape(rows, d).astype(K.float64),),
+                                 {"maximum": _maximum, "exp": _exp}, rtol=1e-4, atol=1e-5)
+    if found is None:
+        return
+    K.fail("wrong_formula", T(
+        "flash_rows: out holds, in every row, what the lesson's loop gives with `{wrong}` in "
+        "place of `{right}`. The loop, per key j: `s = qk * scale`, `m_new = max(m, s)`, "
+        "`alpha = exp(m - m_new)`, `p = exp(s - m_new)`, `l = l * alpha + p`, `acc = acc * "
+        "alpha + p * v_row`, `m = m_new`; at the end `out = acc / l` (`qk`: the row of q "
+        "dotted with key j, `v_row`: `v_tile[jj, :]`). Look for that change in your code: a "
+        "name or an operator.", wrong=found.wrong.replace("maximum", "max"),
+        right=found.right.replace("maximum", "max")), context=ctx)
+
+
 def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
     """k and v come from shared-memory tiles: each block of ROWS_TILE query rows reads each
     key's row of k and v once (into the tile), not once per query row."""
@@ -413,6 +464,7 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                 K.fail("stale_tile_keys", T("out is right when seq is a multiple of {rows_tile} but wrong for "
                          "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
                          "stale data).", rows_tile=ROWS_TILE, n=n), context=ctx)
+        _one_change_rows(got, q64, k64, v64, scale, causal, ctx)
         K.no_computed_nan(got, "out", ctx)
         K.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)
