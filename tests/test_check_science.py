@@ -242,7 +242,13 @@ heat_s_for_alpha = _heat_variant(("out[y, x] = c + alpha *", "out[y, x] = c + s 
 heat_edges_doubled = _heat_variant(("(4.0 * edges", "(8.0 * edges"))
 heat_tile_accumulated = _heat_variant(("tile[r, s] = u[gy, gx]", "tile[r, s] += u[gy, gx]"))
 
+heat_wall_test_other_axis = _heat_variant(("y == ny - 1 or", "y == nx - 1 or"))
+
 HEAT_WRONG = {
+    # issue 45 (mutants): the wall test compares y with nx - 1: the last row is stepped;
+    # the cells cannot tell that from `y == ny`, so the evidence, never "boundary overwritten"
+    "wall test of the other axis": (heat_wall_test_other_axis, "walls `y == ny - 1` are "
+                                    "wrong", False, "wrong_values"),
     # issue 45 (mutants): one change of the step's formula, named by its statement
     "edges weighted 8": (heat_edges_doubled, "`out = c + alpha * (8.0 * edges + corners - "
                          "20.0 * c) / 6.0` in place of", False, "wrong_formula"),

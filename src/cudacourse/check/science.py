@@ -209,6 +209,14 @@ def _boundary_updated(got: Any, u: Any, bad: Any, alpha: float | None) -> bool:
     return False
 
 
+def _walls_wrong(bad: Any) -> list[str]:
+    """The walls (``y == 0``, ``x == 0``, ``y == ny - 1``, ``x == nx - 1``) with wrong cells
+    off their corners, as code."""
+    named = (("y == 0", bad[0, 1:-1]), ("x == 0", bad[1:-1, 0]),
+             ("y == ny - 1", bad[-1, 1:-1]), ("x == nx - 1", bad[1:-1, -1]))
+    return [f"`{w}`" for w, cells in named if cells.any()]
+
+
 def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                    alpha: float | None = None, grid: tuple | None = None) -> None:
     scale = float(K.abs(u).max())
@@ -226,6 +234,15 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     # The wrong cells' place names the mistake; the first mask that holds them all wins.
     if not (bad & ~boundary).any() and not _boundary_updated(got, u, bad, alpha):
         boundary = boundary & False  # the walls hold neither u nor a step: show the evidence
+    walls = _walls_wrong(bad)
+    if not (bad & ~boundary).any() and boundary.any() and len(walls) < 4:
+        # a step on some walls only: the wall test misses those (a size or a comparison in
+        # it), which the cells alone cannot tell apart; the evidence, not a cause
+        K.fail("wrong_values", T(
+            "only cells of the walls {walls} are wrong, and the other walls are right: your "
+            "test for a wall cell misses those. A wall cell has y == 0, x == 0, y == ny - 1 "
+            "or x == nx - 1 (y with the number of rows ny, x with the number of columns nx) "
+            "[{ctx}].", walls=", ".join(walls), ctx=ctx))
     for where, cause, why in (
             (boundary, "boundary_overwritten",
              T("only boundary cells are wrong: the boundary rows and columns are walls at a "
