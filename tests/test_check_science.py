@@ -444,7 +444,17 @@ def diffuse_grid_before_assigned(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_alpha_is_steps(d_u, d_tmp, steps, alpha):
+    # issue 45 (mutants): another number of the host code passed where alpha belongs
+    for _ in range(steps):
+        _launch(d_u, d_tmp, np.float32(steps))
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 DIFFUSE_WRONG = {
+    "another number passed as alpha": (diffuse_alpha_is_steps, "the heat step with alpha = 1,",
+                                       "wrong_formula"),
     "a name read before it is assigned": (diffuse_grid_before_assigned,
                                           "`grid` is read before anything is assigned",
                                           "host_function_raised"),

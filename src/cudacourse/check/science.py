@@ -463,12 +463,34 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                      "last swap the newest values are in the buffer now called d_u (the one "
                      "the next step would read); return that, and launch exactly `steps` times "
                      "[{ctx}].", n_got=n_got, steps=steps, ctx=ctx))
+        _diffuse_alpha(got, u, alpha, steps, ctx)
         _diffuse_grid(trace, ny, nx, ctx)
         K.compare(got, refs[steps], name=T("the result"), formula=T("{steps} heat steps from u",
                                                                  steps=steps),
                   rtol=1e-5, atol=tol, context=ctx)
     return K.passes("diffuse", T("buffers swapped on the device"), T("the right buffer returned"),
                     hidden=hidden)
+
+
+def _diffuse_alpha(got: Any, u: Any, alpha: float, steps: int, ctx: str) -> None:
+    """One step whose every cell is the heat step with another alpha (the launch passed
+    another number where alpha belongs): name the alpha it used."""
+    if steps != 1 or min(u.shape) < 3 or not _np.isfinite(got).all():
+        return
+    u64 = u.astype(K.float64)
+    lap = _heat_ref(u64, 1.0) - u64  # the step's update per unit alpha (0 on the walls)
+    use = abs(lap) > 1e-3 * float(abs(u64).max())
+    if use.sum() < 2:
+        return
+    other = float(_np.median(((got - u64) / _np.where(use, lap, 1.0))[use]))
+    if abs(other - alpha) <= 1e-4 * max(1.0, abs(alpha)):
+        return
+    tol = 1e-4 * max(float(abs(got).max()), 1.0)
+    if K.isclose(got, _heat_ref(u64, other), rtol=1e-4, atol=tol).all():
+        K.fail("wrong_formula", T(
+            "the result is the heat step with alpha = {other:.4g}, not alpha = {alpha:.4g}: "
+            "the launch passes another number where alpha belongs; pass "
+            "np.float32(alpha) [{ctx}].", other=other, alpha=alpha, ctx=ctx))
 
 
 def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:
