@@ -132,6 +132,13 @@ def _same(got: Any, want: Any, rtol: float, atol: float) -> bool:
         return bool(_isclose(g, w, rtol=rtol, atol=atol, equal_nan=True).all())
 
 
+def _all_nan(got: tuple) -> bool:
+    """An output NaN throughout says nothing about a formula (never written, or NaN from
+    the first step on): no variant is named from it."""
+    with _errstate(all="ignore"):
+        return any(_np.isnan(_asarray(g, dtype=float)).all() for g in got)
+
+
 @dataclass(frozen=True)
 class Found:
     wrong: str  # the changed statement, as source
@@ -154,7 +161,7 @@ def match(program: str, inputs: dict, got: tuple, functions: dict,
         return values is not None and len(values) == len(got) and \
             all(_same(g, v, rtol, atol) for g, v in zip(got, values))
 
-    if equal(_run(tree, inputs, functions)):
+    if _all_nan(got) or equal(_run(tree, inputs, functions)):
         return None
     for k, new, rep, node in _variants(tree, names):
         if equal(_run(new, inputs, functions)):
@@ -212,7 +219,7 @@ def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got
         return _run_loop(ast.Module(tree.body[:n], []), ast.Module(tree.body[n:], []), state,
                          steps, fixed, functions)
 
-    if equal(run(whole)):
+    if _all_nan(got) or equal(run(whole)):
         return None
     for k, new, rep, node in _variants(whole, names):
         if equal(run(new)):
