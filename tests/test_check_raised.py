@@ -18,3 +18,16 @@ def test_known_python_texts_become_catalogue_words_and_others_stay_as_raised():
         "an index past the end of a Python list"
     assert _raised.words(ZeroDivisionError("division by zero")) == "a division by zero"
     assert _raised.words(KeyError("x")) == "'x'"
+
+
+def test_python_texts_with_a_name_become_catalogue_words_around_the_name():
+    # issue 45 (mutants): a host name read in place of another
+    unbound = UnboundLocalError("cannot access local variable 'grid' where it is not "
+                                "associated with a value")
+    assert str(_raised.words(unbound)) == \
+        "the variable `grid` is read before anything is assigned to it"
+    assert str(_raised.words(NameError("name 'd_tmpp' is not defined"))) == \
+        "the name `d_tmpp` is not defined"
+    assert str(_raised.words(TypeError("'device array' object cannot be interpreted as an "
+                                       "integer"))) == \
+        "a value of type `device array` where a whole number belongs (a count, a range or a size)"
