@@ -235,7 +235,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     if not (bad & ~boundary).any() and not _boundary_updated(got, u, bad, alpha):
         boundary = boundary & False  # the walls hold neither u nor a step: show the evidence
     walls = _walls_wrong(bad)
-    if not (bad & ~boundary).any() and boundary.any() and len(walls) < 4:
+    if not (bad & ~boundary).any() and boundary.any() and 0 < len(walls) < 4:
         # a step on some walls only: the wall test misses those (a size or a comparison in
         # it), which the cells alone cannot tell apart; the evidence, not a cause
         K.fail("wrong_values", T(
