@@ -318,3 +318,10 @@ def test_a_gpus_highlighted_typing_error_is_translated_like_the_childs():
 def test_colour_codes_are_removed_and_nothing_else():
     assert C.strip_ansi(f"{B}a{R} b\x1b[31;1mc\x1b[39m\r\n") == "a bc\n"
     assert C.strip_ansi("out[i] = a[i] # [1m is text") == "out[i] = a[i] # [1m is text"
+
+
+def test_a_name_read_before_its_assignment_is_named_in_catalogue_words():
+    # issue 45 (mutants): `j = j + t`, a name read to compute itself
+    reason, _ = C.explain("Failed in cuda mode pipeline\nThe compiler failed to analyze the "
+                          "bytecode. Variable 'j' is not defined.", "TypingError")
+    assert str(reason).startswith("j is read before any value is assigned to it")

@@ -31,3 +31,9 @@ def test_python_texts_with_a_name_become_catalogue_words_around_the_name():
     assert str(_raised.words(TypeError("'device array' object cannot be interpreted as an "
                                        "integer"))) == \
         "a value of type `device array` where a whole number belongs (a count, a range or a size)"
+
+
+def test_an_attribute_of_the_wrong_value_becomes_catalogue_words():
+    assert str(_raised.words(AttributeError("'int' object has no attribute 'shape'"))) == \
+        "a value of type `int` has no attribute `shape`: a name that holds something else " \
+        "than the one meant"

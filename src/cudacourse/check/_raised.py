@@ -47,6 +47,9 @@ _SHAPES = (
                  name=m.group(1))),
     (re.compile(r"name '(\w+)' is not defined$"),
      lambda m: T("the name `{name}` is not defined", name=m.group(1))),
+    (re.compile(r"'([\w .]+)' object has no attribute '(\w+)'$"),
+     lambda m: T("a value of type `{kind}` has no attribute `{attr}`: a name that holds "
+                 "something else than the one meant", kind=m.group(1), attr=m.group(2))),
     (re.compile(r"'([\w .]+)' object cannot be interpreted as an integer$"),
      lambda m: T("a value of type `{kind}` where a whole number belongs (a count, a range or "
                  "a size)", kind=m.group(1))),
