@@ -179,6 +179,43 @@ def test_online_update_rejects(update, phrase):
     assert phrase in str(info.value)
 
 
+@cuda.jit(device=True)
+def update_p_old_max_name(m, l, acc, s, v):
+    # issue 45 (mutants: a name read for its neighbour): p weighs the old maximum, not s
+    m_new = max(m, s)
+    alpha = math.exp(m - m_new)
+    p = math.exp(m - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+@cuda.jit(device=True)
+def update_max_of_acc(m, l, acc, s, v):
+    big = acc if acc > m else m  # the maximum taken over the accumulator, not the score
+    a = math.exp(m - big)
+    e = math.exp(s - big)
+    return big, a * l + e, a * acc + v * e
+
+
+@cuda.jit(device=True)
+def update_right_inline(m, l, acc, s, v):
+    # right, written differently: no names for the weights, the maximum by a comparison
+    top = s if s > m else m
+    return top, l * math.exp(m - top) + math.exp(s - top), \
+        math.exp(m - top) * acc + v * math.exp(s - top)
+
+
+@pytest.mark.parametrize("update, phrase", [
+    (update_p_old_max_name, "`p = exp(m - m_new)` in place of `p = exp(s - m_new)`"),
+    (update_max_of_acc, "`m_new = max(m, acc)` in place of `m_new = max(m, s)`"),
+])
+def test_online_update_names_the_one_changed_statement(update, phrase):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_online_update(update, seed=4)
+    assert info.value.cause == "wrong_formula"
+    assert phrase in str(info.value)
+    cudacourse.check.check_online_update(update_right_inline, seed=5)
+
+
 # --- exercise 2: the fused kernel, one thread per query row -----------------------------------
 
 def make_rows_kernel(bug: str = "", grid_stride: bool = False):
@@ -199,6 +236,7 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
     scale_twice = bug == "scale_twice"  # the scores multiplied by scale twice
     l_plus_alpha = bug == "l_plus_alpha"  # issue 45 (mutants): l = l + alpha + p
     new_rescaled = bug == "new_rescaled"  # issue 45: p multiplied by alpha as well
+    acc_uses_k = bug == "acc_uses_k"  # issue 45 (mutants): k_tile read where v_tile belongs
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -261,6 +299,8 @@ def make_rows_kernel(bug: str = "", grid_stride: bool = False):
                                     acc[c] = acc[c] + p * v_tile[jj, c]
                                 elif global_kv:
                                     acc[c] = acc[c] * alpha + p * v[bh, j, c]
+                                elif acc_uses_k:
+                                    acc[c] = acc[c] * alpha + p * k_tile[jj, c]
                                 else:
                                     acc[c] = acc[c] * alpha + p * v_tile[jj, c]
                             if not no_m_update:
@@ -372,6 +412,8 @@ def test_flash_rows_hidden_cases_pass():
     ("scale_twice", "the scale applied twice"),
     ("l_plus_alpha", "running sum is l + exp(m - m_new) + p"),
     ("new_rescaled", "new term is rescaled too"),
+    ("acc_uses_k", "`acc = acc * alpha + p * k_row` in place of `acc = acc * alpha + p * "
+                   "v_row`"),
 ])
 def test_flash_rows_rejects(bug, phrase):
     with pytest.raises(CheckFailure) as info:

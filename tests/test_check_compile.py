@@ -395,3 +395,9 @@ def test_a_checker_names_a_refusal_that_singles_out_the_mistake(checker, kernel,
     with pytest.raises(CheckFailure) as info:
         getattr(check, checker)(kernel)
     assert info.value.cause == cause and phrase in str(info.value), str(info.value)
+
+def test_a_name_read_before_its_assignment_is_named_in_catalogue_words():
+    # issue 45 (mutants): `j = j + t`, a name read to compute itself
+    reason, _ = C.explain("Failed in cuda mode pipeline\nThe compiler failed to analyze the "
+                          "bytecode. Variable 'j' is not defined.", "TypingError")
+    assert str(reason).startswith("j is read before any value is assigned to it")

@@ -57,3 +57,21 @@ def test_a_list_indexed_with_a_non_integer_is_said_in_catalogue_words():
     assert str(_raised.words(TypeError("list indices must be integers or slices, not "
                                        "DeviceNDArray"))) == \
         "a Python list indexed with a DeviceNDArray, where an integer belongs"
+
+def test_python_texts_with_a_name_become_catalogue_words_around_the_name():
+    # issue 45 (mutants): a host name read in place of another
+    unbound = UnboundLocalError("cannot access local variable 'grid' where it is not "
+                                "associated with a value")
+    assert str(_raised.words(unbound)) == \
+        "the variable `grid` is read before anything is assigned to it"
+    assert str(_raised.words(NameError("name 'd_tmpp' is not defined"))) == \
+        "the name `d_tmpp` is not defined"
+    assert str(_raised.words(TypeError("'device array' object cannot be interpreted as an "
+                                       "integer"))) == \
+        "a value of type `device array` where a whole number belongs (a count, a range or a size)"
+
+
+def test_an_attribute_of_the_wrong_value_becomes_catalogue_words():
+    assert str(_raised.words(AttributeError("'int' object has no attribute 'shape'"))) == \
+        "a value of type `int` has no attribute `shape`: a name that holds something else " \
+        "than the one meant"

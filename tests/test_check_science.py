@@ -239,7 +239,22 @@ heat_alpha_sign = _heat_variant(("out[y, x] = c + alpha *", "out[y, x] = c - alp
 heat_floor_division = _heat_variant(("- 20.0 * c) / 6.0", "- 20.0 * c) // 6.0"))
 heat_s_for_alpha = _heat_variant(("out[y, x] = c + alpha *", "out[y, x] = c + s *"))
 
+heat_edges_doubled = _heat_variant(("(4.0 * edges", "(8.0 * edges"))
+heat_tile_accumulated = _heat_variant(("tile[r, s] = u[gy, gx]", "tile[r, s] += u[gy, gx]"))
+
+heat_wall_test_other_axis = _heat_variant(("y == ny - 1 or", "y == nx - 1 or"))
+
 HEAT_WRONG = {
+    # issue 45 (mutants): the wall test compares y with nx - 1: the last row is stepped;
+    # the cells cannot tell that from `y == ny`, so the evidence, never "boundary overwritten"
+    "wall test of the other axis": (heat_wall_test_other_axis, "walls `y == ny - 1` are "
+                                    "wrong", False, "wrong_values"),
+    # issue 45 (mutants): one change of the step's formula, named by its statement
+    "edges weighted 8": (heat_edges_doubled, "`out = c + alpha * (8.0 * edges + corners - "
+                         "20.0 * c) / 6.0` in place of", False, "wrong_formula"),
+    # issue 45 (mutants): `+=` into the uninitialised tile, not a missing barrier
+    "tile accumulated": (heat_tile_accumulated, "uninitialised contents", True,
+                         "accumulated_into_output"),
     "+ 20 u": (heat_centre_sign, "+ 20 u where - 20 u belongs", False, "wrong_formula"),
     "alpha subtracted": (heat_alpha_sign, "the update subtracted", False, "wrong_formula"),
     "floor division": (heat_floor_division, "floor division", False, "wrong_formula"),
@@ -419,7 +434,30 @@ def diffuse_right_spare_grid(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_grid_before_assigned(d_u, d_tmp, steps, alpha):
+    # issue 45 (mutants): a name read in place of another, before it has a value
+    ny, nx = d_u.shape
+    grid = (math.ceil(nx / 16), math.ceil(grid / 8))  # noqa: F821 - the mistake itself
+    for _ in range(steps):
+        stencil.heat_step[grid, (16, 8)](d_u, d_tmp, np.float32(alpha))
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
+def diffuse_alpha_is_steps(d_u, d_tmp, steps, alpha):
+    # issue 45 (mutants): another number of the host code passed where alpha belongs
+    for _ in range(steps):
+        _launch(d_u, d_tmp, np.float32(steps))
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 DIFFUSE_WRONG = {
+    "another number passed as alpha": (diffuse_alpha_is_steps, "the heat step with alpha = 1,",
+                                       "wrong_formula"),
+    "a name read before it is assigned": (diffuse_grid_before_assigned,
+                                          "`grid` is read before anything is assigned",
+                                          "host_function_raised"),
     "in place (aliasing)": (diffuse_in_place, "same buffer as the step's input and output",
                             "same_buffer_in_out"),
     "a device-to-device copy every step": (diffuse_copies_back, "instead of swapping them",

@@ -163,6 +163,33 @@ def test_mma_tile_names_the_mistake(name):
     assert phrase in str(info.value)
 
 
+@cuda.jit
+def tile_row_g_plus_7(a, b, c, d):
+    # issue 45 (mutants): one index of A's fragment one off (row g + 7 where g + 8 belongs)
+    lane = cuda.threadIdx.x
+    g = lane // 4
+    t = lane % 4
+    fa = (tc.pack_bf16x2(a[g, 2 * t], a[g, 2 * t + 1]),
+          tc.pack_bf16x2(a[g + 7, 2 * t], a[g + 8, 2 * t + 1]),
+          tc.pack_bf16x2(a[g, 2 * t + 8], a[g, 2 * t + 9]),
+          tc.pack_bf16x2(a[g + 8, 2 * t + 8], a[g + 8, 2 * t + 9]))
+    fb = (tc.pack_bf16x2(b[2 * t, g], b[2 * t + 1, g]),
+          tc.pack_bf16x2(b[2 * t + 8, g], b[2 * t + 9, g]))
+    acc = (c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1])
+    r = tc.mma_bf16(fa, fb, acc)
+    d[g, 2 * t] = r[0]
+    d[g, 2 * t + 1] = r[1]
+    d[g + 8, 2 * t] = r[2]
+    d[g + 8, 2 * t + 1] = r[3]
+
+
+def test_mma_tile_names_the_one_changed_index():
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_mma_tile(tile_row_g_plus_7)
+    assert info.value.cause == "wrong_index"
+    assert "`a[g + 7, 2 * t]` in place of `a[g + 8, 2 * t]`" in str(info.value)
+
+
 # --- exercise 2: mma_matmul(a, b, c), two warps a block, a 16 x 16 tile --------------------------
 
 def _matmul(variant: str):

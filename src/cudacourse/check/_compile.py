@@ -598,6 +598,13 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text).replace("\r\n", "\n")
 
 
+# Numba's bytecode analysis on a name read before any assignment reaches it (issue 45,
+# mutants: `j = j + t`, `m_new = max(m, m_new)`): the name, in catalogue words
+_RULES.append((re.compile(r"Variable '(\w+)' is not defined"),
+               N_("{name} is read before any value is assigned to it: on the line shown it "
+                  "is used to compute itself, or before its first assignment")))
+
+
 def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     """(reason in plain words, the learner's source line it points at)."""
     error = strip_ansi(error)

@@ -146,6 +146,26 @@ def named(exc: BaseException, fn: Any, name: str) -> tuple[str, Text] | None:
                                 "x.shape[0]", name=name, op=hit.group("op"), where=where)
     return None
 
+# Python's texts with a name in them (issue 45, mutants: a name read in place of another on
+# the host) -> catalogue words around the name, which is code
+_SHAPES = (
+    (re.compile(r"cannot access local variable '(\w+)' where it is not associated with a "
+                r"value$"),
+     lambda m: T("the variable `{name}` is read before anything is assigned to it",
+                 name=m.group(1))),
+    (re.compile(r"local variable '(\w+)' referenced before assignment$"),
+     lambda m: T("the variable `{name}` is read before anything is assigned to it",
+                 name=m.group(1))),
+    (re.compile(r"name '(\w+)' is not defined$"),
+     lambda m: T("the name `{name}` is not defined", name=m.group(1))),
+    (re.compile(r"'([\w .]+)' object has no attribute '(\w+)'$"),
+     lambda m: T("a value of type `{kind}` has no attribute `{attr}`: a name that holds "
+                 "something else than the one meant", kind=m.group(1), attr=m.group(2))),
+    (re.compile(r"'([\w .]+)' object cannot be interpreted as an integer$"),
+     lambda m: T("a value of type `{kind}` where a whole number belongs (a count, a range or "
+                 "a size)", kind=m.group(1))),
+)
+
 
 def words(exc: BaseException) -> Text | str:
     """The exception's text as a catalogue sentence when its shape is known, else as raised."""
@@ -154,3 +174,12 @@ def words(exc: BaseException) -> Text | str:
         return T("a Python list indexed with a {type}, where an integer belongs",
                  type=hit.group(1))
     return _PYTHON.get(str(exc), str(exc))
+
+    text = str(exc)
+    if text in _PYTHON:
+        return _PYTHON[text]
+    for pattern, make in _SHAPES:
+        hit = pattern.search(text)
+        if hit:
+            return make(hit)
+    return text

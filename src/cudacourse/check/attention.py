@@ -22,6 +22,7 @@ from typing import Any
 
 from numba import cuda  # safe: importing cudacourse.check ran cudacourse's device choice
 
+from . import _variants
 from . import kit as K
 from .kit import resolve
 from ..i18n import T
@@ -113,6 +114,33 @@ def _step_cases(gen: Any, n: int) -> dict[str, Any]:
     return dict(m=m, l=l, acc=acc, s=s, v=v)
 
 
+# the reference update as the lesson writes it: a one-change variant of it that gives every
+# returned value is the learner's mistake, named by its statement (see _variants)
+_UPDATE = """m_new = maximum(m, s)
+alpha = exp(m - m_new)
+p = exp(s - m_new)
+l_new = l * alpha + p
+acc_new = acc * alpha + p * v
+return (m_new, l_new, acc_new)
+"""
+
+
+def _one_change(got: dict, c: dict, exc: Any) -> None:
+    """Name the one change of the reference update that gives all three returned values."""
+    inputs = {k: c[k].astype(K.float64) for k in ("m", "l", "acc", "s", "v")}
+    found = _variants.match(_UPDATE, inputs, (got["m"], got["l"], got["acc"]),
+                            {"maximum": _maximum, "exp": _exp})
+    if found is None:
+        return
+    wrong, right = (x.replace("maximum", "max") for x in (found.wrong, found.right))
+    K.fail("wrong_formula", T(
+        "online_update returns, for all {n} states, what the reference update gives with "
+        "`{wrong}` in place of `{right}` (the update: m_new = max(m, s), alpha = exp(m - "
+        "m_new), p = exp(s - m_new), return m_new, l * alpha + p, acc * alpha + p * v): "
+        "look for that change in your code, a name or an operator.",
+        n=int(got["m"].size), wrong=wrong, right=right), context=exc.context)
+
+
 def check_online_update(update: Any, *, hidden: bool = False, seed: int | None = None) -> str:
     """Check one step of the online softmax: new max, rescaled sum, rescaled accumulator.
 
@@ -141,45 +169,50 @@ def check_online_update(update: Any, *, hidden: bool = False, seed: int | None =
         l_new = l * alpha + p
         acc_new = acc * alpha + p * v
         ctx = T("{n} random states; the first 4 start a row (m=-inf, l=0, acc=0)", n=n)
-        K.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
-                  computed=True, inputs=c,
-                  alternatives={"min(m, s)": _minimum(m, s), T("s (the old max is lost)"): s,
-                                T("m (never updated)"): m})
-        K.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
-                  context=ctx, computed=True, inputs=c, alternatives={
-                      T("l + exp(s - m_new): the running sum is not rescaled when the maximum "
-                        "grows; multiply it by exp(m - m_new)"): l + p,
-                      T("l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
-                        "overflows for large scores"): l * alpha + _exp(s),
-                      T("l + exp(s): no maximum at all, which overflows for large scores"):
-                          l + _exp(s),
-                      T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
-                        "old maximum m (infinite when a row starts, m = -inf); subtract the "
-                        "new one, exp(s - m_new)"): l * alpha + _exp(s - m),
-                      # one operator of the update wrong: written as the formula it computes
-                      "l * exp(m + m_new) + exp(s - m_new)": l * _exp(m + m_new) + p,
-                      "l * exp(m - m_new) + exp(s + m_new)": l * alpha + _exp(s + m_new),
-                      "l * exp(m - m_new) - exp(s - m_new)": l * alpha - p,
-                      "l + exp(m - m_new) + exp(s - m_new)": l + alpha + p})
-        K.compare(got["acc"], acc_new, name="acc_new",
-                  formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
-                  computed=True, inputs=c,
-                  alternatives={
-                      T("acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
-                        "maximum grows; multiply it by exp(m - m_new)"): acc + p * v,
-                      T("acc * exp(m - m_new) + v: the new value is not weighted by exp(s - "
-                        "m_new)"): acc * alpha + v,
-                      T("acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted"):
-                          acc * alpha + _exp(s) * v,
-                      T("acc * exp(m - m_new) + exp(s - m) * v: the new value is weighted with "
-                        "the old maximum m; use exp(s - m_new)"): acc * alpha + _exp(s - m) * v,
-                      T("the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
-                        "un-normalised here and divide by l once, at the end"):
-                          (acc * alpha * l + p * v) / l_new,
-                      "acc * exp(m - m_new) - exp(s - m_new) * v": acc * alpha - p * v,
-                      "acc + exp(m - m_new) + exp(s - m_new) * v": acc + alpha + p * v,
-                      "acc * exp(m - m_new) + (exp(s - m_new) + v)": acc * alpha + (p + v),
-                      "acc * exp(m - m_new) + exp(s - m_new) / v": acc * alpha + p / v})
+        try:
+            K.compare(got["m"], m_new, name="m_new", formula="max(m, s)", context=ctx,
+                      computed=True, inputs=c,
+                      alternatives={"min(m, s)": _minimum(m, s), T("s (the old max is lost)"): s,
+                                    T("m (never updated)"): m})
+            K.compare(got["l"], l_new, name="l_new", formula="l * exp(m - m_new) + exp(s - m_new)",
+                      context=ctx, computed=True, inputs=c, alternatives={
+                          T("l + exp(s - m_new): the running sum is not rescaled when the maximum "
+                            "grows; multiply it by exp(m - m_new)"): l + p,
+                          T("l * exp(m - m_new) + exp(s): the maximum is not subtracted, which "
+                            "overflows for large scores"): l * alpha + _exp(s),
+                          T("l + exp(s): no maximum at all, which overflows for large scores"):
+                              l + _exp(s),
+                          T("l * exp(m - m_new) + exp(s - m): the new score is weighted with the "
+                            "old maximum m (infinite when a row starts, m = -inf); subtract the "
+                            "new one, exp(s - m_new)"): l * alpha + _exp(s - m),
+                          # one operator of the update wrong: written as the formula it computes
+                          "l * exp(m + m_new) + exp(s - m_new)": l * _exp(m + m_new) + p,
+                          "l * exp(m - m_new) + exp(s + m_new)": l * alpha + _exp(s + m_new),
+                          "l * exp(m - m_new) - exp(s - m_new)": l * alpha - p,
+                          "l + exp(m - m_new) + exp(s - m_new)": l + alpha + p})
+            K.compare(got["acc"], acc_new, name="acc_new",
+                      formula="acc * exp(m - m_new) + exp(s - m_new) * v", context=ctx,
+                      computed=True, inputs=c,
+                      alternatives={
+                          T("acc + exp(s - m_new) * v: the accumulator is not rescaled when the "
+                            "maximum grows; multiply it by exp(m - m_new)"): acc + p * v,
+                          T("acc * exp(m - m_new) + v: the new value is not weighted by exp(s - "
+                            "m_new)"): acc * alpha + v,
+                          T("acc * exp(m - m_new) + exp(s) * v: the maximum is not subtracted"):
+                              acc * alpha + _exp(s) * v,
+                          T("acc * exp(m - m_new) + exp(s - m) * v: the new value is weighted with "
+                            "the old maximum m; use exp(s - m_new)"): acc * alpha + _exp(s - m) * v,
+                          T("the normalised average (acc * alpha * l + p * v) / l_new: keep acc "
+                            "un-normalised here and divide by l once, at the end"):
+                              (acc * alpha * l + p * v) / l_new,
+                          "acc * exp(m - m_new) - exp(s - m_new) * v": acc * alpha - p * v,
+                          "acc + exp(m - m_new) + exp(s - m_new) * v": acc + alpha + p * v,
+                          "acc * exp(m - m_new) + (exp(s - m_new) + v)": acc * alpha + (p + v),
+                          "acc * exp(m - m_new) + exp(s - m_new) / v": acc * alpha + p / v})
+        except K.CheckFailure as exc:
+            if exc.cause in ("wrong_values", "nonfinite"):
+                _one_change(got, c, exc)
+            raise
     # a whole row at a time, with scores far beyond exp's range: only a stable update survives
     x = K.random_array(gen, (rows, cols), low=-3000.0, high=3000.0)
     vals = K.random_array(gen, (rows, cols))
@@ -269,6 +302,59 @@ def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
                    K.float32(scale), bool(causal), name="flash_rows", extreme=extreme, obs=w)
     K.check_guards(out, T("missing `if row < seq` guard before writing out?"))
     return out.result()
+
+
+# the loop of the exercise per key j, as the lesson writes it (qk: q's row dotted with key j;
+# k_row, v_row: the tile's rows jj of k and v): a one-change variant of it that gives every
+# row of out is the learner's mistake, named by its statement (see _variants)
+_ROWS_BODY = """s = qk * scale
+m_new = maximum(m, s)
+alpha = exp(m - m_new)
+p = exp(s - m_new)
+l = l * alpha + p
+acc = acc * alpha + p * v_row
+m = m_new
+"""
+_ROWS_FINAL = """out = acc / l
+return (out,)
+"""
+
+
+def _one_change_rows(got: Any, q: Any, k: Any, v: Any, scale: float, causal: bool,
+                     ctx: str) -> None:
+    """Name the one change of the lesson's per-key loop that gives every row of out."""
+    if K.poisoned(got).any():
+        return  # elements never written: no formula gives them
+    bh, n, d = q.shape
+    rows = bh * n
+    row = _np.tile(_arange(n), bh).reshape(rows, 1).astype(K.float64)
+    head = _np.repeat(_arange(bh), n).reshape(rows, 1).astype(K.float64)
+    steps = []
+    for j in range(-(-n // ROWS_TILE) * ROWS_TILE):  # the last tile's slots past seq too
+        inside = j < n
+        kj = k[:, j, :] if inside else _zeros((bh, d))
+        vj = v[:, j, :] if inside else _zeros((bh, d))
+        k_row = _np.repeat(kj, n, axis=0)
+        active = _full((rows, 1), inside) & ((row >= j) if causal else True)
+        steps.append(({"qk": (q.reshape(rows, d) * k_row).sum(axis=1, keepdims=True),
+                       "k_row": k_row, "v_row": _np.repeat(vj, n, axis=0),
+                       "j": K.float64(j)}, active))
+    state = {"m": _full((rows, 1), -_inf), "l": _zeros((rows, 1)), "acc": _zeros((rows, d))}
+    found = _variants.match_loop(_ROWS_BODY, _ROWS_FINAL, state, steps,
+                                 {"scale": K.float64(scale), "row": row, "bh": head,
+                                  "seq": K.float64(n)},
+                                 (got.reshape(rows, d).astype(K.float64),),
+                                 {"maximum": _maximum, "exp": _exp}, rtol=1e-4, atol=1e-5)
+    if found is None:
+        return
+    K.fail("wrong_formula", T(
+        "flash_rows: out holds, in every row, what the lesson's loop gives with `{wrong}` in "
+        "place of `{right}`. The loop, per key j: `s = qk * scale`, `m_new = max(m, s)`, "
+        "`alpha = exp(m - m_new)`, `p = exp(s - m_new)`, `l = l * alpha + p`, `acc = acc * "
+        "alpha + p * v_row`, `m = m_new`; at the end `out = acc / l` (`qk`: the row of q "
+        "dotted with key j, `v_row`: `v_tile[jj, :]`). Look for that change in your code: a "
+        "name or an operator.", wrong=found.wrong.replace("maximum", "max"),
+        right=found.right.replace("maximum", "max")), context=ctx)
 
 
 def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
@@ -380,6 +466,7 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                 K.fail("stale_tile_keys", T("out is right when seq is a multiple of {rows_tile} but wrong for "
                          "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
                          "stale data).", rows_tile=ROWS_TILE, n=n), context=ctx)
+        _one_change_rows(got, q64, k64, v64, scale, causal, ctx)
         K.no_computed_nan(got, "out", ctx)
         K.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)

@@ -26,6 +26,7 @@ import math
 from typing import Any
 
 from . import _raised
+from . import _variants
 from . import kit as K
 from .kit import memory_range, resolve, same_memory, sim_part, tracing
 from ..i18n import N_, T
@@ -148,6 +149,74 @@ def _heat_formula_alternatives(u: Any, alpha: float) -> dict:
     return out
 
 
+# the step as the lesson writes it, over the interior cells: a one-change variant of it that
+# gives every cell is the learner's mistake, named by its statement (see _variants)
+_HEAT = """edges = N + S + W + E
+corners = NW + NE + SW + SE
+out = c + alpha * (4.0 * edges + corners - 20.0 * c) / 6.0
+return (out,)
+"""
+
+
+def _one_change_heat(got: Any, u: Any, alpha: float, tol: dict, ctx: str) -> None:
+    """Name the one change of the step's formula that gives every cell (the boundary
+    copied right)."""
+    u = u.astype(K.float64)
+    ny, nx = u.shape
+    if min(ny, nx) < 3:
+        return
+    inner = _np.zeros(u.shape, dtype=bool)
+    inner[1:-1, 1:-1] = True
+    if not K.isclose(got[~inner], u[~inner], **tol).all():
+        return  # the boundary is wrong too: not a change of the formula alone
+
+    def at(dy: int, dx: int) -> Any:
+        return u[1 + dy:ny - 1 + dy, 1 + dx:nx - 1 + dx]
+
+    inputs = {_COMPASS[d]: at(*d) for d in _COMPASS if d != (0, 0)}
+    inputs["c"] = at(0, 0)
+    inputs["alpha"] = _np.float64(alpha)
+    found = _variants.match(_HEAT, inputs, (got[1:-1, 1:-1],), {}, rtol=tol["rtol"],
+                            atol=tol["atol"])
+    if found is None:
+        return
+    wrong, right = found.wrong, found.right
+    K.fail("wrong_formula", T(
+        "out holds, in every inner cell, the heat step with `{wrong}` in place of `{right}` "
+        "(the step: `edges = N + S + W + E`, `corners = NW + NE + SW + SE`, `out = c + alpha "
+        "* (4.0 * edges + corners - 20.0 * c) / 6.0`, with `c = tile[r, s]`, `N = tile[r - 1, "
+        "s]`, `NE = tile[r - 1, s + 1]`, ...): look for that change in your code, a name, a "
+        "constant or an operator.", wrong=wrong, right=right), context={"case": ctx})
+
+
+def _boundary_updated(got: Any, u: Any, bad: Any, alpha: float | None) -> bool:
+    """Whether the wrong wall cells hold what a step computed there gives: values beyond any
+    temperature (a halo never loaded) or the 9-point step with the cells outside taken as 0,
+    as the nearest wall cell, or wrapped around."""
+    g = got[bad]
+    if alpha is None or not _np.isfinite(g).all() or (abs(g) > _BIG).any():
+        return True
+    u64 = u.astype(K.float64)
+    ny, nx = u.shape
+    for mode in ("constant", "edge", "wrap"):
+        p = _np.pad(u64, 1, mode=mode)
+        at = (lambda dy, dx, p=p: p[1 + dy:1 + dy + ny, 1 + dx:1 + dx + nx])
+        edges = at(-1, 0) + at(1, 0) + at(0, -1) + at(0, 1)
+        corners = at(-1, -1) + at(-1, 1) + at(1, -1) + at(1, 1)
+        step = u64 + alpha * (4.0 * edges + corners - 20.0 * u64) / 6.0
+        if K.isclose(g, step[bad], rtol=1e-4, atol=1e-4).all():
+            return True
+    return False
+
+
+def _walls_wrong(bad: Any) -> list[str]:
+    """The walls (``y == 0``, ``x == 0``, ``y == ny - 1``, ``x == nx - 1``) with wrong cells
+    off their corners, as code."""
+    named = (("y == 0", bad[0, 1:-1]), ("x == 0", bad[1:-1, 0]),
+             ("y == ny - 1", bad[-1, 1:-1]), ("x == nx - 1", bad[1:-1, -1]))
+    return [f"`{w}`" for w, cells in named if cells.any()]
+
+
 def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                    alpha: float | None = None, grid: tuple | None = None) -> None:
     scale = float(K.abs(u).max())
@@ -163,6 +232,17 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     bad = ~ok
     boundary, edge, corner = _tile_masks(*u.shape)
     # The wrong cells' place names the mistake; the first mask that holds them all wins.
+    if not (bad & ~boundary).any() and not _boundary_updated(got, u, bad, alpha):
+        boundary = boundary & False  # the walls hold neither u nor a step: show the evidence
+    walls = _walls_wrong(bad)
+    if not (bad & ~boundary).any() and boundary.any() and 0 < len(walls) < 4:
+        # a step on some walls only: the wall test misses those (a size or a comparison in
+        # it), which the cells alone cannot tell apart; the evidence, not a cause
+        K.fail("wrong_values", T(
+            "only cells of the walls {walls} are wrong, and the other walls are right: your "
+            "test for a wall cell misses those. A wall cell has y == 0, x == 0, y == ny - 1 "
+            "or x == nx - 1 (y with the number of rows ny, x with the number of columns nx) "
+            "[{ctx}].", walls=", ".join(walls), ctx=ctx))
     for where, cause, why in (
             (boundary, "boundary_overwritten",
              T("only boundary cells are wrong: the boundary rows and columns are walls at a "
@@ -198,6 +278,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                          "{other} instead: one tile index of that term is off (N is tile[r - 1, "
                          "s], E is tile[r, s + 1], NE is tile[r - 1, s + 1], u is tile[r, s])",
                          term=term, other=other), context={"case": ctx})
+        _one_change_heat(got, u, alpha, tol, ctx)
         # the update term out - u a constant multiple of the right one: a factor twice or
         # missing (alpha, the 1/6 of the 9-point weights)
         K.diagnose.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
@@ -282,6 +363,14 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
                  "threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].", words=f.words(),
                  first=first, ty_plus_2_times_tx_plus_2=(TY + 2) * (TX + 2),
                  tx_times_ty=TX * TY, ctx=ctx))
+    # no race and every slot read was stored: the stores themselves carried the poison
+    # shared memory starts with, as `tile[...] += ...` makes them (issue 45, mutants)
+    K.fail("accumulated_into_output", T(
+        "heat_step's results hold garbage, yet the record shows no race and every cell of "
+        "the shared tile it read was stored first: the stored values themselves were "
+        "computed from the tile's uninitialised contents, such as `tile[...] += u[...]` "
+        "(shared memory starts with whatever was there). Store the loaded value with `=` "
+        "[{ctx}].", ctx=ctx))
 
 
 @sim_part
@@ -374,12 +463,34 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
                      "last swap the newest values are in the buffer now called d_u (the one "
                      "the next step would read); return that, and launch exactly `steps` times "
                      "[{ctx}].", n_got=n_got, steps=steps, ctx=ctx))
+        _diffuse_alpha(got, u, alpha, steps, ctx)
         _diffuse_grid(trace, ny, nx, ctx)
         K.compare(got, refs[steps], name=T("the result"), formula=T("{steps} heat steps from u",
                                                                  steps=steps),
                   rtol=1e-5, atol=tol, context=ctx)
     return K.passes("diffuse", T("buffers swapped on the device"), T("the right buffer returned"),
                     hidden=hidden)
+
+
+def _diffuse_alpha(got: Any, u: Any, alpha: float, steps: int, ctx: str) -> None:
+    """One step whose every cell is the heat step with another alpha (the launch passed
+    another number where alpha belongs): name the alpha it used."""
+    if steps != 1 or min(u.shape) < 3 or not _np.isfinite(got).all():
+        return
+    u64 = u.astype(K.float64)
+    lap = _heat_ref(u64, 1.0) - u64  # the step's update per unit alpha (0 on the walls)
+    use = abs(lap) > 1e-3 * float(abs(u64).max())
+    if use.sum() < 2:
+        return
+    other = float(_np.median(((got - u64) / _np.where(use, lap, 1.0))[use]))
+    if abs(other - alpha) <= 1e-4 * max(1.0, abs(alpha)):
+        return
+    tol = 1e-4 * max(float(abs(got).max()), 1.0)
+    if K.isclose(got, _heat_ref(u64, other), rtol=1e-4, atol=tol).all():
+        K.fail("wrong_formula", T(
+            "the result is the heat step with alpha = {other:.4g}, not alpha = {alpha:.4g}: "
+            "the launch passes another number where alpha belongs; pass "
+            "np.float32(alpha) [{ctx}].", other=other, alpha=alpha, ctx=ctx))
 
 
 def _diffuse_steps(trace: Any, steps: int, ctx: str) -> None:

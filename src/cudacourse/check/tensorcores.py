@@ -38,6 +38,7 @@ from typing import Any
 
 from numba import cuda as _cuda  # safe: importing cudacourse.check ran the device choice
 
+from . import _variants
 from . import kit as K
 from .kit import resolve
 from ..runtime import fragments as _fr
@@ -180,6 +181,57 @@ def _tile_mistakes(a: Any, b: Any, c: Any) -> dict:
     }
 
 
+# exercise 1 as the lesson writes it, for every lane at once (lane, g, t: arrays of 32): a
+# one-change variant of it that gives every element of d is the learner's mistake, named by
+# its statement (see _variants)
+_TILE = """g = lane // 4
+t = lane % 4
+fa = (pack(a[g, 2 * t], a[g, 2 * t + 1]), pack(a[g + 8, 2 * t], a[g + 8, 2 * t + 1]), \
+pack(a[g, 2 * t + 8], a[g, 2 * t + 9]), pack(a[g + 8, 2 * t + 8], a[g + 8, 2 * t + 9]))
+fb = (pack(b[2 * t, g], b[2 * t + 1, g]), pack(b[2 * t + 8, g], b[2 * t + 9, g]))
+acc = (c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1])
+r = mma(fa, fb, acc)
+d = store(((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)), r)
+return (d,)
+"""
+
+
+def _pack(lo: Any, hi: Any) -> Any:
+    return _fr.pack_pairs(_to_bits(_np.asarray(lo, _f32)), _to_bits(_np.asarray(hi, _f32)))
+
+
+def _mma_lanes(fa: tuple, fb: tuple, acc: tuple) -> tuple:
+    """What mma_bf16 returns to every lane, given every lane's registers."""
+    a = _fr.from_bf16_bits(_fr.a_from_fragments(_np.stack(fa, axis=1)))
+    b = _fr.from_bf16_bits(_fr.b_from_fragments(_np.stack(fb, axis=1)))
+    c = _fr.c_from_fragments(_np.stack(acc, axis=1))
+    return tuple(_fr.c_fragments(_fr.mma_reference(a, b, c)).T)
+
+
+def _store(places: tuple, values: tuple) -> Any:
+    d = _np.full((16, 8), _np.nan)
+    for (rows, cols), v in zip(places, values):
+        d[rows, cols] = v
+    return d
+
+
+def _one_change_tile(got: Any, want: Any, a: Any, b: Any, c: Any, ctx: dict) -> None:
+    """Name the one change of the lesson's lane program that gives every element of d."""
+    found = _variants.match(_TILE, {"a": a, "b": b, "c": c, "lane": _np.arange(32)}, (got,),
+                            {"pack": _pack, "mma": _mma_lanes, "store": _store},
+                            rtol=1e-3, atol=1e-3 * float(abs(want).max()))
+    if found is None:
+        return
+    K.fail("wrong_index" if found.in_index else "wrong_formula", T(
+        "mma_tile: d holds what the lesson's kernel gives with `{wrong}` in place of "
+        "`{right}` (in the statement `{statement}`): every lane computes with that "
+        "{what}. Lane l's g = l // 4 picks rows g and g + 8 of a, c and d and column g of b; "
+        "t = l % 4 picks columns 2t, 2t + 1 (+ 8) of a and rows 2t, 2t + 1 (+ 8) of b.",
+        wrong=found.wrong_part, right=found.right_part,
+        statement=found.right.replace("pack(", "tc.pack_bf16x2(").replace("mma(", "tc.mma_bf16("),
+        what=T("index") if found.in_index else T("expression")), context=ctx)
+
+
 def check_mma_tile(kernel: Any, *, hidden: Any = False, seed: int | None = None) -> str:
     """One warp, one ``mma_bf16``: ``d = a @ b + c`` (16 x 16 times 16 x 8, plus 16 x 8).
 
@@ -216,6 +268,7 @@ def check_mma_tile(kernel: Any, *, hidden: Any = False, seed: int | None = None)
         if named:
             _, cause, message = named
             K.fail(cause, T("mma_tile: {mistake}.", mistake=message), context=ctx)
+        _one_change_tile(got, want, a, b, c, ctx)
         row, col = _first_wrong(got, want, 1e-3)
         lane, reg = (int(x) for x in _C_OWNER[row, col])
         K.fail("wrong_values", T(

@@ -1,0 +1,228 @@
+"""Which one-change variant of a small reference computation a wrong result matches.
+
+A checker whose reference is a few straight-line formulas (the online-softmax update:
+``m_new = max(m, s)``, ``alpha = exp(m - m_new)``, ...) can say more than "check the
+arithmetic": it evaluates, in NumPy, every variant of those formulas with ONE change a
+learner plausibly makes (one name read in place of another, an operator changed, the
+operands of ``-`` or ``/`` exchanged, a term left out, a constant one off, negated or
+doubled) and reports the variant whose outputs
+equal the learner's on every case element. The evidence singles the mistake out only when the
+variant reproduces all the outputs; otherwise nothing is named.
+
+``match(program, inputs, got, functions)`` returns a ``Found``: the changed statement and
+the reference's, as source text (code, shown as is in every language), or None. The program is assignments, one a line, ending with ``return (a, b, ...)``.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as _np
+
+# trusted NumPy, bound at import (before a learner cell could rebind it)
+_isclose = _np.isclose
+_errstate = _np.errstate
+_asarray = _np.asarray
+_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+
+
+def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple]:
+    """(statement index, changed program, new node, old node) for every single change of
+    ``tree``."""
+    for k, stmt in enumerate(tree.body):
+        nodes = list(ast.walk(stmt.value))
+        for pos, node in enumerate(nodes):
+            reps: list[ast.expr] = []
+            if isinstance(node, ast.Name) and node.id in names:
+                reps += [ast.Name(o, ast.Load()) for o in names if o != node.id]
+            if isinstance(node, ast.BinOp) and isinstance(node.op, _OPS):
+                reps += [ast.BinOp(node.left, op(), node.right) for op in _OPS
+                         if not isinstance(node.op, op)]
+                if isinstance(node.op, (ast.Sub, ast.Div)):
+                    reps.append(ast.BinOp(node.right, type(node.op)(), node.left))
+                reps += [node.left, node.right]  # a term (or factor) left out
+            if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and \
+                    not isinstance(node.value, bool):
+                v = node.value
+                reps += [ast.Constant(x) for x in dict.fromkeys((v + 1, v - 1, -v, 2 * v))
+                         if x != v]  # a constant one off, its sign flipped, doubled
+            if isinstance(node, ast.Subscript):  # an index one off, or two indices swapped
+                parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                for i, part in enumerate(parts):
+                    for d in (1, -1):
+                        reps.append(_indexed(node, i, _plus(part, d)))
+                if len(parts) == 2:
+                    reps.append(_indexed(_indexed(node, 0, parts[1]), 1, parts[0]))
+            for rep in reps:
+                new = copy.deepcopy(tree)
+                target = list(ast.walk(new.body[k].value))[pos]
+                _replace(new.body[k], target, rep)
+                yield k, new, rep, node
+
+
+def _plus(e: ast.expr, d: int) -> ast.expr:
+    """``e + d`` written as a learner reads it: ``g + 8`` plus -1 is ``g + 7``."""
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)) and \
+            isinstance(e.right, ast.Constant) and type(e.right.value) is int:
+        k = (e.right.value if isinstance(e.op, ast.Add) else -e.right.value) + d
+        if k == 0:
+            return e.left
+        return ast.BinOp(e.left, ast.Add() if k > 0 else ast.Sub(), ast.Constant(abs(k)))
+    return ast.BinOp(e, ast.Add() if d > 0 else ast.Sub(), ast.Constant(abs(d)))
+
+
+def _indexed(node: ast.Subscript, i: int, part: ast.expr) -> ast.Subscript:
+    """``node`` with its ``i``-th index replaced by ``part``."""
+    new = copy.deepcopy(node)
+    if isinstance(new.slice, ast.Tuple):
+        new.slice.elts[i] = copy.deepcopy(part)
+    else:
+        new.slice = copy.deepcopy(part)
+    return new
+
+
+def _in_index(stmt: ast.stmt, node: ast.AST) -> bool:
+    """Whether ``node`` is (inside) the index of a subscript of ``stmt``, or is one."""
+    if isinstance(node, ast.Subscript):
+        return True
+    return any(isinstance(s, ast.Subscript) and any(n is node for n in ast.walk(s.slice))
+               for s in ast.walk(stmt))
+
+
+def _replace(stmt: ast.stmt, target: ast.AST, rep: ast.expr) -> None:
+    if stmt.value is target:
+        stmt.value = copy.deepcopy(rep)
+        return
+    for parent in ast.walk(stmt):
+        for field, value in ast.iter_fields(parent):
+            if value is target:
+                setattr(parent, field, copy.deepcopy(rep))
+                return
+            if isinstance(value, list):
+                for i, v in enumerate(value):
+                    if v is target:
+                        value[i] = copy.deepcopy(rep)
+                        return
+
+
+def _run(tree: ast.Module, inputs: dict, functions: dict) -> tuple | None:
+    """The returned tuple of ``tree`` evaluated on the arrays ``inputs``."""
+    body = [ast.Assign([ast.Name("__returned__", ast.Store())], s.value)
+            if isinstance(s, ast.Return) else s for s in tree.body]
+    code = ast.fix_missing_locations(ast.Module(body, []))
+    env = {**functions, **inputs}
+    try:
+        with _errstate(all="ignore"):
+            exec(compile(code, "<variant>", "exec"),  # noqa: S102 - our own formulas, never
+                 {"__builtins__": {}}, env)  # the learner's text
+    except Exception:  # noqa: BLE001 - a variant that NumPy cannot evaluate matches nothing
+        return None
+    out = env.get("__returned__")
+    return tuple(out) if isinstance(out, tuple) else None
+
+
+def _same(got: Any, want: Any, rtol: float, atol: float) -> bool:
+    g, w = _asarray(got, dtype=float), _asarray(want, dtype=float)
+    if g.shape != w.shape and w.ndim:
+        return False
+    with _errstate(all="ignore"):
+        return bool(_isclose(g, w, rtol=rtol, atol=atol, equal_nan=True).all())
+
+
+def _all_nan(got: tuple) -> bool:
+    """An output NaN throughout says nothing about a formula (never written, or NaN from
+    the first step on): no variant is named from it."""
+    with _errstate(all="ignore"):
+        return any(_np.isnan(_asarray(g, dtype=float)).all() for g in got)
+
+
+@dataclass(frozen=True)
+class Found:
+    wrong: str  # the changed statement, as source
+    right: str  # the reference's statement
+    wrong_part: str  # the changed expression alone
+    right_part: str
+    in_index: bool  # the change is (inside) an array index
+
+
+def match(program: str, inputs: dict, got: tuple, functions: dict,
+          rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
+    """The first one-change variant of ``program`` whose returned values all equal ``got``
+    (element by element, NaN matching NaN), or None when none does (or the reference itself
+    does)."""
+    tree = ast.parse(program)
+    names = list(inputs) + [t.id for s in tree.body if isinstance(s, ast.Assign)
+                            for t in s.targets if isinstance(t, ast.Name)]
+
+    def equal(values: tuple | None) -> bool:
+        return values is not None and len(values) == len(got) and \
+            all(_same(g, v, rtol, atol) for g, v in zip(got, values))
+
+    if _all_nan(got) or equal(_run(tree, inputs, functions)):
+        return None
+    for k, new, rep, node in _variants(tree, names):
+        if equal(_run(new, inputs, functions)):
+            return Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]), ast.unparse(rep),
+                         ast.unparse(node), _in_index(tree.body[k], node))
+    return None
+
+
+def _compiled(tree: ast.Module) -> Any:
+    body = [ast.Assign([ast.Name("__returned__", ast.Store())], s.value)
+            if isinstance(s, ast.Return) else s for s in tree.body]
+    return compile(ast.fix_missing_locations(ast.Module(body, [])), "<variant>", "exec")
+
+
+def _run_loop(body: ast.Module, final: ast.Module, state: dict, steps: list, fixed: dict,
+              functions: dict) -> tuple | None:
+    """``body`` once per step (its inputs, and a mask of the rows it applies to), the state
+    carried from step to step, then ``final``'s returned tuple."""
+    env = {**functions, **fixed, **state}
+    try:
+        code_body, code_final = _compiled(body), _compiled(final)
+        with _errstate(all="ignore"):
+            for inputs, active in steps:
+                before = {k: env[k] for k in state}
+                env.update(inputs)
+                exec(code_body, {"__builtins__": {}}, env)  # noqa: S102 - our own formulas
+                if active is not None:
+                    for k in state:
+                        env[k] = _np.where(active, env[k], before[k])
+            exec(code_final, {"__builtins__": {}}, env)  # noqa: S102
+    except Exception:  # noqa: BLE001 - a variant that NumPy cannot evaluate matches nothing
+        return None
+    out = env.get("__returned__")
+    return tuple(out) if isinstance(out, tuple) else None
+
+
+def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got: tuple,
+               functions: dict, rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
+    """``match`` for a loop: ``body`` (assignments) runs once per entry of ``steps``
+    (``(inputs, active)``: the step's arrays, and where it applies, or None for
+    everywhere), carrying the names of ``state`` (their first values); ``final`` ends with
+    ``return (...)``. One change anywhere in ``body`` or ``final``."""
+    tb, tf = ast.parse(body), ast.parse(final)
+    whole = ast.Module(tb.body + tf.body, [])
+    n = len(tb.body)
+    names = list(dict.fromkeys(list(state) + list(steps[0][0] if steps else {}) + list(fixed) +
+                               [t.id for s in whole.body if isinstance(s, ast.Assign)
+                                for t in s.targets if isinstance(t, ast.Name)]))
+
+    def equal(values: tuple | None) -> bool:
+        return values is not None and len(values) == len(got) and \
+            all(_same(g, v, rtol, atol) for g, v in zip(got, values))
+
+    def run(tree: ast.Module) -> tuple | None:
+        return _run_loop(ast.Module(tree.body[:n], []), ast.Module(tree.body[n:], []), state,
+                         steps, fixed, functions)
+
+    if _all_nan(got) or equal(run(whole)):
+        return None
+    for k, new, rep, node in _variants(whole, names):
+        if equal(run(new)):
+            return Found(ast.unparse(new.body[k]), ast.unparse(whole.body[k]), ast.unparse(rep),
+                         ast.unparse(node), _in_index(whole.body[k], node))
+    return None
