@@ -401,3 +401,15 @@ def test_a_name_read_before_its_assignment_is_named_in_catalogue_words():
     reason, _ = C.explain("Failed in cuda mode pipeline\nThe compiler failed to analyze the "
                           "bytecode. Variable 'j' is not defined.", "TypingError")
     assert str(reason).startswith("j is read before any value is assigned to it")
+
+
+def test_a_tuple_that_is_no_grid_pair_gets_no_grid_advice():
+    """A fragment or a pair of the learner's own used whole where a number belongs: the
+    advice about cuda.grid(2) would point the wrong way; with a cuda.grid pair it stays."""
+    fragment = C.explain(" >>> max(float32, UniTuple(int32 x 2))\n", "TypingError",
+                         "@cuda.jit\ndef k(a):\n    x = max(m_hi, kb1)\n")[0]
+    assert "cuda.grid" not in str(fragment) and "tuple" in str(fragment)
+    pair = C.explain(" >>> lt(UniTuple(int64 x 2), int64)", "TypingError",
+                     "#line 3\n@cuda.jit\ndef k(x, out):\n    i = cuda.grid(2)\n"
+                     "    if i < x.shape[0]:\n        out[i] = x[i]\n")[0]
+    assert "cuda.grid(2)" in str(pair)

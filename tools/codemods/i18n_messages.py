@@ -50,7 +50,7 @@ EXCLUDED_CALLS = {"print", "TypeError", "RuntimeError", "ValueError", "KeyError"
                   "split", "getattr", "hasattr", "setattr", "resolve", "startswith",
                   "endswith", "replace", "get", "setdefault", "pop", "T", "_", "N_",
                   "gettext", "require_gpu", "encode", "format_exc", "strip_ansi",
-                  "sim_part", "join"}
+                  "sim_part", "join", "program"}  # program: a reference program's code
 MESSAGE_CALLS = {"fail", "CheckFailure"}
 FACT_CALLS = {"passes", "passed"}
 WIDTH = 96  # the lines the codemod writes stay within the house's line length

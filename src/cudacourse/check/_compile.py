@@ -641,6 +641,13 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     if kind == "ptxas":
         return (T("ptxas (the GPU assembler) refused the kernel: {error}",
                   error=error[-300:]), line)
+    tuple_hit = re.search(r">>> (\w+)\((?:[^()]*, )?UniTuple\(", error)
+    if tuple_hit and refusal_cause(error, line, source) != "grid_dimensions":
+        # a tuple that is not a cuda.grid pair (a fragment, a shape, a pair of one's own):
+        # the grid's advice would point the wrong way
+        return (T("the operation {name} got a tuple (several values) where one number "
+                  "belongs: a tuple used whole where one of its values belongs; check the "
+                  "names on the line shown", name=tuple_hit.group(1)), line)
     for pat, words in _RULES:
         hit = pat.search(error)
         if hit:

@@ -146,6 +146,7 @@ def named(exc: BaseException, fn: Any, name: str) -> tuple[str, Text] | None:
                                 "x.shape[0]", name=name, op=hit.group("op"), where=where)
     return None
 
+
 # Python's texts with a name in them (issue 45, mutants: a name read in place of another on
 # the host) -> catalogue words around the name, which is code
 _SHAPES = (
@@ -169,13 +170,11 @@ _SHAPES = (
 
 def words(exc: BaseException) -> Text | str:
     """The exception's text as a catalogue sentence when its shape is known, else as raised."""
-    hit = re.match(r"^list indices must be integers or slices, not (\w+)$", str(exc))
+    text = str(exc)
+    hit = re.match(r"^list indices must be integers or slices, not (\w+)$", text)
     if hit:
         return T("a Python list indexed with a {type}, where an integer belongs",
                  type=hit.group(1))
-    return _PYTHON.get(str(exc), str(exc))
-
-    text = str(exc)
     if text in _PYTHON:
         return _PYTHON[text]
     for pattern, make in _SHAPES:

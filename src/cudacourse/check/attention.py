@@ -116,13 +116,13 @@ def _step_cases(gen: Any, n: int) -> dict[str, Any]:
 
 # the reference update as the lesson writes it: a one-change variant of it that gives every
 # returned value is the learner's mistake, named by its statement (see _variants)
-_UPDATE = """m_new = maximum(m, s)
+_UPDATE = _variants.program("""m_new = maximum(m, s)
 alpha = exp(m - m_new)
 p = exp(s - m_new)
 l_new = l * alpha + p
 acc_new = acc * alpha + p * v
 return (m_new, l_new, acc_new)
-"""
+""")
 
 
 def _one_change(got: dict, c: dict, exc: Any) -> None:
@@ -307,17 +307,17 @@ def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
 # the loop of the exercise per key j, as the lesson writes it (qk: q's row dotted with key j;
 # k_row, v_row: the tile's rows jj of k and v): a one-change variant of it that gives every
 # row of out is the learner's mistake, named by its statement (see _variants)
-_ROWS_BODY = """s = qk * scale
+_ROWS_BODY = _variants.program("""s = qk * scale
 m_new = maximum(m, s)
 alpha = exp(m - m_new)
 p = exp(s - m_new)
 l = l * alpha + p
 acc = acc * alpha + p * v_row
 m = m_new
-"""
-_ROWS_FINAL = """out = acc / l
+""")
+_ROWS_FINAL = _variants.program("""out = acc / l
 return (out,)
-"""
+""")
 
 
 def _one_change_rows(got: Any, q: Any, k: Any, v: Any, scale: float, causal: bool,

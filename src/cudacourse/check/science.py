@@ -151,11 +151,11 @@ def _heat_formula_alternatives(u: Any, alpha: float) -> dict:
 
 # the step as the lesson writes it, over the interior cells: a one-change variant of it that
 # gives every cell is the learner's mistake, named by its statement (see _variants)
-_HEAT = """edges = N + S + W + E
+_HEAT = _variants.program("""edges = N + S + W + E
 corners = NW + NE + SW + SE
 out = c + alpha * (4.0 * edges + corners - 20.0 * c) / 6.0
 return (out,)
-"""
+""")
 
 
 def _one_change_heat(got: Any, u: Any, alpha: float, tol: dict, ctx: str) -> None:

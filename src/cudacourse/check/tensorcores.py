@@ -184,7 +184,7 @@ def _tile_mistakes(a: Any, b: Any, c: Any) -> dict:
 # exercise 1 as the lesson writes it, for every lane at once (lane, g, t: arrays of 32): a
 # one-change variant of it that gives every element of d is the learner's mistake, named by
 # its statement (see _variants)
-_TILE = """g = lane // 4
+_TILE = _variants.program("""g = lane // 4
 t = lane % 4
 fa = (pack(a[g, 2 * t], a[g, 2 * t + 1]), pack(a[g + 8, 2 * t], a[g + 8, 2 * t + 1]), \
 pack(a[g, 2 * t + 8], a[g, 2 * t + 9]), pack(a[g + 8, 2 * t + 8], a[g + 8, 2 * t + 9]))
@@ -193,7 +193,7 @@ acc = (c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1])
 r = mma(fa, fb, acc)
 d = store(((g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)), r)
 return (d,)
-"""
+""")
 
 
 def _pack(lo: Any, hi: Any) -> Any:
