@@ -24,6 +24,17 @@ def spins_forever(a, b, out):
 
 
 @cuda.jit
+def halves_to_zero(a, b, out):
+    # never ends: offset reaches 0, and 0 // 2 stays 0 (the test should have been > 0)
+    i = cuda.grid(1)
+    offset = 16
+    while offset >= 0:
+        offset //= 2
+    if i < out.shape[0]:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
 def right(a, b, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
@@ -51,3 +62,30 @@ def test_an_endless_kernel_is_told_not_checked(monkeypatch):
 
 def test_a_right_answer_is_untouched_by_the_budget():
     assert "passes" in str(check.check_vector_add(right))
+
+
+@pytest.mark.sim_only(reason="two looks at simulated threads; on a GPU the replay's own "
+                             "limit ends such a kernel")
+def test_a_loop_whose_numbers_never_move_is_named_with_its_line(monkeypatch):
+    monkeypatch.setattr(_budget, "BUDGET_S", 2.0)
+    with pytest.raises(check.CheckFailure) as info:
+        check.check_vector_add(halves_to_zero)
+    assert info.value.cause == "endless_loop", str(info.value)
+    text = str(info.value)
+    assert "while offset >= 0:" in text and "offset = 0" in text, text
+    assert not _budget.expired() and _budget._STATE["stuck"] is None
+
+
+def test_two_looks_single_out_an_endless_loop_only_when_nothing_moves(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text("def k(n):\n    s = n\n    while s >= 0:\n        s //= 2\n"
+                   "    for i in range(n):\n        pass\n", encoding="utf-8")
+    f = str(src)
+    still = {1: (f, "k", 4, {"s": 0, "n": 8}), 2: (f, "k", 3, {"s": 0, "n": 8})}
+    stuck = _budget.stuck_loop(still, still)
+    assert stuck == {"line": 3, "code": "while s >= 0:", "threads": 2, "values": "s = 0"}
+    moving = {1: (f, "k", 4, {"s": 4, "n": 8})}
+    assert _budget.stuck_loop(moving, still) is None  # s moved: not shown endless
+    in_for = {1: (f, "k", 6, {"s": 0, "i": 3, "n": 8})}
+    assert _budget.stuck_loop(in_for, in_for) is None  # no while loop there
+    assert _budget.stuck_loop({}, still) is None

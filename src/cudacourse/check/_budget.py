@@ -16,18 +16,23 @@ On a GPU nothing is simulated in this process and the watchdog finds nothing to 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
+import linecache
+import sys
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
+
 from ..i18n import T
 
 BUDGET_S = 25.0  # what a check may spend simulating; its own work afterwards fits in 30 s
 _POLL_S = 0.05
 
 # run-time state (the grading audit compares module values: only this dict changes)
-_STATE: dict = {"deadline": None, "expired": False}
+_STATE: dict = {"deadline": None, "expired": False, "stuck": None}
+_LOOK_GAP_S = 0.3  # between the two looks at the threads a stopped check takes
 
 
 def _clock() -> float:
@@ -67,10 +72,91 @@ def _end_leftovers(wait_s: float = 5.0) -> None:
         time.sleep(_POLL_S)
 
 
+def _simulated() -> list:
+    return [t for t in threading.enumerate()
+            if hasattr(t, "threadIdx") and t.is_alive() and t.ident is not None]
+
+
+def _kernel_frame(frame: Any) -> Any:
+    """The innermost frame of ``frame``'s stack that runs the learner's code (not Numba's,
+    the course's or Python's own)."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not any(part in name for part in ("/numba", "/cudacourse/", "/lib/python",
+                                             "<frozen")):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _look() -> dict:
+    """Where each simulated thread is: ident -> (file, function, line, its numbers)."""
+    frames = sys._current_frames()
+    seen = {}
+    for t in _simulated():
+        f = _kernel_frame(frames.get(t.ident))
+        if f is not None:
+            numbers = {k: v for k, v in dict(f.f_locals).items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            seen[t.ident] = (f.f_code.co_filename, f.f_code.co_name, f.f_lineno, numbers)
+    return seen
+
+
+def _loop_at(filename: str, function: str, line: int) -> tuple[int, str, set] | None:
+    """(first line, header, names its condition reads) of the innermost ``while`` loop of
+    ``function`` holding ``line``, or None."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except SyntaxError:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.While) and node.lineno <= line <= node.end_lineno:
+            if best is None or node.lineno > best.lineno:
+                best = node
+    if best is None:
+        return None
+    names = {n.id for n in ast.walk(best.test) if isinstance(n, ast.Name)}
+    header = linecache.getline(filename, best.lineno).strip()
+    return best.lineno, header, names
+
+
+def stuck_loop(first: dict, second: dict) -> dict | None:
+    """The evidence of a loop that never ends, from two looks at the threads: every thread
+    seen both times is inside one ``while`` loop whose condition reads only numbers that did
+    not change between the looks. None when the looks do not single that out (a loop still
+    making progress, threads in different places)."""
+    both = [k for k in first if k in second]
+    if not both:
+        return None
+    loops = set()
+    for k in both:
+        filename, function, line, after = second[k]
+        loop = _loop_at(filename, function, line)
+        if loop is None:
+            return None
+        start, header, names = loop
+        before = first[k][3]
+        if not names or any(n not in before or n not in after for n in names):
+            return None
+        if any(before[n] != after[n] for n in names):
+            return None  # the loop moves: far too much work, not a loop without end
+        loops.add((start, header, tuple(sorted((n, after[n]) for n in names))))
+    if len(loops) != 1:
+        return None
+    (start, header, values), = loops
+    return {"line": start, "code": header, "threads": len(both),
+            "values": ", ".join(f"{n} = {v}" for n, v in values)}
+
+
 def _watch(deadline: float, done: threading.Event) -> None:
     while not done.wait(_POLL_S):
-        if _clock() >= deadline and _stop_simulated_threads():
-            _STATE["expired"] = True
+        if _clock() >= deadline and _simulated():
+            first = _look()
+            time.sleep(_LOOK_GAP_S)  # a loop that moves changes its numbers meanwhile
+            _STATE["stuck"] = stuck_loop(first, _look())
+            if _stop_simulated_threads():
+                _STATE["expired"] = True
 
 
 @contextlib.contextmanager
@@ -98,6 +184,16 @@ def budget(seconds: float | None = None) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - whatever ended the check, once time ran out
         if not _STATE["expired"] and not isinstance(exc, OverBudget):
             raise
+        stuck = _STATE["stuck"]
+        if stuck:
+            E.fail("endless_loop", T("the loop at line {line} (`{code}`) never ends: after "
+                                     "{seconds:.0f} s of work, {threads} threads were still in "
+                                     "it, and the numbers its condition reads did not change "
+                                     "between two looks ({values}), so its condition stays "
+                                     "true. Check how the loop's variable moves towards the "
+                                     "end.", line=stuck["line"], code=stuck["code"],
+                                     seconds=seconds, threads=stuck["threads"],
+                                     values=stuck["values"]))
         E.fail("not_checked", T("not checked: the check was stopped after {seconds:.0f} s of work, with your "
                  "kernel still running in the simulator (which runs about 4,400 GPU threads a "
                  "second). A right answer to this exercise finishes well within that. Look for "
@@ -111,3 +207,4 @@ def budget(seconds: float | None = None) -> Iterator[None]:
             _end_leftovers()
         _STATE["deadline"] = None
         _STATE["expired"] = False
+        _STATE["stuck"] = None

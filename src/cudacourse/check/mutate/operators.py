@@ -39,7 +39,10 @@ _INDEX = _BOUNDS | _VALUES | _WARP | {"swapped_axes", "guard_wrong_axis", "wrong
                               # the record: the writer never read an input the formula needs
                               "input_ignored",
                               # what the simulated kernel raised: a thread divided by zero
-                              "division_by_zero"}
+                              "division_by_zero",
+                              # two looks at the stopped threads: a while loop whose
+                              # condition's numbers did not move (a fact of the run)
+                              "endless_loop"}
 _BARRIER = {"missing_barrier", "race", "nondeterministic", "unfilled_tile", "stale_tile_keys",
             "halo_missing", "divergent_barrier", "push_race"}
 _LAUNCH = _WARP | {"bad_launch", "only_first_block", "unwritten", "grid_too_small", "grid_axes_swapped",
@@ -462,7 +465,8 @@ OPERATORS = [
                                                        "serial_work"}), drop_guard),
     Operator("widen_guard", "a comparison widened or narrowed by one",
              frozenset(_BOUNDS | _VALUES | _BARRIER | {"redundant_work", "no_tree",
-                                                       "early_return"}), widen_guard),
+                                                       "early_return", "endless_loop"}),
+             widen_guard),
     # missing_axis: the compile gate says it only of a.shape[k] past the array's axes, which
     # is this mistake on a one-dimensional array
     Operator("guard_other_axis", "a guard comparing with the other axis' size",
