@@ -333,11 +333,12 @@ def test_colour_codes_are_removed_and_nothing_else():
     (" >>> lt(UniTuple(int64 x 2), int64)", "line 6: if i < x.shape[0]:",
      "#line 3\n@cuda.jit\ndef k(x, out):\n    i = cuda.grid(2)\n    if i < x.shape[0]:\n"
      "        out[i] = x[i]\n", "grid_dimensions"),
-    # ... but a pair unpacked to fit, or indexed, is not the mistake: nothing named
+    # ... but a pair unpacked to fit, or indexed, is not the grid's mistake: a tuple where a
+    # number belongs, said as such
     (" >>> lt(UniTuple(int64 x 2), int64)", "line 6: if p < n:",
-     "@cuda.jit\ndef k(x, out):\n    c, r = cuda.grid(2)\n    p = x.shape\n", "does_not_compile"),
+     "@cuda.jit\ndef k(x, out):\n    c, r = cuda.grid(2)\n    p = x.shape\n", "tuple_for_number"),
     (" >>> lt(UniTuple(int64 x 2), int64)", "",
-     "@cuda.jit\ndef k(x, out):\n    pos = cuda.grid(2)\n    c = pos[0]\n", "does_not_compile"),
+     "@cuda.jit\ndef k(x, out):\n    pos = cuda.grid(2)\n    c = pos[0]\n", "tuple_for_number"),
     ("tuple index out of range", "line 8: if i < out.shape[1]:", "", "missing_axis"),
     ("tuple index out of range", "line 8: t = (1, 2)[k]", "", "does_not_compile"),
     ("NumbaTypeError: Unsupported array index type float32 in [float32]", "", "",
@@ -413,3 +414,20 @@ def test_a_tuple_that_is_no_grid_pair_gets_no_grid_advice():
                      "#line 3\n@cuda.jit\ndef k(x, out):\n    i = cuda.grid(2)\n"
                      "    if i < x.shape[0]:\n        out[i] = x[i]\n")[0]
     assert "cuda.grid(2)" in str(pair)
+
+
+@pytest.mark.parametrize("error, cause, words", [
+    (" >>> ldmatrix(int32, int64, int64)", "number_for_array", "argument 1"),
+    (" >>> cp_async(array(uint16, 2d, C), array(int64, 2d, C), int64, array(uint16, 2d, C), "
+     "int64, int64)", "array_for_number", "argument 2"),
+    (" >>> cp_async(array(uint16, 2d, C), int64, int64, array(uint16, 2d, C), int64, int64)",
+     "does_not_compile", ""),  # the kinds fit: not this mistake
+    (" >>> mul(UniTuple(float32 x 4), float32)", "tuple_for_number", "tuple"),
+    (" >>> max(float32, Tuple(float32, int64))", "tuple_for_number", "tuple"),
+    (" >>> setitem(UniTuple(float32 x 4), int64, float32)", "tuple_for_array", "tuple"),
+])
+def test_tensor_core_intrinsics_and_tuples_name_the_argument_of_the_wrong_kind(error, cause,
+                                                                                 words):
+    assert C.refusal_cause(error) == cause
+    if words:
+        assert words in str(C.explain(error, "TypingError", "")[0])

@@ -523,7 +523,56 @@ _RULES: list[tuple[re.Pattern, str]] = [
 # devices (the simulator's gate, a GPU's own compile, the replay's). Any other refusal
 # stays ``does_not_compile``.
 COMPILE_CAUSES = frozenset({"does_not_compile", "grid_dimensions", "missing_axis",
-                            "float_index", "number_for_array", "array_for_number"})
+                            "float_index", "number_for_array", "array_for_number",
+                            "tuple_for_number", "tuple_for_array"})
+# the course's tensor-core intrinsics, by the kind of each argument: a for an array (a
+# shared tile, an input), n for a number (a row, a column)
+_INTRINSIC_KINDS = {"ldmatrix": "ann", "cp_async": "annann"}
+
+
+def _top_level_args(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch in "([" and 1 or (ch in ")]" and -1 or 0)
+        cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
+    """(cause, intrinsic, argument number from 1) when a tensor-core intrinsic got a number
+    where its argument is an array (number_for_array) or an array where it is a number
+    (array_for_number); None otherwise."""
+    hit = re.search(r">>> (\w+)\((.*)\)\s*$", strip_ansi(str(error)), re.M)
+    if not hit or hit.group(1) not in _INTRINSIC_KINDS:
+        return None
+    want = _INTRINSIC_KINDS[hit.group(1)]
+    got = _top_level_args(hit.group(2))
+    if len(got) != len(want):
+        return None
+    for k, (w, g) in enumerate(zip(want, got), 1):
+        is_array = g.startswith("array(")
+        if w == "a" and not is_array:
+            return "number_for_array", hit.group(1), k
+        if w == "n" and is_array:
+            return "array_for_number", hit.group(1), k
+    return None
+
+
+def _tuple_misuse(error: str) -> str:
+    """tuple_for_array (a tuple indexed or stored into as if it were an array),
+    tuple_for_number (a tuple given to an operation where one number belongs), else ''."""
+    error = strip_ansi(str(error))
+    if re.search(r">>> (?:get|set)item\((?:Uni)?Tuple\(", error):
+        return "tuple_for_array"
+    if re.search(r">>> \w+\((?:[^()]*, )?(?:Uni)?Tuple\(", error):
+        return "tuple_for_number"
+    return ""
 _GRID_CALL = re.compile(r"cuda\.(?:grid|gridsize)\s*\(")
 
 
@@ -551,7 +600,10 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
         return "number_for_array"
     if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
         return "array_for_number"
-    return "does_not_compile"
+    misfit = intrinsic_misfit(error)
+    if misfit:
+        return misfit[0]
+    return _tuple_misuse(error) or "does_not_compile"
 
 
 def _grid_misfit(source: str) -> bool:
@@ -641,7 +693,21 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     if kind == "ptxas":
         return (T("ptxas (the GPU assembler) refused the kernel: {error}",
                   error=error[-300:]), line)
-    tuple_hit = re.search(r">>> (\w+)\((?:[^()]*, )?UniTuple\(", error)
+    misfit = intrinsic_misfit(error)
+    if misfit:
+        cause, intrinsic, position = misfit
+        if cause == "number_for_array":
+            return (T("tc.{intrinsic} got a number as its argument {position}, where an array "
+                      "belongs (a shared tile or an input): check the order and the names of "
+                      "its arguments", intrinsic=intrinsic, position=position), line)
+        return (T("tc.{intrinsic} got an array as its argument {position}, where a number "
+                  "belongs (a row or a column): check the order and the names of its "
+                  "arguments", intrinsic=intrinsic, position=position), line)
+    if _tuple_misuse(error) == "tuple_for_array":
+        return (T("a tuple is indexed or stored into as if it were an array: a name that holds "
+                  "a tuple (a fragment, a pair) where an array belongs; check the names on the "
+                  "line shown"), line)
+    tuple_hit = re.search(r">>> (\w+)\((?:[^()]*, )?(?:Uni)?Tuple\(", error)
     if tuple_hit and refusal_cause(error, line, source) != "grid_dimensions":
         # a tuple that is not a cuda.grid pair (a fragment, a shape, a pair of one's own):
         # the grid's advice would point the wrong way

@@ -53,6 +53,8 @@ CAUSES = {
     "replay_error": "the simulator re-run of the kernel could not be carried out",
     "not_checked": "the check was stopped before it could finish",
     "endless_loop": "a loop whose condition never turns false",
+    "tuple_for_number": "a tuple (a fragment, a pair) where one number belongs",
+    "tuple_for_array": "a tuple indexed as if it were an array",
     # compile refusals that name the mistake (check/_compile.refusal_cause)
     "grid_dimensions": "cuda.grid() or cuda.gridsize() asked for a number of dimensions the code does not use",
     "missing_axis": "a.shape[k] of an axis the array does not have",

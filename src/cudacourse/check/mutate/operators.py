@@ -513,6 +513,9 @@ OPERATORS = [
              frozenset(_INDEX | _HOST | _LAUNCH | {"bad_launch", "float_index",
                                                     "number_for_array", "array_for_number",
                                                     "used_before_assigned", "shape_mismatch",
+                                                    # a tuple's name read for a number's or an
+                                                    # array's: the typing error says so
+                                                    "tuple_for_number", "tuple_for_array",
                                                     "list_index", "list_for_array"}),
              wrong_name),
     Operator("axis_name", "a variable of one axis read for the other's (row for col)",
