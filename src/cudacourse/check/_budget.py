@@ -77,13 +77,30 @@ def _simulated() -> list:
             if hasattr(t, "threadIdx") and t.is_alive() and t.ident is not None]
 
 
+def _not_learners() -> tuple[str, ...]:
+    """The folders whose code is not the learner's: Python's own library, Numba, the course
+    (whatever the platform's path separator)."""
+    import os
+
+    import numba
+
+    from .. import __file__ as course
+
+    return tuple(os.path.normcase(os.path.dirname(os.path.abspath(f))) + os.sep
+                 for f in (threading.__file__, numba.__file__, course))
+
+
 def _kernel_frame(frame: Any) -> Any:
     """The innermost frame of ``frame``'s stack that runs the learner's code (not Numba's,
     the course's or Python's own)."""
+    import os
+
+    skip = _not_learners()
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not any(part in name for part in ("/numba", "/cudacourse/", "/lib/python",
-                                             "<frozen")):
+        name = os.path.normcase(os.path.abspath(frame.f_code.co_filename))
+        installed = "site-packages" in name or "dist-packages" in name  # numpy, and others
+        if not name.startswith(skip) and not installed and \
+                not frame.f_code.co_filename.startswith("<frozen"):
             return frame
         frame = frame.f_back
     return None
