@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import ctypes
+import functools
 import linecache
 import sys
 import threading
@@ -77,6 +78,7 @@ def _simulated() -> list:
             if hasattr(t, "threadIdx") and t.is_alive() and t.ident is not None]
 
 
+@functools.lru_cache(maxsize=1)
 def _not_learners() -> tuple[str, ...]:
     """The folders whose code is not the learner's: Python's own library, Numba, the course
     (whatever the platform's path separator)."""

@@ -564,13 +564,17 @@ def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
     return None
 
 
+# an operation given a tuple (a pair, a fragment) as an argument: the operation's name
+_TUPLE_ARG = re.compile(r">>> (\w+)\((?:[^()]*, )?(?:Uni)?Tuple\(")
+
+
 def _tuple_misuse(error: str) -> str:
     """tuple_for_array (a tuple indexed or stored into as if it were an array),
     tuple_for_number (a tuple given to an operation where one number belongs), else ''."""
     error = strip_ansi(str(error))
     if re.search(r">>> (?:get|set)item\((?:Uni)?Tuple\(", error):
         return "tuple_for_array"
-    if re.search(r">>> \w+\((?:[^()]*, )?(?:Uni)?Tuple\(", error):
+    if _TUPLE_ARG.search(error):
         return "tuple_for_number"
     return ""
 _GRID_CALL = re.compile(r"cuda\.(?:grid|gridsize)\s*\(")
@@ -707,7 +711,7 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
         return (T("a tuple is indexed or stored into as if it were an array: a name that holds "
                   "a tuple (a fragment, a pair) where an array belongs; check the names on the "
                   "line shown"), line)
-    tuple_hit = re.search(r">>> (\w+)\((?:[^()]*, )?(?:Uni)?Tuple\(", error)
+    tuple_hit = _TUPLE_ARG.search(error)
     if tuple_hit and refusal_cause(error, line, source) != "grid_dimensions":
         # a tuple that is not a cuda.grid pair (a fragment, a shape, a pair of one's own):
         # the grid's advice would point the wrong way
