@@ -89,6 +89,29 @@ def test_merge_tells_an_entry_from_a_longer_one_with_its_prefix():
     assert "lbm_fused_vs_cupy" not in both["measurements"]
 
 
+def test_merge_owns_cases_by_the_entry_the_run_recorded():
+    """Lesson 7's entries (tensorcore_matmul, tensorcore_attention) name their cases after
+    the kernels and peers (cublas_bf16, matmul_mma_bf16, attention_mma_bf16): the run
+    records each case's entry, and that, not the name, says what a merge replaces. (On the
+    H200, 2026-12-05, the merge refused the whole run: "not part of".)"""
+    old, new = _old(), _new()
+    new["measurements"] = {"copy": _m(ms=0.9),
+                           "cublas_bf16": {**_m(kind="compute"), "entry": "tensorcore_matmul"},
+                           "matmul_mma_bf16": {**_m("matmul_mma_bf16_vs_cublas_bf16",
+                                                    "cublas_bf16", kind="compute"),
+                                               "entry": "tensorcore_matmul"}}
+    new["ratios"] = {"matmul_mma_bf16_vs_cublas_bf16": 0.48}
+    got = merge_reports(old, new, ["tensorcore_matmul"],
+                        entries=["stencil", "lbm", "tensorcore_matmul"])
+    assert got["ratios"]["matmul_mma_bf16_vs_cublas_bf16"] == 0.48
+    assert got["ratios"]["stencil_vs_copy"] == 0.24  # not re-run: kept
+    assert got["measurements"]["matmul_mma_bf16"]["entry"] == "tensorcore_matmul"
+    new["measurements"]["stencil"] = {**_m("stencil_vs_copy", "copy"), "entry": "stencil"}
+    with pytest.raises(ValueError, match="not part"):  # a case of another entry: refused
+        merge_reports(old, new, ["tensorcore_matmul"],
+                      entries=["stencil", "lbm", "tensorcore_matmul"])
+
+
 @pytest.mark.parametrize("spoil,match", [
     (lambda o, n: n.update(mode="sim"), "simulator"),
     (lambda o, n: n["environment"].update(gpu="NVIDIA A100"), "two GPUs"),

@@ -247,12 +247,14 @@ def test_launch_arguments_cross_to_a_child_as_json_unchanged():
     import json
 
     values = [np.arange(12, dtype=np.float32).reshape(3, 4), np.float32(0.25), 7,
-              np.arange(5, dtype=np.uint16), np.int64(-3)]
+              np.arange(5, dtype=np.uint16), np.int64(-3),
+              np.array(2.5, np.float32)]  # 0-d: cuda.to_device(alpha) makes one (H200)
     back = [P.unwire_arg(json.loads(json.dumps(P.wire_arg(v)))) for v in values]
     for v, b in zip(values, back):
         assert type(b) is type(v) or (isinstance(v, int) and isinstance(b, int))
         assert np.array_equal(np.asarray(b), np.asarray(v))
         assert np.asarray(b).dtype == np.asarray(v).dtype
+    assert not P._is_array(np.float32(1.0)) and P._is_array(np.array(1.0))
 
 
 def test_only_launches_of_learner_code_run_first():
@@ -264,6 +266,25 @@ def test_only_launches_of_learner_code_run_first():
     assert kernels and not any(P.learner_code(k) for k in kernels)  # the course's own
     assert P.learner_code(_unguarded)
     assert P.learner_code(attention._step_kernel(_add_all))  # a course wrapper of learner code
+
+
+def test_numbas_own_kernels_are_not_learner_code():
+    """A learner's host code that assigns a device array into another (``d_u[:] = d_v``)
+    makes Numba launch a kernel of its own on a GPU: it is not the learner's, and its
+    first run must not be tried (the simulator cannot run it: on the H200, 2026-12-05,
+    "<intrinsic to_fixed_tuple> is not usable in pure-python" failed two time-loop checks)."""
+    import os
+
+    import numba
+
+    src = "def _assign(a, b):\n    a[0] = b[0]\n"
+    where = os.path.join(os.path.dirname(numba.__file__), "_cc_fake_internal.py")
+    namespace: dict = {}
+    exec(compile(src, where, "exec"), namespace)
+    assert not P.learner_code(cuda.jit(namespace["_assign"]))
+    learner = {}
+    exec(compile(src, "/tmp/ipykernel_1/123.py", "exec"), learner)  # a notebook cell's
+    assert P.learner_code(cuda.jit(learner["_assign"]))
 
 
 def test_off_by_default_in_the_simulator_and_on_by_default_on_a_gpu(monkeypatch):

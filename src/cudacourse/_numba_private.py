@@ -390,6 +390,20 @@ def seams() -> dict[str, Callable[[], Any]]:
                                                  "BlockManager", "run"),
         "simulator.kernel.BlockThread.syncthreads": sim("numba.cuda.simulator.kernel",
                                                         "BlockThread", "syncthreads"),
+        # simalign.install() wraps these two (they refuse alignment=)
+        "simulator.kernelapi.FakeCUDAShared.array": sim("numba.cuda.simulator.kernelapi",
+                                                        "FakeCUDAShared", "array"),
+        "simulator.kernelapi.FakeCUDALocal.array": sim("numba.cuda.simulator.kernelapi",
+                                                       "FakeCUDALocal", "array"),
+        # simstreams.install() wraps these (they ignore stream=)
+        "simulator FakeCUDAArray.copy_to_host": sim("numba.cuda.simulator.cudadrv.devicearray",
+                                                    "FakeCUDAArray", "copy_to_host"),
+        "simulator FakeCUDAArray.copy_to_device": sim(
+            "numba.cuda.simulator.cudadrv.devicearray", "FakeCUDAArray", "copy_to_device"),
+        "simulator to_device": sim("numba.cuda.simulator.cudadrv.devicearray", "to_device"),
+        "simulator.kernel.FakeCUDAKernel.__getitem__": sim("numba.cuda.simulator.kernel",
+                                                           "FakeCUDAKernel", "__getitem__"),
+        "simulator.api.stream": sim("numba.cuda.simulator.api", "stream"),
         "simulator.kernelapi.FakeCUDAModule": sim("numba.cuda.simulator.kernelapi",
                                                   "FakeCUDAModule"),
         "simulator FakeCUDAArray": sim("numba.cuda.simulator.cudadrv.devicearray",

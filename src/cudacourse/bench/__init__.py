@@ -75,6 +75,7 @@ def run(names: list[str], ctx: Ctx, repeats: int = 20, progress: bool = True
             else:
                 ctx.enter(entry.family)
                 results[step.name] = run_case(step, ctx, timer)
+            results[step.name].entry = entry.name
             bar.update()
     ctx.enter("")
     return results

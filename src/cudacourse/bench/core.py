@@ -106,6 +106,7 @@ class Measurement:
     value: float | None = None
     more: tuple = ()  # further (ratio name, vs) pairs, as Case.more
     values: dict = field(default_factory=dict)  # further measured values, by ratio name
+    entry: str = ""  # the registry entry that measured it (``--merge`` replaces by entry)
 
     @property
     def median_ms(self) -> float | None:

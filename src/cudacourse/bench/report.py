@@ -392,14 +392,19 @@ def merge_reports(old: dict[str, Any], new: dict[str, Any], only: list[str],
     registry (default: ``only``), to tell ``lbm_cupy``'s cases from ``lbm``'s."""
     names = sorted(set(entries or []) | set(only))
 
+    def entry_of(k: str) -> str | None:
+        """The entry that measured ``k``: as the run recorded it, else by name (the longest
+        entry prefix; reports older than the field)."""
+        m = new["measurements"].get(k) or old["measurements"].get(k) or {}
+        return m.get("entry") or _owner(k, names)
+
     def owned(k: str) -> bool:
-        """Is k one of the re-run entries' cases? By name (the longest entry prefix); a case
-        compared with another entry's case belongs to that entry (``lbm_fused_vs_cupy``,
-        vs ``lbm_cupy``, is ``lbm_cupy``'s)."""
+        """Is k one of the re-run entries' cases? A case compared with another entry's case
+        belongs to that entry (``lbm_fused_vs_cupy``, vs ``lbm_cupy``, is ``lbm_cupy``'s)."""
         vs = (old["measurements"].get(k) or new["measurements"].get(k) or {}).get("vs")
-        if vs and vs not in CEILING_CASES and _owner(vs, names) not in only:
+        if vs and vs not in CEILING_CASES and entry_of(vs) not in only:
             return False
-        return _owner(k, names) in only
+        return entry_of(k) in only
 
     for what, r in (("the existing report", old), ("the new run", new)):
         if r.get("mode") == "sim" or "measurements" not in r:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import ctypes
-import functools
 import linecache
 import sys
 import threading
@@ -78,31 +77,13 @@ def _simulated() -> list:
             if hasattr(t, "threadIdx") and t.is_alive() and t.ident is not None]
 
 
-@functools.lru_cache(maxsize=1)
-def _not_learners() -> tuple[str, ...]:
-    """The folders whose code is not the learner's: Python's own library, Numba, the course
-    (whatever the platform's path separator)."""
-    import os
-
-    import numba
-
-    from .. import __file__ as course
-
-    return tuple(os.path.normcase(os.path.dirname(os.path.abspath(f))) + os.sep
-                 for f in (threading.__file__, numba.__file__, course))
-
-
 def _kernel_frame(frame: Any) -> Any:
     """The innermost frame of ``frame``'s stack that runs the learner's code (not Numba's,
-    the course's or Python's own)."""
-    import os
+    the course's, Python's own or an installed package's)."""
+    from ._origin import library_file
 
-    skip = _not_learners()
     while frame is not None:
-        name = os.path.normcase(os.path.abspath(frame.f_code.co_filename))
-        installed = "site-packages" in name or "dist-packages" in name  # numpy, and others
-        if not name.startswith(skip) and not installed and \
-                not frame.f_code.co_filename.startswith("<frozen"):
+        if not library_file(frame.f_code.co_filename):
             return frame
         frame = frame.f_back
     return None

@@ -66,6 +66,7 @@ CAUSES = {
     "list_for_array": "a Python list used where an array belongs",
     "shape_mismatch": "a copy or assignment between arrays of different shapes",
     "list_index": "a Python list indexed past its end",
+    "stream_argument": "a value that is not a stream passed as stream=",
     # lesson 1 and the shared verdicts on what each thread did (_observe)
     "off_by_one_guard": "the bounds guard lets one thread too many through (i <= n)",
     "nan_result": "the kernel computed NaN",

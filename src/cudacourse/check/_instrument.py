@@ -645,9 +645,24 @@ class NativeObservation(O.Observation):
                 E.launch(kernel, grid, block, *args, name=name)
                 self._give_up(f"its instrumented build did not compile ({exc.message})")
                 return
+            self._noted(kernel, strict)
             raise
         self._shared_shapes = built["shared_shapes"]
         self._collect(g, b, dev, per_array, shadows, built)
+        self._noted(kernel, strict)
+
+    def _noted(self, kernel: Any, strict: bool) -> None:
+        """A checker's launch (not a launch's first run, which notes itself): the
+        instrumented build was the launch, and the learner's own kernel never ran
+        (``_preflight.spying``: "instrumented", then "refused" when it went outside)."""
+        if strict:
+            return
+        from . import _preflight  # here: _preflight imports this module
+
+        if _preflight.learner_code(kernel):
+            _preflight._note("instrumented", kernel)
+            if self.oob:
+                _preflight._note("refused", kernel)
 
     def _give_up(self, why: str) -> None:
         self.incomplete = why

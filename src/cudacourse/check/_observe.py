@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 import threading
 from typing import Any, Iterator, NoReturn
 
 import numpy as _np
 
 from . import _buffers
+from ..runtime import simalign
 from . import _engine as E
 from ._failure import fail
 from ..i18n import T
@@ -441,16 +441,16 @@ def observing() -> Iterator[Observation]:
     patch(sim_kernel.BlockThread, "syncthreads", syncthreads)
 
     def shared_array(self, shape, dtype, alignment=None):
-        if shape == 0 or alignment is not None or _PAUSED[0]:
+        if shape == 0 or _PAUSED[0]:
             return orig_shared(self, shape, dtype, alignment)
+        simalign.validate(alignment)  # a GPU's rules; the simulator needs no alignment
         from numba.core import types
         from numba.np import numpy_support
 
         if isinstance(dtype, types.Type):
             dtype = numpy_support.as_dtype(dtype)
         t = threading.current_thread()
-        f = sys._getframe(1)
-        site = (f.f_code.co_filename, f.f_lineno)
+        site = simalign.declaring_line()
         block = tuple(getattr(t, "blockIdx", ()))
         with obs.lock:
             per_block = self.__dict__.setdefault("_cc_alloc", {})
@@ -463,6 +463,7 @@ def observing() -> Iterator[Observation]:
         return res
 
     orig_shared = kernelapi.FakeCUDAShared.__dict__["array"]
+    simalign.PLUMBING.add(__file__)  # shared_array() is not the kernel's line
     patch(kernelapi.FakeCUDAShared, "array", shared_array)
 
     for name in ("shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync"):

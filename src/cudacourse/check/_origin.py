@@ -16,6 +16,7 @@ learner can reach it three ways:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import linecache
@@ -226,6 +227,33 @@ def _has_own_source(code: types.CodeType) -> bool:
         return False
     first = code.co_firstlineno - 1
     return 0 <= first < len(lines) and bool(lines[first].strip())
+
+
+@functools.lru_cache(maxsize=1)
+def _library_folders() -> tuple[str, ...]:
+    """Python's own library, Numba (and numba-cuda) and the course, as folder prefixes
+    (whatever the platform's path separator)."""
+    import threading
+
+    import numba
+
+    found = [threading.__file__, numba.__file__, os.path.join(_PKG_DIR, "__init__.py")]
+    cuda_pkg = sys.modules.get("numba.cuda")
+    if cuda_pkg is not None and getattr(cuda_pkg, "__file__", None):
+        found.append(os.path.dirname(cuda_pkg.__file__))  # numba-cuda's own folder
+    return tuple(os.path.normcase(os.path.dirname(os.path.abspath(f))) + os.sep
+                 for f in found)
+
+
+def library_file(filename: str) -> bool:
+    """Whether code in ``filename`` is not a learner's: Python's own library, Numba, the
+    course, any installed package (numpy, NumPy's and Numba's helpers: a device array's
+    ``d[:] = v`` launches a kernel of Numba's), or frozen modules."""
+    if filename.startswith("<frozen"):
+        return True
+    name = os.path.normcase(os.path.abspath(filename))
+    return (name.startswith(_library_folders()) or "site-packages" in name
+            or "dist-packages" in name)
 
 
 def package_origin(fn: Any) -> str:

@@ -43,6 +43,11 @@ _np = E._np
 _STATE: dict = {"depth": 0, "lock": threading.Lock(), "spies": [], "learner": {}}
 
 
+# what ``_engine.outside`` calls an index outside an array (a first run's verdicts)
+OUTSIDE_CAUSES = frozenset({"out_of_bounds_read", "out_of_bounds_write", "off_by_one_guard",
+                            "off_by_one", "periodic_wrap"})
+
+
 class OutOfBoundsFound(E.CheckFailure):
     """A launch's instrumented first run went outside an array: the verdict (in the
     simulator's words) and the records it came from, so that a checker's launch
@@ -87,8 +92,13 @@ def learner_code(kernel: Any) -> bool:
     hit = _STATE["learner"].get(key)
     if hit is not None and hit[0] is py:
         return hit[1]
-    mine = not _origin.package_origin(py)
-    if not mine:
+    course = _origin.package_origin(py)
+    code = getattr(py, "__code__", None)
+    # Numba's own kernels (a device array's ``d[:] = v`` launches one) and any installed
+    # package's: not the learner's, and not instrumentable (they use Numba's internals)
+    other = not course and code is not None and _origin.library_file(code.co_filename)
+    mine = not course and not other
+    if course:
         called = dict(getattr(py, "__globals__", {}) or {})
         for cell_name, cell in zip(py.__code__.co_freevars, py.__closure__ or ()):
             with contextlib.suppress(ValueError):
@@ -147,7 +157,9 @@ def _dims(v: Any) -> Any:
 
 
 def _is_array(a: Any) -> bool:
-    return hasattr(a, "shape") and hasattr(a, "dtype") and getattr(a, "ndim", 0) > 0
+    """An array argument, a 0-d one included (``cuda.to_device(alpha)`` makes one); not a
+    NumPy scalar (``np.float32(2.0)``), which has a shape and a dtype too."""
+    return hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, _np.generic)
 
 
 def _host_values(a: Any) -> Any:
@@ -206,9 +218,11 @@ def _instrumented(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
     obs = _instrument.NativeObservation()
     positions = {}
     for i, a in enumerate(args):
-        if _is_array(a):
+        if _is_array(a) and a.ndim > 0:
             copies[i] = obs.watch(_copy(a), params[i])
             positions[params[i]] = i
+        elif _is_array(a):  # 0-d: no index to check, but the launch may write it
+            copies[i] = _copy(a)
     try:
         obs.run(kernel, grid, block, *copies, name=name, shared=shared, strict=True)
     except E.CheckFailure:
@@ -287,9 +301,15 @@ def _in_simulator(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
     __tracebackhide__ = True
     wire = [wire_arg(a) for a in args]
     _note("replayed", kernel)
-    _replay.run_sim_checks(simulated_launch, kernel, grid=_jsonable(grid),
-                           block=_jsonable(block), shared=int(shared or 0), name=name,
-                           args=wire)
+    try:
+        _replay.run_sim_checks(simulated_launch, kernel, grid=_jsonable(grid),
+                               block=_jsonable(block), shared=int(shared or 0), name=name,
+                               args=wire)
+    except E.CheckFailure as exc:
+        if E.simulator() or exc.cause not in OUTSIDE_CAUSES:
+            raise  # (in the simulator, the part in this process noted its refusal itself)
+        _note("refused", kernel)  # the child found an index outside: the launch never runs
+        raise
 
 
 def _jsonable(v: Any) -> Any:
@@ -328,8 +348,8 @@ def simulated_launch(kernel: Any, *, grid: Any, block: Any, shared: int = 0,
     params = _params(kernel, len(args))
     values = [unwire_arg(w) for w in args]
     with _observe.observing() as obs:
-        launched = [obs.watch(cuda.to_device(v), params[i]) if _is_array(v) else v
-                    for i, v in enumerate(values)]
+        launched = [(obs.watch(cuda.to_device(v), params[i]) if v.ndim > 0 else
+                     cuda.to_device(v)) if _is_array(v) else v for i, v in enumerate(values)]
         E.launch(kernel, grid, block, *launched, name=name, shared=shared)
     if obs.oob:
         _found(obs, kernel, name, grid, block, {p: i for i, p in enumerate(params)})

@@ -66,6 +66,13 @@ _NAMED = [
                 r"could not broadcast input array from shape (?P<a2>\([\d, ]*\)) into "
                 r"shape (?P<b2>\([\d, ]*\))")),
     ("list_index", re.compile(r"^list index out of range$")),
+    # a GPU's Numba, copying between a device array and an empty host slice (h[lo:lo]);
+    # the simulator says "could not broadcast ..." of the same copy
+    ("shape_mismatch", re.compile(r"^null buffer pointer$")),
+    # a GPU's Numba, given a value that is not a stream as stream= (the simulator ignores it)
+    # (and the simulator, through runtime/simstreams.py, in the same words)
+    ("stream_argument", re.compile(r"^Expected a Stream object(?:, ExperimentalStream, "
+                                   r"GraphBuilder,)? or 0, got (?P<type>[\w.]+)$")),
     ("list_for_array",
      re.compile(r"^'list' object has no attribute '(?P<attr>\w+)'$")),
     ("number_for_array",
@@ -114,6 +121,16 @@ def named(exc: BaseException, fn: Any, name: str) -> tuple[str, Text] | None:
             return cause, T("{name} read the name {var}, which has no value where it is read"
                             "{where}: a loop's or a comprehension's variable exists only "
                             "inside it", name=name, var=hit.group("var"), where=where)
+        if cause == "shape_mismatch" and isinstance(exc, ValueError) and \
+                text == "null buffer pointer":
+            return cause, T("{name} copied between a device array and an empty host slice"
+                            "{where}: a copy moves a whole array into one of the same shape: "
+                            "slice both sides to the same chunk (h[lo:hi] with d[:hi - lo])",
+                            name=name, where=where)
+        if cause == "stream_argument" and isinstance(exc, TypeError):
+            return cause, T("{name} passed a value of type {type} as a stream{where}: "
+                            "stream= takes a stream made by cuda.stream() (the chunk's own: "
+                            "streams[s])", name=name, type=hit.group("type"), where=where)
         if cause == "shape_mismatch" and isinstance(exc, ValueError):
             a, b = hit.group("a") or hit.group("a2"), hit.group("b") or hit.group("b2")
             return cause, T("{name} copied between arrays of different shapes, {a} and {b}"

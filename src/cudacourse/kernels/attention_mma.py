@@ -103,10 +103,12 @@ class MmaAttentionConfig:
                              + "; ".join(problems))
 
 
-# The defaults before an H200 sweep (docs/ptxas_tensorcore.json, compiled offline): d = 64
-# takes 128 registers, four blocks per SM; d = 128 capped at 168 registers spills nothing and
-# fits three blocks instead of two
-GPU_CONFIGS = {64: MmaAttentionConfig(4, 64), 128: MmaAttentionConfig(4, 32, 168)}
+# The fastest correct configurations of the H200 sweep of 2026-12-05
+# (docs/sweeps/tensorcore-h200-2026-12-05.json, tools/gpu/tune_tensorcore.py, 16 x 4096):
+# d = 64 with two 16-row m-tiles a warp (each K and V fragment used twice: 0.62 of SDPA
+# bf16 where one m-tile gave 0.53); d = 128 with 64-key tiles (0.40; 32 keys capped at 168
+# registers, the offline pick of docs/ptxas_tensorcore.json, gave 0.37)
+GPU_CONFIGS = {64: MmaAttentionConfig(4, 64, 0, False, 2), 128: MmaAttentionConfig(4, 64)}
 SIM_CONFIGS = {64: MmaAttentionConfig(2, 32), 128: MmaAttentionConfig(2, 32)}
 
 _KERNELS: dict = {}
@@ -391,6 +393,9 @@ def flash_attention_bf16(q: Any, k: Any, v: Any, causal: bool = False, out: Any 
         if tuple(out.shape) != shape:
             raise ValueError(f"shape mismatch: q {shape}, out {tuple(out.shape)}")
     on_host = not all(is_device_array(x) for x in (q, k, v))
+    if not on_host:  # what the arrays hold is the first thing wrong, if it is wrong
+        for x, n in ((q, "q"), (k, "k"), (v, "v")):
+            _bits(x, n)
     tile = math.lcm(cfg.br, cfg.bc)
     sp = math.ceil(seq / tile) * tile
     if sp != seq and not on_host:
@@ -411,8 +416,6 @@ def flash_attention_bf16(q: Any, k: Any, v: Any, causal: bool = False, out: Any 
         dq, dk, dv = (cuda.to_device(np.ascontiguousarray(x).reshape(bh * sp, d))
                       for x in (qb, kb, vb))
     else:
-        for x, n in ((q, "q"), (k, "k"), (v, "v")):
-            _bits(x, n)
         dq, dk, dv = (to_device(x).reshape(bh * seq, d) for x in (q, k, v))
     dtype = np.uint16 if out_bits else np.float32
     direct = out is not None and is_device_array(out) and not on_host

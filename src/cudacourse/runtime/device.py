@@ -261,10 +261,12 @@ def ensure(policy: str | None = None) -> Choice:
     choice = choose(policy)
     _numba_agrees(choice)  # or an error: the notice below says the mode numba.cuda is in
     if choice.mode == "sim":
-        from . import simblock, simwarp
+        from . import simalign, simblock, simstreams, simwarp
 
         simblock.install()  # first: simwarp wraps the thread class it patches
         simwarp.install()
+        simalign.install()
+        simstreams.install()
     _choice = choice
     if os.environ.get(QUIET_ENV) != "1":
         print(choice.notice())

@@ -516,7 +516,8 @@ OPERATORS = [
                                                     # a tuple's name read for a number's or an
                                                     # array's: the typing error says so
                                                     "tuple_for_number", "tuple_for_array",
-                                                    "list_index", "list_for_array"}),
+                                                    "list_index", "list_for_array",
+                                                    "stream_argument"}),
              wrong_name),
     Operator("axis_name", "a variable of one axis read for the other's (row for col)",
              frozenset(_INDEX | _LAUNCH), axis_name),
