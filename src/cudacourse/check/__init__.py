@@ -32,7 +32,7 @@ import types
 # compares the loaded modules before and after the learner's cells).
 from . import _cases, _engine, _origin, _source, _compile, _replay  # noqa: F401
 from . import _numba_hooks, _budget  # noqa: F401
-from . import _observe, _instrument, _preflight  # noqa: F401
+from . import _observe, _instrument, _preflight, _copies  # noqa: F401
 from . import kit  # noqa: F401 - the checkers' one import
 from ..course import lessons
 from ._cases import Cases
@@ -71,7 +71,8 @@ def _public(fn):
         try:
             # every kernel it launches must compile for sm_90; on a GPU every launch of learner
             # code runs its index-checked build first; no check runs past its budget
-            with _compile.gating(), _preflight.guarding(), _budget.budget():
+            # (and a copy from an empty host slice is refused on a GPU as in the simulator)
+            with _compile.gating(), _preflight.guarding(), _budget.budget(), _copies.exact():
                 return fn(*args, **kwargs)
         except CheckFailure as failure:
             # Your code did not pass this check: the reason is printed below.

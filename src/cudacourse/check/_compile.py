@@ -349,7 +349,25 @@ def is_compile_error(exc: BaseException) -> bool:
         base = getattr(sys.modules.get(mod), "NumbaError", None)
         if isinstance(base, type):
             kinds.append(base)
-    return bool(kinds) and isinstance(exc, tuple(kinds))
+    if kinds and isinstance(exc, tuple(kinds)):
+        return True
+    return _raised_while_compiling(exc)
+
+
+# Numba's compiler's own frames: an exception raised under one of them is the compiler's
+# refusal, whatever its type (cuda.grid(4) raises a plain ValueError "argument can only be
+# 1, 2, 3" while typing; on the H200, 2026-12-05, it was taken for the kernel raising)
+_COMPILER_FRAMES = frozenset({"compile_cuda", "compile_extra", "_compile_core"})
+
+
+def _raised_while_compiling(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in _COMPILER_FRAMES and "numba" in code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def compile_here(kernel: Any, specs: list) -> CompileRefused | None:

@@ -93,7 +93,7 @@ def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
                   ctx_text(context), **kwargs)
     except E.CheckFailure as exc:
         if getattr(exc, "cause", None) == "unwritten":
-            _written_poison(got, kwargs.get("name", ""), exc)
+            fed_back(got, kwargs.get("name", ""), exc.context)
             _colliding_writes(got, kwargs.get("name", ""), exc)
         if getattr(exc, "cause", None) == "wrong_values":
             _first_wrong_value(kwargs.get("name", ""), exc, reads)
@@ -102,9 +102,14 @@ def compare(got: Any, want: Any, *, context: Any = None, **kwargs: Any) -> None:
         fail("wrong_values", str(exc), None)
 
 
-def _written_poison(got: Any, name: Any, exc: E.CheckFailure) -> None:
-    """Raise "accumulated into the output" when the record shows the elements that still
-    hold the poison were written by the kernel (and the kernel read the output)."""
+def fed_back(got: Any, name: Any, context: Any) -> None:
+    """Raise "accumulated into the output" when the record shows that the elements of
+    ``got`` holding NaN (the check's poison, or NaN computed from it) were all written by
+    the kernel, and that the kernel read the output: it computed from the output itself
+    (``c[i, j] += ...`` into memory nobody initialised). The record decides, never the NaN's
+    bits: NumPy (the simulator) keeps the poison's payload through ``nan + x``, a GPU's
+    arithmetic makes it the canonical NaN (on the H200, 2026-12-05, the same kernel was
+    "never written" in one and "NaN computed" in the other)."""
     __tracebackhide__ = True
     obs = _LAST[0] if _LAST else None
     if obs is None or not getattr(obs, "live", False) or not isinstance(name, str):
@@ -113,7 +118,9 @@ def _written_poison(got: Any, name: Any, exc: E.CheckFailure) -> None:
     if log is None or log.element_writes is None or not log.total_reads:
         return
     got = E._asarray(got)
-    left = poisoned(got).ravel()
+    if got.dtype.kind != "f":
+        return
+    left = E._isnan(got).ravel()
     writes = _asarray_int(log.element_writes)
     if writes.size != left.size or not left.any():
         return
@@ -131,7 +138,7 @@ def _written_poison(got: Any, name: Any, exc: E.CheckFailure) -> None:
            "Accumulate into a local variable (acc = 0.0, then acc += ... in the loop) and "
            "store it once: {name}[...] = acc", k=int(written.sum()), n=int(got.size),
            name=name, at=E.at(name, idx), thread_name=thread_name(who)),
-         {**exc.context})
+         dict(context) if isinstance(context, dict) else context)
 
 
 def _span(values: list) -> str:
@@ -332,6 +339,7 @@ def computed_nan(got: Any) -> Any:
 
 
 def no_computed_nan(got: Any, name: str, context: str, why: str = "") -> None:
+    fed_back(got, name, context)  # NaN from the poison the kernel read back: said as such
     bad = E._flatnonzero(computed_nan(got))
     if bad.size:
         got = E._asarray(got)
