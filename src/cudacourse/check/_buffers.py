@@ -107,8 +107,9 @@ class Probe(_ndarray):
                     break  # a slice, an array, a bool...: the general path below
                 i = int(i)
                 if not 0 <= i < n:
-                    # Python would wrap a negative index around or raise past the end; a
-                    # GPU reads or writes whatever memory lies there
+                    # Python (and Numba, on a GPU) would wrap a negative index around to
+                    # another element, or raise past the end where a GPU reads or writes
+                    # whatever memory lies there: both are outside the index range
                     if buf.outside is not None and buf.outside(self, axis, i, n, write):
                         return None
                     break

@@ -423,6 +423,14 @@ def outside(name: str, ctx: dict, who: Any, grid_ndim: int, index: int | None = 
         fail("out_of_bounds_read", T("{name} indexed outside an array{where}, in {who}.",
                                      name=name, where="", who=who),
              hint=T("missing bounds guard (if i < n)?"), context=ctx)
+    if index < 0:  # no bounds guard is missing: the index itself is computed wrong
+        fail("out_of_bounds_read", T("{name} indexed an array with a negative index ({index} "
+                                     "on its axis {axis}, of size {size}), in {who}.",
+                                     name=name, index=index, axis=axis, size=size, who=who),
+             hint=T("Numba wraps a negative index around to the end of the axis, as Python "
+                    "does, so the kernel silently uses another element (CUDA C would touch "
+                    "memory before the array): check how the index is computed (a - 1 at "
+                    "the first thread?)"), context=ctx, index=index, size=size)
     if tile is not None:  # a shared array: its declared shape is the evidence
         fail("out_of_bounds_read", T("{name} indexed its shared array {array} outside the shape it declares "
                "(index {index} on its axis {axis}, of size {size}) at line {line}, in "

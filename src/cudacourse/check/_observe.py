@@ -641,8 +641,10 @@ def out_of_bounds_words(recs: list, block: tuple, name: str) -> tuple[str, str]:
                "{size})", thread_name=thread_name(r.thread), verb=verb, array=r.array,
                index=r.index, line=r.line, size=r.size))
     if r.index < 0:
-        return ("out_of_bounds_read", T("{first}: a negative index. On a GPU that reads or "
-                                        "writes memory before the array; check how the index "
+        return ("out_of_bounds_read", T("{first}: a negative index. Numba wraps it around "
+                                        "to the end of the axis, as Python does, so the "
+                                        "kernel silently uses another element (CUDA C would "
+                                        "touch memory before the array); check how the index "
                                         "is computed.", first=first))
     gids = {x.grid_index(block) for x in recs}
     if len(block) == 1 and all(x.index == x.size for x in recs) and             gids == {recs[0].size}:
