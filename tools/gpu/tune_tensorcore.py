@@ -2,7 +2,9 @@
 cuBLAS bf16 and SDPA bf16 (median of CUDA-event timings of the public call), and check each
 configuration's result first. Writes a JSON of every figure to argv[1] (default tune.json).
 
-    python3 tools/gpu/tune_tensorcore.py OUT.json [quick|full] [CHOICES.json]
+    python3 tools/gpu/tune_tensorcore.py OUT.json [quick|full|matmul] [CHOICES.json]
+
+(matmul: the matmul configurations only, the first sweep's best beside the second's.)
 
 CHOICES.json gets the fastest correct configuration of each kernel, for
 CUDACOURSE_TC_CONFIGS (the bench then times the public calls with them).
@@ -80,7 +82,13 @@ print(f"cuBLAS bf16: {ms:.3f} ms {fl / ms / 1e9:.0f} TFLOP/s", flush=True)
 cfgs = [(128, 128, 32, 64, 32, 3), (128, 128, 32, 64, 32, 4), (128, 256, 32, 64, 64, 3),
         (128, 256, 32, 64, 64, 4), (256, 128, 32, 64, 64, 3), (128, 128, 32, 64, 64, 4),
         (128, 128, 64, 64, 32, 3), (128, 128, 32, 32, 64, 3)]
-for c in cfgs[:2] if quick else cfgs:
+# the second sweep (2026-12-05, after the first put 4 stages first): deeper rings, a wider
+# k-slice with 4 stages, and register caps that may let two blocks share an SM
+more = [(128, 128, 32, 64, 32, 5), (128, 128, 32, 64, 32, 6), (128, 128, 64, 64, 32, 4),
+        (128, 128, 32, 64, 32, 4, 128), (128, 128, 32, 64, 32, 4, 168),
+        (256, 128, 32, 64, 64, 4), (128, 256, 32, 64, 64, 4, 168)]
+matmul_only = len(sys.argv) > 2 and sys.argv[2] == "matmul"
+for c in (cfgs[:2] if quick else [cfgs[1]] + more if matmul_only else cfgs + more):
     cfg = mm.MmaConfig(*c)
     try:
         cfg.validate()
@@ -99,6 +107,10 @@ for c in cfgs[:2] if quick else cfgs:
     out["matmul"][str(c)] = r
     print("matmul", c, r, flush=True)
     save()
+
+if matmul_only:
+    print("picks", save())
+    sys.exit(0)
 
 from torch.nn.functional import scaled_dot_product_attention as sdpa  # noqa: E402
 

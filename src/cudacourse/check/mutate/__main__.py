@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--only", default="", metavar="I,J,...",
+                   help="run only these positions of the draw (a report's outcomes are in "
+                        "draw order: re-run the mutants two devices disagreed on)")
     p.add_argument("--compare", type=Path, default=None,
                    help="a report's .json from another device: exit 1 unless every mutant "
                         "got the same verdict and cause here (same --sample and --seed)")
@@ -52,6 +55,15 @@ def main(argv: list[str] | None = None) -> int:
                         "of its rejected mutants (the nightly run's bar: 90)")
     args = p.parse_args(argv)
     pairs = sample(args.root, args.sample, args.seed, args.exercise)
+    if args.only:
+        try:
+            keep = sorted({int(i) for i in args.only.split(",") if i.strip()})
+        except ValueError:
+            p.error(f"--only takes positions of the draw, such as 3,17,40; got {args.only!r}")
+        if keep and not 0 <= keep[0] <= keep[-1] < len(pairs):
+            p.error(f"--only: the draw has {len(pairs)} mutants (positions 0 to "
+                    f"{len(pairs) - 1})")
+        pairs = [pairs[i] for i in keep]
     print(f"{len(pairs)} mutants", file=sys.stderr)
 
     workers = Workers(args.timeout)
