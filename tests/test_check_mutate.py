@@ -15,7 +15,7 @@ import pytest
 
 from cudacourse.check.mutate.masters import exercises
 from cudacourse.check.mutate.operators import OPERATORS, mutants
-from cudacourse.check.mutate.runner import Workers, evaluate, run
+from cudacourse.check.mutate.runner import Outcome, Workers, evaluate, run
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = os.environ.get("CUDACOURSE_NIGHTLY") == "1"
@@ -209,3 +209,35 @@ def test_the_nightly_gate_holds_the_bar_per_lesson():
                 [Outcome("01_a/x", "index_shift", 1, "named", "off_by_one")] * 20, 90) == 1
     assert gate(good + [Outcome("01_a/x", "index_shift", 1, "named", "x", english_in_ja=2)]
                 + [Outcome("01_a/x", "index_shift", 1, "named", "x")] * 20, 90) == 1
+
+
+def test_only_runs_the_named_positions_of_the_draw_and_refuses_others(capsys, monkeypatch,
+                                                                       tmp_path):
+    """``--only`` re-runs the mutants two devices disagreed on: positions of the draw (the
+    report's outcomes are in draw order), refused with a clear error when out of range."""
+    from cudacourse.check.mutate import __main__ as cli
+
+    ran = []
+
+    class _Workers:
+        def __init__(self, timeout):
+            pass
+
+        def run(self, ex, source, operator, line):
+            ran.append((ex.name, operator, line))
+            return Outcome(ex.lesson + "/" + ex.name, operator, line, "named", "x")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(cli, "Workers", _Workers)
+    monkeypatch.setattr(cli.report, "write", lambda *a, **k: None)
+    draw = cli.sample(ROOT, 2, 45, ["vector_add"])
+    assert cli.main(["--root", str(ROOT), "--sample", "2", "--exercise", "vector_add",
+                     "--only", "1", "--out", str(tmp_path)]) == 0
+    assert ran == [(draw[1][0].name, draw[1][1].operator, draw[1][1].line)]
+    for bad in ("7", "x"):
+        with pytest.raises(SystemExit):
+            cli.main(["--root", str(ROOT), "--sample", "2", "--exercise", "vector_add",
+                      "--only", bad])
+    assert "--only" in capsys.readouterr().err

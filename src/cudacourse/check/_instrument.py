@@ -813,12 +813,18 @@ def active() -> bool:
 
 
 def observation() -> "NativeObservation | None":
-    """The observation ``_observe.observing()`` hands out during a session, else None."""
+    """The observation ``_observe.observing()`` hands out: during a session, the session's;
+    outside one, where native evidence is on (a GPU), one of its own, so a checker that
+    observes its launches without ``kernel_cases`` (heat_step, lbm_step, block_sum...) gets
+    the same record on a GPU as in the simulator (on the H200, 2026-12-05, such checkers saw
+    no record at all, and a tile never loaded was "a factor of 0" there, "cells no thread
+    loaded" in the simulator); else None."""
     s = _STATE["session"]
-    if s is None:
+    if s is None and not enabled():
         return None
     obs = NativeObservation()
-    s.observations.append(obs)
+    if s is not None:
+        s.observations.append(obs)
     _STATE.setdefault("open", []).append(obs)
     return obs
 
