@@ -98,7 +98,7 @@ def test_the_record_names_the_first_thread_its_loop_and_numbers(gpu_path):
     rec = obs.endless
     assert rec["line"] == _line_of(halves_to_zero, "while offset >= 0:")
     assert rec["code"] == "while offset >= 0:" and rec["values"] == "offset = 0"
-    assert rec["trips"] == gpu_path and rec["threads"] == 8  # every thread hit the cap
+    assert rec["trips"] == gpu_path and rec["hits"] == 8  # every thread met the cap, once
     (bx, by, bz), (tx, ty, tz) = rec["thread"]
     assert 0 <= bx < 2 and 0 <= tx < 4 and (by, bz, ty, tz) == (0, 0, 0, 0)
 

@@ -58,8 +58,9 @@ UNFILLED_RECORDS = 64
 BARRIER_LINES = 64  # barrier lines kept per thread, in the order reached
 LOOP_CAP = 1 << 20  # while-loop trips per thread, all its while loops together, before the
 # build calls the loop endless: a right answer's loops run log2(n) trips (a tree reduction)
-# or n / threads (a grid stride) on a check's sizes, far below; on a GPU 2**20 trips end
-# within a second even with every access recorded. Read at each launch (tests lower it: the
+# or n / threads (a grid stride) on a check's sizes, far below; a GPU runs 2**20 trips in
+# seconds even with every access recorded (an estimate, about a microsecond a trip: the H200
+# run of tests/test_loopcap.py's mutants times it). Read at each launch (tests lower it: the
 # simulator runs ~4,400 threads/s), not compiled in, so one build serves any cap.
 LOOP_NAMES = 4  # numbers of an endless loop's condition kept (its first names, sorted)
 _CASTS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
@@ -738,13 +739,6 @@ def _number(v: float) -> str:
     return str(int(v)) if float(v).is_integer() and abs(v) < 2 ** 53 else repr(float(v))
 
 
-def _plain_dims(v: tuple) -> Any:
-    t = tuple(int(x) for x in v)
-    while len(t) > 1 and t[-1] == 1:
-        t = t[:-1]
-    return t[0] if len(t) == 1 else t
-
-
 class NativeObservation(O.Observation):
     """An Observation filled from an instrumented build's shadow arrays (any device)."""
 
@@ -755,7 +749,8 @@ class NativeObservation(O.Observation):
         self._watched: dict[int, tuple[str, Any]] = {}
         self.incomplete = ""  # why the last launch could not be observed ('' when it was)
         # the first thread past LOOP_CAP while-loop trips, when one was: {"thread",
-        # "line", "code", "values", "trips", "threads"} (the launch then fails endless_loop)
+        # "line", "code", "values", "trips" (the cap), "hits" (times a thread met the cap,
+        # once per loop it was in)} (the launch then fails endless_loop)
         self.endless: dict | None = None
 
     def watch(self, view: Any, name: str) -> Any:
@@ -856,10 +851,10 @@ class NativeObservation(O.Observation):
         (bx, by, bz), (tx, ty, tz) = _keys([int(rec[2])], g, b)[0]
         shown = ", ".join(f"{n} = {_number(v)}" for n, v in zip(names, vals))
         self.endless = {"thread": ((bx, by, bz), (tx, ty, tz)), "line": line, "code": code,
-                        "values": shown, "trips": int(rec[1]), "threads": int(rec[0])}
-        if not strict:
-            from . import _preflight  # here: _preflight imports this module
+                        "values": shown, "trips": int(rec[1]), "hits": int(rec[0])}
+        from . import _preflight  # here: _preflight imports this module
 
+        if not strict:
             if _preflight.learner_code(kernel):
                 _preflight._note("refused", kernel)
         who = T("thread ({tid_x}, {tid_y}, {tid_z}) of block ({bid_x}, {bid_y}, {bid_z})",
@@ -878,7 +873,7 @@ class NativeObservation(O.Observation):
                     "{trips} times, far more than this exercise needs, and its condition was "
                     "still true; {stopped}", line=line, code=code, who=who, trips=int(rec[1]),
                     stopped=stopped)
-        E.fail("endless_loop", msg, {"grid": _plain_dims(g), "block": _plain_dims(b)})
+        E.fail("endless_loop", msg, {"grid": _preflight._dims(g), "block": _preflight._dims(b)})
 
     def _noted(self, kernel: Any, strict: bool) -> None:
         """A checker's launch (not a launch's first run, which notes itself): the
