@@ -109,6 +109,34 @@ def test_a_right_loop_is_untouched(gpu_path):
     assert ("raw", "tree_then_add") in seen or ("instrumented", "tree_then_add") in seen
 
 
+@cuda.jit
+def counts_to(out, n):
+    i = cuda.grid(1)
+    j = 0
+    while j < n:
+        j += 1
+    if i < out.shape[0]:
+        out[i] = j
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_the_cap_is_the_boundary(gpu_path, extra):
+    """A loop of exactly LOOP_CAP trips is a right loop; one trip more is endless, and the
+    record keeps the numbers its condition read (a local and a number argument)."""
+    obs = I.NativeObservation()
+    out = obs.watch(cuda.to_device(np.zeros(4, np.int64)), "out")
+    n = gpu_path + extra
+    if not extra:
+        obs.run(counts_to, 1, 4, out, n, name="counts_to", strict=True)
+        assert obs.endless is None and (out.copy_to_host() == n).all()
+        return
+    with pytest.raises(E.CheckFailure) as info:
+        obs.run(counts_to, 1, 4, out, n, name="counts_to", strict=True)
+    assert info.value.cause == "endless_loop"
+    assert obs.endless["values"] == f"j = {gpu_path}, n = {n}", obs.endless
+    assert f"j = {gpu_path}, n = {n}" in str(info.value)
+
+
 def _exercise(name: str):
     return next(e for e in masters.exercises(ROOT) if e.name == name)
 

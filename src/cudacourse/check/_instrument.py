@@ -25,7 +25,7 @@ alike):
   restarted), so an endless loop must end inside the build: the launch then ends, the
   check fails with cause ``endless_loop`` (:meth:`NativeObservation.run`), and the raw
   kernel never runs. ``for`` loops need no bound: Numba's ``for`` runs over a ``range`` or
-  an array, both finite (a zero step ends the thread).
+  an array, both finite (Numba refuses a zero step).
 
 The record is a :class:`NativeObservation`, an ``_observation.Observation`` whose fields are
 filled from the device's shadow arrays after each launch, so the checkers' verdict code is
