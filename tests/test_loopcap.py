@@ -88,6 +88,18 @@ def test_an_endless_while_loop_is_refused_with_its_line(gpu_path):
     assert ("refused", "halves_to_zero") in seen and ("raw", "halves_to_zero") not in seen, seen
 
 
+def test_a_launch_of_an_endless_kernel_never_runs_raw(gpu_path):
+    """However it is launched (here as a learner's host function would, inside a check's
+    hook), the launch's instrumented first run refuses it: the raw kernel never starts."""
+    a = cuda.to_device(np.ones(8, np.float32))
+    out = cuda.to_device(np.zeros(8, np.float32))
+    with P.guarding(), P.spying() as seen, pytest.raises(E.CheckFailure) as err:
+        halves_to_zero[2, 4](a, a, out)
+    assert err.value.cause == "endless_loop", str(err.value)
+    assert seen == [("instrumented", "halves_to_zero"), ("refused", "halves_to_zero")], seen
+    assert (out.copy_to_host() == 0).all()  # the first run wrote copies; the raw one never ran
+
+
 def test_the_record_names_the_first_thread_its_loop_and_numbers(gpu_path):
     obs = I.NativeObservation()
     a = obs.watch(cuda.to_device(np.ones(8, np.float32)), "a")
