@@ -269,7 +269,7 @@ def test_instrumented_builds_compile_for_sm90():
 def _extra_args(built, arrays):
     z = lambda n, dt: cuda.to_device(np.zeros(n, dt))  # noqa: E731
     extra = [z(8, np.int64), z(8, np.int32), z(8, np.int32), z(8, np.int32), z(1, np.int32),
-             z(8, np.int64), z(8, np.int64)]
+             z(8, np.int64), z(8, np.int64), z(4, np.int64), z(I.LOOP_NAMES, np.float64)]
     for a in arrays:
         extra += [z(8, np.int32), z(8, np.int32), z(a.size, np.int32), np.float32(0)]
     for _ in built["shared"]:

@@ -17,7 +17,15 @@ alike):
   stored is an unfilled read;
 * every ``cuda.syncthreads()`` reached is recorded per thread, by line (a barrier that not
   every thread of the block reaches is found from those lists), and shuffles and atomics
-  are counted.
+  are counted;
+* every ``while`` loop is bounded: a thread's ``while`` trips, all its loops together, are
+  counted, and past :data:`LOOP_CAP` the first thread there records its block, its thread,
+  the loop and the numbers its condition reads, and leaves the loop (``break``). A GPU
+  kernel that never ends cannot be interrupted (the notebook hangs until its kernel is
+  restarted), so an endless loop must end inside the build: the launch then ends, the
+  check fails with cause ``endless_loop`` (:meth:`NativeObservation.run`), and the raw
+  kernel never runs. ``for`` loops need no bound: Numba's ``for`` runs over a ``range`` or
+  an array, both finite (Numba refuses a zero step).
 
 The record is a :class:`NativeObservation`, an ``_observation.Observation`` whose fields are
 filled from the device's shadow arrays after each launch, so the checkers' verdict code is
@@ -48,6 +56,16 @@ OOB_RECORDS = 4096  # out-of-bounds accesses kept per launch (the first ones; as
 RACE_RECORDS = 16
 UNFILLED_RECORDS = 64
 BARRIER_LINES = 64  # barrier lines kept per thread, in the order reached
+LOOP_CAP = 1 << 20  # while-loop trips per thread, all its while loops together, before the
+# build calls the loop endless: a right answer's loops run log2(n) trips (a tree reduction)
+# or n / threads (a grid stride) on a check's sizes, far below; a GPU runs 2**20 trips in
+# seconds even with every access recorded (an estimate, about a microsecond a trip: the H200
+# run of tests/test_loopcap.py's mutants times it). Read at each launch (tests lower it: the
+# simulator runs ~4,400 threads/s), not compiled in, so one build serves any cap.
+LOOP_NAMES = 4  # numbers of an endless loop's condition kept (its first names, sorted)
+_CASTS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+          "uint16", "uint32", "uint64", "int", "float", "abs", "min", "max", "round"}
+_DIMS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 _SHFL = {"shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync"}
 _WARP = _SHFL | {"syncwarp", "activemask", "ballot_sync", "all_sync", "any_sync", "eq_sync",
                  "match_any_sync", "match_all_sync", "lanemask_lt"}
@@ -141,6 +159,103 @@ def _called_device_functions(fn: ast.FunctionDef, glb: dict) -> list:
     return out
 
 
+def _has_while(text: str) -> bool:
+    try:
+        return any(isinstance(n, ast.While) for n in ast.walk(ast.parse(textwrap.dedent(text))))
+    except SyntaxError:
+        return True  # not readable: not followed either
+
+
+def _numeric(e: ast.AST, ok: set[str], arrays: set[str]) -> bool:
+    """Whether ``e`` is surely a number (int or float, not a bool, a tuple or an array), by
+    its form alone: what an endless loop's record may store as a float64 without making the
+    build fail to compile. ``ok``: the names known to hold numbers."""
+    if isinstance(e, ast.Constant):
+        return isinstance(e.value, (int, float)) and not isinstance(e.value, bool)
+    if isinstance(e, ast.Name):
+        return e.id in ok
+    if isinstance(e, ast.BinOp):
+        return _numeric(e.left, ok, arrays) and _numeric(e.right, ok, arrays)
+    if isinstance(e, ast.UnaryOp):
+        return not isinstance(e.op, ast.Not) and _numeric(e.operand, ok, arrays)
+    if isinstance(e, ast.IfExp):
+        return _numeric(e.body, ok, arrays) and _numeric(e.orelse, ok, arrays)
+    if isinstance(e, ast.Subscript):  # an element of an observed array, or a size
+        v = e.value
+        return isinstance(v, ast.Name) and v.id in arrays or \
+            isinstance(v, ast.Attribute) and v.attr == "shape"
+    if isinstance(e, ast.Attribute):
+        v = e.value
+        return (e.attr in ("x", "y", "z") and isinstance(v, ast.Attribute) and v.attr in _DIMS
+                or e.attr in ("laneid", "warpsize")
+                or e.attr in ("size", "ndim") and isinstance(v, ast.Name) and v.id in arrays)
+    if isinstance(e, ast.Call):
+        f = e.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+            else ""
+        if name in _CASTS:
+            return bool(e.args) and all(_numeric(a, ok, arrays) for a in e.args)
+        if name in _SHFL:
+            return len(e.args) > 1 and _numeric(e.args[1], ok, arrays)
+        if name in ("grid", "gridsize"):
+            return len(e.args) == 1 and isinstance(e.args[0], ast.Constant) and \
+                e.args[0].value == 1
+        return bool(_atomic_op(e)) or isinstance(f, ast.Attribute) and \
+            isinstance(f.value, ast.Name) and f.value.id == "math"
+    return False
+
+
+def _numeric_names(fn: ast.FunctionDef, seeds: set[str], arrays: set[str],
+                   glb: dict | None = None) -> set[str]:
+    """The kernel's names that surely hold numbers wherever they are bound: ``seeds`` (its
+    scalar parameters) and the locals every binding of which is numeric (``_numeric``);
+    the module's number constants (``glb``: TPB) count as numbers in those bindings, but are
+    not kept (a constant is not what a loop's trips change, and the simulator's look at a
+    stopped thread shows its locals only)."""
+    binds: dict[str, list] = {n: [] for n in seeds}
+    bad: set[str] = set()
+    grid_call = ast.Constant(0)  # a number: an element of cuda.grid(k) / gridsize(k)
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    binds.setdefault(t.id, []).append(node.value)
+                elif isinstance(t, (ast.Tuple, ast.List)):
+                    whole = node.value
+                    per = isinstance(whole, ast.Call) and isinstance(whole.func, ast.Attribute) \
+                        and whole.func.attr in ("grid", "gridsize")
+                    for el in t.elts:
+                        if isinstance(el, ast.Name):
+                            binds.setdefault(el.id, []).append(grid_call)
+                            if not per:
+                                bad.add(el.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            binds.setdefault(node.target.id, []).append(
+                ast.BinOp(left=ast.Name(id=node.target.id, ctx=ast.Load()), op=node.op,
+                          right=node.value))
+        elif isinstance(node, ast.For):
+            for el in ast.walk(node.target):
+                if isinstance(el, ast.Name):
+                    binds.setdefault(el.id, []).append(grid_call)
+                    it = node.iter
+                    if not (isinstance(node.target, ast.Name) and isinstance(it, ast.Call)
+                            and isinstance(it.func, ast.Name) and it.func.id == "range"):
+                        bad.add(el.id)
+        elif isinstance(node, ast.NamedExpr):
+            binds.setdefault(node.target.id, []).append(node.value)
+    consts = {k for k, v in (glb or {}).items() if k not in binds and
+              isinstance(v, (int, float, _np.integer, _np.floating)) and
+              not isinstance(v, (bool, _np.bool_))}
+    ok = {n for n in binds if n not in bad and n not in arrays}
+    while True:  # the fixpoint: a name is numeric when all its bindings are, given the rest
+        keep = {n for n in ok if all(v is not None and _numeric(v, ok | consts, arrays)
+                                     for v in binds[n])}
+        if keep == ok:
+            return ok
+        ok = keep
+
+
 def plan(kernel: Any) -> str:
     """'' when :func:`build` can instrument ``kernel``, else why not (in words)."""
     try:
@@ -194,6 +309,10 @@ def _analyse(kernel: Any) -> dict:
         if "syncthreads" in text or "shared" in text:
             raise NotInstrumentable(f"the device function {name} it calls uses barriers or "
                                     "shared memory")
+        if "while" in text and _has_while(text):
+            # its loop would run unbounded in the build (only the kernel's own are capped),
+            # and a GPU kernel that never ends cannot be interrupted: the replay decides
+            raise NotInstrumentable(f"the device function {name} it calls has a while loop")
     _check_names(fn, set(shared), "shared")
     return {"fn": fn, "params": params, "shared": shared, "globals": glb,
             "warp": _uses_warp(fn)}
@@ -218,6 +337,18 @@ def __cc_rec7(rec, cap, v0, v1, v2, v3, v4, v5, v6):
         rec[b + 4] = v4
         rec[b + 5] = v5
         rec[b + 6] = v6
+
+@__cc_cuda.jit(device=True)
+def __cc_loop(rec, val, tid, site, v0, v1, v2, v3):
+    # a thread past the loop cap: rec[0] counts them, the first keeps its thread, its loop
+    # and the numbers its condition reads (their real part: any number fits a float64)
+    if __cc_cuda.atomic.add(rec, 0, 1) == 0:
+        rec[2] = tid
+        rec[3] = site
+        val[0] = v0.real
+        val[1] = v1.real
+        val[2] = v2.real
+        val[3] = v3.real
 
 @__cc_cuda.jit(device=True)
 def __cc_bar(bar, tid, line):
@@ -312,6 +443,8 @@ class _Rewrite(ast.NodeTransformer):
         self.shared, self.shared_rank = shared, shared_rank
         self.site = {name: i for i, name in enumerate(shared)}
         self.used_ranks: set[int] = set()
+        self.numbers: set[str] = set()  # names that surely hold numbers (_numeric_names)
+        self.loops: list[tuple[int, str, tuple]] = []  # per while loop: line, test, names
 
     def _rank(self, name: str, parts: list, line: int) -> int:
         r = self.ranks[name] if name in self.ranks else self.shared_rank[name]
@@ -429,6 +562,26 @@ class _Rewrite(ast.NodeTransformer):
         self.generic_visit(node)
         return pre + [node]
 
+    def visit_While(self, node: ast.While) -> Any:
+        """The loop, bounded: each trip counts against the thread's ``LOOP_CAP`` first
+        (before the body, so a ``continue`` counts too); past it the thread records the loop
+        and leaves it. The trips of all the thread's loops add up, so a capped inner loop
+        inside an outer one does not start over ``LOOP_CAP`` times."""
+        site = len(self.loops)
+        names = tuple(sorted({n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)
+                              and n.id in self.numbers}))[:LOOP_NAMES]
+        self.loops.append((node.lineno, ast.unparse(node.test), names))
+        self.generic_visit(node)
+        vals = ", ".join(list(names) + ["0"] * (LOOP_NAMES - len(names)))
+        guard = ast.parse("__cc_trips += 1\n"
+                          "if __cc_trips > __cc_cap:\n"
+                          f"    __cc_loop(__cc_looprec, __cc_loopval, __cc_tid, {site}, {vals})\n"
+                          "    break").body
+        for g in guard:
+            ast.copy_location(g, node)
+        node.body = guard + node.body
+        return node
+
     def generic_stmt(self, node: ast.stmt) -> Any:
         pre = self._counters(node) if not isinstance(node, (ast.If, ast.For, ast.While)) \
             else []
@@ -446,6 +599,8 @@ __cc_blk = (__cc_cuda.blockIdx.z * __cc_cuda.gridDim.y + __cc_cuda.blockIdx.y) \
 __cc_tid = __cc_blk * (__cc_cuda.blockDim.x * __cc_cuda.blockDim.y * __cc_cuda.blockDim.z) \\
     + __cc_tib
 __cc_ep = 0
+__cc_trips = 0
+__cc_cap = __cc_looprec[1]
 """
 
 
@@ -471,10 +626,12 @@ def _shared_sizes(info: dict) -> tuple[dict, dict, dict]:
     return sizes, ranks, shapes
 
 
-def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict:
+def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...],
+          scalars: tuple[int, ...] = ()) -> dict:
     """The instrumented kernel for watched parameter positions ``watched`` of ranks
-    ``ranks``, cached: {"kernel", "shared" (name -> slots), "params", "lines"}."""
-    key = (id(getattr(kernel, "py_func", kernel)), watched, ranks)
+    ``ranks`` (``scalars``: the positions given numbers, whose values an endless loop's record
+    may keep), cached: {"kernel", "shared" (name -> slots), "loops", ...}."""
+    key = (id(getattr(kernel, "py_func", kernel)), watched, ranks, scalars)
     with _STATE["lock"]:
         hit = _STATE["builds"].get(key)
     if hit is not None and hit["py"] is getattr(kernel, "py_func", None):
@@ -487,6 +644,8 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
     fn = info["fn"]
     rw = _Rewrite(names, {params[i]: r for i, r in zip(watched, ranks)}, info["shared"],
                   shared_rank)
+    rw.numbers = _numeric_names(fn, {params[i] for i in scalars if i < len(params)},
+                                set(names) | set(info["shared"]), info["globals"])
     body = fn.body
     doc = body[:1] if body and isinstance(body[0], ast.Expr) and \
         isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str) else []
@@ -495,7 +654,7 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
         out = rw.visit(stmt)
         new_body += out if isinstance(out, list) else [out]
     extra = ["__cc_oobrec", "__cc_barrec", "__cc_shr", "__cc_shf", "__cc_atm",
-             "__cc_racerec", "__cc_unf"]
+             "__cc_racerec", "__cc_unf", "__cc_looprec", "__cc_loopval"]
     for k in range(len(watched)):
         extra += [f"__cc_r{k}", f"__cc_w{k}", f"__cc_e{k}", f"__cc_f{k}"]
     for s in range(len(info["shared"])):
@@ -529,10 +688,19 @@ def build(kernel: Any, watched: tuple[int, ...], ranks: tuple[int, ...]) -> dict
              "shared": {name: sizes[name] for name in info["shared"]},
              "shared_lines": dict(info["shared"]), "filename": filename,
              "shared_shapes": {name: shapes[name] for name in info["shared"]},
-             "source": text, "unit": unit}
+             "source": text, "unit": unit,
+             "loops": [(line, _loop_header(filename, line, test), names)
+                       for line, test, names in rw.loops]}
     with _STATE["lock"]:
         _STATE["builds"][key] = built
     return built
+
+
+def _loop_header(filename: str, line: int, test: str) -> str:
+    """The loop's first line as the learner wrote it (as ``_budget`` quotes it), else its
+    condition as the rewrite read it."""
+    text = linecache.getline(filename, line).strip()
+    return text if text.startswith("while") else f"while {test}:"
 
 
 def is_build(kernel: Any) -> bool:
@@ -565,6 +733,12 @@ def _keys(tids: Any, grid: tuple, block: tuple) -> list[tuple]:
     return out
 
 
+def _number(v: float) -> str:
+    """A recorded number as the simulator's look prints it: a whole number without '.0'
+    (the record keeps every number as a float64)."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 2 ** 53 else repr(float(v))
+
+
 class NativeObservation(O.Observation):
     """An Observation filled from an instrumented build's shadow arrays (any device)."""
 
@@ -574,6 +748,10 @@ class NativeObservation(O.Observation):
         super().__init__(True)
         self._watched: dict[int, tuple[str, Any]] = {}
         self.incomplete = ""  # why the last launch could not be observed ('' when it was)
+        # the first thread past LOOP_CAP while-loop trips, when one was: {"thread",
+        # "line", "code", "values", "trips" (the cap), "hits" (times a thread met the cap,
+        # once per loop it was in)} (the launch then fails endless_loop)
+        self.endless: dict | None = None
 
     def watch(self, view: Any, name: str) -> Any:
         log = O.ArrayLog(name, int(view.size))
@@ -595,8 +773,11 @@ class NativeObservation(O.Observation):
         g, b = E.validate_launch(grid, block)
         watched = tuple(i for i, a in enumerate(args) if id(a) in self._watched)
         ranks = tuple(int(args[i].ndim) for i in watched)
+        scalars = tuple(i for i, a in enumerate(args)
+                        if isinstance(a, (int, float, _np.integer, _np.floating))
+                        and not isinstance(a, (bool, _np.bool_)))
         try:
-            built = build(kernel, watched, ranks)
+            built = build(kernel, watched, ranks, scalars)
         except NotInstrumentable as exc:
             if strict:
                 raise
@@ -612,8 +793,12 @@ class NativeObservation(O.Observation):
                "shf": cuda.to_device(_np.zeros(nthreads, i32)),
                "atm": cuda.to_device(_np.zeros(nblocks, i32)),
                "race": cuda.to_device(_np.zeros(1 + 7 * RACE_RECORDS, i64)),
-               "unf": cuda.to_device(_np.zeros(1 + 4 * UNFILLED_RECORDS, i64))}
-        extra = [dev[k] for k in ("oob", "bar", "shr", "shf", "atm", "race", "unf")]
+               "unf": cuda.to_device(_np.zeros(1 + 4 * UNFILLED_RECORDS, i64)),
+               # [threads past the cap, the cap, first one's thread, its loop]
+               "loop": cuda.to_device(_np.array([0, int(LOOP_CAP), 0, 0], i64)),
+               "loopval": cuda.to_device(_np.zeros(LOOP_NAMES, _np.float64))}
+        extra = [dev[k] for k in ("oob", "bar", "shr", "shf", "atm", "race", "unf", "loop",
+                                  "loopval")]
         per_array = []
         for i in watched:
             a = args[i]
@@ -650,6 +835,45 @@ class NativeObservation(O.Observation):
         self._shared_shapes = built["shared_shapes"]
         self._collect(g, b, dev, per_array, shadows, built)
         self._noted(kernel, strict)
+        if not self.oob:  # an access outside comes first, as in the simulator (it stops there)
+            self._endless(g, b, dev, built, kernel, name, strict)
+
+    def _endless(self, g: tuple, b: tuple, dev: dict, built: dict, kernel: Any, name: str,
+                 strict: bool) -> None:
+        """Fail ``endless_loop`` when a thread went past ``LOOP_CAP`` while-loop trips: the
+        build left the loop so that the launch could end; the learner's kernel would not."""
+        __tracebackhide__ = True
+        rec = dev["loop"].copy_to_host()
+        if int(rec[0]) == 0:
+            return
+        vals = dev["loopval"].copy_to_host()
+        line, code, names = built["loops"][int(rec[3])]
+        (bx, by, bz), (tx, ty, tz) = _keys([int(rec[2])], g, b)[0]
+        shown = ", ".join(f"{n} = {_number(v)}" for n, v in zip(names, vals))
+        self.endless = {"thread": ((bx, by, bz), (tx, ty, tz)), "line": line, "code": code,
+                        "values": shown, "trips": int(rec[1]), "hits": int(rec[0])}
+        from . import _preflight  # here: _preflight imports this module
+
+        if not strict:
+            if _preflight.learner_code(kernel):
+                _preflight._note("refused", kernel)
+        who = T("thread ({tid_x}, {tid_y}, {tid_z}) of block ({bid_x}, {bid_y}, {bid_z})",
+                tid_x=tx, tid_y=ty, tid_z=tz, bid_x=bx, bid_y=by, bid_z=bz)
+        stopped = T("the check stopped it there, so that the launch could end: on a GPU a "
+                    "kernel that never ends cannot be interrupted, and your kernel itself did "
+                    "not run. Check how the loop's variable moves towards the end.")
+        if shown:
+            msg = T("the loop at line {line} (`{code}`) never ends: {who} went round it "
+                    "{trips} times, far more than this exercise needs, and the numbers its "
+                    "condition reads were then {values}, so its condition stays true; "
+                    "{stopped}", line=line, code=code, who=who, trips=int(rec[1]),
+                    values=shown, stopped=stopped)
+        else:
+            msg = T("the loop at line {line} (`{code}`) never ends: {who} went round it "
+                    "{trips} times, far more than this exercise needs, and its condition was "
+                    "still true; {stopped}", line=line, code=code, who=who, trips=int(rec[1]),
+                    stopped=stopped)
+        E.fail("endless_loop", msg, {"grid": _preflight._dims(g), "block": _preflight._dims(b)})
 
     def _noted(self, kernel: Any, strict: bool) -> None:
         """A checker's launch (not a launch's first run, which notes itself): the

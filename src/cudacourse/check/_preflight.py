@@ -12,7 +12,9 @@ that kernel on copies of the same arguments, every index of every array checked 
 outside is recorded and dropped, so the build itself never goes outside). Only when that run
 found no access outside does the launch itself go on; otherwise the check fails with the
 thread, the array, the index and the line, in the simulator's words (``_engine.outside``),
-and the raw kernel never runs.
+and the raw kernel never runs. So too when a ``while`` loop of that run went past the
+build's cap (``_instrument.LOOP_CAP``): the check fails ``endless_loop``, naming the loop and
+the thread, and the raw kernel, which on a GPU would spin beyond interruption, never runs.
 
 The one place that decides is :func:`first_run`, called by the launch hook :func:`guarding`
 installs (every public ``check_*`` runs inside it, ``check/__init__._public``), at the seam
@@ -229,6 +231,9 @@ def _instrumented(kernel: Any, grid: Any, block: Any, args: tuple, shared: int,
         if obs.oob:  # the run failed after going outside (the simulator computes on)
             _note("instrumented", kernel)
             _found(obs, kernel, name, grid, block, positions)
+        if obs.endless is not None:  # a while loop past the build's cap: the launch itself
+            _note("instrumented", kernel)  # would never end, so it never runs
+            _note("refused", kernel)
         raise
     _note("instrumented", kernel)
     if obs.oob:
