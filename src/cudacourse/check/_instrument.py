@@ -814,7 +814,7 @@ class NativeObservation(O.Observation):
             sw = cuda.to_device(_np.zeros(nblocks * slots, i64))
             sr = cuda.to_device(_np.zeros(nblocks * slots, i64))
             extra += [sw, sr]
-            shadows.append((sname, slots, sw))
+            shadows.append((sname, slots, sw, sr))
         E.compile_gate(kernel, args, name)  # simulator: what sm_90 refuses, said of the kernel
         try:
             E.launch(built["kernel"], grid, block, *args, *extra, name=name, shared=shared)
@@ -903,7 +903,7 @@ class NativeObservation(O.Observation):
             log.element_writes = log.element_writes + ew.copy_to_host().astype(_np.int64)
         shared_names = {i: T("the shared array allocated at line {site}",
                                site=built['shared_lines'][s])
-                        for i, (s, _, _) in enumerate(shadows)}
+                        for i, (s, *_rest) in enumerate(shadows)}
         self._collect_oob(g, b, dev, per_array, built)
         per = int(_np.prod(b))
         for key, (counts, into) in zip(("shr", "shf"), (
@@ -976,7 +976,7 @@ class NativeObservation(O.Observation):
         return self._shared_shapes[name]
 
     def _unfilled(self, rec: Any, shadows: list, names: dict, g: tuple, b: tuple) -> None:
-        finals = {i: sw.copy_to_host() for i, (_, _, sw) in enumerate(shadows)}
+        finals = {i: sh[2].copy_to_host() for i, sh in enumerate(shadows)}
         for k in range(min(int(rec[0]), UNFILLED_RECORDS)):
             site, slot, blk, enc = (int(v) for v in rec[1 + 4 * k:5 + 4 * k])
             slots = shadows[site][1]
@@ -985,6 +985,18 @@ class NativeObservation(O.Observation):
             who, line = self._thread_of(enc, blk, g, b)
             idx = tuple(int(i) for i in _np.unravel_index(slot, self._shape(shadows[site][0])))
             self.unfilled.append((names[site], idx, who, line))
+        # per block, the tile's cells never stored and those of them read: exact, from the
+        # shadows (the records above stop at UNFILLED_RECORDS), as the simulator counts them
+        per = int(_np.prod(b))
+        for site, (_name_, slots, _sw, sr) in enumerate(shadows):
+            stored = finals[site].reshape(-1, slots) != 0
+            read_never = (sr.copy_to_host().reshape(-1, slots) != 0) & ~stored
+            for blk in _np.flatnonzero(read_never.any(axis=1)):
+                if len(self.fill) >= 64:
+                    break
+                block = _keys([int(blk) * per], g, b)[0][0]
+                self.fill.append(O.Fill(names[site], tuple(block), int(stored[blk].sum()),
+                                        int(slots), int(read_never[blk].sum())))
 
 
 # --- when the checkers use it -------------------------------------------------------------------

@@ -360,58 +360,6 @@ def simulated_launch(kernel: Any, *, grid: Any, block: Any, shared: int = 0,
         _found(obs, kernel, name, grid, block, {p: i for i, p in enumerate(params)})
 
 
-# --- a negative index, refused in the simulator as a GPU's first run refuses it -------------
-
-_NEGATIVE = [0]  # > 0: a launch of learner code is running in the simulator
-
-
-@contextlib.contextmanager
-def _negative_refused() -> Iterator[None]:
-    """While a launch of learner code runs in the simulator, an array argument indexed with a
-    negative integer raises NumPy's own IndexError ("index -1 is out of bounds for axis 1 with
-    size 16"), which the checkers name with the thread and the line. NumPy (and Numba on a
-    GPU) would wrap it around to another element silently; a GPU's first run (the
-    instrumented build) refuses it; so does this, and one mistake gets one verdict (issue 45's
-    mutants on the H200, 2026-12-05: ``c[g + 8, 2 * t - 1]`` was "wrong index" in the
-    simulator and "out of bounds" on the GPU). Watched arrays (``_buffers``) record it
-    themselves; so do the course's own kernels, which never run under this."""
-    from numba.cuda.simulator.cudadrv import devicearray
-
-    cls = devicearray.FakeWithinKernelCUDAArray
-    if "_cc_negative" not in cls.__dict__:
-        get, put = cls.__getitem__, cls.__setitem__
-
-        def getitem(self: Any, idx: Any) -> Any:
-            if _NEGATIVE[0]:
-                _refuse_negative(self, idx)
-            return get(self, idx)
-
-        def setitem(self: Any, idx: Any, value: Any) -> None:
-            if _NEGATIVE[0]:
-                _refuse_negative(self, idx)
-            put(self, idx, value)
-
-        cls.__getitem__, cls.__setitem__ = getitem, setitem
-        cls._cc_negative = True
-    _NEGATIVE[0] += 1
-    try:
-        yield
-    finally:
-        _NEGATIVE[0] -= 1
-
-
-def _refuse_negative(array: Any, idx: Any) -> None:
-    inner = array.__dict__["_item"]
-    values = getattr(inner, "_ary", None)
-    if values is None or getattr(values, "_cc_buf", None) is not None:
-        return  # a watched array records an index outside itself
-    for axis, i in enumerate(idx if type(idx) is tuple else (idx,)):
-        if isinstance(i, (int, _np.integer)) and not isinstance(i, bool) and i < 0 \
-                and axis < values.ndim:
-            raise IndexError(f"index {int(i)} is out of bounds for axis {axis} with size "
-                             f"{values.shape[axis]}")
-
-
 # --- the hook ---------------------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -446,8 +394,7 @@ def guarding() -> Iterator[None]:
                           int(getattr(self, "dynshared_size", 0) or 0))
             _note("raw", self)
             try:
-                with _negative_refused():
-                    return orig(self, *args)
+                return orig(self, *args)
             except IndexError as exc:
                 refused_by_simulator(self, exc)
     else:

@@ -371,7 +371,11 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
                  first=first, ty_plus_2_times_tx_plus_2=(TY + 2) * (TX + 2),
                  tx_times_ty=TX * TY, ctx=ctx))
     # no race and every slot read was stored: the stores themselves carried the poison
-    # shared memory starts with, as `tile[...] += ...` makes them (issue 45, mutants)
+    # shared memory starts with, as `tile[...] += ...` makes them (issue 45, mutants). Said
+    # only from the simulator's record, which sees every interleaving it ran; an instrumented
+    # build's (a GPU's) may miss a race that the values show, and then claims nothing
+    if getattr(obs, "native", False):
+        return
     K.fail("accumulated_into_output", T(
         "heat_step's results hold garbage, yet the record shows no race and every cell of "
         "the shared tile it read was stored first: the stored values themselves were "
