@@ -412,6 +412,14 @@ def launch(kernel: Any, grid: Any, block: Any, *args: Any, name: str = "kernel",
         _launch_error(stray.first, name, {**ctx, "kernel": kernel}, stray.thread, stray.count)
 
 
+def launch_dims(v: Any) -> Any:
+    """A launch dimension as a checker writes it: (4, 1, 1) -> 4, (2, 3, 1) -> (2, 3)."""
+    t = tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),)
+    while len(t) > 1 and t[-1] == 1:
+        t = t[:-1]
+    return t[0] if len(t) == 1 else t
+
+
 def outside(name: str, ctx: dict, who: Any, grid_ndim: int, index: int | None = None,
             axis: int = 0, size: int = 0, tile: tuple | None = None) -> NoReturn:
     """The verdict on an index outside an array, the one wording for it: the simulator's

@@ -48,6 +48,7 @@ from typing import Any, Iterator
 from ..i18n import T
 from . import _engine as E
 from . import _compile  # which causes are compile refusals (COMPILE_CAUSES)
+from . import _origin, _spy
 from . import _observation as O  # the record filled here, as the simulator fills it
 
 _np = E._np
@@ -852,11 +853,10 @@ class NativeObservation(O.Observation):
         shown = ", ".join(f"{n} = {_number(v)}" for n, v in zip(names, vals))
         self.endless = {"thread": ((bx, by, bz), (tx, ty, tz)), "line": line, "code": code,
                         "values": shown, "trips": int(rec[1]), "hits": int(rec[0])}
-        from . import _preflight  # here: _preflight imports this module
-
-        if not strict:
-            if _preflight.learner_code(kernel):
-                _preflight._note("refused", kernel)
+        if not strict and _spy.noting() and not _origin.package_origin(
+                getattr(kernel, "py_func", kernel)):
+            _spy.note("refused", getattr(getattr(kernel, "py_func", kernel), "__name__",
+                                         "kernel"))
         who = T("thread ({tid_x}, {tid_y}, {tid_z}) of block ({bid_x}, {bid_y}, {bid_z})",
                 tid_x=tx, tid_y=ty, tid_z=tz, bid_x=bx, bid_y=by, bid_z=bz)
         stopped = T("the check stopped it there, so that the launch could end: on a GPU a "
@@ -873,20 +873,21 @@ class NativeObservation(O.Observation):
                     "{trips} times, far more than this exercise needs, and its condition was "
                     "still true; {stopped}", line=line, code=code, who=who, trips=int(rec[1]),
                     stopped=stopped)
-        E.fail("endless_loop", msg, {"grid": _preflight._dims(g), "block": _preflight._dims(b)})
+        E.fail("endless_loop", msg, {"grid": E.launch_dims(g), "block": E.launch_dims(b)})
 
     def _noted(self, kernel: Any, strict: bool) -> None:
         """A checker's launch (not a launch's first run, which notes itself): the
         instrumented build was the launch, and the learner's own kernel never ran
-        (``_preflight.spying``: "instrumented", then "refused" when it went outside)."""
-        if strict:
+        (``_spy.spying``: "instrumented", then "refused" when it went outside)."""
+        if strict or not _spy.noting():
             return
-        from . import _preflight  # here: _preflight imports this module
-
-        if _preflight.learner_code(kernel):
-            _preflight._note("instrumented", kernel)
-            if self.oob:
-                _preflight._note("refused", kernel)
+        py = getattr(kernel, "py_func", kernel)
+        if _origin.package_origin(py):  # the course's own kernel: not the learner's
+            return
+        name = getattr(py, "__name__", "kernel")
+        _spy.note("instrumented", name)
+        if self.oob:
+            _spy.note("refused", name)
 
     def _give_up(self, why: str) -> None:
         self.incomplete = why

@@ -38,11 +38,11 @@ from typing import Any, Iterator
 
 from . import _buffers
 from . import _engine as E
-from . import _instrument, _observe, _origin, _replay
+from . import _instrument, _observe, _origin, _replay, _spy
 from ..i18n import T
 
 _np = E._np
-_STATE: dict = {"depth": 0, "lock": threading.Lock(), "spies": [], "learner": {}}
+_STATE: dict = {"depth": 0, "lock": threading.Lock(), "learner": {}}
 
 
 # what ``_engine.outside`` calls an index outside an array (a first run's verdicts)
@@ -113,24 +113,11 @@ def learner_code(kernel: Any) -> bool:
     return mine
 
 
-@contextlib.contextmanager
-def spying() -> Iterator[list]:
-    """Tests: the list of (event, kernel name) this process's launches of learner code make,
-    in order: "instrumented" (its index-checked first run), "replayed" (that first run in
-    the simulator, for a kernel the rewrite cannot follow), "refused" (a first run, or the
-    simulator, found an index outside an array), "raw" (the launch itself)."""
-    seen: list = []
-    _STATE["spies"].append(seen)
-    try:
-        yield seen
-    finally:
-        _STATE["spies"].remove(seen)
+spying = _spy.spying  # tests: the order of a check's launches (see check/_spy.py)
 
 
 def _note(event: str, kernel: Any) -> None:
-    name = getattr(_origin.unwrap(kernel), "__name__", "kernel")
-    for seen in _STATE["spies"]:
-        seen.append((event, name))
+    _spy.note(event, getattr(_origin.unwrap(kernel), "__name__", "kernel"))
 
 
 @contextlib.contextmanager
@@ -150,12 +137,7 @@ def _busy() -> bool:
 
 # --- the one decision ------------------------------------------------------------------------
 
-def _dims(v: Any) -> Any:
-    """A launch dimension as a checker writes it: (4, 1, 1) -> 4, (2, 3, 1) -> (2, 3)."""
-    t = tuple(int(x) for x in v) if isinstance(v, (tuple, list)) else (int(v),)
-    while len(t) > 1 and t[-1] == 1:
-        t = t[:-1]
-    return t[0] if len(t) == 1 else t
+_dims = E.launch_dims
 
 
 def _is_array(a: Any) -> bool:
