@@ -1057,7 +1057,9 @@ def observation() -> "NativeObservation | None":
     no record at all, and a tile never loaded was "a factor of 0" there, "cells no thread
     loaded" in the simulator); else None."""
     s = _STATE["session"]
-    if s is None and not enabled():
+    # (in the simulator, outside a session, the simulator's own observation: a replay's
+    # simulated launch, _preflight.simulated_launch, relies on it even with native on)
+    if s is None and (E.simulator() or not enabled()):
         return None
     obs = NativeObservation()
     if s is not None:
