@@ -35,9 +35,9 @@ def program(source: str) -> str:
     return source
 
 
-def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple]:
+def _variants(tree: ast.Module, names: list[str], keep: Any = None) -> Iterator[tuple]:
     """(statement index, changed program, new node, old node) for every single change of
-    ``tree``."""
+    ``tree`` (those ``keep(new, old)`` allows, when given)."""
     for k, stmt in enumerate(tree.body):
         nodes = list(ast.walk(stmt.value))
         for pos, node in enumerate(nodes):
@@ -63,6 +63,8 @@ def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple]:
                 if len(parts) == 2:
                     reps.append(_indexed(_indexed(node, 0, parts[1]), 1, parts[0]))
             for rep in reps:
+                if keep is not None and not keep(rep, node):
+                    continue
                 new = copy.deepcopy(tree)
                 target = list(ast.walk(new.body[k].value))[pos]
                 _replace(new.body[k], target, rep)
@@ -231,4 +233,79 @@ def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got
         if equal(run(new)):
             return Found(ast.unparse(new.body[k]), ast.unparse(whole.body[k]), ast.unparse(rep),
                          ast.unparse(node), _in_index(whole.body[k], node))
+    return None
+
+
+def _kind(value: Any) -> tuple:
+    """What a name holds, for reading one name in place of another of the same kind: a
+    tuple (of registers) of a length, an array of a rank, or per-lane whole numbers or
+    per-lane reals."""
+    if isinstance(value, tuple):
+        return ("tuple", len(value))
+    arr = _asarray(value)
+    if arr.ndim >= 2:
+        return ("array", arr.ndim)
+    return ("int",) if arr.dtype.kind in "iub" else ("real",)
+
+
+def _run_staged(codes: list, cut: tuple[int, int], inputs: dict, steps: list,
+                functions: dict) -> tuple[tuple | None, dict]:
+    """The first ``cut[0]`` statements (compiled, one code a statement) once, the next
+    ``cut[1]`` once per entry of ``steps`` (that step's names), then the rest; the returned
+    tuple and the names bound at the end."""
+    a, b = cut
+    env = {**functions, **inputs}
+    glob = {"__builtins__": {}}
+    try:
+        with _errstate(all="ignore"):
+            for code in codes[:a]:
+                exec(code, glob, env)  # noqa: S102 - our own formulas, never the learner's
+            for names in steps:
+                env.update(names)
+                for code in codes[a:a + b]:
+                    exec(code, glob, env)  # noqa: S102
+            for code in codes[a + b:]:
+                exec(code, glob, env)  # noqa: S102
+    except Exception:  # noqa: BLE001 - a variant that NumPy cannot evaluate matches nothing
+        return None, env
+    out = env.get("__returned__")
+    return (tuple(out) if isinstance(out, tuple) else None), env
+
+
+def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list, got: tuple,
+                 functions: dict, rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
+    """``match`` for a kernel with one loop: ``prelude`` once, ``body`` once per entry of
+    ``steps`` (a dict of the loop's names for that pass, e.g. ``{"j0": 16}``), ``final``
+    ending with ``return (...)``. One change anywhere; a name is read only in place of one
+    holding the same kind of value in the reference (a register tuple for a register tuple,
+    a whole number for a whole number), as a learner's slip does."""
+    tp, tb, tf = ast.parse(prelude), ast.parse(body), ast.parse(final)
+    stmts = tp.body + tb.body + tf.body
+    cut = (len(tp.body), len(tb.body))
+    codes = [_compiled(ast.Module([s], [])) for s in stmts]
+
+    def equal(values: tuple | None) -> bool:
+        return values is not None and len(values) == len(got) and \
+            all(_same(g, v, rtol, atol) for g, v in zip(got, values))
+
+    reference, env = _run_staged(codes, cut, inputs, steps, functions)
+    if reference is None or _all_nan(got) or equal(reference):
+        return None
+    kinds = {n: _kind(v) for n, v in env.items()
+             if n not in functions and n != "__returned__" and not callable(v)}
+
+    def same_kind(rep: ast.expr, node: ast.AST) -> bool:
+        return not (isinstance(rep, ast.Name) and isinstance(node, ast.Name)) or \
+            kinds.get(rep.id) == kinds.get(node.id)
+
+    for k, stmt in enumerate(stmts):
+        for _, new, rep, node in _variants(ast.Module([stmt], []), list(kinds), same_kind):
+            try:
+                code = _compiled(new)
+            except (SyntaxError, ValueError, TypeError):
+                continue
+            if equal(_run_staged(codes[:k] + [code] + codes[k + 1:], cut, inputs, steps,
+                                 functions)[0]):
+                return Found(ast.unparse(new.body[0]), ast.unparse(stmt), ast.unparse(rep),
+                             ast.unparse(node), _in_index(stmt, node))
     return None
