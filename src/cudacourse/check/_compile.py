@@ -583,7 +583,8 @@ def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
 
 
 # an operation given a tuple (a pair, a fragment) as an argument: the operation's name
-_TUPLE_ARG = re.compile(r">>> (\w+)\((?:[^()]*, )?(?:Uni)?Tuple\(")
+# (an argument before the tuple may hold parentheses of its own: ``Literal[int](2)``)
+_TUPLE_ARG = re.compile(r">>> (\w+)\((?:(?:[^(),]|\([^()]*\))*, )*(?:Uni)?Tuple\(")
 
 
 def _tuple_misuse(error: str) -> str:
@@ -618,6 +619,10 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
         return "missing_axis"
     if re.search(r"Unsupported array index type float", error):
         return "float_index"
+    if re.search(r"Variable '\w+' is not defined", error):
+        # Numba's bytecode analysis: a name read where no assignment reaches it (the words
+        # are _RULES' used_before_assigned entry)
+        return "used_before_assigned"
     if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), ", error):
         return "number_for_array"
     if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
