@@ -587,6 +587,13 @@ def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
 _TUPLE_ARG = re.compile(r">>> (\w+)\((?:(?:[^(),]|\([^()]*\))*, )*(?:Uni)?Tuple\(")
 
 
+# arithmetic between a number and a whole array, which a kernel cannot do (it would allocate
+# the result): the array is read where one of its elements, a number, belongs
+_OPERAND = rf"(?:{_SCALAR_TYPE}|Literal\[\w+\]\([^()]*\))"
+_ARRAY_ARITHMETIC = re.compile(
+    rf">>> (\w+)\((?:{_OPERAND}, array\(|array\([^()]*\), {_OPERAND}\))")
+
+
 def _tuple_misuse(error: str) -> str:
     """tuple_for_array (a tuple indexed or stored into as if it were an array),
     tuple_for_number (a tuple given to an operation where one number belongs), else ''."""
@@ -626,6 +633,8 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
     if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), ", error):
         return "number_for_array"
     if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
+        return "array_for_number"
+    if _ARRAY_ARITHMETIC.search(error):
         return "array_for_number"
     misfit = intrinsic_misfit(error)
     if misfit:
@@ -730,6 +739,12 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
         return (T("tc.{intrinsic} got an array as its argument {position}, where a number "
                   "belongs (a row or a column): check the order and the names of its "
                   "arguments", intrinsic=intrinsic, position=position), line)
+    arith = _ARRAY_ARITHMETIC.search(error)
+    if arith:
+        return (T("the operation {name} got a whole array where one number belongs: a kernel "
+                  "computes with one element at a time (an array indexed down to a number, "
+                  "a[i] of a 1-d array, a[i, y, x] of a 3-d one); check the names and the "
+                  "indices on the line shown", name=arith.group(1)), line)
     if _tuple_misuse(error) == "tuple_for_array":
         return (T("a tuple is indexed or stored into as if it were an array: a name that holds "
                   "a tuple (a fragment, a pair) where an array belongs; check the names on the "

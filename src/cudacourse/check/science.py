@@ -426,6 +426,10 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
             except K.CheckFailure:
                 raise
             except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
+                singled = _raised.named(exc, diffuse, "diffuse")
+                if singled:  # what was raised says what the learner wrote wrong
+                    K.fail(singled[0], T("{diagnosis} [{ctx}].", diagnosis=singled[1],
+                                         ctx=ctx))
                 K.fail("host_function_raised", T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
                          type_exc_name=type(exc).__name__, exc=_raised.words(exc), ctx=ctx))
         if res is None:
