@@ -35,13 +35,23 @@ def program(source: str) -> str:
     return source
 
 
-def _variants(tree: ast.Module, names: list[str], keep: Any = None) -> Iterator[tuple]:
+# a comparison widened or narrowed: < for <=, and the reverse (match_staged only)
+_WIDER = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+
+
+def _variants(tree: ast.Module, names: list[str], keep: Any = None,
+              compare: bool = False) -> Iterator[tuple]:
     """(statement index, changed program, new node, old node) for every single change of
-    ``tree`` (those ``keep(new, old)`` allows, when given)."""
+    ``tree`` (those ``keep(new, old)`` allows, when given; with ``compare``, a single
+    comparison's ``<`` turned ``<=`` and the reverse too)."""
     for k, stmt in enumerate(tree.body):
         nodes = list(ast.walk(stmt.value))
         for pos, node in enumerate(nodes):
             reps: list[ast.expr] = []
+            if compare and isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+                    type(node.ops[0]) in _WIDER:
+                reps.append(ast.Compare(node.left, [_WIDER[type(node.ops[0])]()],
+                                        node.comparators))
             if isinstance(node, ast.Name) and node.id in names:
                 reps += [ast.Name(o, ast.Load()) for o in names if o != node.id]
             if isinstance(node, ast.BinOp) and isinstance(node.op, _OPS):
@@ -243,9 +253,11 @@ def _kind(value: Any) -> tuple:
     if isinstance(value, tuple):
         return ("tuple", len(value))
     arr = _asarray(value)
-    if arr.ndim >= 2:
-        return ("array", arr.ndim)
-    return ("int",) if arr.dtype.kind in "iub" else ("real",)
+    if arr.ndim >= 2 and arr.dtype.kind == "f":
+        return ("array",)
+    if arr.dtype.kind == "b":
+        return ("bool",)
+    return ("int",) if arr.dtype.kind in "iu" else ("real",)
 
 
 def _run_staged(codes: list, cut: tuple[int, int], inputs: dict, steps: list,
@@ -254,7 +266,9 @@ def _run_staged(codes: list, cut: tuple[int, int], inputs: dict, steps: list,
     ``cut[1]`` once per entry of ``steps`` (that step's names), then the rest; the returned
     tuple and the names bound at the end."""
     a, b = cut
-    env = {**functions, **inputs}
+    # arrays copied: a store of the program (or of a variant) writes into its own copy
+    env = {**functions, **{k: v.copy() if isinstance(v, _np.ndarray) else v
+                           for k, v in inputs.items()}}
     glob = {"__builtins__": {}}
     try:
         with _errstate(all="ignore"):
@@ -273,12 +287,15 @@ def _run_staged(codes: list, cut: tuple[int, int], inputs: dict, steps: list,
 
 
 def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list, got: tuple,
-                 functions: dict, rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
+                 functions: dict, rtol: float = 1e-4, atol: float = 1e-5,
+                 compare: bool = False) -> list[Found]:
     """``match`` for a kernel with one loop: ``prelude`` once, ``body`` once per entry of
     ``steps`` (a dict of the loop's names for that pass, e.g. ``{"j0": 16}``), ``final``
     ending with ``return (...)``. One change anywhere; a name is read only in place of one
     holding the same kind of value in the reference (a register tuple for a register tuple,
-    a whole number for a whole number), as a learner's slip does."""
+    a whole number for a whole number), as a learner's slip does; with ``compare``, a
+    comparison widened or narrowed too. EVERY variant whose values equal ``got`` (several:
+    the evidence does not tell them apart, and a message must say so), [] when none."""
     tp, tb, tf = ast.parse(prelude), ast.parse(body), ast.parse(final)
     stmts = tp.body + tb.body + tf.body
     cut = (len(tp.body), len(tb.body))
@@ -290,7 +307,7 @@ def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list,
 
     reference, env = _run_staged(codes, cut, inputs, steps, functions)
     if reference is None or _all_nan(got) or equal(reference):
-        return None
+        return []
     kinds = {n: _kind(v) for n, v in env.items()
              if n not in functions and n != "__returned__" and not callable(v)}
 
@@ -298,14 +315,37 @@ def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list,
         return not (isinstance(rep, ast.Name) and isinstance(node, ast.Name)) or \
             kinds.get(rep.id) == kinds.get(node.id)
 
+    found: dict[tuple, Found] = {}
     for k, stmt in enumerate(stmts):
-        for _, new, rep, node in _variants(ast.Module([stmt], []), list(kinds), same_kind):
+        for _, new, rep, node in _variants(ast.Module([stmt], []), list(kinds), same_kind,
+                                           compare):
             try:
                 code = _compiled(new)
             except (SyntaxError, ValueError, TypeError):
                 continue
             if equal(_run_staged(codes[:k] + [code] + codes[k + 1:], cut, inputs, steps,
                                  functions)[0]):
-                return Found(ast.unparse(new.body[0]), ast.unparse(stmt), ast.unparse(rep),
-                             ast.unparse(node), _in_index(stmt, node))
-    return None
+                hit = Found(ast.unparse(new.body[0]), ast.unparse(stmt), ast.unparse(rep),
+                            ast.unparse(node), _in_index(stmt, node))
+                found.setdefault((hit.wrong, hit.right), hit)  # one change made two ways
+    return list(found.values())
+
+
+def described(found: list[Found], written: Any = str, limit: int = 4) -> Any:
+    """The changes of ``found`` in words (catalogue entries; the code in them, ``written``
+    turns a model's statement into the kernel's), or None when there are none or more than
+    ``limit``: so many single changes giving the same values single nothing out."""
+    from ..i18n import T
+
+    if not found or len(found) > limit:
+        return None
+    parts = [T("`{wrong}` in place of `{right}` (in the statement `{statement}`)",
+               wrong=written(f.wrong_part), right=written(f.right_part),
+               statement=written(f.right)) for f in found]
+    text = parts[-1]
+    for part in reversed(parts[:-1]):
+        text = T("{one}, or {other}", one=part, other=text)
+    if len(parts) > 1:
+        text = T("one of {changes} (these give the same values here: the run cannot tell "
+                 "them apart)", changes=text)
+    return text

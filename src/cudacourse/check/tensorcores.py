@@ -585,16 +585,16 @@ def _one_change_attention(got: Any, want: Any, q: Any, k: Any, v: Any, scale: fl
     found = _variants.match_staged(_ATT_PRELUDE, _ATT_BODY, _ATT_FINAL, inputs, steps, (got,),
                                    _lane_functions(n), rtol=5e-3,
                                    atol=5e-3 * float(abs(want).max()))
-    if found is None:
+    changes = _variants.described(found, _as_written)
+    if changes is None:
         return
-    K.fail("wrong_index" if found.in_index else "wrong_formula", T(
-        "mma_attention: o holds what the lesson's kernel gives with `{wrong}` in place of "
-        "`{right}` (in the statement `{statement}`): every lane computes with that {what}. "
-        "Lane l's g = l // 4 and t = l % 4 pick rows r0 + g and r0 + g + 8 of q and o, "
-        "columns 2t, 2t + 1 (+ 8); keys j0 + g (+ 8) of k and j0 + 2t, 2t + 1 (+ 8) of v.",
-        wrong=found.wrong_part, right=found.right_part,
-        statement=_as_written(found.right),
-        what=T("index") if found.in_index else T("expression")), context=ctx)
+    index = all(f.in_index for f in found)
+    K.fail("wrong_index" if index else "wrong_formula", T(
+        "mma_attention: o holds what the lesson's kernel gives with {changes}: every lane "
+        "computes with that {what}. Lane l's g = l // 4 and t = l % 4 pick rows r0 + g and "
+        "r0 + g + 8 of q and o, columns 2t, 2t + 1 (+ 8); keys j0 + g (+ 8) of k and j0 + 2t, "
+        "2t + 1 (+ 8) of v.", changes=changes,
+        what=T("index") if index else T("expression")), context=ctx)
 
 
 def check_mma_attention(kernel: Any, *, hidden: Any = False, seed: int | None = None) -> str:
