@@ -542,7 +542,9 @@ _RULES: list[tuple[re.Pattern, str]] = [
 # stays ``does_not_compile``.
 COMPILE_CAUSES = frozenset({"does_not_compile", "grid_dimensions", "missing_axis",
                             "float_index", "number_for_array", "array_for_number",
-                            "tuple_for_number", "tuple_for_array"})
+                            "tuple_for_number", "tuple_for_array",
+                            # Numba's "Variable 'x' is not defined" (refusal_cause)
+                            "used_before_assigned"})
 # the course's tensor-core intrinsics, by the kind of each argument: a for an array (a
 # shared tile, an input), n for a number (a row, a column)
 _INTRINSIC_KINDS = {"ldmatrix": "ann", "cp_async": "annann"}
@@ -590,8 +592,9 @@ _TUPLE_ARG = re.compile(r">>> (\w+)\((?:(?:[^(),]|\([^()]*\))*, )*(?:Uni)?Tuple\
 # arithmetic between a number and a whole array, which a kernel cannot do (it would allocate
 # the result): the array is read where one of its elements, a number, belongs
 _OPERAND = rf"(?:{_SCALAR_TYPE}|Literal\[\w+\]\([^()]*\))"
+_ARITHMETIC = r"i?(?:add|sub|mul|truediv|floordiv|mod|pow)"
 _ARRAY_ARITHMETIC = re.compile(
-    rf">>> (\w+)\((?:{_OPERAND}, array\(|array\([^()]*\), {_OPERAND}\))")
+    rf">>> ({_ARITHMETIC})\((?:{_OPERAND}, array\(|array\([^()]*\), {_OPERAND}\))")
 
 
 def _tuple_misuse(error: str) -> str:
