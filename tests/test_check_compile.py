@@ -356,6 +356,8 @@ def test_colour_codes_are_removed_and_nothing_else():
     (" >>> mul(array(float32, 1d, C), Literal[int](2))", "", "", "array_for_number"),
     (" >>> mul(Literal[int](2), UniTuple(uint32 x 4))", "", "", "tuple_for_number"),
     ("NameError: Variable 'g' is not defined.", "", "", "used_before_assigned"),
+    # issue 45: a tile's row or column computed with / (a float) given to an intrinsic
+    (" >>> ldmatrix(array(uint16, 2d, C), int64, float64)", "", "", "float_index"),
 ])
 def test_refusals_that_single_out_the_mistake_name_it(error, line, source, cause):
     assert C.refusal_cause(error, line, source) == cause

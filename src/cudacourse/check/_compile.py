@@ -566,8 +566,9 @@ def _top_level_args(text: str) -> list[str]:
 
 def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
     """(cause, intrinsic, argument number from 1) when a tensor-core intrinsic got a number
-    where its argument is an array (number_for_array) or an array where it is a number
-    (array_for_number); None otherwise."""
+    where its argument is an array (number_for_array), an array where it is a number
+    (array_for_number) or a float where it is a row or a column (float_index); None
+    otherwise."""
     hit = re.search(r">>> (\w+)\((.*)\)\s*$", strip_ansi(str(error)), re.M)
     if not hit or hit.group(1) not in _INTRINSIC_KINDS:
         return None
@@ -581,6 +582,8 @@ def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
             return "number_for_array", hit.group(1), k
         if w == "n" and is_array:
             return "array_for_number", hit.group(1), k
+        if w == "n" and re.match(r"float\d+$", g):  # a row or column from `/`, not `//`
+            return "float_index", hit.group(1), k
     return None
 
 
@@ -735,6 +738,10 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     misfit = intrinsic_misfit(error)
     if misfit:
         cause, intrinsic, position = misfit
+        if cause == "float_index":
+            return (T("tc.{intrinsic} got a float as its argument {position}, where a whole "
+                      "number belongs (a row or a column of the tile): compute it with // "
+                      "where / gives a float", intrinsic=intrinsic, position=position), line)
         if cause == "number_for_array":
             return (T("tc.{intrinsic} got a number as its argument {position}, where an array "
                       "belongs (a shared tile or an input): check the order and the names of "

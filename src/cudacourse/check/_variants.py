@@ -312,8 +312,10 @@ def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list,
              if n not in functions and n != "__returned__" and not callable(v)}
 
     def same_kind(rep: ast.expr, node: ast.AST) -> bool:
+        # (a whole number read where a real belongs is a slip Python and Numba both take)
         return not (isinstance(rep, ast.Name) and isinstance(node, ast.Name)) or \
-            kinds.get(rep.id) == kinds.get(node.id)
+            kinds.get(rep.id) == kinds.get(node.id) or \
+            (kinds.get(rep.id), kinds.get(node.id)) == (("int",), ("real",))
 
     found: dict[tuple, Found] = {}
     for k, stmt in enumerate(stmts):
