@@ -358,6 +358,9 @@ def test_colour_codes_are_removed_and_nothing_else():
     ("NameError: Variable 'g' is not defined.", "", "", "used_before_assigned"),
     # issue 45: a tile's row or column computed with / (a float) given to an intrinsic
     (" >>> ldmatrix(array(uint16, 2d, C), int64, float64)", "", "", "float_index"),
+    # issue 45: a fragment (a tuple) converted to the float a register holds
+    ("Cannot cast UniTuple(uint32 x 4) to float32: %\".1268\" = extractvalue", "", "",
+     "tuple_for_number"),
 ])
 def test_refusals_that_single_out_the_mistake_name_it(error, line, source, cause):
     assert C.refusal_cause(error, line, source) == cause

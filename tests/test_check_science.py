@@ -307,7 +307,8 @@ def test_wrong_heat_kernels_are_diagnosed(name):
 
 # issue 45: one change of the lesson's kernel, named by its statement from the kernel's model
 # (every thread of every block: the tile's load, the step from it)
-def _make_heat_one_change(narrow_guard: bool = False, load_row_k: bool = False):
+def _make_heat_one_change(narrow_guard: bool = False, load_row_k: bool = False,
+                          wall_holds_y: bool = False):
     @cuda.jit
     def kernel(u, out, alpha):
         tile = cuda.shared.array(HALO, float32)
@@ -334,7 +335,7 @@ def _make_heat_one_change(narrow_guard: bool = False, load_row_k: bool = False):
             s = tx + 1
             c = tile[r, s]
             if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
-                out[y, x] = c
+                out[y, x] = y if wall_holds_y else c
             else:
                 edges = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
                 corners = (tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1] +
@@ -346,6 +347,8 @@ def _make_heat_one_change(narrow_guard: bool = False, load_row_k: bool = False):
 @pytest.mark.parametrize("kwargs, phrase", [
     ({"narrow_guard": True}, "`0 < gx` in place of `0 <= gx`"),
     ({"load_row_k": True}, "`k` in place of `r` (in the statement `gy = y0 + r`)"),
+    # a whole number read where a real belongs: the wall cell's row for its value
+    ({"wall_holds_y": True}, "`y` in place of `c` (in the statement `out[y, x] = c`)"),
 ])
 def test_heat_one_change_of_the_kernel_is_named(kwargs, phrase):
     with pytest.raises(cudacourse.check.CheckFailure) as exc:

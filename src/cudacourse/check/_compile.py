@@ -600,13 +600,18 @@ _ARRAY_ARITHMETIC = re.compile(
     rf">>> ({_ARITHMETIC})\((?:{_OPERAND}, array\(|array\([^()]*\), {_OPERAND}\))")
 
 
+# a tuple converted to a number (a fragment's name where one of its values belongs, stored
+# or passed as a float32): Numba's words for it
+_TUPLE_CAST = re.compile(r"Cannot cast (?:Uni)?Tuple\([^()]*\) to (?:float|int|uint)\d+")
+
+
 def _tuple_misuse(error: str) -> str:
     """tuple_for_array (a tuple indexed or stored into as if it were an array),
     tuple_for_number (a tuple given to an operation where one number belongs), else ''."""
     error = strip_ansi(str(error))
     if re.search(r">>> (?:get|set)item\((?:Uni)?Tuple\(", error):
         return "tuple_for_array"
-    if _TUPLE_ARG.search(error):
+    if _TUPLE_ARG.search(error) or _TUPLE_CAST.search(error):
         return "tuple_for_number"
     return ""
 _GRID_CALL = re.compile(r"cuda\.(?:grid|gridsize)\s*\(")
@@ -759,6 +764,10 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
         return (T("a tuple is indexed or stored into as if it were an array: a name that holds "
                   "a tuple (a fragment, a pair) where an array belongs; check the names on the "
                   "line shown"), line)
+    if _TUPLE_CAST.search(error) and not _TUPLE_ARG.search(error):
+        return (T("a tuple (several values) is used where one number belongs: a tuple's name "
+                  "where one of its values belongs (a fragment's x[0], ...); check the names "
+                  "on the line shown"), line)
     tuple_hit = _TUPLE_ARG.search(error)
     if tuple_hit and refusal_cause(error, line, source) != "grid_dimensions":
         # a tuple that is not a cuda.grid pair (a fragment, a shape, a pair of one's own):

@@ -286,15 +286,30 @@ def _run_staged(codes: list, cut: tuple[int, int], inputs: dict, steps: list,
     return (tuple(out) if isinstance(out, tuple) else None), env
 
 
+def _statement_variants(stmt: ast.stmt) -> list[tuple]:
+    """``x += e`` written ``x = e``, and ``x = e`` written ``x += e``: (0, changed program,
+    new statement, old statement), as ``_variants`` gives them."""
+    new: ast.stmt | None = None
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        new = ast.Assign([copy.deepcopy(stmt.target)], copy.deepcopy(stmt.value))
+    elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Name):
+        new = ast.AugAssign(copy.deepcopy(stmt.targets[0]), ast.Add(), copy.deepcopy(stmt.value))
+    if new is None:
+        return []
+    new = ast.fix_missing_locations(ast.copy_location(new, stmt))
+    return [(0, ast.Module([new], []), new, stmt)]
+
+
 def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list, got: tuple,
                  functions: dict, rtol: float = 1e-4, atol: float = 1e-5,
-                 compare: bool = False) -> list[Found]:
+                 compare: bool = False, arrays: tuple = ()) -> list[Found]:
     """``match`` for a kernel with one loop: ``prelude`` once, ``body`` once per entry of
     ``steps`` (a dict of the loop's names for that pass, e.g. ``{"j0": 16}``), ``final``
     ending with ``return (...)``. One change anywhere; a name is read only in place of one
     holding the same kind of value in the reference (a register tuple for a register tuple,
     a whole number for a whole number), as a learner's slip does; with ``compare``, a
-    comparison widened or narrowed too. EVERY variant whose values equal ``got`` (several:
+    comparison widened or narrowed too; ``arrays``: see below. EVERY variant whose values equal ``got`` (several:
     the evidence does not tell them apart, and a message must say so), [] when none."""
     tp, tb, tf = ast.parse(prelude), ast.parse(body), ast.parse(final)
     stmts = tp.body + tb.body + tf.body
@@ -308,7 +323,11 @@ def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list,
     reference, env = _run_staged(codes, cut, inputs, steps, functions)
     if reference is None or _all_nan(got) or equal(reference):
         return []
-    kinds = {n: _kind(v) for n, v in env.items()
+    # arrays: the names of the kernel's arrays, when its per-thread values are arrays of
+    # more than one axis too (one value per thread of every block)
+    kinds = {n: (("array",) if n in arrays else _kind(_asarray(v).ravel()[:1]))
+             if arrays and not isinstance(v, tuple) else _kind(v)
+             for n, v in env.items()
              if n not in functions and n != "__returned__" and not callable(v)}
 
     def same_kind(rep: ast.expr, node: ast.AST) -> bool:
@@ -319,8 +338,8 @@ def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list,
 
     found: dict[tuple, Found] = {}
     for k, stmt in enumerate(stmts):
-        for _, new, rep, node in _variants(ast.Module([stmt], []), list(kinds), same_kind,
-                                           compare):
+        for _, new, rep, node in _statement_variants(stmt) + list(
+                _variants(ast.Module([stmt], []), list(kinds), same_kind, compare)):
             try:
                 code = _compiled(new)
             except (SyntaxError, ValueError, TypeError):

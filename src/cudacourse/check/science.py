@@ -292,7 +292,7 @@ def _one_change_tiled_heat(got: Any, u: Any, alpha: float, grid: tuple | None, c
     scale = float(abs(u64).max())
     found = _variants.match_staged(_HEAT_LOAD, "", _HEAT_STEP, inputs, [], (got,),
                                    _block_functions(by, bx), rtol=1e-5, atol=1e-5 * scale,
-                                   compare=True)
+                                   compare=True, arrays=("u", "tile", "out"))
     changes = _variants.described(found, _heat_as_written)
     if changes is None:
         return
