@@ -588,3 +588,33 @@ def test_refusal_cause_reads_a_tuple_after_an_argument_with_parentheses():
     assert _compile.refusal_cause(" >>> mul(Literal[int](2), int64)\n") == "does_not_compile"
     assert _compile.refusal_cause("NameError: Variable 'g' is not defined.") == \
         "used_before_assigned"
+
+
+@cuda.jit
+def tile_last_column_past_the_end(a, b, c, d):
+    # issue 45 (mutants): a[g + 8, 2 * t + 10] is column 16 of a 16-column a for t = 3: those
+    # lanes leave before the mma (an index outside the array), which is what is named, on
+    # every run (not the mma's missing lanes, whichever thread the simulator reports first)
+    lane = cuda.threadIdx.x
+    g = lane // 4
+    t = lane % 4
+    fa = (tc.pack_bf16x2(a[g, 2 * t], a[g, 2 * t + 1]),
+          tc.pack_bf16x2(a[g + 8, 2 * t], a[g + 8, 2 * t + 1]),
+          tc.pack_bf16x2(a[g, 2 * t + 8], a[g, 2 * t + 9]),
+          tc.pack_bf16x2(a[g + 8, 2 * t + 8], a[g + 8, 2 * t + 10]))
+    fb = (tc.pack_bf16x2(b[2 * t, g], b[2 * t + 1, g]),
+          tc.pack_bf16x2(b[2 * t + 8, g], b[2 * t + 9, g]))
+    acc = (c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1])
+    r = tc.mma_bf16(fa, fb, acc)
+    d[g, 2 * t] = r[0]
+    d[g, 2 * t + 1] = r[1]
+    d[g + 8, 2 * t] = r[2]
+    d[g + 8, 2 * t + 1] = r[3]
+
+
+def test_mma_tile_names_the_lanes_read_past_the_end_every_run():
+    for _ in range(3):
+        with pytest.raises(CheckFailure) as info:
+            cudacourse.check.check_mma_tile(tile_last_column_past_the_end)
+        assert info.value.cause == "out_of_bounds_read", str(info.value)
+        assert "index 16" in str(info.value)
