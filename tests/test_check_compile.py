@@ -199,7 +199,8 @@ def test_arguments_are_typed_as_numba_types_them():
     ("No implementation of function Function(<built-in function lt>) found for signature:\n"
      " \n >>> lt(UniTuple(int64 x 2), int64)", "the operation lt got a tuple"),
     ("No implementation of function Function(<built-in function pow>) found for signature:\n"
-     " \n >>> pow(array(float32, 1d, C), float64)", "no version of pow on the GPU"),
+     # issue 45: arithmetic on a whole array, where one of its elements belongs
+     " \n >>> pow(array(float32, 1d, C), float64)", "the operation pow got a whole array"),
     ("something new and strange\nmore", "the GPU compiler refused the kernel: something new"),
 ])
 def test_compiler_messages_in_plain_words(error, phrase):
@@ -350,6 +351,16 @@ def test_colour_codes_are_removed_and_nothing_else():
     (" >>> setitem(array(float32, 1d, C), int64, array(float32, 1d, C))", "", "",
      "array_for_number"),
     (" >>> getitem(array(float32, 1d, C), float32)", "", "", "does_not_compile"),
+    # issue 45: a whole array in arithmetic with a number (the array's element belongs)
+    (" >>> iadd(float64, array(float32, 2d, C))", "", "", "array_for_number"),
+    (" >>> mul(array(float32, 1d, C), Literal[int](2))", "", "", "array_for_number"),
+    (" >>> mul(Literal[int](2), UniTuple(uint32 x 4))", "", "", "tuple_for_number"),
+    ("NameError: Variable 'g' is not defined.", "", "", "used_before_assigned"),
+    # issue 45: a tile's row or column computed with / (a float) given to an intrinsic
+    (" >>> ldmatrix(array(uint16, 2d, C), int64, float64)", "", "", "float_index"),
+    # issue 45: a fragment (a tuple) converted to the float a register holds
+    ("Cannot cast UniTuple(uint32 x 4) to float32: %\".1268\" = extractvalue", "", "",
+     "tuple_for_number"),
 ])
 def test_refusals_that_single_out_the_mistake_name_it(error, line, source, cause):
     assert C.refusal_cause(error, line, source) == cause

@@ -305,6 +305,66 @@ def test_wrong_heat_kernels_are_diagnosed(name):
     assert cause is None or exc.value.cause == cause, (exc.value.cause, str(exc.value))
 
 
+# issue 45: one change of the lesson's kernel, named by its statement from the kernel's model
+# (every thread of every block: the tile's load, the step from it)
+def _make_heat_one_change(narrow_guard: bool = False, load_row_k: bool = False,
+                          wall_holds_y: bool = False):
+    @cuda.jit
+    def kernel(u, out, alpha):
+        tile = cuda.shared.array(HALO, float32)
+        ny, nx = u.shape
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        x0 = cuda.blockIdx.x * TX - 1
+        y0 = cuda.blockIdx.y * TY - 1
+        for k in range(ty * TX + tx, HALO[0] * HALO[1], TX * TY):
+            r = k // (TX + 2)
+            s = k % (TX + 2)
+            gy = y0 + (k if load_row_k else r)
+            gx = x0 + s
+            inside_x = 0 < gx < nx if narrow_guard else 0 <= gx < nx
+            if 0 <= gy < ny and inside_x:
+                tile[r, s] = u[gy, gx]
+            else:
+                tile[r, s] = 0.0
+        cuda.syncthreads()
+        y = y0 + ty + 1
+        x = x0 + tx + 1
+        if y < ny and x < nx:
+            r = ty + 1
+            s = tx + 1
+            c = tile[r, s]
+            if y == 0 or x == 0 or y == ny - 1 or x == nx - 1:
+                out[y, x] = y if wall_holds_y else c
+            else:
+                edges = tile[r - 1, s] + tile[r + 1, s] + tile[r, s - 1] + tile[r, s + 1]
+                corners = (tile[r - 1, s - 1] + tile[r - 1, s + 1] + tile[r + 1, s - 1] +
+                           tile[r + 1, s + 1])
+                out[y, x] = c + alpha * (4.0 * edges + corners - 20.0 * c) / 6.0
+    return kernel
+
+
+@pytest.mark.parametrize("kwargs, phrase", [
+    ({"narrow_guard": True}, "`0 < gx` in place of `0 <= gx`"),
+    ({"load_row_k": True}, "`k` in place of `r` (in the statement `gy = y0 + r`)"),
+    # a whole number read where a real belongs: the wall cell's row for its value
+    ({"wall_holds_y": True}, "`y` in place of `c` (in the statement `out[y, x] = c`)"),
+])
+def test_heat_one_change_of_the_kernel_is_named(kwargs, phrase):
+    with pytest.raises(cudacourse.check.CheckFailure) as exc:
+        cudacourse.check.check_heat_step(_make_heat_one_change(**kwargs), seed=3)
+    assert exc.value.cause == "wrong_formula", (exc.value.cause, str(exc.value))
+    assert phrase in str(exc.value), str(exc.value)
+
+
+def test_heat_model_reproduces_right_kernels_and_names_nothing_for_them():
+    # the model of the lesson's kernel, run unchanged, gives the reference: a right answer
+    # (heat_right, written otherwise, passes above) is never "one change away"
+    u = np.random.default_rng(5).uniform(0, 4, (21, 37)).astype(np.float32)
+    want = S._heat_ref(u.astype(np.float64), 0.2)
+    S._one_change_tiled_heat(want, u, 0.2, (3, 3), "ctx")  # returns: nothing to name
+
+
 # --- the time loop ---------------------------------------------------------------------------
 
 def _launch(a, b, alpha):
@@ -444,6 +504,16 @@ def diffuse_grid_before_assigned(d_u, d_tmp, steps, alpha):
     return d_u
 
 
+def diffuse_steps_is_array(d_u, d_tmp, steps, alpha):
+    # issue 45 (mutants): an array's name read where the count of steps belongs
+    ny, nx = d_u.shape
+    grid = (math.ceil(nx / 16), math.ceil(ny / 8))
+    for _ in range(d_tmp):
+        stencil.heat_step[grid, (16, 8)](d_u, d_tmp, np.float32(alpha))
+        d_u, d_tmp = d_tmp, d_u
+    return d_u
+
+
 def diffuse_alpha_is_steps(d_u, d_tmp, steps, alpha):
     # issue 45 (mutants): another number of the host code passed where alpha belongs
     for _ in range(steps):
@@ -456,8 +526,12 @@ DIFFUSE_WRONG = {
     "another number passed as alpha": (diffuse_alpha_is_steps, "the heat step with alpha = 1,",
                                        "wrong_formula"),
     "a name read before it is assigned": (diffuse_grid_before_assigned,
-                                          "`grid` is read before anything is assigned",
-                                          "host_function_raised"),
+                                          "read the variable grid before giving it a value",
+                                          "used_before_assigned"),
+    # issue 45: a device array where the number of steps belongs (range(d_u))
+    "an array where the count belongs": (diffuse_steps_is_array,
+                                         "gave a device array where a whole number belongs",
+                                         "array_for_number"),
     "in place (aliasing)": (diffuse_in_place, "same buffer as the step's input and output",
                             "same_buffer_in_out"),
     "a device-to-device copy every step": (diffuse_copies_back, "instead of swapping them",

@@ -5,6 +5,7 @@ the master, accepted. Every diagnosis is rendered in Japanese too (tests/japanes
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 from numba import cuda, float32, uint16
@@ -341,6 +342,10 @@ def _attention(variant: str):
     skip_last = variant == "skip_last"
     no_scale = variant == "no_scale"
     no_max = variant == "no_max"
+    v_row_7 = variant == "v_row_7"  # issue 45: v[j0 + 2 * t + 7, g] where + 8 belongs
+    lo_for_hi = variant == "lo_for_hi"  # issue 45: o0[3] rescaled by a_lo, not a_hi
+    reciprocal = variant == "reciprocal"  # right, written otherwise: o times 1 / l
+    sum_assigned = variant == "sum_assigned"  # issue 45: `l_hi = shfl(...)` where += belongs
 
     @cuda.jit
     def kernel(q, k, v, o, scale):
@@ -397,11 +402,12 @@ def _attention(variant: str):
             pa = (tc.pack_bf16x2(p00, p01), tc.pack_bf16x2(p02, p03),
                   tc.pack_bf16x2(p10, p11), tc.pack_bf16x2(p12, p13))
             vb0 = (tc.pack_bf16x2(v[j0 + 2 * t, g], v[j0 + 2 * t + 1, g]),
-                   tc.pack_bf16x2(v[j0 + 2 * t + 8, g], v[j0 + 2 * t + 9, g]))
+                   tc.pack_bf16x2(v[j0 + 2 * t + (7 if v_row_7 else 8), g],
+                                  v[j0 + 2 * t + 9, g]))
             vb1 = (tc.pack_bf16x2(v[j0 + 2 * t, g + 8], v[j0 + 2 * t + 1, g + 8]),
                    tc.pack_bf16x2(v[j0 + 2 * t + 8, g + 8], v[j0 + 2 * t + 9, g + 8]))
             o0 = tc.mma_bf16(pa, vb0, (o0[0] * a_lo, o0[1] * a_lo, o0[2] * a_hi,
-                                       o0[3] * a_hi))
+                                       o0[3] * (a_lo if lo_for_hi else a_hi)))
             o1 = tc.mma_bf16(pa, vb1, (o1[0] * a_lo, o1[1] * a_lo, o1[2] * a_hi,
                                        o1[3] * a_hi))
             m_lo = n_lo
@@ -409,7 +415,22 @@ def _attention(variant: str):
         l_lo += cuda.shfl_xor_sync(0xFFFFFFFF, l_lo, 1)
         l_lo += cuda.shfl_xor_sync(0xFFFFFFFF, l_lo, 2)
         l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 1)
-        l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 2)
+        if sum_assigned:
+            l_hi = cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 2)
+        else:
+            l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 2)
+        if reciprocal:
+            l_lo = float32(1.0) / l_lo
+            l_hi = float32(1.0) / l_hi
+            o[r0 + g, 2 * t] = o0[0] * l_lo
+            o[r0 + g, 2 * t + 1] = o0[1] * l_lo
+            o[r0 + g + 8, 2 * t] = o0[2] * l_hi
+            o[r0 + g + 8, 2 * t + 1] = o0[3] * l_hi
+            o[r0 + g, 2 * t + 8] = o1[0] * l_lo
+            o[r0 + g, 2 * t + 9] = o1[1] * l_lo
+            o[r0 + g + 8, 2 * t + 8] = o1[2] * l_hi
+            o[r0 + g + 8, 2 * t + 9] = o1[3] * l_hi
+            return
         o[r0 + g, 2 * t] = o0[0] / l_lo
         o[r0 + g, 2 * t + 1] = o0[1] / l_lo
         o[r0 + g + 8, 2 * t] = o0[2] / l_hi
@@ -430,9 +451,29 @@ ATTENTION_MUTANTS = {
 }
 
 
-def test_mma_attention_accepts_the_master():
+@pytest.mark.parametrize("variant", ["master", "reciprocal"])
+def test_mma_attention_accepts_the_master(variant):
     assert "mma_attention passes" in str(cudacourse.check.check_mma_attention(
-        _attention("master")))
+        _attention(variant)))
+
+
+# issue 45: a one-change slip in the lane program, named by the statement it changes (the
+# lane model of every lane of every block, check/tensorcores._ATT_*), not "check the arithmetic"
+@pytest.mark.parametrize("name, cause, phrase", [
+    ("v_row_7", "wrong_index", "`v[j0 + 2 * t + 7, g]` in place of `v[j0 + 2 * t + 8, g]`"),
+    pytest.param("lo_for_hi", "wrong_formula", "`a_lo` in place of `a_hi`",
+                 marks=pytest.mark.skipif(os.environ.get("CUDACOURSE_NIGHTLY") != "1",
+                                          reason="about 20 s in the simulator (the whole "
+                                                 "model swept): the nightly profile runs it")),
+    ("sum_assigned", "wrong_formula",
+     "`l_hi = cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 2)` in place of "
+     "`l_hi += cuda.shfl_xor_sync(0xFFFFFFFF, l_hi, 2)`"),
+])
+def test_mma_attention_names_the_one_changed_statement(name, cause, phrase):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_mma_attention(_attention(name))
+    assert info.value.cause == cause, str(info.value)
+    assert phrase in str(info.value)
 
 
 @pytest.mark.parametrize("name", list(ATTENTION_MUTANTS))
@@ -488,3 +529,96 @@ def test_each_named_mistake_is_distinct_on_random_tiles():
             # with two k tiles, "only the first" and "all but the last" are one mistake
             same = {key, "last_tile"} if key == "first_tile" and k == 32 else {key}
             assert named is not None and named[0] in same, (key, named and named[0])
+
+
+# --- issue 45: compile refusals analysed into what the learner wrote ------------------------------
+
+@cuda.jit
+def tile_fragment_in_index(a, b, c, d):
+    # a fragment's name read where t belongs: `2 * fa` is a tuple times a number
+    lane = cuda.threadIdx.x
+    g = lane // 4
+    t = lane % 4
+    fa = (tc.pack_bf16x2(a[g, 2 * t], a[g, 2 * t + 1]),
+          tc.pack_bf16x2(a[g + 8, 2 * t], a[g + 8, 2 * t + 1]),
+          tc.pack_bf16x2(a[g, 2 * t + 8], a[g, 2 * t + 9]),
+          tc.pack_bf16x2(a[g + 8, 2 * t + 8], a[g + 8, 2 * t + 9]))
+    fb = (tc.pack_bf16x2(b[2 * t, g], b[2 * t + 1, g]),
+          tc.pack_bf16x2(b[2 * t + 8, g], b[2 * t + 9, g]))
+    acc = (c[g, 2 * fa], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1])
+    r = tc.mma_bf16(fa, fb, acc)
+    d[g, 2 * t] = r[0]
+    d[g, 2 * t + 1] = r[1]
+    d[g + 8, 2 * t] = r[2]
+    d[g + 8, 2 * t + 1] = r[3]
+
+
+@cuda.jit
+def tile_group_from_itself(a, b, c, d):
+    # g computed from itself where lane belongs: g is read before it has a value
+    lane = cuda.threadIdx.x
+    g = g // 4  # noqa: F821 - the learner's slip under test
+    t = lane % 4
+    fa = (tc.pack_bf16x2(a[g, 2 * t], a[g, 2 * t + 1]),
+          tc.pack_bf16x2(a[g + 8, 2 * t], a[g + 8, 2 * t + 1]),
+          tc.pack_bf16x2(a[g, 2 * t + 8], a[g, 2 * t + 9]),
+          tc.pack_bf16x2(a[g + 8, 2 * t + 8], a[g + 8, 2 * t + 9]))
+    fb = (tc.pack_bf16x2(b[2 * t, g], b[2 * t + 1, g]),
+          tc.pack_bf16x2(b[2 * t + 8, g], b[2 * t + 9, g]))
+    acc = (c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1])
+    r = tc.mma_bf16(fa, fb, acc)
+    d[g, 2 * t] = r[0]
+    d[g, 2 * t + 1] = r[1]
+    d[g + 8, 2 * t] = r[2]
+    d[g + 8, 2 * t + 1] = r[3]
+
+
+@pytest.mark.parametrize("kernel, cause, phrase", [
+    (tile_fragment_in_index, "tuple_for_number", "the operation mul got a tuple"),
+    (tile_group_from_itself, "used_before_assigned", "g is read before any value"),
+])
+def test_mma_tile_compile_refusal_names_what_was_written(kernel, cause, phrase):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_mma_tile(kernel)
+    assert info.value.cause == cause, str(info.value)
+    assert phrase in str(info.value)
+
+
+def test_refusal_cause_reads_a_tuple_after_an_argument_with_parentheses():
+    from cudacourse.check import _compile
+
+    error = " >>> mul(Literal[int](2), UniTuple(uint32 x 4))\n"
+    assert _compile.refusal_cause(error) == "tuple_for_number"
+    assert _compile.refusal_cause(" >>> mul(Literal[int](2), int64)\n") == "does_not_compile"
+    assert _compile.refusal_cause("NameError: Variable 'g' is not defined.") == \
+        "used_before_assigned"
+
+
+@cuda.jit
+def tile_last_column_past_the_end(a, b, c, d):
+    # issue 45 (mutants): a[g + 8, 2 * t + 10] is column 16 of a 16-column a for t = 3: those
+    # lanes leave before the mma (an index outside the array), which is what is named, on
+    # every run (not the mma's missing lanes, whichever thread the simulator reports first)
+    lane = cuda.threadIdx.x
+    g = lane // 4
+    t = lane % 4
+    fa = (tc.pack_bf16x2(a[g, 2 * t], a[g, 2 * t + 1]),
+          tc.pack_bf16x2(a[g + 8, 2 * t], a[g + 8, 2 * t + 1]),
+          tc.pack_bf16x2(a[g, 2 * t + 8], a[g, 2 * t + 9]),
+          tc.pack_bf16x2(a[g + 8, 2 * t + 8], a[g + 8, 2 * t + 10]))
+    fb = (tc.pack_bf16x2(b[2 * t, g], b[2 * t + 1, g]),
+          tc.pack_bf16x2(b[2 * t + 8, g], b[2 * t + 9, g]))
+    acc = (c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1])
+    r = tc.mma_bf16(fa, fb, acc)
+    d[g, 2 * t] = r[0]
+    d[g, 2 * t + 1] = r[1]
+    d[g + 8, 2 * t] = r[2]
+    d[g + 8, 2 * t + 1] = r[3]
+
+
+def test_mma_tile_names_the_lanes_read_past_the_end_every_run():
+    for _ in range(3):
+        with pytest.raises(CheckFailure) as info:
+            cudacourse.check.check_mma_tile(tile_last_column_past_the_end)
+        assert info.value.cause == "out_of_bounds_read", str(info.value)
+        assert "index 16" in str(info.value)

@@ -542,7 +542,9 @@ _RULES: list[tuple[re.Pattern, str]] = [
 # stays ``does_not_compile``.
 COMPILE_CAUSES = frozenset({"does_not_compile", "grid_dimensions", "missing_axis",
                             "float_index", "number_for_array", "array_for_number",
-                            "tuple_for_number", "tuple_for_array"})
+                            "tuple_for_number", "tuple_for_array",
+                            # Numba's "Variable 'x' is not defined" (refusal_cause)
+                            "used_before_assigned"})
 # the course's tensor-core intrinsics, by the kind of each argument: a for an array (a
 # shared tile, an input), n for a number (a row, a column)
 _INTRINSIC_KINDS = {"ldmatrix": "ann", "cp_async": "annann"}
@@ -564,8 +566,9 @@ def _top_level_args(text: str) -> list[str]:
 
 def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
     """(cause, intrinsic, argument number from 1) when a tensor-core intrinsic got a number
-    where its argument is an array (number_for_array) or an array where it is a number
-    (array_for_number); None otherwise."""
+    where its argument is an array (number_for_array), an array where it is a number
+    (array_for_number) or a float where it is a row or a column (float_index); None
+    otherwise."""
     hit = re.search(r">>> (\w+)\((.*)\)\s*$", strip_ansi(str(error)), re.M)
     if not hit or hit.group(1) not in _INTRINSIC_KINDS:
         return None
@@ -579,11 +582,27 @@ def intrinsic_misfit(error: str) -> tuple[str, str, int] | None:
             return "number_for_array", hit.group(1), k
         if w == "n" and is_array:
             return "array_for_number", hit.group(1), k
+        if w == "n" and re.match(r"float\d+$", g):  # a row or column from `/`, not `//`
+            return "float_index", hit.group(1), k
     return None
 
 
 # an operation given a tuple (a pair, a fragment) as an argument: the operation's name
-_TUPLE_ARG = re.compile(r">>> (\w+)\((?:[^()]*, )?(?:Uni)?Tuple\(")
+# (an argument before the tuple may hold parentheses of its own: ``Literal[int](2)``)
+_TUPLE_ARG = re.compile(r">>> (\w+)\((?:(?:[^(),]|\([^()]*\))*, )*(?:Uni)?Tuple\(")
+
+
+# arithmetic between a number and a whole array, which a kernel cannot do (it would allocate
+# the result): the array is read where one of its elements, a number, belongs
+_OPERAND = rf"(?:{_SCALAR_TYPE}|Literal\[\w+\]\([^()]*\))"
+_ARITHMETIC = r"i?(?:add|sub|mul|truediv|floordiv|mod|pow)"
+_ARRAY_ARITHMETIC = re.compile(
+    rf">>> ({_ARITHMETIC})\((?:{_OPERAND}, array\(|array\([^()]*\), {_OPERAND}\))")
+
+
+# a tuple converted to a number (a fragment's name where one of its values belongs, stored
+# or passed as a float32): Numba's words for it
+_TUPLE_CAST = re.compile(r"Cannot cast (?:Uni)?Tuple\([^()]*\) to (?:float|int|uint)\d+")
 
 
 def _tuple_misuse(error: str) -> str:
@@ -592,7 +611,7 @@ def _tuple_misuse(error: str) -> str:
     error = strip_ansi(str(error))
     if re.search(r">>> (?:get|set)item\((?:Uni)?Tuple\(", error):
         return "tuple_for_array"
-    if _TUPLE_ARG.search(error):
+    if _TUPLE_ARG.search(error) or _TUPLE_CAST.search(error):
         return "tuple_for_number"
     return ""
 _GRID_CALL = re.compile(r"cuda\.(?:grid|gridsize)\s*\(")
@@ -618,9 +637,15 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
         return "missing_axis"
     if re.search(r"Unsupported array index type float", error):
         return "float_index"
+    if re.search(r"Variable '\w+' is not defined", error):
+        # Numba's bytecode analysis: a name read where no assignment reaches it (the words
+        # are _RULES' used_before_assigned entry)
+        return "used_before_assigned"
     if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), ", error):
         return "number_for_array"
     if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
+        return "array_for_number"
+    if _ARRAY_ARITHMETIC.search(error):
         return "array_for_number"
     misfit = intrinsic_misfit(error)
     if misfit:
@@ -718,6 +743,10 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
     misfit = intrinsic_misfit(error)
     if misfit:
         cause, intrinsic, position = misfit
+        if cause == "float_index":
+            return (T("tc.{intrinsic} got a float as its argument {position}, where a whole "
+                      "number belongs (a row or a column of the tile): compute it with // "
+                      "where / gives a float", intrinsic=intrinsic, position=position), line)
         if cause == "number_for_array":
             return (T("tc.{intrinsic} got a number as its argument {position}, where an array "
                       "belongs (a shared tile or an input): check the order and the names of "
@@ -725,10 +754,20 @@ def explain(error: str, kind: str = "", source: str = "") -> tuple[str, str]:
         return (T("tc.{intrinsic} got an array as its argument {position}, where a number "
                   "belongs (a row or a column): check the order and the names of its "
                   "arguments", intrinsic=intrinsic, position=position), line)
+    arith = _ARRAY_ARITHMETIC.search(error)
+    if arith:
+        return (T("the operation {name} got a whole array where one number belongs: a kernel "
+                  "computes with one element at a time (an array indexed down to a number, "
+                  "a[i] of a 1-d array, a[i, y, x] of a 3-d one); check the names and the "
+                  "indices on the line shown", name=arith.group(1)), line)
     if _tuple_misuse(error) == "tuple_for_array":
         return (T("a tuple is indexed or stored into as if it were an array: a name that holds "
                   "a tuple (a fragment, a pair) where an array belongs; check the names on the "
                   "line shown"), line)
+    if _TUPLE_CAST.search(error) and not _TUPLE_ARG.search(error):
+        return (T("a tuple (several values) is used where one number belongs: a tuple's name "
+                  "where one of its values belongs (a fragment's x[0], ...); check the names "
+                  "on the line shown"), line)
     tuple_hit = _TUPLE_ARG.search(error)
     if tuple_hit and refusal_cause(error, line, source) != "grid_dimensions":
         # a tuple that is not a cuda.grid pair (a fragment, a shape, a pair of one's own):

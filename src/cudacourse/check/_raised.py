@@ -81,6 +81,9 @@ _NAMED = [
     ("array_for_number",
      re.compile(r"^unsupported operand type\(s\) for (?P<op>\S+): '(?P<a>[\w. ]+)' and "
                 r"'(?P<b>[\w. ]+)'$")),
+    # an array where a count belongs (range(d_u), a size): Python's words name its type
+    ("array_for_number",
+     re.compile(r"^'(?P<kind>[\w. ]+)' object cannot be interpreted as an integer$")),
 ]
 _ARRAY_TYPES = re.compile(r"device array|DeviceNDArray|FakeCUDAArray|ndarray")
 _NUMBER_TYPES = re.compile(r"^(?:int|float|complex|bool|(?:numpy\.)?(?:float|int|uint)\d+)$")
@@ -154,6 +157,13 @@ def named(exc: BaseException, fn: Any, name: str) -> tuple[str, Text] | None:
             return cause, T("{name} used a number where an array belongs{where}: a number "
                             "({type}) has no .{attr}, which an array has", name=name,
                             type=hit.group("type"), attr=hit.group("attr"), where=where)
+        if cause == "array_for_number" and isinstance(exc, TypeError) and \
+                "kind" in hit.groupdict():
+            if _ARRAY_TYPES.search(hit.group("kind")):
+                return cause, T("{name} gave a device array where a whole number belongs "
+                                "(a count, a range or a size){where}: check which name is "
+                                "passed there", name=name, where=where)
+            continue
         if cause == "array_for_number" and isinstance(exc, TypeError):
             a, b = hit.group("a"), hit.group("b")
             if (_ARRAY_TYPES.search(a) and _NUMBER_TYPES.match(b)) or \

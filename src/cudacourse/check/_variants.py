@@ -35,13 +35,23 @@ def program(source: str) -> str:
     return source
 
 
-def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple]:
+# a comparison widened or narrowed: < for <=, and the reverse (match_staged only)
+_WIDER = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
+
+
+def _variants(tree: ast.Module, names: list[str], keep: Any = None,
+              compare: bool = False) -> Iterator[tuple]:
     """(statement index, changed program, new node, old node) for every single change of
-    ``tree``."""
+    ``tree`` (those ``keep(new, old)`` allows, when given; with ``compare``, a single
+    comparison's ``<`` turned ``<=`` and the reverse too)."""
     for k, stmt in enumerate(tree.body):
         nodes = list(ast.walk(stmt.value))
         for pos, node in enumerate(nodes):
             reps: list[ast.expr] = []
+            if compare and isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+                    type(node.ops[0]) in _WIDER:
+                reps.append(ast.Compare(node.left, [_WIDER[type(node.ops[0])]()],
+                                        node.comparators))
             if isinstance(node, ast.Name) and node.id in names:
                 reps += [ast.Name(o, ast.Load()) for o in names if o != node.id]
             if isinstance(node, ast.BinOp) and isinstance(node.op, _OPS):
@@ -63,6 +73,8 @@ def _variants(tree: ast.Module, names: list[str]) -> Iterator[tuple]:
                 if len(parts) == 2:
                     reps.append(_indexed(_indexed(node, 0, parts[1]), 1, parts[0]))
             for rep in reps:
+                if keep is not None and not keep(rep, node):
+                    continue
                 new = copy.deepcopy(tree)
                 target = list(ast.walk(new.body[k].value))[pos]
                 _replace(new.body[k], target, rep)
@@ -232,3 +244,129 @@ def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got
             return Found(ast.unparse(new.body[k]), ast.unparse(whole.body[k]), ast.unparse(rep),
                          ast.unparse(node), _in_index(whole.body[k], node))
     return None
+
+
+def _kind(value: Any) -> tuple:
+    """What a name holds, for reading one name in place of another of the same kind: a
+    tuple (of registers) of a length, an array of a rank, or per-lane whole numbers or
+    per-lane reals."""
+    if isinstance(value, tuple):
+        return ("tuple", len(value))
+    arr = _asarray(value)
+    if arr.ndim >= 2 and arr.dtype.kind == "f":
+        return ("array",)
+    if arr.dtype.kind == "b":
+        return ("bool",)
+    return ("int",) if arr.dtype.kind in "iu" else ("real",)
+
+
+def _run_staged(codes: list, cut: tuple[int, int], inputs: dict, steps: list,
+                functions: dict) -> tuple[tuple | None, dict]:
+    """The first ``cut[0]`` statements (compiled, one code a statement) once, the next
+    ``cut[1]`` once per entry of ``steps`` (that step's names), then the rest; the returned
+    tuple and the names bound at the end."""
+    a, b = cut
+    # arrays copied: a store of the program (or of a variant) writes into its own copy
+    env = {**functions, **{k: v.copy() if isinstance(v, _np.ndarray) else v
+                           for k, v in inputs.items()}}
+    glob = {"__builtins__": {}}
+    try:
+        with _errstate(all="ignore"):
+            for code in codes[:a]:
+                exec(code, glob, env)  # noqa: S102 - our own formulas, never the learner's
+            for names in steps:
+                env.update(names)
+                for code in codes[a:a + b]:
+                    exec(code, glob, env)  # noqa: S102
+            for code in codes[a + b:]:
+                exec(code, glob, env)  # noqa: S102
+    except Exception:  # noqa: BLE001 - a variant that NumPy cannot evaluate matches nothing
+        return None, env
+    out = env.get("__returned__")
+    return (tuple(out) if isinstance(out, tuple) else None), env
+
+
+def _statement_variants(stmt: ast.stmt) -> list[tuple]:
+    """``x += e`` written ``x = e``, and ``x = e`` written ``x += e``: (0, changed program,
+    new statement, old statement), as ``_variants`` gives them."""
+    new: ast.stmt | None = None
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        new = ast.Assign([copy.deepcopy(stmt.target)], copy.deepcopy(stmt.value))
+    elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Name):
+        new = ast.AugAssign(copy.deepcopy(stmt.targets[0]), ast.Add(), copy.deepcopy(stmt.value))
+    if new is None:
+        return []
+    new = ast.fix_missing_locations(ast.copy_location(new, stmt))
+    return [(0, ast.Module([new], []), new, stmt)]
+
+
+def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list, got: tuple,
+                 functions: dict, rtol: float = 1e-4, atol: float = 1e-5,
+                 compare: bool = False, arrays: tuple = ()) -> list[Found]:
+    """``match`` for a kernel with one loop: ``prelude`` once, ``body`` once per entry of
+    ``steps`` (a dict of the loop's names for that pass, e.g. ``{"j0": 16}``), ``final``
+    ending with ``return (...)``. One change anywhere; a name is read only in place of one
+    holding the same kind of value in the reference (a register tuple for a register tuple,
+    a whole number for a whole number), as a learner's slip does; with ``compare``, a
+    comparison widened or narrowed too; ``arrays``: see below. EVERY variant whose values equal ``got`` (several:
+    the evidence does not tell them apart, and a message must say so), [] when none."""
+    tp, tb, tf = ast.parse(prelude), ast.parse(body), ast.parse(final)
+    stmts = tp.body + tb.body + tf.body
+    cut = (len(tp.body), len(tb.body))
+    codes = [_compiled(ast.Module([s], [])) for s in stmts]
+
+    def equal(values: tuple | None) -> bool:
+        return values is not None and len(values) == len(got) and \
+            all(_same(g, v, rtol, atol) for g, v in zip(got, values))
+
+    reference, env = _run_staged(codes, cut, inputs, steps, functions)
+    if reference is None or _all_nan(got) or equal(reference):
+        return []
+    # arrays: the names of the kernel's arrays, when its per-thread values are arrays of
+    # more than one axis too (one value per thread of every block)
+    kinds = {n: (("array",) if n in arrays else _kind(_asarray(v).ravel()[:1]))
+             if arrays and not isinstance(v, tuple) else _kind(v)
+             for n, v in env.items()
+             if n not in functions and n != "__returned__" and not callable(v)}
+
+    def same_kind(rep: ast.expr, node: ast.AST) -> bool:
+        # (a whole number read where a real belongs is a slip Python and Numba both take)
+        return not (isinstance(rep, ast.Name) and isinstance(node, ast.Name)) or \
+            kinds.get(rep.id) == kinds.get(node.id) or \
+            (kinds.get(rep.id), kinds.get(node.id)) == (("int",), ("real",))
+
+    found: dict[tuple, Found] = {}
+    for k, stmt in enumerate(stmts):
+        for _, new, rep, node in _statement_variants(stmt) + list(
+                _variants(ast.Module([stmt], []), list(kinds), same_kind, compare)):
+            try:
+                code = _compiled(new)
+            except (SyntaxError, ValueError, TypeError):
+                continue
+            if equal(_run_staged(codes[:k] + [code] + codes[k + 1:], cut, inputs, steps,
+                                 functions)[0]):
+                hit = Found(ast.unparse(new.body[0]), ast.unparse(stmt), ast.unparse(rep),
+                            ast.unparse(node), _in_index(stmt, node))
+                found.setdefault((hit.wrong, hit.right), hit)  # one change made two ways
+    return list(found.values())
+
+
+def described(found: list[Found], written: Any = str, limit: int = 4) -> Any:
+    """The changes of ``found`` in words (catalogue entries; the code in them, ``written``
+    turns a model's statement into the kernel's), or None when there are none or more than
+    ``limit``: so many single changes giving the same values single nothing out."""
+    from ..i18n import T
+
+    if not found or len(found) > limit:
+        return None
+    parts = [T("`{wrong}` in place of `{right}` (in the statement `{statement}`)",
+               wrong=written(f.wrong_part), right=written(f.right_part),
+               statement=written(f.right)) for f in found]
+    text = parts[-1]
+    for part in reversed(parts[:-1]):
+        text = T("{one}, or {other}", one=part, other=text)
+    if len(parts) > 1:
+        text = T("one of {changes} (these give the same values here: the run cannot tell "
+                 "them apart)", changes=text)
+    return text

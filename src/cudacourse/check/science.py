@@ -22,6 +22,7 @@ TECHNIQUE = {
     "check_heat_step": ("wrong_technique",),
 }
 
+import ast
 import math
 from typing import Any
 
@@ -189,6 +190,121 @@ def _one_change_heat(got: Any, u: Any, alpha: float, tol: dict, ctx: str) -> Non
         "constant or an operator.", wrong=wrong, right=right), context={"case": ctx})
 
 
+# heat_step as the lesson writes it, for every thread of every block at once (by, bx: the
+# block; k: the tile's cells the load loop visits; ty, tx: the thread): a one-change variant
+# of it that gives every cell of out is the learner's mistake, named by its statement
+_HEAT_LOAD = _variants.program("""ny, nx = u.shape
+x0 = bx * TX - 1
+y0 = by * TY - 1
+r = k // (TX + 2)
+s = k % (TX + 2)
+gy = y0 + r
+gx = x0 + s
+inside = (0 <= gy) & (gy < ny) & (0 <= gx) & (gx < nx)
+store(tile, r, s, at(u, gy, gx), inside)
+store(tile, r, s, 0.0, ~inside)
+""")
+_HEAT_STEP = _variants.program("""y = y0 + ty + 1
+x = x0 + tx + 1
+live = (y < ny) & (x < nx)
+r = ty + 1
+s = tx + 1
+c = at(tile, r, s)
+wall = (y == 0) | (x == 0) | (y == ny - 1) | (x == nx - 1)
+store(out, y, x, c, live & wall)
+edges = at(tile, r - 1, s) + at(tile, r + 1, s) + at(tile, r, s - 1) + at(tile, r, s + 1)
+corners = at(tile, r - 1, s - 1) + at(tile, r - 1, s + 1) + at(tile, r + 1, s - 1) + \
+at(tile, r + 1, s + 1)
+store(out, y, x, c + alpha * (4.0 * edges + corners - 20.0 * c) / 6.0, live & ~wall)
+return (out,)
+""")
+
+
+def _wrapped(i: Any, n: int) -> Any:
+    """An index as Numba takes it, on a GPU and in the simulator: a negative one counts from
+    the end (-1 is the last)."""
+    i = _np.asarray(i)
+    return _np.where((i < 0) & (i >= -n), i + n, i)
+
+
+def _block_functions(by: Any, bx: Any) -> dict:
+    """``at`` and ``store`` of the heat model: a shared tile (4-d, one per block) indexed
+    by the block's own (by, bx) first; a store outside an array raises."""
+
+    def place(a: Any, i: Any, j: Any) -> tuple:
+        return (by, bx, i, j) if a.ndim == 4 else (i, j)
+
+    def at(a: Any, i: Any, j: Any) -> Any:
+        # clipped: a read outside is either discarded (a masked store) or what the kernel
+        # read outside, which the checks before this one name from the record
+        i = _np.clip(_wrapped(i, a.shape[-2]), 0, a.shape[-2] - 1)
+        j = _np.clip(_wrapped(j, a.shape[-1]), 0, a.shape[-1] - 1)
+        return a[place(a, i, j)]
+
+    def store(a: Any, i: Any, j: Any, value: Any, where: Any) -> None:
+        idx = place(a, _wrapped(i, a.shape[-2]), _wrapped(j, a.shape[-1]))
+        full = _np.broadcast_arrays(*idx, _np.asarray(value, float), _np.asarray(where))
+        mask = full[-1].astype(bool)
+        sel = tuple(x[mask] for x in full[:-2])
+        for axis, n in zip(sel[-2:], a.shape[-2:]):
+            if (axis < 0).any() or (axis >= n).any():
+                raise IndexError("outside")
+        a[sel] = full[-2][mask]
+
+    return {"at": at, "store": store}
+
+
+def _heat_as_written(statement: str) -> str:
+    """A heat-model statement as a kernel writes it: ``at(a, i, j)`` is ``a[i, j]``,
+    ``store(a, i, j, v, m)`` is ``a[i, j] = v`` (under the condition m)."""
+    tree = ast.parse(statement)
+
+    class _Back(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> Any:
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id == "at" and len(node.args) == 3:
+                return ast.Subscript(node.args[0], ast.Tuple(node.args[1:], ast.Load()),
+                                     ast.Load())
+            return node
+
+    stmt = _Back().visit(tree).body[0]
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+            isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "store":
+        a, i, j, v, _ = stmt.value.args
+        stmt = ast.Assign([ast.Subscript(a, ast.Tuple([i, j], ast.Load()), ast.Store())], v)
+    return ast.unparse(ast.fix_missing_locations(ast.Module([stmt], [])))
+
+
+def _one_change_tiled_heat(got: Any, u: Any, alpha: float, grid: tuple | None, ctx: str) -> None:
+    """Name the one change of the lesson's heat_step (the tile's load, the step from it)
+    that gives every cell of out."""
+    if grid is None:
+        return
+    gx, gy = int(grid[0]), int(grid[1])
+    by = _np.arange(gy).reshape(gy, 1, 1, 1)
+    bx = _np.arange(gx).reshape(1, gx, 1, 1)
+    u64 = u.astype(K.float64)
+    inputs = {"u": u64, "alpha": _np.float64(alpha), "TX": TX, "TY": TY,
+              "by": by, "bx": bx, "k": _np.arange((TY + 2) * (TX + 2)).reshape(1, 1, -1, 1),
+              "tile": _np.full((gy, gx, TY + 2, TX + 2), _np.nan),
+              "out": _np.full(u.shape, _np.nan),
+              "ty": _np.arange(TY).reshape(1, 1, TY, 1), "tx": _np.arange(TX).reshape(1, 1, 1, TX)}
+    scale = float(abs(u64).max())
+    found = _variants.match_staged(_HEAT_LOAD, "", _HEAT_STEP, inputs, [], (got,),
+                                   _block_functions(by, bx), rtol=1e-5, atol=1e-5 * scale,
+                                   compare=True, arrays=("u", "tile", "out"))
+    changes = _variants.described(found, _heat_as_written)
+    if changes is None:
+        return
+    index = all(f.in_index for f in found)
+    K.fail("wrong_index" if index else "wrong_formula", T(
+        "heat_step: out holds what the lesson's kernel gives with {changes}: every thread "
+        "computes with that {what}. The tile's slot [r, s] holds u[y0 + r, x0 + s] (y0 = "
+        "blockIdx.y * TY - 1, x0 = blockIdx.x * TX - 1), 0 outside u; thread (tx, ty) updates "
+        "u[y0 + ty + 1, x0 + tx + 1] from slot [ty + 1, tx + 1] and its eight neighbours "
+        "[{ctx}].", changes=changes, what=T("index") if index else T("expression"), ctx=ctx))
+
+
 def _boundary_updated(got: Any, u: Any, bad: Any, alpha: float | None) -> bool:
     """Whether the wrong wall cells hold what a step computed there gives: values beyond any
     temperature (a halo never loaded) or the 9-point step with the cells outside taken as 0,
@@ -237,7 +353,9 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
     walls = _walls_wrong(bad)
     if not (bad & ~boundary).any() and boundary.any() and 0 < len(walls) < 4:
         # a step on some walls only: the wall test misses those (a size or a comparison in
-        # it), which the cells alone cannot tell apart; the evidence, not a cause
+        # it), which the cells alone cannot tell apart; the evidence, not a cause, unless
+        # one change of the whole kernel gives every cell
+        _one_change_tiled_heat(got, u, alpha, grid, ctx)
         K.fail("wrong_values", T(
             "only cells of the walls {walls} are wrong, and the other walls are right: your "
             "test for a wall cell misses those. A wall cell has y == 0, x == 0, y == ny - 1 "
@@ -279,6 +397,7 @@ def _diagnose_heat(got: Any, want: Any, u: Any, ctx: str, rerun: Any = None,
                          "s], E is tile[r, s + 1], NE is tile[r - 1, s + 1], u is tile[r, s])",
                          term=term, other=other), context={"case": ctx})
         _one_change_heat(got, u, alpha, tol, ctx)
+        _one_change_tiled_heat(got, u, alpha, grid, ctx)
         # the update term out - u a constant multiple of the right one: a factor twice or
         # missing (alpha, the 1/6 of the 9-point weights)
         K.diagnose.factor(got - u, want - u, T("the update out - u"), 1e-5, 1e-5 * scale,
@@ -437,6 +556,10 @@ def check_diffuse(diffuse: Any, *, hidden: bool = False, seed: int | None = None
             except K.CheckFailure:
                 raise
             except Exception as exc:  # noqa: BLE001 - report what the learner's code raised
+                singled = _raised.named(exc, diffuse, "diffuse")
+                if singled:  # what was raised says what the learner wrote wrong
+                    K.fail(singled[0], T("{diagnosis} [{ctx}].", diagnosis=singled[1],
+                                         ctx=ctx))
                 K.fail("host_function_raised", T("diffuse raised {type_exc_name}: {exc} [{ctx}].",
                          type_exc_name=type(exc).__name__, exc=_raised.words(exc), ctx=ctx))
         if res is None:

@@ -59,7 +59,8 @@ _f32 = _np.float32
 _u16 = _np.uint16
 _round_bf16 = _fr.round_bf16
 _to_bits = _fr.to_bf16_bits
-_C_OWNER = _fr.owner(_fr.c_layout(), 16, 8)  # [row, col] -> (lane, register) of C and D
+_C_OWNER = _fr.owner(_fr.c_layout(), 16, 8)
+_LA, _LB, _LC = _fr.a_layout(), _fr.b_layout(), _fr.c_layout()  # [lane, register(, half)]  # [row, col] -> (lane, register) of C and D
 
 _TOL = 1e-4  # relative to the largest |reference|: float32 sums in any order
 
@@ -440,6 +441,162 @@ def _attention(q: Any, k: Any, v: Any, scale: float, *, tiles: int | None = None
         return o / l[:, None]
 
 
+# exercise 3 as the lesson writes it, for every lane of every block at once
+_ATT_PRELUDE = _variants.program("""g = lane // 4
+t = lane % 4
+r0 = block * 16
+qa = (tc.pack_bf16x2(q[r0 + g, 2 * t], q[r0 + g, 2 * t + 1]), \
+tc.pack_bf16x2(q[r0 + g + 8, 2 * t], q[r0 + g + 8, 2 * t + 1]), \
+tc.pack_bf16x2(q[r0 + g, 2 * t + 8], q[r0 + g, 2 * t + 9]), \
+tc.pack_bf16x2(q[r0 + g + 8, 2 * t + 8], q[r0 + g + 8, 2 * t + 9]))
+z = float32(0.0)
+m_lo = float32(-math.inf)
+m_hi = float32(-math.inf)
+l_lo = float32(0.0)
+l_hi = float32(0.0)
+o0 = (z, z, z, z)
+o1 = (z, z, z, z)
+""")
+_ATT_BODY = _variants.program("""kb0 = (tc.pack_bf16x2(k[j0 + g, 2 * t], k[j0 + g, 2 * t + 1]), \
+tc.pack_bf16x2(k[j0 + g, 2 * t + 8], k[j0 + g, 2 * t + 9]))
+kb1 = (tc.pack_bf16x2(k[j0 + 8 + g, 2 * t], k[j0 + 8 + g, 2 * t + 1]), \
+tc.pack_bf16x2(k[j0 + 8 + g, 2 * t + 8], k[j0 + 8 + g, 2 * t + 9]))
+s0 = tc.mma_bf16(qa, kb0, (z, z, z, z))
+s1 = tc.mma_bf16(qa, kb1, (z, z, z, z))
+x_lo = max(max(s0[0], s0[1]), max(s1[0], s1[1])) * scale
+x_hi = max(max(s0[2], s0[3]), max(s1[2], s1[3])) * scale
+x_lo = max(x_lo, cuda.shfl_xor_sync(4294967295, x_lo, 1))
+x_lo = max(x_lo, cuda.shfl_xor_sync(4294967295, x_lo, 2))
+x_hi = max(x_hi, cuda.shfl_xor_sync(4294967295, x_hi, 1))
+x_hi = max(x_hi, cuda.shfl_xor_sync(4294967295, x_hi, 2))
+n_lo = max(m_lo, x_lo)
+n_hi = max(m_hi, x_hi)
+a_lo = math.exp(m_lo - n_lo)
+a_hi = math.exp(m_hi - n_hi)
+p00 = math.exp(s0[0] * scale - n_lo)
+p01 = math.exp(s0[1] * scale - n_lo)
+p02 = math.exp(s0[2] * scale - n_hi)
+p03 = math.exp(s0[3] * scale - n_hi)
+p10 = math.exp(s1[0] * scale - n_lo)
+p11 = math.exp(s1[1] * scale - n_lo)
+p12 = math.exp(s1[2] * scale - n_hi)
+p13 = math.exp(s1[3] * scale - n_hi)
+l_lo = l_lo * a_lo + p00 + p01 + p10 + p11
+l_hi = l_hi * a_hi + p02 + p03 + p12 + p13
+pa = (tc.pack_bf16x2(p00, p01), tc.pack_bf16x2(p02, p03), tc.pack_bf16x2(p10, p11), \
+tc.pack_bf16x2(p12, p13))
+vb0 = (tc.pack_bf16x2(v[j0 + 2 * t, g], v[j0 + 2 * t + 1, g]), \
+tc.pack_bf16x2(v[j0 + 2 * t + 8, g], v[j0 + 2 * t + 9, g]))
+vb1 = (tc.pack_bf16x2(v[j0 + 2 * t, g + 8], v[j0 + 2 * t + 1, g + 8]), \
+tc.pack_bf16x2(v[j0 + 2 * t + 8, g + 8], v[j0 + 2 * t + 9, g + 8]))
+o0 = tc.mma_bf16(pa, vb0, (o0[0] * a_lo, o0[1] * a_lo, o0[2] * a_hi, o0[3] * a_hi))
+o1 = tc.mma_bf16(pa, vb1, (o1[0] * a_lo, o1[1] * a_lo, o1[2] * a_hi, o1[3] * a_hi))
+m_lo = n_lo
+m_hi = n_hi
+""")
+_ATT_FINAL = _variants.program("""l_lo += cuda.shfl_xor_sync(4294967295, l_lo, 1)
+l_lo += cuda.shfl_xor_sync(4294967295, l_lo, 2)
+l_hi += cuda.shfl_xor_sync(4294967295, l_hi, 1)
+l_hi += cuda.shfl_xor_sync(4294967295, l_hi, 2)
+o = put(o, r0 + g, 2 * t, o0[0] / l_lo)
+o = put(o, r0 + g, 2 * t + 1, o0[1] / l_lo)
+o = put(o, r0 + g + 8, 2 * t, o0[2] / l_hi)
+o = put(o, r0 + g + 8, 2 * t + 1, o0[3] / l_hi)
+o = put(o, r0 + g, 2 * t + 8, o1[0] / l_lo)
+o = put(o, r0 + g, 2 * t + 9, o1[1] / l_lo)
+o = put(o, r0 + g + 8, 2 * t + 8, o1[2] / l_hi)
+o = put(o, r0 + g + 8, 2 * t + 9, o1[3] / l_hi)
+return (o,)
+""")
+
+
+class _Namespace:
+    """``tc``, ``cuda`` and ``math`` of the lane model: the operations it calls by those
+    names, on arrays of every lane of every warp."""
+
+    def __init__(self, **ops: Any) -> None:
+        self.__dict__.update(ops)
+
+
+def _lane_functions(n: int) -> dict:
+    """The model's operations for ``n`` lanes (whole warps of 32, one after another)."""
+    lanes = _np.arange(n)
+    warps = n // 32
+
+    def full(x: Any) -> Any:
+        return _np.broadcast_to(_np.asarray(x, _f32), (n,))
+
+    def mma(fa: tuple, fb: tuple, acc: tuple) -> tuple:
+        # every warp's A, B and C gathered from its lanes' registers, as mma.sync does
+        ra = _np.stack([_np.broadcast_to(_np.asarray(x), (n,)) for x in fa], 1)
+        rb = _np.stack([_np.broadcast_to(_np.asarray(x), (n,)) for x in fb], 1)
+        rc = _np.stack([_np.broadcast_to(_np.asarray(x, _f64), (n,)) for x in acc], 1)
+        if ra.shape[1] != 4 or rb.shape[1] != 2 or rc.shape[1] != 4 or \
+                ra.dtype.kind not in "iu" or rb.dtype.kind not in "iu":
+            raise TypeError("not mma_bf16's registers")
+        ra, rb = ra.astype(_np.uint32).reshape(warps, 32, 4), rb.astype(_np.uint32).reshape(
+            warps, 32, 2)
+        a = _zeros((warps, 16, 16), _np.uint16)
+        b = _zeros((warps, 16, 8), _np.uint16)
+        for h in (0, 1):
+            a[:, _LA[..., h, 0], _LA[..., h, 1]] = (ra >> (16 * h)) & 0xFFFF
+            b[:, _LB[..., h, 0], _LB[..., h, 1]] = (rb >> (16 * h)) & 0xFFFF
+        c = _zeros((warps, 16, 8), _f64)
+        c[:, _LC[..., 0], _LC[..., 1]] = rc.reshape(warps, 32, 4)
+        d = (_fr.from_bf16_bits(a).astype(_f64) @ _fr.from_bf16_bits(b).astype(_f64) + c)
+        return tuple(d.astype(_f32)[:, _LC[..., 0], _LC[..., 1]].reshape(n, 4).T)
+
+    def shfl(mask: Any, x: Any, d: Any) -> Any:
+        return _np.asarray(x)[lanes ^ int(d)] if 0 <= int(d) < 32 else x
+
+    def put(o: Any, rows: Any, cols: Any, value: Any) -> Any:
+        o = o.copy()
+        o[rows, cols] = value
+        return o
+
+    return {"tc": _Namespace(pack_bf16x2=_pack, mma_bf16=mma),
+            "cuda": _Namespace(shfl_xor_sync=shfl),
+            "math": _Namespace(exp=_np.exp, inf=math.inf),
+            "float32": _f32, "max": _maximum, "put": put}
+
+
+def _as_written(statement: str) -> str:
+    """A model statement as the lesson's kernel writes it: the model's store ``o = put(o,
+    R, C, V)`` is ``o[R, C] = V``; the full mask in hexadecimal."""
+    tree = ast.parse(statement)
+    stmt = tree.body[0]
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
+            isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "put":
+        arr, row, col, value = stmt.value.args
+        stmt = ast.Assign([ast.Subscript(arr, ast.Tuple([row, col], ast.Load()), ast.Store())],
+                          value)
+    return ast.unparse(ast.fix_missing_locations(ast.Module([stmt], []))).replace(
+        "4294967295", "0xFFFFFFFF")
+
+
+def _one_change_attention(got: Any, want: Any, q: Any, k: Any, v: Any, scale: float,
+                          ctx: dict) -> None:
+    """Name the one change of the lesson's lane program (every lane of every block, the
+    loop over key tiles) that gives every element of o."""
+    n = 32 * (q.shape[0] // 16)
+    inputs = {"q": q, "k": k, "v": v, "scale": _f32(scale), "lane": _np.arange(n) % 32,
+              "block": _np.arange(n) // 32, "o": _np.full(q.shape, _np.nan)}
+    steps = [{"j0": j0} for j0 in range(0, k.shape[0], 16)]
+    found = _variants.match_staged(_ATT_PRELUDE, _ATT_BODY, _ATT_FINAL, inputs, steps, (got,),
+                                   _lane_functions(n), rtol=5e-3,
+                                   atol=5e-3 * float(abs(want).max()))
+    changes = _variants.described(found, _as_written)
+    if changes is None:
+        return
+    index = all(f.in_index for f in found)
+    K.fail("wrong_index" if index else "wrong_formula", T(
+        "mma_attention: o holds what the lesson's kernel gives with {changes}: every lane "
+        "computes with that {what}. Lane l's g = l // 4 and t = l % 4 pick rows r0 + g and "
+        "r0 + g + 8 of q and o, columns 2t, 2t + 1 (+ 8); keys j0 + g (+ 8) of k and j0 + 2t, "
+        "2t + 1 (+ 8) of v.", changes=changes,
+        what=T("index") if index else T("expression")), context=ctx)
+
+
 def check_mma_attention(kernel: Any, *, hidden: Any = False, seed: int | None = None) -> str:
     """``o = softmax(q k^T * scale) v`` by one warp per 16 query rows on tensor cores.
 
@@ -495,6 +652,7 @@ def check_mma_attention(kernel: Any, *, hidden: Any = False, seed: int | None = 
         if named:
             _, cause, message = named
             K.fail(cause, T("mma_attention: {mistake}.", mistake=message), context=ctx)
+        _one_change_attention(got, want, q, k, v, scale, ctx)
         K.compare(got.astype(_f32), want.astype(_f32), name="o",
                   formula="softmax(q k^T * scale) v", rtol=1e-2,
                   atol=1e-2 * float(abs(want).max()), tile=(16, 16), context=ctx)

@@ -126,6 +126,16 @@ def _complete_ready(warp: _Warp) -> None:
         have = sum(1 << lane for lane in meeting.arrived)
         if needed & ~have == 0:
             _resolve(meeting)
+            if isinstance(meeting.error, Exception):
+                # a warp-wide instruction refused because lanes are missing: a lane that left
+                # by raising (an index outside an array) is the cause; its own exception, the
+                # same whichever thread the simulator reports first (a GPU's instrumented
+                # build records that access too)
+                gone = [warp.threads.get(lane) for lane in _lanes(mask & ~have)]
+                raised = [t.exception[0] for t in gone
+                          if t is not None and getattr(t, "exception", None)]
+                if raised:
+                    meeting.error = raised[0]
             meeting.done = True
             meeting.event.set()
             del warp.meetings[mask]

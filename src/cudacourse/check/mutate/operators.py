@@ -476,9 +476,12 @@ OPERATORS = [
     Operator("drop_barrier", "a barrier removed", frozenset(_BARRIER), drop_barrier),
     Operator("loop_bounds", "a loop's end one off, or its stride doubled",
              frozenset(_INDEX | {"no_grid_stride"}), loop_bounds),
+    # used_before_assigned: the compile gate says it only of a name read where no assignment
+    # reaches it, which `x = e` turned `x += e` on x's first assignment is, in every case
     Operator("assign_accumulate", "`=` and `+=` exchanged",
              frozenset(_VALUES | _BARRIER | {"nondeterministic", "inputs_changed",
-                                             "wrong_buffer", "no_tree"}), assign_accumulate),
+                                             "wrong_buffer", "no_tree",
+                                             "used_before_assigned"}), assign_accumulate),
     # on the host, `//` turned `/` makes a launch's grid a float, which Numba refuses
     # float_index: the compile gate says it only of an index typed float, which a `/` for
     # `//` in an index makes (the master's indices are integers)
@@ -519,8 +522,10 @@ OPERATORS = [
                                                     "list_index", "list_for_array",
                                                     "stream_argument"}),
              wrong_name),
+    # used_before_assigned: as for wrong_name, the other axis' variable read on a line
+    # before it is bound (the compile gate's refusal says exactly that)
     Operator("axis_name", "a variable of one axis read for the other's (row for col)",
-             frozenset(_INDEX | _LAUNCH), axis_name),
+             frozenset(_INDEX | _LAUNCH | {"used_before_assigned"}), axis_name),
     Operator("swap_operands", "the operands of -, /, //, % or ** exchanged",
              frozenset(_INDEX | {"bad_launch", "float_index"}), swap_operands),
     Operator("move_barrier", "a barrier one statement too early or too late",
