@@ -542,7 +542,10 @@ _RULES: list[tuple[re.Pattern, str]] = [
 # stays ``does_not_compile``.
 COMPILE_CAUSES = frozenset({"does_not_compile", "grid_dimensions", "missing_axis",
                             "float_index", "number_for_array", "array_for_number",
-                            "tuple_for_number", "tuple_for_array"})
+                            "tuple_for_number", "tuple_for_array",
+                            # Numba's "Variable 'x' is not defined": a name read before any
+                            # assignment reaches it (`j = j + t`), the same on both devices
+                            "used_before_assigned"})
 # the course's tensor-core intrinsics, by the kind of each argument: a for an array (a
 # shared tile, an input), n for a number (a row, a column)
 _INTRINSIC_KINDS = {"ldmatrix": "ann", "cp_async": "annann"}
@@ -618,6 +621,8 @@ def refusal_cause(error: str, line: Any = "", source: str = "") -> str:
         return "missing_axis"
     if re.search(r"Unsupported array index type float", error):
         return "float_index"
+    if re.search(r"Variable '\w+' is not defined", error):
+        return "used_before_assigned"
     if re.search(rf">>> (?:get|set)item\((?:{_SCALAR_TYPE}|array\(\w+, 0d, \w\)), ", error):
         return "number_for_array"
     if re.search(r">>> setitem\(array\([^()]*\), [\w()\[\], ]*?, array\(", error):
