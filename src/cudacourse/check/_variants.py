@@ -205,14 +205,17 @@ def _run_loop(body: ast.Module, final: ast.Module, state: dict, steps: list, fix
 
 
 def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got: tuple,
-               functions: dict, rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
+               functions: dict, rtol: float = 1e-4, atol: float = 1e-5,
+               before: str = "") -> Found | None:
     """``match`` for a loop: ``body`` (assignments) runs once per entry of ``steps``
     (``(inputs, active)``: the step's arrays, and where it applies, or None for
     everywhere), carrying the names of ``state`` (their first values); ``final`` ends with
-    ``return (...)``. One change anywhere in ``body`` or ``final``."""
-    tb, tf = ast.parse(body), ast.parse(final)
-    whole = ast.Module(tb.body + tf.body, [])
-    n = len(tb.body)
+    ``return (...)``; ``before`` (assignments) runs once, before the first step. One change
+    anywhere in ``before``, ``body`` or ``final``."""
+    t0, tb, tf = ast.parse(before), ast.parse(body), ast.parse(final)
+    whole = ast.Module(t0.body + tb.body + tf.body, [])
+    n0 = len(t0.body)
+    n = n0 + len(tb.body)
     names = list(dict.fromkeys(list(state) + list(steps[0][0] if steps else {}) + list(fixed) +
                                [t.id for s in whole.body if isinstance(s, ast.Assign)
                                 for t in s.targets if isinstance(t, ast.Name)]))
@@ -222,8 +225,18 @@ def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got
             all(_same(g, v, rtol, atol) for g, v in zip(got, values))
 
     def run(tree: ast.Module) -> tuple | None:
-        return _run_loop(ast.Module(tree.body[:n], []), ast.Module(tree.body[n:], []), state,
-                         steps, fixed, functions)
+        first = dict(state)
+        if n0:  # the statements before the loop, once, on the first values
+            env = {**functions, **fixed, **state}
+            try:
+                with _errstate(all="ignore"):
+                    exec(_compiled(ast.Module(tree.body[:n0], [])),  # noqa: S102 - our own
+                         {"__builtins__": {}}, env)  # formulas, never the learner's text
+            except Exception:  # noqa: BLE001 - a variant NumPy cannot evaluate: no match
+                return None
+            first = {k: env[k] for k in state}
+        return _run_loop(ast.Module(tree.body[n0:n], []), ast.Module(tree.body[n:], []),
+                         first, steps, fixed, functions)
 
     if _all_nan(got) or equal(run(whole)):
         return None
@@ -232,3 +245,26 @@ def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got
             return Found(ast.unparse(new.body[k]), ast.unparse(whole.body[k]), ast.unparse(rep),
                          ast.unparse(node), _in_index(whole.body[k], node))
     return None
+
+
+def run_loop(body: str, final: str, state: dict, steps: list, fixed: dict, functions: dict,
+             before: str = "") -> tuple | None:
+    """The returned tuple of the program (``before`` once, ``body`` per step, ``final``) as
+    written, no change made: for a checker that varies the steps (a loop's bounds) instead
+    of a statement; None when NumPy cannot evaluate it."""
+    first = dict(state)
+    if before.strip():
+        env = {**functions, **fixed, **state}
+        try:
+            with _errstate(all="ignore"):
+                exec(_compiled(ast.parse(before)), {"__builtins__": {}}, env)  # noqa: S102
+        except Exception:  # noqa: BLE001 - our own formulas: nothing evaluates
+            return None
+        first = {k: env[k] for k in state}
+    return _run_loop(ast.parse(body), ast.parse(final), first, steps, fixed, functions)
+
+
+def same(got: tuple, values: tuple | None, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    """Whether ``values`` (a program's returned tuple) equal ``got`` element by element."""
+    return values is not None and len(values) == len(got) and \
+        all(_same(g, v, rtol, atol) for g, v in zip(got, values))

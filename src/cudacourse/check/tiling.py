@@ -23,12 +23,14 @@ TECHNIQUE = {
     "check_block_sum": ("no_tree",),
 }
 
+import ast
 import contextlib
 import math
 import sys
 import traceback
 from typing import Any, Iterator
 
+from . import _variants
 from . import kit as K
 from .kit import resolve
 from ..i18n import T
@@ -418,6 +420,153 @@ def _check_tree(obs: K.Observation, ctx: dict) -> None:
                      v_2_times_log2=2 * int(math.log2(TPB))), context=ctx)
 
 
+# The block sum as the lesson writes it, for all blocks at once (rows: blocks, columns:
+# threads t): the load, then one tree level per step (s = TPB // 2, ..., 1), then thread 0's
+# store. take(a, idx) is a[idx] per block; put(a, idx, value, cond) stores value at idx
+# where cond holds (the level's reads all happen before its stores: the barrier between
+# levels). A one-change variant of it that gives every block's sum is the learner's
+# mistake, named by its statement (see _variants): a name read for another (i for t), an
+# index or an operator changed, `+=` written `=`.
+_TREE_LOAD = _variants.program("""sh = where(i < n, take(x, i), 0.0)
+""")
+_TREE_LEVEL = _variants.program("""sh = put(sh, t, take(sh, t) + take(sh, t + s), t < s)
+""")
+_TREE_FINAL = _variants.program("""partial = take(sh, 0)
+return (partial,)
+""")
+
+
+def _take(a: Any, idx: Any) -> Any:
+    """a[idx] row by row (a block's slots; x when a is one-dimensional); NaN where idx is
+    outside a (a thread that reads there must not be active: _put refuses such a store)."""
+    idx = K.np.asarray(idx)
+    if idx.dtype.kind not in "iu":
+        raise TypeError("index")
+    width = a.shape[-1]
+    inside = (idx >= 0) & (idx < width)
+    safe = K.np.where(inside, idx, 0)
+    if a.ndim == 1:
+        return K.np.where(inside, a[safe], K.np.nan)
+    rows = a.shape[0]
+    if idx.ndim == 0:
+        return a[:, int(idx)] if inside else K.np.full(rows, K.np.nan)
+    safe = K.np.broadcast_to(safe, (rows, idx.shape[-1]))
+    return K.np.where(inside, K.np.take_along_axis(a, safe, axis=1), K.np.nan)
+
+
+def _put(a: Any, idx: Any, value: Any, cond: Any) -> Any:
+    """a copy of a with value stored at idx where cond holds, row by row."""
+    rows, width = a.shape
+    idx = K.np.broadcast_to(K.np.asarray(idx), (rows, width))
+    cond = K.np.broadcast_to(K.np.asarray(cond, dtype=bool), (rows, width))
+    value = K.np.broadcast_to(K.np.asarray(value, dtype=K.float64), (rows, width))
+    if idx.dtype.kind not in "iu" or (cond & ((idx < 0) | (idx >= width))).any() or \
+            (cond & K.np.isnan(value)).any():  # a store or a read outside the block's slots
+        raise IndexError("index")
+    out = a.copy()
+    for b in range(rows):
+        where = idx[b][cond[b]]
+        if K.np.unique(where).size != where.size:  # two threads storing one slot: a race,
+            raise IndexError("index")  # which the record names when the kernel does it
+        out[b, where] = value[b][cond[b]]
+    return out
+
+
+def _tree_one_change(got: Any, x: Any, n: int, blocks: int, ctx: dict) -> None:
+    """Name the one change of the lesson's block sum that gives every block's sum."""
+    t = K.np.arange(TPB)[None, :]
+    i = K.np.arange(blocks)[:, None] * TPB + t
+    xp = K.np.concatenate([x.astype(K.float64), K.np.zeros(blocks * TPB - n)])
+    levels = []
+    s = TPB // 2
+    while s > 0:
+        levels.append(({"s": s}, None))
+        s //= 2
+    found = _variants.match_loop(
+        _TREE_LEVEL, _TREE_FINAL, {"sh": K.np.zeros((blocks, TPB))}, levels,
+        {"x": xp, "n": n, "t": t, "i": i, "blocks": blocks, "TPB": TPB},
+        (got.astype(K.float64),),
+        {"where": K.np.where, "take": _take, "put": _put}, rtol=1e-4, atol=1e-4 * TPB,
+        before=_TREE_LOAD)
+    if found is None:
+        _tree_levels(got, xp, n, t, i, blocks, ctx)
+        return
+    K.fail("wrong_formula", T(
+        "partial holds, for every block, what the lesson's block sum gives with `{wrong}` in "
+        "place of `{right}`. The block sum: `sh[t] = x[i] if i < n else 0.0`; then, for s = "
+        "TPB // 2 down to 1, threads t < s do `sh[t] += sh[t + s]`; thread 0 stores "
+        "`partial[blockIdx.x] = sh[0]`. Look for that change in your code: a name, an index "
+        "or an operator.", wrong=_tree_words(found.wrong), right=_tree_words(found.right)),
+        context=ctx)
+
+
+def _tree_levels(got: Any, xp: Any, n: int, t: Any, i: Any, blocks: int, ctx: dict) -> None:
+    """The lesson's tree run with other levels (s starting elsewhere than TPB // 2, divided
+    by another factor, the loop stopping at s > 1): the one that gives every block's sum."""
+    fixed = {"x": xp, "n": n, "t": t, "i": i}
+    functions = {"where": K.np.where, "take": _take, "put": _put}
+    hits = []
+    for stop in (0, 1):
+        for factor in (2, 3, 4):
+            for first in range(1, TPB + 1):
+                levels, s = [], first
+                while s > stop:
+                    levels.append(({"s": s}, None))
+                    s //= factor
+                if (first, factor, stop) == (TPB // 2, 2, 0) or not levels:
+                    continue
+                got_here = _variants.run_loop(_TREE_LEVEL, _TREE_FINAL,
+                                              {"sh": K.np.zeros((blocks, TPB))}, levels, fixed,
+                                              functions, before=_TREE_LOAD)
+                if _variants.same((got.astype(K.float64),), got_here, 1e-4, 1e-4 * TPB):
+                    seq = tuple(v["s"] for v, _a in levels)
+                    if seq not in hits:
+                        hits.append(seq)
+    if len(hits) != 1:  # none, or several level sequences give these sums: nothing singled out
+        return
+    K.fail("wrong_formula", T(
+        "partial holds, for every block, what the lesson's tree gives with the levels s = "
+        "{levels}: the tree's levels are s = {right}, starting at TPB // 2 and halving "
+        "(s //= 2) while s > 0. Check the loop's start, its step and its condition.",
+        levels=", ".join(map(str, hits[0])),
+        right=", ".join(str(TPB >> k) for k in range(1, int(math.log2(TPB)) + 1))),
+        context=ctx)
+
+
+class _KernelWords(ast.NodeTransformer):
+    """take(a, i) -> a[i]; where(c, a, b) -> a if c else b (put is said by _tree_words)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        if name == "take" and len(node.args) == 2:
+            return ast.Subscript(node.args[0], node.args[1], ast.Load())
+        if name == "where" and len(node.args) == 3:
+            return ast.IfExp(node.args[0], node.args[1], node.args[2])
+        return node
+
+
+def _tree_words(code: str) -> str:
+    """A statement of the tree program in the kernel's words: ``sh = put(sh, t, v, t < s)``
+    is ``if t < s: sh[t] = v`` (``sh[t] += w`` when v is ``sh[t] + w``), the load
+    ``sh[t] = ...``, the store ``partial[blockIdx.x] = sh[0]``."""
+    stmt = ast.parse(code).body[0]
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+        return code
+    value = _KernelWords().visit(stmt.value)
+    target = stmt.targets[0].id
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id == "put" and len(value.args) == 4:
+        arr, idx, val, cond = value.args
+        slot = ast.unparse(ast.Subscript(arr, idx, ast.Store()))
+        if isinstance(val, ast.BinOp) and isinstance(val.op, ast.Add) and \
+                ast.unparse(val.left) == slot:
+            return f"if {ast.unparse(cond)}: {slot} += {ast.unparse(val.right)}"
+        return f"if {ast.unparse(cond)}: {slot} = {ast.unparse(val)}"
+    where = {"sh": "sh[t]", "partial": "partial[blockIdx.x]"}.get(target, target)
+    return f"{where} = {ast.unparse(value)}"
+
+
 def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
                   obs: K.Observation) -> None:
     # A slot read that no thread stored is the mistake whatever it held: on a GPU it holds
@@ -466,6 +615,7 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
                      "threads past the end of x stored {value:g} in their slot, where 0.0 "
                      "belongs (sh[t] = x[i] if i < n else 0.0)", pads=pads,
                      value=float(round(c))), context=ctx)
+        _tree_one_change(got, x, n, blocks, ctx)
         K.fail("wrong_values", T("only the last block, which holds the tail "
                  "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
                  "must add 0.0, and the elements before the end must all be counted.",
@@ -489,6 +639,7 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
         K.diagnose.factor(got, want, "partial", 1e-4, tol, None, "")
     except K.CheckFailure as exc:
         K.fail(exc.cause, exc.text_message or exc.message, context=ctx)
+    _tree_one_change(got, x, n, blocks, ctx)
     bad = int(K.flatnonzero(~ok)[0])
     fmt = getattr(K, "fmt", repr)
     K.fail("wrong_values", T("partial[{bad}] = {got}, expected {want} (the sum of block {bad}'s elements): "
