@@ -169,11 +169,23 @@ def match(program: str, inputs: dict, got: tuple, functions: dict,
 
     if _all_nan(got) or equal(_run(tree, inputs, functions)):
         return None
-    for k, new, rep, node in _variants(tree, names):
-        if equal(_run(new, inputs, functions)):
-            return Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]), ast.unparse(rep),
-                         ast.unparse(node), _in_index(tree.body[k], node))
-    return None
+    return _single(tree, ((k, new, rep, node) for k, new, rep, node in _variants(tree, names)
+                          if equal(_run(new, inputs, functions))))
+
+
+def _single(tree: ast.Module, hits: Iterator[tuple]) -> Found | None:
+    """The first matching variant, when every matching variant changes one and the same
+    statement; None when none matches, or when changes to two statements give the same
+    values (the evidence does not single the mistake out: say nothing of which)."""
+    first = None
+    for k, new, rep, node in hits:
+        if first is None:
+            first = Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]),
+                          ast.unparse(rep), ast.unparse(node), _in_index(tree.body[k], node))
+            where = k
+        elif k != where:
+            return None
+    return first
 
 
 def _compiled(tree: ast.Module) -> Any:
@@ -240,11 +252,8 @@ def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got
 
     if _all_nan(got) or equal(run(whole)):
         return None
-    for k, new, rep, node in _variants(whole, names):
-        if equal(run(new)):
-            return Found(ast.unparse(new.body[k]), ast.unparse(whole.body[k]), ast.unparse(rep),
-                         ast.unparse(node), _in_index(whole.body[k], node))
-    return None
+    return _single(whole, ((k, new, rep, node) for k, new, rep, node in _variants(whole, names)
+                           if equal(run(new))))
 
 
 def run_loop(body: str, final: str, state: dict, steps: list, fixed: dict, functions: dict,

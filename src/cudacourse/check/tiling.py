@@ -217,7 +217,9 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
             try:
                 K.compare(got, want, name="c", formula=T("sum over k of a[row, k] * b[k, col]"),
                           rtol=1e-4, atol=tol, context=ctx, alternatives=alternatives)
-            except K.CheckFailure:
+            except K.CheckFailure as exc:
+                if exc.cause == "wrong_values" and not (obs.live and obs.stale and kt != k):
+                    _matmul_one_change(got, a, b, spare, ctx)
                 if obs.live and obs.stale and kt != k:
                     K.fail("unfilled_tile", T("c is wrong and a slot of the last, partial tile kept a value "
                              "from the previous tile (read at line {stale}): past the edge of "
@@ -230,6 +232,145 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
                      "before the next loads overwrite it)?"), context=ctx)
     _check_reuse(kernel, gen)
     return cases
+
+
+# The tiled matmul as the lesson writes it, for every thread of the grid at once (arrays of
+# shape blocks-y x blocks-x x TILE x TILE): per tile t, the two loads, then the product of the
+# tiles (dot(sa, sb)[ty, tx] is the sum over i of sa[ty, i] * sb[i, tx]); at the end the
+# store. A one-change variant of it that gives every element of c is the learner's mistake,
+# named by its statement (see _variants): a name read for another (n for k in a guard, sa
+# for sb, k for acc), an operator changed, `+=` written `=`.
+_MATMUL_BODY = _variants.program("""sa = where((row < m) & (t + tx < k), take2(a, row, t + tx), 0.0)
+sb = where((t + ty < k) & (col < n), take2(b, t + ty, col), 0.0)
+acc = acc + dot(sa, sb)
+""")
+_MATMUL_FINAL = _variants.program("""c = acc
+return (crop(c),)
+""")
+
+
+def _take2(a: Any, r: Any, c: Any) -> Any:
+    """a[r, c] element by element; NaN where (r, c) is outside a (a thread reading there
+    must be one the guard turns away: NaN in a stored tile matches no output)."""
+    r, c = K.np.asarray(r), K.np.asarray(c)
+    if r.dtype.kind not in "iu" or c.dtype.kind not in "iu":
+        raise TypeError("index")
+    inside = (r >= 0) & (r < a.shape[0]) & (c >= 0) & (c < a.shape[1])
+    return K.np.where(inside, a[K.np.where(inside, r, 0), K.np.where(inside, c, 0)], K.np.nan)
+
+
+def _matmul_grid(m: int, k: int, n: int, spare: int) -> dict:
+    gy, gx = math.ceil(m / TILE), math.ceil(n / TILE) + spare
+    shape = (gy, gx, TILE, TILE)
+    by, bx, ty, tx = (K.np.broadcast_to(v, shape) for v in K.np.ix_(
+        K.np.arange(gy), K.np.arange(gx), K.np.arange(TILE), K.np.arange(TILE)))
+    # i: the inner loop's variable, TILE - 1 once the loop is done (read after it by mistake)
+    return {"ty": ty, "tx": tx, "row": by * TILE + ty, "col": bx * TILE + tx, "m": m, "k": k,
+            "n": n, "i": TILE - 1}
+
+
+def _matmul_program(a: Any, b: Any, spare: int) -> tuple:
+    """(fixed names, functions, first state) of the tiled program for a @ b."""
+    m, k = a.shape
+    n = b.shape[1]
+    fixed = {**_matmul_grid(m, k, n, spare), "a": a.astype(K.float64),
+             "b": b.astype(K.float64)}
+    shape = fixed["row"].shape
+
+    def crop(c: Any) -> Any:
+        full = K.np.broadcast_to(K.np.asarray(c, dtype=K.float64), shape)
+        return full.transpose(0, 2, 1, 3).reshape(shape[0] * TILE, shape[1] * TILE)[:m, :n]
+
+    def dot(x: Any, y: Any) -> Any:
+        x, y = K.np.asarray(x), K.np.asarray(y)
+        if x.shape != shape or y.shape != shape:
+            raise ValueError("tile")
+        return K.np.matmul(x, y)
+
+    functions = {"where": K.np.where, "take2": _take2, "dot": dot, "crop": crop}
+    return fixed, functions, {"acc": K.np.zeros(shape)}
+
+
+def _matmul_one_change(got: Any, a: Any, b: Any, spare: int, ctx: dict) -> None:
+    """Name the one change of the lesson's tiled loop that gives every element of c, or the
+    loop over tiles with other bounds (a stride of 2 * TILE, an end one off)."""
+    if K.isnan(got).any():
+        return
+    m, k = a.shape
+    fixed, functions, state = _matmul_program(a, b, spare)
+    want = (got.astype(K.float64),)
+    tol = 1e-4 * k
+    steps = [({"t": t}, None) for t in range(0, k, TILE)]
+    found = _variants.match_loop(_MATMUL_BODY, _MATMUL_FINAL, state, steps, fixed, want,
+                                 functions, rtol=1e-4, atol=tol)
+    if found is not None:
+        K.fail("wrong_formula", T(
+            "c holds, in every element, what the lesson's tiled loop gives with `{wrong}` in "
+            "place of `{right}`. The loop, for t = 0, TILE, ... below k: `sa[ty, tx] = a[row, t "
+            "+ tx] if row < m and t + tx < k else 0.0`, `sb[ty, tx] = b[t + ty, col] if t + ty "
+            "< k and col < n else 0.0`, then `acc += sa[ty, i] * sb[i, tx]` for i in "
+            "range(TILE); at the end `c[row, col] = acc`. Look for that change in your code: a "
+            "name, an index or an operator.", wrong=_matmul_words(found.wrong),
+            right=_matmul_words(found.right)), context=ctx)
+    hits = []
+    for start, stop, stride in [(0, k, 2 * TILE), (0, k, TILE + 1), (0, k, TILE - 1),
+                                (0, k - 1, TILE), (0, k + 1, TILE), (1, k, TILE),
+                                (0, k - TILE, TILE), (TILE, k, TILE)]:
+        tiles = list(range(start, stop, stride))
+        if tiles == list(range(0, k, TILE)) or not tiles:
+            continue
+        values = _variants.run_loop(_MATMUL_BODY, _MATMUL_FINAL, state,
+                                    [({"t": t}, None) for t in tiles], fixed, functions)
+        if _variants.same(want, values, 1e-4, tol) and tiles not in hits:
+            hits.append(tiles)
+    if len(hits) == 1:
+        K.fail("wrong_formula", T(
+            "c holds, in every element, what the lesson's tiled loop gives over the tiles t = "
+            "{tiles}, where k = {k} takes t = {right}: check the loop over the tiles, `for t "
+            "in range(0, k, TILE)` (its start, end and step).",
+            tiles=", ".join(map(str, hits[0])), k=k,
+            right=", ".join(map(str, range(0, k, TILE)))), context=ctx)
+
+
+class _MatmulWords(ast.NodeTransformer):
+    """The program's helpers in the kernel's words: take2(a, r, c) -> a[r, c], where(c, x,
+    y) -> x if c else y, & -> and, dot(x, y) -> sum of x[ty, i] * y[i, tx]."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.BitAnd):
+            return ast.BoolOp(ast.And(), [node.left, node.right])
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        if name == "take2" and len(node.args) == 3:
+            return ast.Subscript(node.args[0], ast.Tuple(node.args[1:], ast.Load()),
+                                 ast.Load())
+        if name == "where" and len(node.args) == 3:
+            return ast.IfExp(node.args[0], node.args[1], node.args[2])
+        if name == "dot" and len(node.args) == 2:
+            x, y = (ast.unparse(v) for v in node.args)
+            return ast.parse(f"sum({x}[ty, i] * {y}[i, tx] for i in range(TILE))",
+                             mode="eval").body
+        return node
+
+
+def _matmul_words(code: str) -> str:
+    """A statement of the tiled program as the kernel writes it."""
+    stmt = ast.parse(code).body[0]
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+        return code
+    target = stmt.targets[0].id
+    value = stmt.value
+    if target == "acc" and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) and \
+            isinstance(value.left, ast.Name) and value.left.id == "acc" and \
+            isinstance(value.right, ast.Call) and ast.unparse(value.right.func) == "dot":
+        x, y = (ast.unparse(v) for v in value.right.args)
+        return f"acc += {x}[ty, i] * {y}[i, tx]"
+    where = {"sa": "sa[ty, tx]", "sb": "sb[ty, tx]", "c": "c[row, col]"}.get(target, target)
+    return f"{where} = {ast.unparse(_MatmulWords().visit(value))}"
 
 
 def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
