@@ -152,6 +152,9 @@ class Found:
     wrong_part: str  # the changed expression alone
     right_part: str
     in_index: bool  # the change is (inside) an array index
+    # another statement whose one change gives the same values: (its changed statement, the
+    # reference's), or () when the evidence singles this statement out
+    also: tuple = ()
 
 
 def match(program: str, inputs: dict, got: tuple, functions: dict,
@@ -175,16 +178,24 @@ def match(program: str, inputs: dict, got: tuple, functions: dict,
 
 def _single(tree: ast.Module, hits: Iterator[tuple]) -> Found | None:
     """The first matching variant, when every matching variant changes one and the same
-    statement; None when none matches, or when changes to two statements give the same
-    values (the evidence does not single the mistake out: say nothing of which)."""
+    statement (``also`` empty), or one of two statements (``also``: the other's first
+    matching change, for a checker that says both); None when none matches, or when
+    changes to three statements or more give the same values."""
     first = None
+    other: tuple = ()
     for k, new, rep, node in hits:
         if first is None:
             first = Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]),
                           ast.unparse(rep), ast.unparse(node), _in_index(tree.body[k], node))
             where = k
         elif k != where:
-            return None
+            if other and other[0] != k:
+                return None
+            if not other:
+                other = (k, ast.unparse(new.body[k]), ast.unparse(tree.body[k]))
+    if first is not None and other:
+        return Found(first.wrong, first.right, first.wrong_part, first.right_part,
+                     first.in_index, other[1:])
     return first
 
 

@@ -303,6 +303,19 @@ def _matmul_one_change(got: Any, a: Any, b: Any, spare: int, ctx: dict) -> None:
     steps = [({"t": t}, None) for t in range(0, k, TILE)]
     found = _variants.match_loop(_MATMUL_BODY, _MATMUL_FINAL, state, steps, fixed, want,
                                  functions, rtol=1e-4, atol=tol)
+    if found is not None and found.also:
+        # two statements give these values (a's and b's guards both cut the k range): say
+        # both, the mistake is one of them
+        K.fail("wrong_formula", T(
+            "c holds, in every element, what the lesson's tiled loop gives with `{wrong}` in "
+            "place of `{right}`, and just as well with `{wrong_2}` in place of `{right_2}` "
+            "(the values cannot tell which). The loop, for t = 0, TILE, ... below k: `sa[ty, "
+            "tx] = a[row, t + tx] if row < m and t + tx < k else 0.0`, `sb[ty, tx] = b[t + ty, "
+            "col] if t + ty < k and col < n else 0.0`, then `acc += sa[ty, i] * sb[i, tx]` for "
+            "i in range(TILE); at the end `c[row, col] = acc`. Look for one of those changes "
+            "in your code.", wrong=_matmul_words(found.wrong),
+            right=_matmul_words(found.right), wrong_2=_matmul_words(found.also[0]),
+            right_2=_matmul_words(found.also[1])), context=ctx)
     if found is not None:
         K.fail("wrong_formula", T(
             "c holds, in every element, what the lesson's tiled loop gives with `{wrong}` in "
@@ -629,6 +642,8 @@ def _tree_one_change(got: Any, x: Any, n: int, blocks: int, ctx: dict) -> None:
         (got.astype(K.float64),),
         {"where": K.np.where, "take": _take, "put": _put}, rtol=1e-4, atol=1e-4 * TPB,
         before=_TREE_LOAD)
+    if found is not None and found.also:  # two statements give these sums: neither named
+        return
     if found is None:
         _tree_levels(got, xp, n, t, i, blocks, ctx)
         return
