@@ -356,8 +356,21 @@ def _one_change_rows(got: Any, q: Any, k: Any, v: Any, scale: float, causal: boo
                                  (got.reshape(rows, d).astype(K.float64),),
                                  {"maximum": _maximum, "exp": _exp, "dot": _dot},
                                  rtol=1e-4, atol=1e-5)
-    if found is None or found.also:  # two statements give these values: neither is named
+    if found is None:
         return
+    if found.also:  # two statements give these values (k_row = v[...], or v_row in the dot)
+        K.fail("wrong_formula", T(
+            "flash_rows: out holds, in every row, what the lesson's loop gives with `{wrong}` "
+            "in place of `{right}`, and just as well with `{wrong_2}` in place of `{right_2}` "
+            "(the values cannot tell which). The loop, per key: `j = start + t` (the key "
+            "thread t loaded into slot jj = t of the tiles), `k_row = k[bh, j]`, `v_row = "
+            "v[bh, j]`, `s = dot(q[bh, row], k_row) * scale`, `m_new = max(m, s)`, `alpha = "
+            "exp(m - m_new)`, `p = exp(s - m_new)`, `l = l * alpha + p`, `acc = acc * alpha + "
+            "p * v_row`, `m = m_new`; at the end `out = acc / l`. Look for one of those "
+            "changes in your code.", wrong=found.wrong.replace("maximum", "max"),
+            right=found.right.replace("maximum", "max"),
+            wrong_2=found.also[0].replace("maximum", "max"),
+            right_2=found.also[1].replace("maximum", "max")), context=ctx)
     K.fail("wrong_formula", T(
         "flash_rows: out holds, in every row, what the lesson's loop gives with `{wrong}` in "
         "place of `{right}`. The loop, per key: `j = start + t` (the key thread t loaded into "
@@ -379,8 +392,8 @@ def _unfilled_slot(obs: Any, ctx: str) -> None:
     K.fail("unfilled_tile", T(
         "out is wrong, and {thread_name} read slot [{slot}] of {arr} (line "
         "{line}), which no thread of its block had stored: the tile's loads leave it out. "
-        "Every thread t loads key j = start + t into slot t of both tiles, for every c < d: "
-        "k_tile[t, c] = k[bh, j, c] and v_tile[t, c] = v[bh, j, c].",
+        "Every thread t loads key `j = start + t` into slot t of both tiles, for every c < d: "
+        "`k_tile[t, c] = k[bh, j, c]` and `v_tile[t, c] = v[bh, j, c]`.",
         thread_name=K.thread_name(who), slot=", ".join(map(str, idx)), arr=arr, line=line),
         context=ctx)
 
