@@ -489,6 +489,7 @@ def _rows_slip(slip: str):
     k_from_v = slip == "k_from_v"  # k_tile loaded from v
     k_into_v = slip == "k_into_v"  # k's row stored into v_tile: k_tile never stored
     one_slot = slip == "one_slot"  # k_tile[bh, c]: every thread stores the same slot
+    times_bh = slip == "times_bh"  # s *= bh (0 for one head): every key scores alike
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -523,7 +524,7 @@ def _rows_slip(slip: str):
                         s = 0.0
                         for c in range(d):
                             s += q[bh, row, c] * k_tile[jj, c]
-                        s *= scale
+                        s *= bh if times_bh else scale
                         m_new = max(m, s)
                         alpha = math.exp(m - m_new)
                         p = math.exp(s - m_new)
@@ -553,6 +554,7 @@ def gpu_path(request, monkeypatch):
                                   "as well with"),
     ("k_into_v", "unfilled_tile", "which no thread of its block had stored"),
     ("one_slot", "slot_collision", "two threads computed the same slot"),
+    ("times_bh", "wrong_formula", "every key got the same score"),
 ])
 def test_flash_rows_names_a_slip_in_the_tile_loads(slip, cause, phrase, gpu_path):
     with pytest.raises(CheckFailure) as info:

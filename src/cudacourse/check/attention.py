@@ -326,6 +326,22 @@ return (out,)
 """)
 
 
+class _Rows:
+    """q, k or v indexed by the threads' columns of numbers: a[bh, j] is one row of the
+    array per thread, (threads, head_dim), as the kernel's a[bh, j, c] over c."""
+
+    def __init__(self, a: Any) -> None:
+        self.a = a
+
+    def __getitem__(self, idx: Any) -> Any:
+        got = self.a[idx]
+        if got.ndim == 3 and got.shape[1] == 1:
+            got = got[:, 0, :]
+        if got.ndim != 2:
+            raise IndexError("a row per thread")
+        return got
+
+
 def _dot(a: Any, b: Any) -> Any:
     """Row by row dot products (the thread's loop over c), kept as a column."""
     return (a * b).sum(axis=1, keepdims=True)
@@ -339,20 +355,22 @@ def _one_change_rows(got: Any, q: Any, k: Any, v: Any, scale: float, causal: boo
     bh, n, d = q.shape
     rows = bh * n
     tiles = -(-n // ROWS_TILE)
-    row = _np.tile(_arange(n), bh)
-    head = _np.repeat(_arange(bh), n)
+    # columns (one row of out each), so that `s * bh` or `acc / row` broadcast as the
+    # thread's own numbers; the arrays take them as indices through _Rows
+    row = _np.tile(_arange(n), bh).reshape(rows, 1)
+    head = _np.repeat(_arange(bh), n).reshape(rows, 1)
     # the tiles' slots past seq: loaded by no thread (the loop skips them), zeros here
     pad = _zeros((bh, tiles * ROWS_TILE - n, d))
     kp, vp, qp = (_np.concatenate([a, pad], axis=1) for a in (k, v, q))
     steps = []
     for j in range(tiles * ROWS_TILE):
         start, t = j - j % ROWS_TILE, j % ROWS_TILE
-        active = _full((rows, 1), j < n) & ((row[:, None] >= j) if causal else True)
+        active = _full((rows, 1), j < n) & ((row >= j) if causal else True)
         steps.append(({"start": start, "t": t}, active))
     state = {"m": _full((rows, 1), -_inf), "l": _zeros((rows, 1)), "acc": _zeros((rows, d))}
     found = _variants.match_loop(_ROWS_BODY, _ROWS_FINAL, state, steps,
                                  {"scale": K.float64(scale), "row": row, "bh": head,
-                                  "q": qp, "k": kp, "v": vp},
+                                  "q": _Rows(qp), "k": _Rows(kp), "v": _Rows(vp)},
                                  (got.reshape(rows, d).astype(K.float64),),
                                  {"maximum": _maximum, "exp": _exp, "dot": _dot},
                                  rtol=1e-4, atol=1e-5)
@@ -453,6 +471,7 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                                      "causal": causal}, kernel)
         if K.isclose(got, want, rtol=1e-4, atol=1e-5).all():
             continue
+        _unfilled_slot(obs, ctx)  # the record first: a slot read that no load stored
         alts = {
             T("the attention without the 1/sqrt(d) scale: multiply each score by scale"):
                 _softmax_av(_masked(_scores(q64, k64, 1.0), causal), v64),
@@ -484,6 +503,12 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                "is missing after the update, so every key is weighed against the old "
                "maximum -inf and the earlier keys are forgotten")] = \
             _emulate(q64, k64, v64, scale, causal, "m", 1)
+        # every key of a row scored alike (s = 0, s = scale, a score times 0): the weights
+        # are equal, whatever the statement that made the score forget its key
+        alts[T("the plain average of v over the keys each row sees: every key got the same "
+               "score, so the weights are all equal. The score must depend on the key: s = "
+               "(the row of q dotted with k_tile[jj, :]) * scale")] = \
+            _softmax_av(_masked(_zeros(s.shape), causal), v64)
         alts[T("the attention with the scale applied twice (scores * scale * scale): "
                "multiply each score by scale once")] = \
             _softmax_av(_masked(_scores(q64, k64, scale * scale), causal), v64)
@@ -510,7 +535,6 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                 K.fail("stale_tile_keys", T("out is right when seq is a multiple of {rows_tile} but wrong for "
                          "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
                          "stale data).", rows_tile=ROWS_TILE, n=n), context=ctx)
-        _unfilled_slot(obs, ctx)
         _one_change_rows(got, q64, k64, v64, scale, causal, ctx)
         K.no_computed_nan(got, "out", ctx)
         K.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
