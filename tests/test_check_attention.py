@@ -490,6 +490,7 @@ def _rows_slip(slip: str):
     k_into_v = slip == "k_into_v"  # k's row stored into v_tile: k_tile never stored
     one_slot = slip == "one_slot"  # k_tile[bh, c]: every thread stores the same slot
     times_bh = slip == "times_bh"  # s *= bh (0 for one head): every key scores alike
+    acc_shift = 1 if slip == "acc_shift" else 0  # acc[c + 1] = ...: acc[0] never updated
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -530,7 +531,7 @@ def _rows_slip(slip: str):
                         p = math.exp(s - m_new)
                         l = l * alpha + p
                         for c in range(d):
-                            acc[c] = acc[c] * alpha + p * v_tile[jj, c]
+                            acc[c + acc_shift] = acc[c] * alpha + p * v_tile[jj, c]
                         m = m_new
             cuda.syncthreads()
         if row < seq:
@@ -555,6 +556,7 @@ def gpu_path(request, monkeypatch):
     ("k_into_v", "unfilled_tile", "which no thread of its block had stored"),
     ("one_slot", "slot_collision", "two threads computed the same slot"),
     ("times_bh", "wrong_formula", "every key got the same score"),
+    ("acc_shift", "wrong_index", "acc[0] kept the 0.0 it started with"),
 ])
 def test_flash_rows_names_a_slip_in_the_tile_loads(slip, cause, phrase, gpu_path):
     with pytest.raises(CheckFailure) as info:

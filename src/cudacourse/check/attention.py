@@ -416,6 +416,21 @@ def _unfilled_slot(obs: Any, ctx: str) -> None:
         context=ctx)
 
 
+def _first_column_idle(got: Any, want: Any, ctx: str) -> None:
+    """out[..., 0] is exactly 0 in every row while the reference's is not and the other
+    columns were computed: acc[0] kept the 0.0 it started with, so the loop over the keys
+    never updated it (the values say so, whatever the kernel wrote it with)."""
+    first, rest = got[..., 0], got[..., 1:]
+    if got.shape[-1] < 2 or not (first == 0).all() or (want[..., 0] == 0).any() or \
+            not _isfinite(rest).all() or (rest == 0).all():
+        return
+    K.fail("wrong_index", T(
+        "column 0 of out is 0 in every row, while the other columns are not: acc[0] kept the "
+        "0.0 it started with, so the loop over the keys never updated it. Check the index "
+        "of the accumulator's store, `acc[c] = acc[c] * alpha + p * v_tile[jj, c]`, and the "
+        "range of its loop over c (every c from 0 to d - 1)."), context=ctx)
+
+
 def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict, kernel: Any = None) -> None:
     """k and v come from shared-memory tiles: each block of ROWS_TILE query rows reads each
     key's row of k and v once (into the tile), not once per query row."""
@@ -536,6 +551,7 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                          "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
                          "stale data).", rows_tile=ROWS_TILE, n=n), context=ctx)
         _one_change_rows(got, q64, k64, v64, scale, causal, ctx)
+        _first_column_idle(got, want, ctx)
         K.no_computed_nan(got, "out", ctx)
         K.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)
