@@ -491,6 +491,7 @@ def _rows_slip(slip: str):
     one_slot = slip == "one_slot"  # k_tile[bh, c]: every thread stores the same slot
     times_bh = slip == "times_bh"  # s *= bh (0 for one head): every key scores alike
     acc_shift = 1 if slip == "acc_shift" else 0  # acc[c + 1] = ...: acc[0] never updated
+    last_only = slip == "last_only"  # s = q * k in the loop over c: `=` where `+=` belongs
 
     @cuda.jit
     def flash_rows(q, k, v, out, scale, causal):
@@ -524,7 +525,10 @@ def _rows_slip(slip: str):
                     if j < seq and (not causal or j <= row):
                         s = 0.0
                         for c in range(d):
-                            s += q[bh, row, c] * k_tile[jj, c]
+                            if last_only:
+                                s = q[bh, row, c] * k_tile[jj, c]
+                            else:
+                                s += q[bh, row, c] * k_tile[jj, c]
                         s *= bh if times_bh else scale
                         m_new = max(m, s)
                         alpha = math.exp(m - m_new)
@@ -557,6 +561,7 @@ def gpu_path(request, monkeypatch):
     ("one_slot", "slot_collision", "two threads computed the same slot"),
     ("times_bh", "wrong_formula", "every key got the same score"),
     ("acc_shift", "wrong_index", "acc[0] kept the 0.0 it started with"),
+    ("last_only", "wrong_formula", "score is only the last product"),
 ])
 def test_flash_rows_names_a_slip_in_the_tile_loads(slip, cause, phrase, gpu_path):
     with pytest.raises(CheckFailure) as info:

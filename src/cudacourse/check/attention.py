@@ -524,6 +524,11 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                "score, so the weights are all equal. The score must depend on the key: s = "
                "(the row of q dotted with k_tile[jj, :]) * scale")] = \
             _softmax_av(_masked(_zeros(s.shape), causal), v64)
+        # the score's loop over c stores each product instead of adding it: s is the last
+        alts[T("the attention whose score is only the last product, q[bh, row, d - 1] * "
+               "k_tile[jj, d - 1]: the loop over c must add every product into s (s += ...), "
+               "starting from s = 0.0")] = \
+            _softmax_av(_masked(_scores(q64[..., -1:], k64[..., -1:], scale), causal), v64)
         alts[T("the attention with the scale applied twice (scores * scale * scale): "
                "multiply each score by scale once")] = \
             _softmax_av(_masked(_scores(q64, k64, scale * scale), causal), v64)
