@@ -462,3 +462,114 @@ def test_flash_rows_rejects_generic_mistakes(kernel, phrase):
     with pytest.raises(CheckFailure) as info:
         cudacourse.check.check_flash_rows(kernel, seed=9)
     assert phrase in str(info.value)
+
+
+# --- issue 45: slips named from the compiler's words, the record and the lesson's program ------
+
+@cuda.jit(device=True)
+def update_max_of_itself(m, l, acc, s, v):
+    m_new = max(m, m_new)  # noqa: F821 - the slip: m_new read before it is assigned
+    alpha = math.exp(m - m_new)
+    p = math.exp(s - m_new)
+    return m_new, l * alpha + p, acc * alpha + p * v
+
+
+def test_a_name_read_before_assignment_is_named_from_the_compiler():
+    """Numba refuses `m_new = max(m, m_new)` (Variable 'm_new' is not defined) on both
+    devices: the compile gate names it used_before_assigned, with the name and the line."""
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_online_update(update_max_of_itself, seed=4)
+    assert info.value.cause == "used_before_assigned", info.value
+    assert "m_new is read before any value is assigned" in str(info.value)
+
+
+def _rows_slip(slip: str):
+    """The lesson's kernel with one slip in its tile loads."""
+    first_key = slip == "first_key"  # j = start (+ bh, 0 for one head): every slot key start
+    k_from_v = slip == "k_from_v"  # k_tile loaded from v
+    k_into_v = slip == "k_into_v"  # k's row stored into v_tile: k_tile never stored
+    one_slot = slip == "one_slot"  # k_tile[bh, c]: every thread stores the same slot
+    times_bh = slip == "times_bh"  # s *= bh (0 for one head): every key scores alike
+    acc_shift = 1 if slip == "acc_shift" else 0  # acc[c + 1] = ...: acc[0] never updated
+    last_only = slip == "last_only"  # s = q * k in the loop over c: `=` where `+=` belongs
+
+    @cuda.jit
+    def flash_rows(q, k, v, out, scale, causal):
+        bh = cuda.blockIdx.y
+        t = cuda.threadIdx.x
+        row = cuda.blockIdx.x * TILE + t
+        seq = q.shape[1]
+        d = q.shape[2]
+        k_tile = cuda.shared.array((TILE, D_MAX), np.float32)
+        v_tile = cuda.shared.array((TILE, D_MAX), np.float32)
+        acc = cuda.local.array(D_MAX, np.float32)
+        for c in range(d):
+            acc[c] = 0.0
+        m = -math.inf
+        l = 0.0
+        for start in range(0, seq, TILE):
+            j = start + bh if first_key else start + t
+            if j < seq:
+                for c in range(d):
+                    if k_into_v:
+                        v_tile[t, c] = k[bh, j, c]
+                    elif one_slot:
+                        k_tile[bh, c] = k[bh, j, c]
+                    else:
+                        k_tile[t, c] = v[bh, j, c] if k_from_v else k[bh, j, c]
+                    v_tile[t, c] = v[bh, j, c]
+            cuda.syncthreads()
+            if row < seq:
+                for jj in range(TILE):
+                    j = start + jj
+                    if j < seq and (not causal or j <= row):
+                        s = 0.0
+                        for c in range(d):
+                            if last_only:
+                                s = q[bh, row, c] * k_tile[jj, c]
+                            else:
+                                s += q[bh, row, c] * k_tile[jj, c]
+                        s *= bh if times_bh else scale
+                        m_new = max(m, s)
+                        alpha = math.exp(m - m_new)
+                        p = math.exp(s - m_new)
+                        l = l * alpha + p
+                        for c in range(d):
+                            acc[c + acc_shift] = acc[c] * alpha + p * v_tile[jj, c]
+                        m = m_new
+            cuda.syncthreads()
+        if row < seq:
+            for c in range(d):
+                out[bh, row, c] = acc[c] / l
+
+    return flash_rows
+
+
+@pytest.fixture(params=["sim", "native"])
+def gpu_path(request, monkeypatch):
+    if request.param == "native":
+        monkeypatch.setenv("CUDACOURSE_NATIVE", "1")
+        monkeypatch.setenv("CUDACOURSE_PREFLIGHT", "1")
+    return request.param
+
+
+@pytest.mark.parametrize("slip, cause, phrase", [
+    ("first_key", "wrong_formula", "`j = start` in place of `j = start + t`"),
+    ("k_from_v", "wrong_formula", "`k_row = v[bh, j]` in place of `k_row = k[bh, j]`, and just "
+                                  "as well with"),
+    ("k_into_v", "unfilled_tile", "which no thread of its block had stored"),
+    ("one_slot", "slot_collision", "two threads computed the same slot"),
+    ("times_bh", "wrong_formula", "every key got the same score"),
+    ("acc_shift", "wrong_index", "acc[0] kept the 0.0 it started with"),
+    ("last_only", "wrong_formula", "score is only the last product"),
+])
+def test_flash_rows_names_a_slip_in_the_tile_loads(slip, cause, phrase, gpu_path):
+    with pytest.raises(CheckFailure) as info:
+        cudacourse.check.check_flash_rows(_rows_slip(slip), seed=8)
+    assert info.value.cause == cause, info.value
+    assert phrase in str(info.value), info.value
+
+
+def test_flash_rows_tile_load_diagnoses_keep_right_answers(gpu_path):
+    cudacourse.check.check_flash_rows(_rows_slip(""), seed=8)
+    cudacourse.check.check_flash_rows(make_rows_kernel(grid_stride=True), seed=15)

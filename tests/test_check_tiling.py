@@ -950,3 +950,171 @@ def mm_acc_starts_at_one(a, b, c):
 def test_tiled_matmul_names_a_sum_that_does_not_start_at_zero():
     err = rejects(cudacourse.check.check_tiled_matmul, mm_acc_starts_at_one, "plus 1")
     assert err.cause == "constant_offset", str(err)
+
+
+# --- issue 45: the one change of the lesson's program, named from the values ------------------
+# A slip that leaves every access inside its array and every slot filled (no record names it)
+# still singles itself out: the lesson's program (loads, tree levels, store) with that ONE
+# change gives every output. Run on the simulator and on a GPU's path (the instrumented
+# build, CUDACOURSE_NATIVE=1 CUDACOURSE_PREFLIGHT=1, run by the simulator).
+
+def _mm_slip(slip: str):
+    guard_n = slip == "guard_n"  # the k guard of a's tile compares with n
+    sa_sa = slip == "sa_sa"  # the product reads sa where sb belongs
+    stride2 = slip == "stride2"  # the loop over tiles steps 2 * TILE
+    stores_k = slip == "stores_k"  # c[row, col] = k, a size where the sum belongs
+
+    @cuda.jit
+    def mm(a, b, c):
+        sa = cuda.shared.array((TILE, TILE), float32)
+        sb = cuda.shared.array((TILE, TILE), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        row = cuda.blockIdx.y * TILE + ty
+        col = cuda.blockIdx.x * TILE + tx
+        m, k = a.shape
+        n = b.shape[1]
+        acc = float32(0.0)
+        for t in range(0, k, 2 * TILE if stride2 else TILE):
+            sa[ty, tx] = a[row, t + tx] if row < m and t + tx < (n if guard_n else k) else 0.0
+            sb[ty, tx] = b[t + ty, col] if t + ty < k and col < n else 0.0
+            cuda.syncthreads()
+            for i in range(TILE):
+                acc += sa[ty, i] * (sa[i, tx] if sa_sa else sb[i, tx])
+            cuda.syncthreads()
+        if row < m and col < n:
+            c[row, col] = k if stores_k else acc
+
+    return mm
+
+
+@cuda.jit
+def mm_right_while_tiles(a, b, c):
+    """Right, written differently: a while loop over tiles, explicit if/else loads, the
+    product of a tile accumulated in a local before it is added."""
+    sa = cuda.shared.array((TILE, TILE), float32)
+    sb = cuda.shared.array((TILE, TILE), float32)
+    x, y = cuda.threadIdx.x, cuda.threadIdx.y
+    r = cuda.blockIdx.y * cuda.blockDim.y + y
+    q = cuda.blockIdx.x * cuda.blockDim.x + x
+    total = float32(0.0)
+    base = 0
+    while base < a.shape[1]:
+        if r < a.shape[0] and base + x < a.shape[1]:
+            sa[y, x] = a[r, base + x]
+        else:
+            sa[y, x] = 0.0
+        if base + y < b.shape[0] and q < b.shape[1]:
+            sb[y, x] = b[base + y, q]
+        else:
+            sb[y, x] = 0.0
+        cuda.syncthreads()
+        part = float32(0.0)
+        for i in range(TILE):
+            part += sa[y, i] * sb[i, x]
+        total += part
+        cuda.syncthreads()
+        base += TILE
+    if r < c.shape[0] and q < c.shape[1]:
+        c[r, q] = total
+
+
+@pytest.fixture(params=["sim", "native"])
+def gpu_path(request, monkeypatch):
+    if request.param == "native":
+        monkeypatch.setenv("CUDACOURSE_NATIVE", "1")
+        monkeypatch.setenv("CUDACOURSE_PREFLIGHT", "1")
+    return request.param
+
+
+@pytest.mark.parametrize("slip, phrase", [
+    ("guard_n", "`sa[ty, tx] = a[row, t + tx] if row < m and t + tx < n else 0.0` in place of"),
+    ("sa_sa", "`acc += sa[ty, i] * sa[i, tx]` in place of `acc += sa[ty, i] * sb[i, tx]`"),
+    ("stride2", "over the tiles t = 0, 32, where k = 37 takes t = 0, 16, 32"),
+    ("stores_k", "`c[row, col] = k` in place of `c[row, col] = acc`"),
+])
+def test_tiled_matmul_names_the_one_changed_statement(slip, phrase, gpu_path):
+    err = rejects(cudacourse.check.check_tiled_matmul, _mm_slip(slip), phrase)
+    assert err.cause == "wrong_formula", err
+
+
+def test_tiled_matmul_one_change_keeps_right_answers(gpu_path):
+    cudacourse.check.check_tiled_matmul(mm_right_while_tiles, seed=4)
+    cudacourse.check.check_tiled_matmul(_mm_slip(""), seed=4)
+
+
+def test_a_guard_slip_two_loads_share_is_said_of_both():
+    """`t + ty < m` in b's guard gives the same c as `t + tx < m` in a's: the values cannot
+    tell which load it is, so the diagnosis says both, and neither alone."""
+    m, k, n = 19, 37, 21
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    got = a.astype(np.float64)[:, :m] @ b.astype(np.float64)[:m, :]  # k cut at m, either load
+    with pytest.raises(AssertionError) as info:
+        T._matmul_one_change(got, a, b, 0, {})
+    text = str(info.value)
+    assert "t + tx < m else 0.0` in place of" in text and "t + ty < m and col < n" in text
+    assert "cannot tell which" in text, text
+
+
+def _sum_slip(slip: str):
+    i_for_t = slip == "i_for_t"  # `if i < s`: only block 0's threads pass
+    assign = slip == "assign"  # `sh[t] = sh[t + s]`: `=` where `+=` belongs
+    third = slip == "third"  # s starts at TPB // 3
+
+    @cuda.jit
+    def block_sum(x, partial):
+        sh = cuda.shared.array(TPB, float32)
+        t = cuda.threadIdx.x
+        i = cuda.blockIdx.x * cuda.blockDim.x + t
+        sh[t] = x[i] if i < x.shape[0] else 0.0
+        cuda.syncthreads()
+        s = TPB // 3 if third else TPB // 2
+        while s > 0:
+            if (i if i_for_t else t) < s:
+                if assign:
+                    sh[t] = sh[t + s]
+                else:
+                    sh[t] += sh[t + s]
+            cuda.syncthreads()
+            s //= 2
+        if t == 0:
+            partial[cuda.blockIdx.x] = sh[0]
+
+    return block_sum
+
+
+@cuda.jit
+def sum_right_shifts(x, partial):
+    """Right, written differently: levels by shifts, the load with an explicit if/else."""
+    sh = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    g = cuda.grid(1)
+    if g < x.shape[0]:
+        sh[t] = x[g]
+    else:
+        sh[t] = 0.0
+    cuda.syncthreads()
+    half = TPB >> 1
+    while half >= 1:
+        if t < half:
+            sh[t] = sh[t] + sh[half + t]
+        cuda.syncthreads()
+        half >>= 1
+    if t == 0:
+        partial[cuda.blockIdx.x] = sh[0]
+
+
+@pytest.mark.parametrize("slip, phrase", [
+    ("i_for_t", "`if i < s: sh[t] += sh[t + s]` in place of `if t < s: sh[t] += sh[t + s]`"),
+    ("assign", "`if t < s: sh[t] = sh[t + s]` in place of `if t < s: sh[t] += sh[t + s]`"),
+    ("third", "the levels s = 42, 21, 10, 5, 2, 1"),
+])
+def test_block_sum_names_the_one_changed_statement(slip, phrase, gpu_path):
+    err = rejects(cudacourse.check.check_block_sum, _sum_slip(slip), phrase)
+    assert err.cause == "wrong_formula", err
+
+
+def test_block_sum_one_change_keeps_right_answers(gpu_path):
+    cudacourse.check.check_block_sum(sum_right_shifts, seed=4)
+    cudacourse.check.check_block_sum(_sum_slip(""), seed=4)

@@ -143,7 +143,10 @@ def _run(tree: ast.Module, inputs: dict, functions: dict) -> tuple | None:
 
 
 def _same(got: Any, want: Any, rtol: float, atol: float) -> bool:
-    g, w = _asarray(got, dtype=float), _asarray(want, dtype=float)
+    try:
+        g, w = _asarray(got, dtype=float), _asarray(want, dtype=float)
+    except (TypeError, ValueError):  # a variant that returns no array of numbers (an input
+        return False  # helper object, a ragged sequence) matches nothing
     if g.shape != w.shape and w.ndim:
         return False
     with _errstate(all="ignore"):
@@ -164,6 +167,9 @@ class Found:
     wrong_part: str  # the changed expression alone
     right_part: str
     in_index: bool  # the change is (inside) an array index
+    # another statement whose one change gives the same values: (its changed statement, the
+    # reference's), or () when the evidence singles this statement out
+    also: tuple = ()
 
 
 def match(program: str, inputs: dict, got: tuple, functions: dict,
@@ -181,11 +187,31 @@ def match(program: str, inputs: dict, got: tuple, functions: dict,
 
     if _all_nan(got) or equal(_run(tree, inputs, functions)):
         return None
-    for k, new, rep, node in _variants(tree, names):
-        if equal(_run(new, inputs, functions)):
-            return Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]), ast.unparse(rep),
-                         ast.unparse(node), _in_index(tree.body[k], node))
-    return None
+    return _single(tree, ((k, new, rep, node) for k, new, rep, node in _variants(tree, names)
+                          if equal(_run(new, inputs, functions))))
+
+
+def _single(tree: ast.Module, hits: Iterator[tuple]) -> Found | None:
+    """The first matching variant, when every matching variant changes one and the same
+    statement (``also`` empty), or one of two statements (``also``: the other's first
+    matching change, for a checker that says both); None when none matches, or when
+    changes to three statements or more give the same values."""
+    first = None
+    other: tuple = ()
+    for k, new, rep, node in hits:
+        if first is None:
+            first = Found(ast.unparse(new.body[k]), ast.unparse(tree.body[k]),
+                          ast.unparse(rep), ast.unparse(node), _in_index(tree.body[k], node))
+            where = k
+        elif k != where:
+            if other and other[0] != k:
+                return None
+            if not other:
+                other = (k, ast.unparse(new.body[k]), ast.unparse(tree.body[k]))
+    if first is not None and other:
+        return Found(first.wrong, first.right, first.wrong_part, first.right_part,
+                     first.in_index, other[1:])
+    return first
 
 
 def _compiled(tree: ast.Module) -> Any:
@@ -217,14 +243,17 @@ def _run_loop(body: ast.Module, final: ast.Module, state: dict, steps: list, fix
 
 
 def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got: tuple,
-               functions: dict, rtol: float = 1e-4, atol: float = 1e-5) -> Found | None:
+               functions: dict, rtol: float = 1e-4, atol: float = 1e-5,
+               before: str = "") -> Found | None:
     """``match`` for a loop: ``body`` (assignments) runs once per entry of ``steps``
     (``(inputs, active)``: the step's arrays, and where it applies, or None for
     everywhere), carrying the names of ``state`` (their first values); ``final`` ends with
-    ``return (...)``. One change anywhere in ``body`` or ``final``."""
-    tb, tf = ast.parse(body), ast.parse(final)
-    whole = ast.Module(tb.body + tf.body, [])
-    n = len(tb.body)
+    ``return (...)``; ``before`` (assignments) runs once, before the first step. One change
+    anywhere in ``before``, ``body`` or ``final``."""
+    t0, tb, tf = ast.parse(before), ast.parse(body), ast.parse(final)
+    whole = ast.Module(t0.body + tb.body + tf.body, [])
+    n0 = len(t0.body)
+    n = n0 + len(tb.body)
     names = list(dict.fromkeys(list(state) + list(steps[0][0] if steps else {}) + list(fixed) +
                                [t.id for s in whole.body if isinstance(s, ast.Assign)
                                 for t in s.targets if isinstance(t, ast.Name)]))
@@ -234,16 +263,23 @@ def match_loop(body: str, final: str, state: dict, steps: list, fixed: dict, got
             all(_same(g, v, rtol, atol) for g, v in zip(got, values))
 
     def run(tree: ast.Module) -> tuple | None:
-        return _run_loop(ast.Module(tree.body[:n], []), ast.Module(tree.body[n:], []), state,
-                         steps, fixed, functions)
+        first = dict(state)
+        if n0:  # the statements before the loop, once, on the first values
+            env = {**functions, **fixed, **state}
+            try:
+                with _errstate(all="ignore"):
+                    exec(_compiled(ast.Module(tree.body[:n0], [])),  # noqa: S102 - our own
+                         {"__builtins__": {}}, env)  # formulas, never the learner's text
+            except Exception:  # noqa: BLE001 - a variant NumPy cannot evaluate: no match
+                return None
+            first = {k: env[k] for k in state}
+        return _run_loop(ast.Module(tree.body[n0:n], []), ast.Module(tree.body[n:], []),
+                         first, steps, fixed, functions)
 
     if _all_nan(got) or equal(run(whole)):
         return None
-    for k, new, rep, node in _variants(whole, names):
-        if equal(run(new)):
-            return Found(ast.unparse(new.body[k]), ast.unparse(whole.body[k]), ast.unparse(rep),
-                         ast.unparse(node), _in_index(whole.body[k], node))
-    return None
+    return _single(whole, ((k, new, rep, node) for k, new, rep, node in _variants(whole, names)
+                           if equal(run(new))))
 
 
 def _kind(value: Any) -> tuple:
@@ -370,3 +406,26 @@ def described(found: list[Found], written: Any = str, limit: int = 4) -> Any:
         text = T("one of {changes} (these give the same values here: the run cannot tell "
                  "them apart)", changes=text)
     return text
+
+
+def run_loop(body: str, final: str, state: dict, steps: list, fixed: dict, functions: dict,
+             before: str = "") -> tuple | None:
+    """The returned tuple of the program (``before`` once, ``body`` per step, ``final``) as
+    written, no change made: for a checker that varies the steps (a loop's bounds) instead
+    of a statement; None when NumPy cannot evaluate it."""
+    first = dict(state)
+    if before.strip():
+        env = {**functions, **fixed, **state}
+        try:
+            with _errstate(all="ignore"):
+                exec(_compiled(ast.parse(before)), {"__builtins__": {}}, env)  # noqa: S102
+        except Exception:  # noqa: BLE001 - our own formulas: nothing evaluates
+            return None
+        first = {k: env[k] for k in state}
+    return _run_loop(ast.parse(body), ast.parse(final), first, steps, fixed, functions)
+
+
+def same(got: tuple, values: tuple | None, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    """Whether ``values`` (a program's returned tuple) equal ``got`` element by element."""
+    return values is not None and len(values) == len(got) and \
+        all(_same(g, v, rtol, atol) for g, v in zip(got, values))

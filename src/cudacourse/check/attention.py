@@ -24,6 +24,7 @@ from numba import cuda  # safe: importing cudacourse.check ran cudacourse's devi
 
 from . import _variants
 from . import kit as K
+from . import tiling as _tiling
 from .kit import resolve
 from ..i18n import T
 
@@ -130,7 +131,7 @@ def _one_change(got: dict, c: dict, exc: Any) -> None:
     inputs = {k: c[k].astype(K.float64) for k in ("m", "l", "acc", "s", "v")}
     found = _variants.match(_UPDATE, inputs, (got["m"], got["l"], got["acc"]),
                             {"maximum": _maximum, "exp": _exp})
-    if found is None:
+    if found is None or found.also:  # two statements give these values: neither is named
         return
     wrong, right = (x.replace("maximum", "max") for x in (found.wrong, found.right))
     K.fail("wrong_formula", T(
@@ -304,10 +305,15 @@ def _run_rows(kernel: Any, q: Any, k: Any, v: Any, causal: bool, scale: float,
     return out.result()
 
 
-# the loop of the exercise per key j, as the lesson writes it (qk: q's row dotted with key j;
-# k_row, v_row: the tile's rows jj of k and v): a one-change variant of it that gives every
-# row of out is the learner's mistake, named by its statement (see _variants)
-_ROWS_BODY = _variants.program("""s = qk * scale
+# the loop of the exercise per key, as the lesson writes it: slot jj of the tiles holds the
+# key j = start + t loaded by thread t = jj (k_row, v_row: the tiles' rows jj); q_row is the
+# thread's own query row. A one-change variant of it that gives every row of out is the
+# learner's mistake, named by its statement (see _variants): a name read for another (the
+# key loaded from q or v, the tile's first key `start` for every slot), an operator changed.
+_ROWS_BODY = _variants.program("""j = start + t
+k_row = k[bh, j]
+v_row = v[bh, j]
+s = dot(q[bh, row], k_row) * scale
 m_new = maximum(m, s)
 alpha = exp(m - m_new)
 p = exp(s - m_new)
@@ -320,6 +326,27 @@ return (out,)
 """)
 
 
+class _Rows:
+    """q, k or v indexed by the threads' columns of numbers: a[bh, j] is one row of the
+    array per thread, (threads, head_dim), as the kernel's a[bh, j, c] over c."""
+
+    def __init__(self, a: Any) -> None:
+        self.a = a
+
+    def __getitem__(self, idx: Any) -> Any:
+        got = self.a[idx]
+        if got.ndim == 3 and got.shape[1] == 1:
+            got = got[:, 0, :]
+        if got.ndim != 2:
+            raise IndexError("a row per thread")
+        return got
+
+
+def _dot(a: Any, b: Any) -> Any:
+    """Row by row dot products (the thread's loop over c), kept as a column."""
+    return (a * b).sum(axis=1, keepdims=True)
+
+
 def _one_change_rows(got: Any, q: Any, k: Any, v: Any, scale: float, causal: bool,
                      ctx: str) -> None:
     """Name the one change of the lesson's per-key loop that gives every row of out."""
@@ -327,37 +354,84 @@ def _one_change_rows(got: Any, q: Any, k: Any, v: Any, scale: float, causal: boo
         return  # elements never written: no formula gives them
     bh, n, d = q.shape
     rows = bh * n
-    row = _np.tile(_arange(n), bh).reshape(rows, 1).astype(K.float64)
-    head = _np.repeat(_arange(bh), n).reshape(rows, 1).astype(K.float64)
+    tiles = -(-n // ROWS_TILE)
+    # columns (one row of out each), so that `s * bh` or `acc / row` broadcast as the
+    # thread's own numbers; the arrays take them as indices through _Rows
+    row = _np.tile(_arange(n), bh).reshape(rows, 1)
+    head = _np.repeat(_arange(bh), n).reshape(rows, 1)
+    # the tiles' slots past seq: loaded by no thread (the loop skips them), zeros here
+    pad = _zeros((bh, tiles * ROWS_TILE - n, d))
+    kp, vp, qp = (_np.concatenate([a, pad], axis=1) for a in (k, v, q))
     steps = []
-    for j in range(-(-n // ROWS_TILE) * ROWS_TILE):  # the last tile's slots past seq too
-        inside = j < n
-        kj = k[:, j, :] if inside else _zeros((bh, d))
-        vj = v[:, j, :] if inside else _zeros((bh, d))
-        k_row = _np.repeat(kj, n, axis=0)
-        active = _full((rows, 1), inside) & ((row >= j) if causal else True)
-        steps.append(({"qk": (q.reshape(rows, d) * k_row).sum(axis=1, keepdims=True),
-                       "k_row": k_row, "v_row": _np.repeat(vj, n, axis=0),
-                       "j": K.float64(j)}, active))
+    for j in range(tiles * ROWS_TILE):
+        start, t = j - j % ROWS_TILE, j % ROWS_TILE
+        active = _full((rows, 1), j < n) & ((row >= j) if causal else True)
+        steps.append(({"start": start, "t": t}, active))
     state = {"m": _full((rows, 1), -_inf), "l": _zeros((rows, 1)), "acc": _zeros((rows, d))}
     found = _variants.match_loop(_ROWS_BODY, _ROWS_FINAL, state, steps,
                                  {"scale": K.float64(scale), "row": row, "bh": head,
-                                  "seq": K.float64(n)},
+                                  "q": _Rows(qp), "k": _Rows(kp), "v": _Rows(vp)},
                                  (got.reshape(rows, d).astype(K.float64),),
-                                 {"maximum": _maximum, "exp": _exp}, rtol=1e-4, atol=1e-5)
+                                 {"maximum": _maximum, "exp": _exp, "dot": _dot},
+                                 rtol=1e-4, atol=1e-5)
     if found is None:
         return
+    if found.also:  # two statements give these values (k_row = v[...], or v_row in the dot)
+        K.fail("wrong_formula", T(
+            "flash_rows: out holds, in every row, what the lesson's loop gives with `{wrong}` "
+            "in place of `{right}`, and just as well with `{wrong_2}` in place of `{right_2}` "
+            "(the values cannot tell which). The loop, per key: `j = start + t` (the key "
+            "thread t loaded into slot jj = t of the tiles), `k_row = k[bh, j]`, `v_row = "
+            "v[bh, j]`, `s = dot(q[bh, row], k_row) * scale`, `m_new = max(m, s)`, `alpha = "
+            "exp(m - m_new)`, `p = exp(s - m_new)`, `l = l * alpha + p`, `acc = acc * alpha + "
+            "p * v_row`, `m = m_new`; at the end `out = acc / l`. Look for one of those "
+            "changes in your code.", wrong=found.wrong.replace("maximum", "max"),
+            right=found.right.replace("maximum", "max"),
+            wrong_2=found.also[0].replace("maximum", "max"),
+            right_2=found.also[1].replace("maximum", "max")), context=ctx)
     K.fail("wrong_formula", T(
         "flash_rows: out holds, in every row, what the lesson's loop gives with `{wrong}` in "
-        "place of `{right}`. The loop, per key j: `s = qk * scale`, `m_new = max(m, s)`, "
-        "`alpha = exp(m - m_new)`, `p = exp(s - m_new)`, `l = l * alpha + p`, `acc = acc * "
-        "alpha + p * v_row`, `m = m_new`; at the end `out = acc / l` (`qk`: the row of q "
-        "dotted with key j, `v_row`: `v_tile[jj, :]`). Look for that change in your code: a "
-        "name or an operator.", wrong=found.wrong.replace("maximum", "max"),
+        "place of `{right}`. The loop, per key: `j = start + t` (the key thread t loaded into "
+        "slot jj = t of the tiles), `k_row = k[bh, j]`, `v_row = v[bh, j]`, `s = dot(q[bh, "
+        "row], k_row) * scale`, `m_new = max(m, s)`, `alpha = exp(m - m_new)`, `p = exp(s - "
+        "m_new)`, `l = l * alpha + p`, `acc = acc * alpha + p * v_row`, `m = m_new`; at the "
+        "end `out = acc / l`. Look for that change in your code: a name or an operator.",
+        wrong=found.wrong.replace("maximum", "max"),
         right=found.right.replace("maximum", "max")), context=ctx)
 
 
-def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
+def _unfilled_slot(obs: Any, ctx: str) -> None:
+    """out is wrong and the record shows a tile slot read that no thread of the block had
+    stored: the load left it out (a store into another array or another slot), whatever
+    value the slot happened to hold (the record of stores decides, on both devices)."""
+    if not (obs.live and obs.unfilled):
+        return
+    arr, idx, who, line = obs.unfilled[0]
+    K.fail("unfilled_tile", T(
+        "out is wrong, and {thread_name} read slot [{slot}] of {arr} (line "
+        "{line}), which no thread of its block had stored: the tile's loads leave it out. "
+        "Every thread t loads key `j = start + t` into slot t of both tiles, for every c < d: "
+        "`k_tile[t, c] = k[bh, j, c]` and `v_tile[t, c] = v[bh, j, c]`.",
+        thread_name=K.thread_name(who), slot=", ".join(map(str, idx)), arr=arr, line=line),
+        context=ctx)
+
+
+def _first_column_idle(got: Any, want: Any, ctx: str) -> None:
+    """out[..., 0] is exactly 0 in every row while the reference's is not and the other
+    columns were computed: acc[0] kept the 0.0 it started with, so the loop over the keys
+    never updated it (the values say so, whatever the kernel wrote it with)."""
+    first, rest = got[..., 0], got[..., 1:]
+    if got.shape[-1] < 2 or not (first == 0).all() or (want[..., 0] == 0).any() or \
+            not _isfinite(rest).all() or (rest == 0).all():
+        return
+    K.fail("wrong_index", T(
+        "column 0 of out is 0 in every row, while the other columns are not: acc[0] kept the "
+        "0.0 it started with, so the loop over the keys never updated it. Check the index "
+        "of the accumulator's store, `acc[c] = acc[c] * alpha + p * v_tile[jj, c]`, and the "
+        "range of its loop over c (every c from 0 to d - 1)."), context=ctx)
+
+
+def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict, kernel: Any = None) -> None:
     """k and v come from shared-memory tiles: each block of ROWS_TILE query rows reads each
     key's row of k and v once (into the tile), not once per query row."""
     if not obs.live:
@@ -365,6 +439,9 @@ def _check_tiles(obs: Any, bh: int, n: int, d: int, ctx: dict) -> None:
     K.no_return_value(obs, "flash_rows", "out", ctx)
     K.no_divergent_barrier(obs, "flash_rows", ctx)
     if obs.races:
+        # two threads storing into one slot at one line: the index is the mistake, not a
+        # barrier (tiling's diagnosis of the same record)
+        _tiling._slot_collision(obs, kernel, "flash_rows", ctx)
         K.fail("missing_barrier", T("flash_rows races on shared memory: {race_words}. Wait "
                                     "with cuda.syncthreads() after loading a tile (before "
                                     "reading it) and after using it (before the next loads "
@@ -406,9 +483,10 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
         want = _softmax_av(_masked(s, causal), v64)
         ctx = f"batch_heads={bh}, seq={n}, head_dim={d}, causal={causal}, scale={scale:.4g}"
         _check_tiles(obs, bh, n, d, {"batch_heads": bh, "seq": n, "head_dim": d,
-                                     "causal": causal})
+                                     "causal": causal}, kernel)
         if K.isclose(got, want, rtol=1e-4, atol=1e-5).all():
             continue
+        _unfilled_slot(obs, ctx)  # the record first: a slot read that no load stored
         alts = {
             T("the attention without the 1/sqrt(d) scale: multiply each score by scale"):
                 _softmax_av(_masked(_scores(q64, k64, 1.0), causal), v64),
@@ -440,6 +518,17 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                "is missing after the update, so every key is weighed against the old "
                "maximum -inf and the earlier keys are forgotten")] = \
             _emulate(q64, k64, v64, scale, causal, "m", 1)
+        # every key of a row scored alike (s = 0, s = scale, a score times 0): the weights
+        # are equal, whatever the statement that made the score forget its key
+        alts[T("the plain average of v over the keys each row sees: every key got the same "
+               "score, so the weights are all equal. The score must depend on the key: s = "
+               "(the row of q dotted with k_tile[jj, :]) * scale")] = \
+            _softmax_av(_masked(_zeros(s.shape), causal), v64)
+        # the score's loop over c stores each product instead of adding it: s is the last
+        alts[T("the attention whose score is only the last product, q[bh, row, d - 1] * "
+               "k_tile[jj, d - 1]: the loop over c must add every product into s (s += ...), "
+               "starting from s = 0.0")] = \
+            _softmax_av(_masked(_scores(q64[..., -1:], k64[..., -1:], scale), causal), v64)
         alts[T("the attention with the scale applied twice (scores * scale * scale): "
                "multiply each score by scale once")] = \
             _softmax_av(_masked(_scores(q64, k64, scale * scale), causal), v64)
@@ -467,6 +556,7 @@ def _flash_rows_cases(kernel: Any, *, hidden: bool = False, seed: int | None = N
                          "seq={n}: in the last tile, skip keys j >= seq (their tile slots hold "
                          "stale data).", rows_tile=ROWS_TILE, n=n), context=ctx)
         _one_change_rows(got, q64, k64, v64, scale, causal, ctx)
+        _first_column_idle(got, want, ctx)
         K.no_computed_nan(got, "out", ctx)
         K.compare(got, want, name="out", rtol=1e-4, atol=1e-5,
                   formula="softmax(q k^T * scale) v", context=ctx)

@@ -23,12 +23,14 @@ TECHNIQUE = {
     "check_block_sum": ("no_tree",),
 }
 
+import ast
 import contextlib
 import math
 import sys
 import traceback
 from typing import Any, Iterator
 
+from . import _variants
 from . import kit as K
 from .kit import resolve
 from ..i18n import T
@@ -215,7 +217,9 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
             try:
                 K.compare(got, want, name="c", formula=T("sum over k of a[row, k] * b[k, col]"),
                           rtol=1e-4, atol=tol, context=ctx, alternatives=alternatives)
-            except K.CheckFailure:
+            except K.CheckFailure as exc:
+                if exc.cause == "wrong_values" and not (obs.live and obs.stale and kt != k):
+                    _matmul_one_change(got, a, b, spare, ctx)
                 if obs.live and obs.stale and kt != k:
                     K.fail("unfilled_tile", T("c is wrong and a slot of the last, partial tile kept a value "
                              "from the previous tile (read at line {stale}): past the edge of "
@@ -228,6 +232,158 @@ def _tiled_matmul_cases(kernel: Any, *, hidden: bool = False, seed: int | None =
                      "before the next loads overwrite it)?"), context=ctx)
     _check_reuse(kernel, gen)
     return cases
+
+
+# The tiled matmul as the lesson writes it, for every thread of the grid at once (arrays of
+# shape blocks-y x blocks-x x TILE x TILE): per tile t, the two loads, then the product of the
+# tiles (dot(sa, sb)[ty, tx] is the sum over i of sa[ty, i] * sb[i, tx]); at the end the
+# store. A one-change variant of it that gives every element of c is the learner's mistake,
+# named by its statement (see _variants): a name read for another (n for k in a guard, sa
+# for sb, k for acc), an operator changed, `+=` written `=`.
+_MATMUL_BODY = _variants.program("""sa = where((row < m) & (t + tx < k), take2(a, row, t + tx), 0.0)
+sb = where((t + ty < k) & (col < n), take2(b, t + ty, col), 0.0)
+acc = acc + dot(sa, sb)
+""")
+_MATMUL_FINAL = _variants.program("""c = acc
+return (crop(c),)
+""")
+
+
+def _take2(a: Any, r: Any, c: Any) -> Any:
+    """a[r, c] element by element; NaN where (r, c) is outside a (a thread reading there
+    must be one the guard turns away: NaN in a stored tile matches no output)."""
+    r, c = K.np.asarray(r), K.np.asarray(c)
+    if r.dtype.kind not in "iu" or c.dtype.kind not in "iu":
+        raise TypeError("index")
+    inside = (r >= 0) & (r < a.shape[0]) & (c >= 0) & (c < a.shape[1])
+    return K.np.where(inside, a[K.np.where(inside, r, 0), K.np.where(inside, c, 0)], K.np.nan)
+
+
+def _matmul_grid(m: int, k: int, n: int, spare: int) -> dict:
+    gy, gx = math.ceil(m / TILE), math.ceil(n / TILE) + spare
+    shape = (gy, gx, TILE, TILE)
+    by, bx, ty, tx = (K.np.broadcast_to(v, shape) for v in K.np.ix_(
+        K.np.arange(gy), K.np.arange(gx), K.np.arange(TILE), K.np.arange(TILE)))
+    # i: the inner loop's variable, TILE - 1 once the loop is done (read after it by mistake)
+    return {"ty": ty, "tx": tx, "row": by * TILE + ty, "col": bx * TILE + tx, "m": m, "k": k,
+            "n": n, "i": TILE - 1}
+
+
+def _matmul_program(a: Any, b: Any, spare: int) -> tuple:
+    """(fixed names, functions, first state) of the tiled program for a @ b."""
+    m, k = a.shape
+    n = b.shape[1]
+    fixed = {**_matmul_grid(m, k, n, spare), "a": a.astype(K.float64),
+             "b": b.astype(K.float64)}
+    shape = fixed["row"].shape
+
+    def crop(c: Any) -> Any:
+        full = K.np.broadcast_to(K.np.asarray(c, dtype=K.float64), shape)
+        return full.transpose(0, 2, 1, 3).reshape(shape[0] * TILE, shape[1] * TILE)[:m, :n]
+
+    def dot(x: Any, y: Any) -> Any:
+        x, y = K.np.asarray(x), K.np.asarray(y)
+        if x.shape != shape or y.shape != shape:
+            raise ValueError("tile")
+        return K.np.matmul(x, y)
+
+    functions = {"where": K.np.where, "take2": _take2, "dot": dot, "crop": crop}
+    return fixed, functions, {"acc": K.np.zeros(shape)}
+
+
+def _matmul_one_change(got: Any, a: Any, b: Any, spare: int, ctx: dict) -> None:
+    """Name the one change of the lesson's tiled loop that gives every element of c, or the
+    loop over tiles with other bounds (a stride of 2 * TILE, an end one off)."""
+    if K.isnan(got).any():
+        return
+    m, k = a.shape
+    fixed, functions, state = _matmul_program(a, b, spare)
+    want = (got.astype(K.float64),)
+    tol = 1e-4 * k
+    steps = [({"t": t}, None) for t in range(0, k, TILE)]
+    found = _variants.match_loop(_MATMUL_BODY, _MATMUL_FINAL, state, steps, fixed, want,
+                                 functions, rtol=1e-4, atol=tol)
+    if found is not None and found.also:
+        # two statements give these values (a's and b's guards both cut the k range): say
+        # both, the mistake is one of them
+        K.fail("wrong_formula", T(
+            "c holds, in every element, what the lesson's tiled loop gives with `{wrong}` in "
+            "place of `{right}`, and just as well with `{wrong_2}` in place of `{right_2}` "
+            "(the values cannot tell which). The loop, for t = 0, TILE, ... below k: `sa[ty, "
+            "tx] = a[row, t + tx] if row < m and t + tx < k else 0.0`, `sb[ty, tx] = b[t + ty, "
+            "col] if t + ty < k and col < n else 0.0`, then `acc += sa[ty, i] * sb[i, tx]` for "
+            "i in range(TILE); at the end `c[row, col] = acc`. Look for one of those changes "
+            "in your code.", wrong=_matmul_words(found.wrong),
+            right=_matmul_words(found.right), wrong_2=_matmul_words(found.also[0]),
+            right_2=_matmul_words(found.also[1])), context=ctx)
+    if found is not None:
+        K.fail("wrong_formula", T(
+            "c holds, in every element, what the lesson's tiled loop gives with `{wrong}` in "
+            "place of `{right}`. The loop, for t = 0, TILE, ... below k: `sa[ty, tx] = a[row, t "
+            "+ tx] if row < m and t + tx < k else 0.0`, `sb[ty, tx] = b[t + ty, col] if t + ty "
+            "< k and col < n else 0.0`, then `acc += sa[ty, i] * sb[i, tx]` for i in "
+            "range(TILE); at the end `c[row, col] = acc`. Look for that change in your code: a "
+            "name, an index or an operator.", wrong=_matmul_words(found.wrong),
+            right=_matmul_words(found.right)), context=ctx)
+    hits = []
+    for start, stop, stride in [(0, k, 2 * TILE), (0, k, TILE + 1), (0, k, TILE - 1),
+                                (0, k - 1, TILE), (0, k + 1, TILE), (1, k, TILE),
+                                (0, k - TILE, TILE), (TILE, k, TILE)]:
+        tiles = list(range(start, stop, stride))
+        if tiles == list(range(0, k, TILE)) or not tiles:
+            continue
+        values = _variants.run_loop(_MATMUL_BODY, _MATMUL_FINAL, state,
+                                    [({"t": t}, None) for t in tiles], fixed, functions)
+        if _variants.same(want, values, 1e-4, tol) and tiles not in hits:
+            hits.append(tiles)
+    if len(hits) == 1:
+        K.fail("wrong_formula", T(
+            "c holds, in every element, what the lesson's tiled loop gives over the tiles t = "
+            "{tiles}, where k = {k} takes t = {right}: check the loop over the tiles, `for t "
+            "in range(0, k, TILE)` (its start, end and step).",
+            tiles=", ".join(map(str, hits[0])), k=k,
+            right=", ".join(map(str, range(0, k, TILE)))), context=ctx)
+
+
+class _MatmulWords(ast.NodeTransformer):
+    """The program's helpers in the kernel's words: take2(a, r, c) -> a[r, c], where(c, x,
+    y) -> x if c else y, & -> and, dot(x, y) -> sum of x[ty, i] * y[i, tx]."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.BitAnd):
+            return ast.BoolOp(ast.And(), [node.left, node.right])
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        if name == "take2" and len(node.args) == 3:
+            return ast.Subscript(node.args[0], ast.Tuple(node.args[1:], ast.Load()),
+                                 ast.Load())
+        if name == "where" and len(node.args) == 3:
+            return ast.IfExp(node.args[0], node.args[1], node.args[2])
+        if name == "dot" and len(node.args) == 2:
+            x, y = (ast.unparse(v) for v in node.args)
+            return ast.parse(f"sum({x}[ty, i] * {y}[i, tx] for i in range(TILE))",
+                             mode="eval").body
+        return node
+
+
+def _matmul_words(code: str) -> str:
+    """A statement of the tiled program as the kernel writes it."""
+    stmt = ast.parse(code).body[0]
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+        return code
+    target = stmt.targets[0].id
+    value = stmt.value
+    if target == "acc" and isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add) and \
+            isinstance(value.left, ast.Name) and value.left.id == "acc" and \
+            isinstance(value.right, ast.Call) and ast.unparse(value.right.func) == "dot":
+        x, y = (ast.unparse(v) for v in value.right.args)
+        return f"acc += {x}[ty, i] * {y}[i, tx]"
+    where = {"sa": "sa[ty, tx]", "sb": "sb[ty, tx]", "c": "c[row, col]"}.get(target, target)
+    return f"{where} = {ast.unparse(_MatmulWords().visit(value))}"
 
 
 def check_tiled_matmul(kernel: Any, *, hidden: bool = False, seed: int | None = None) -> str:
@@ -418,6 +574,155 @@ def _check_tree(obs: K.Observation, ctx: dict) -> None:
                      v_2_times_log2=2 * int(math.log2(TPB))), context=ctx)
 
 
+# The block sum as the lesson writes it, for all blocks at once (rows: blocks, columns:
+# threads t): the load, then one tree level per step (s = TPB // 2, ..., 1), then thread 0's
+# store. take(a, idx) is a[idx] per block; put(a, idx, value, cond) stores value at idx
+# where cond holds (the level's reads all happen before its stores: the barrier between
+# levels). A one-change variant of it that gives every block's sum is the learner's
+# mistake, named by its statement (see _variants): a name read for another (i for t), an
+# index or an operator changed, `+=` written `=`.
+_TREE_LOAD = _variants.program("""sh = where(i < n, take(x, i), 0.0)
+""")
+_TREE_LEVEL = _variants.program("""sh = put(sh, t, take(sh, t) + take(sh, t + s), t < s)
+""")
+_TREE_FINAL = _variants.program("""partial = take(sh, 0)
+return (partial,)
+""")
+
+
+def _take(a: Any, idx: Any) -> Any:
+    """a[idx] row by row (a block's slots; x when a is one-dimensional); NaN where idx is
+    outside a (a thread that reads there must not be active: _put refuses such a store)."""
+    idx = K.np.asarray(idx)
+    if idx.dtype.kind not in "iu":
+        raise TypeError("index")
+    width = a.shape[-1]
+    inside = (idx >= 0) & (idx < width)
+    safe = K.np.where(inside, idx, 0)
+    if a.ndim == 1:
+        return K.np.where(inside, a[safe], K.np.nan)
+    rows = a.shape[0]
+    if idx.ndim == 0:
+        return a[:, int(idx)] if inside else K.np.full(rows, K.np.nan)
+    safe = K.np.broadcast_to(safe, (rows, idx.shape[-1]))
+    return K.np.where(inside, K.np.take_along_axis(a, safe, axis=1), K.np.nan)
+
+
+def _put(a: Any, idx: Any, value: Any, cond: Any) -> Any:
+    """a copy of a with value stored at idx where cond holds, row by row."""
+    rows, width = a.shape
+    idx = K.np.broadcast_to(K.np.asarray(idx), (rows, width))
+    cond = K.np.broadcast_to(K.np.asarray(cond, dtype=bool), (rows, width))
+    value = K.np.broadcast_to(K.np.asarray(value, dtype=K.float64), (rows, width))
+    if idx.dtype.kind not in "iu" or (cond & ((idx < 0) | (idx >= width))).any() or \
+            (cond & K.np.isnan(value)).any():  # a store or a read outside the block's slots
+        raise IndexError("index")
+    out = a.copy()
+    for b in range(rows):
+        where = idx[b][cond[b]]
+        if K.np.unique(where).size != where.size:  # two threads storing one slot: a race,
+            raise IndexError("index")  # which the record names when the kernel does it
+        out[b, where] = value[b][cond[b]]
+    return out
+
+
+def _tree_one_change(got: Any, x: Any, n: int, blocks: int, ctx: dict) -> None:
+    """Name the one change of the lesson's block sum that gives every block's sum."""
+    t = K.np.arange(TPB)[None, :]
+    i = K.np.arange(blocks)[:, None] * TPB + t
+    xp = K.np.concatenate([x.astype(K.float64), K.np.zeros(blocks * TPB - n)])
+    levels = []
+    s = TPB // 2
+    while s > 0:
+        levels.append(({"s": s}, None))
+        s //= 2
+    found = _variants.match_loop(
+        _TREE_LEVEL, _TREE_FINAL, {"sh": K.np.zeros((blocks, TPB))}, levels,
+        {"x": xp, "n": n, "t": t, "i": i, "blocks": blocks, "TPB": TPB},
+        (got.astype(K.float64),),
+        {"where": K.np.where, "take": _take, "put": _put}, rtol=1e-4, atol=1e-4 * TPB,
+        before=_TREE_LOAD)
+    if found is not None and found.also:  # two statements give these sums: neither named
+        return
+    if found is None:
+        _tree_levels(got, xp, n, t, i, blocks, ctx)
+        return
+    K.fail("wrong_formula", T(
+        "partial holds, for every block, what the lesson's block sum gives with `{wrong}` in "
+        "place of `{right}`. The block sum: `sh[t] = x[i] if i < n else 0.0`; then, for s = "
+        "TPB // 2 down to 1, threads t < s do `sh[t] += sh[t + s]`; thread 0 stores "
+        "`partial[blockIdx.x] = sh[0]`. Look for that change in your code: a name, an index "
+        "or an operator.", wrong=_tree_words(found.wrong), right=_tree_words(found.right)),
+        context=ctx)
+
+
+def _tree_levels(got: Any, xp: Any, n: int, t: Any, i: Any, blocks: int, ctx: dict) -> None:
+    """The lesson's tree run with other levels (s starting elsewhere than TPB // 2, divided
+    by another factor, the loop stopping at s > 1): the one that gives every block's sum."""
+    fixed = {"x": xp, "n": n, "t": t, "i": i}
+    functions = {"where": K.np.where, "take": _take, "put": _put}
+    hits = []
+    for stop in (0, 1):
+        for factor in (2, 3, 4):
+            for first in range(1, TPB + 1):
+                levels, s = [], first
+                while s > stop:
+                    levels.append(({"s": s}, None))
+                    s //= factor
+                if (first, factor, stop) == (TPB // 2, 2, 0) or not levels:
+                    continue
+                got_here = _variants.run_loop(_TREE_LEVEL, _TREE_FINAL,
+                                              {"sh": K.np.zeros((blocks, TPB))}, levels, fixed,
+                                              functions, before=_TREE_LOAD)
+                if _variants.same((got.astype(K.float64),), got_here, 1e-4, 1e-4 * TPB):
+                    seq = tuple(v["s"] for v, _a in levels)
+                    if seq not in hits:
+                        hits.append(seq)
+    if len(hits) != 1:  # none, or several level sequences give these sums: nothing singled out
+        return
+    K.fail("wrong_formula", T(
+        "partial holds, for every block, what the lesson's tree gives with the levels s = "
+        "{levels}: the tree's levels are s = {right}, starting at TPB // 2 and halving "
+        "(s //= 2) while s > 0. Check the loop's start, its step and its condition.",
+        levels=", ".join(map(str, hits[0])),
+        right=", ".join(str(TPB >> k) for k in range(1, int(math.log2(TPB)) + 1))),
+        context=ctx)
+
+
+class _KernelWords(ast.NodeTransformer):
+    """take(a, i) -> a[i]; where(c, a, b) -> a if c else b (put is said by _tree_words)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        if name == "take" and len(node.args) == 2:
+            return ast.Subscript(node.args[0], node.args[1], ast.Load())
+        if name == "where" and len(node.args) == 3:
+            return ast.IfExp(node.args[0], node.args[1], node.args[2])
+        return node
+
+
+def _tree_words(code: str) -> str:
+    """A statement of the tree program in the kernel's words: ``sh = put(sh, t, v, t < s)``
+    is ``if t < s: sh[t] = v`` (``sh[t] += w`` when v is ``sh[t] + w``), the load
+    ``sh[t] = ...``, the store ``partial[blockIdx.x] = sh[0]``."""
+    stmt = ast.parse(code).body[0]
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+        return code
+    value = _KernelWords().visit(stmt.value)
+    target = stmt.targets[0].id
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id == "put" and len(value.args) == 4:
+        arr, idx, val, cond = value.args
+        slot = ast.unparse(ast.Subscript(arr, idx, ast.Store()))
+        if isinstance(val, ast.BinOp) and isinstance(val.op, ast.Add) and \
+                ast.unparse(val.left) == slot:
+            return f"if {ast.unparse(cond)}: {slot} += {ast.unparse(val.right)}"
+        return f"if {ast.unparse(cond)}: {slot} = {ast.unparse(val)}"
+    where = {"sh": "sh[t]", "partial": "partial[blockIdx.x]"}.get(target, target)
+    return f"{where} = {ast.unparse(value)}"
+
+
 def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
                   obs: K.Observation) -> None:
     # A slot read that no thread stored is the mistake whatever it held: on a GPU it holds
@@ -466,6 +771,7 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
                      "threads past the end of x stored {value:g} in their slot, where 0.0 "
                      "belongs (sh[t] = x[i] if i < n else 0.0)", pads=pads,
                      value=float(round(c))), context=ctx)
+        _tree_one_change(got, x, n, blocks, ctx)
         K.fail("wrong_values", T("only the last block, which holds the tail "
                  "(x[{blocks_minus_1_times_tpb}:{n}]), is wrong: threads past the end of x "
                  "must add 0.0, and the elements before the end must all be counted.",
@@ -489,6 +795,7 @@ def _diagnose_sum(got: Any, want: Any, x: Any, n: int, blocks: int, ctx: dict,
         K.diagnose.factor(got, want, "partial", 1e-4, tol, None, "")
     except K.CheckFailure as exc:
         K.fail(exc.cause, exc.text_message or exc.message, context=ctx)
+    _tree_one_change(got, x, n, blocks, ctx)
     bad = int(K.flatnonzero(~ok)[0])
     fmt = getattr(K, "fmt", repr)
     K.fail("wrong_values", T("partial[{bad}] = {got}, expected {want} (the sum of block {bad}'s elements): "
