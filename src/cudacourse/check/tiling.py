@@ -365,7 +365,8 @@ class _MatmulWords(ast.NodeTransformer):
             return ast.IfExp(node.args[0], node.args[1], node.args[2])
         if name == "dot" and len(node.args) == 2:
             x, y = (ast.unparse(v) for v in node.args)
-            return ast.parse(f"sum({x}[ty, i] * {y}[i, tx] for i in range(TILE))",
+            return ast.parse(_variants.program(f"sum({x}[ty, i] * {y}[i, tx] "
+                                               f"for i in range(TILE))"),
                              mode="eval").body
         return node
 
