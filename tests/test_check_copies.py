@@ -68,11 +68,24 @@ def test_in_the_simulator_exact_changes_nothing():
 def test_on_a_gpu_exact_refuses_and_restores():
     from numba.cuda.cudadrv import devicearray
 
-    original = devicearray.DeviceNDArray.copy_to_device
+    original = devicearray.DeviceNDArrayBase.copy_to_device
     d = cuda.to_device(np.zeros(4, np.float32))
     with _copies.exact():
         with pytest.raises(ValueError, match="incompatible shape"):
             d.copy_to_device(np.zeros(0, np.float32))
         d.copy_to_device(np.ones(4, np.float32))
-    assert devicearray.DeviceNDArray.copy_to_device is original
+    assert devicearray.DeviceNDArrayBase.copy_to_device is original
+    assert "copy_to_device" not in devicearray.DeviceNDArray.__dict__  # no shadowing
     assert (d.copy_to_host() == 1).all()
+
+
+def test_exact_patches_the_class_the_host_trace_patches():
+    """A wrapper on DeviceNDArray would shadow _trace's on DeviceNDArrayBase (which defines
+    the copies): the record of host steps then lost every copy, and on the H200 (2026-12-05)
+    lesson 3's master was told it returned before its streams finished."""
+    import inspect
+
+    from cudacourse.check import _trace
+
+    assert "devicearray.DeviceNDArrayBase" in inspect.getsource(_copies.exact)
+    assert 'patch(devicearray.DeviceNDArrayBase, "copy_to_host"' in inspect.getsource(_trace)

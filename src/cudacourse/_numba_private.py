@@ -412,10 +412,10 @@ def seams() -> dict[str, Callable[[], Any]]:
     if not simulating():
         found.update({
             # check/_copies.exact() wraps these two during a check
-            "devicearray.DeviceNDArray.copy_to_device": sim(
-                "numba.cuda.cudadrv.devicearray", "DeviceNDArray", "copy_to_device"),
-            "devicearray.DeviceNDArray.copy_to_host": sim(
-                "numba.cuda.cudadrv.devicearray", "DeviceNDArray", "copy_to_host"),
+            "devicearray.DeviceNDArrayBase.copy_to_device": sim(
+                "numba.cuda.cudadrv.devicearray", "DeviceNDArrayBase", "copy_to_device"),
+            "devicearray.DeviceNDArrayBase.copy_to_host": sim(
+                "numba.cuda.cudadrv.devicearray", "DeviceNDArrayBase", "copy_to_host"),
             "dispatcher.launch, LaunchConfig, driver._to_core_stream": _launch_api,
             "dispatcher._LaunchConfiguration.__call__": sim("numba.cuda.dispatcher",
                                                             "_LaunchConfiguration", "__call__"),
