@@ -137,9 +137,6 @@ def _busy() -> bool:
 
 # --- the one decision ------------------------------------------------------------------------
 
-_dims = E.launch_dims
-
-
 def _is_array(a: Any) -> bool:
     """An array argument, a 0-d one included (``cuda.to_device(alpha)`` makes one); not a
     NumPy scalar (``np.float32(2.0)``), which has a shape and a dtype too."""
@@ -183,7 +180,7 @@ def first_run(kernel: Any, grid: Any, block: Any, args: tuple, shared: int = 0) 
     from numba import cuda
 
     name = getattr(_origin.unwrap(kernel), "__name__", "kernel")
-    grid, block = _dims(grid), _dims(block)
+    grid, block = E.launch_dims(grid), E.launch_dims(block)
     cuda.synchronize()  # what earlier work (any stream) writes into the arguments is there
     with _inside():
         try:
@@ -271,10 +268,10 @@ def refused_by_simulator(kernel: Any, exc: IndexError) -> None:
         raise exc
     who = E.plain(str(exc).split(":")[0])
     where = (who, int(m.group(1)), int(m.group(2)), int(m.group(3)), E._shared_index(exc, m))
-    grid = _dims(kernel.grid_dim)
+    grid = E.launch_dims(kernel.grid_dim)
     _note("refused", kernel)
     _raise(getattr(_origin.unwrap(kernel), "__name__", "kernel"),
-           {"grid": grid, "block": _dims(kernel.block_dim)},
+           {"grid": grid, "block": E.launch_dims(kernel.block_dim)},
            len(grid) if isinstance(grid, tuple) else 1, [], where, {})
 
 

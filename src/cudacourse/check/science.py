@@ -469,24 +469,17 @@ def _unloaded_or_race(kernel: Any, u: Any, alpha: float, spare: int, ctx: str) -
         K.fail("missing_barrier", T("heat_step races on its shared tile: {race_words}. Put a cuda.syncthreads() "
                  "between loading the tile and computing from it [{ctx}].",
                  race_words=obs.race_words(), ctx=ctx))
-    if obs.fill or obs.unfilled:
+    if obs.fill:  # per block, the tile's cells never stored (both observers count them)
+        f = max(obs.fill, key=lambda f: f.total - f.stored)
         arr, idx, who, line = obs.unfilled[0] if obs.unfilled else ("", (), None, 0)
-        if obs.fill:  # the simulator's per-block count of the tile's cells
-            f = max(obs.fill, key=lambda f: f.total - f.stored)
-            words = f.words()
-            first = (T(" (the first: {thread_name} read slot [{map}], line {line})",
-                       thread_name=K.thread_name(who), map=', '.join(map(str, idx)),
-                       line=line) if who is not None else "")
-        else:  # a GPU's instrumented build records the reads themselves
-            words, first = T("{thread_name} read slot [{map}] of {arr} (line {line}), "
-                             "which no thread of its block ever stored",
-                             thread_name=K.thread_name(who), map=', '.join(map(str, idx)),
-                             arr=arr, line=line), ""
+        first = (T(" (the first: {thread_name} read slot [{map}], line {line})",
+                   thread_name=K.thread_name(who), map=', '.join(map(str, idx)),
+                   line=line) if who is not None else "")
         K.fail("halo_missing", T("heat_step reads cells of its shared tile that no thread ever loaded: "
                  "{words}{first}. The tile with its halo has (TY + 2) x (TX + 2) = "
                  "{ty_plus_2_times_tx_plus_2} cells for {tx_times_ty} threads, so some threads "
                  "must load more than one: loop over the tile's cells strided by the block's "
-                 "threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].", words=words,
+                 "threads (k = ty * TX + tx, then k += TX * TY) [{ctx}].", words=f.words(),
                  first=first, ty_plus_2_times_tx_plus_2=(TY + 2) * (TX + 2),
                  tx_times_ty=TX * TY, ctx=ctx))
     # no race and every slot read was stored: the stores themselves carried the poison
