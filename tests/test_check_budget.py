@@ -3,6 +3,9 @@ told "not checked" in plain words instead of keeping the cell busy."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
 import time
 
 import pytest
@@ -62,6 +65,52 @@ def test_an_endless_kernel_is_told_not_checked(monkeypatch):
 
 def test_a_right_answer_is_untouched_by_the_budget():
     assert "passes" in str(check.check_vector_add(right))
+
+
+_PER_THREAD = pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                                 reason="per-thread CPU times come from Linux's /proc; "
+                                        "elsewhere the budget counts the whole process")
+
+
+@_PER_THREAD
+def test_another_threads_work_is_not_charged_to_the_check():
+    # CI once cut a right diagnosis at "25 s of work" that needs about 2: the process's CPU
+    # time had counted some other thread. Hashing large blocks releases the GIL, so this
+    # thread burns CPU beside the check's, which only sleeps.
+    stop = threading.Event()
+
+    def burn() -> None:
+        block = b"x" * (4 << 20)
+        while not stop.is_set():
+            hashlib.sha256(block).digest()
+
+    burner = threading.Thread(target=burn, daemon=True)
+    with _budget.budget(0.5):
+        burner.start()
+        end = time.monotonic() + 30
+        while _budget._clock() - _budget._STATE["start"] < 1.0 and time.monotonic() < end:
+            time.sleep(0.1)
+        total = _budget._clock() - _budget._STATE["start"]
+        spent = _budget._spent()
+        stop.set()
+        burner.join()
+    assert total >= 1.0, total  # the process spent it ...
+    assert spent < 0.4, (spent, total)  # ... the check did not
+
+
+@_PER_THREAD
+@pytest.mark.sim_only(reason="the budget counts simulated threads")
+def test_the_budget_counts_the_checks_own_kernels(monkeypatch):
+    # as if other threads had spent 1000 s of the process's CPU: a right answer still passes,
+    # and an endless kernel is still stopped (its simulated threads are the check's own)
+    real = _budget._clock
+    monkeypatch.setattr(_budget, "_clock", lambda: real() + (1000.0 if _budget._STATE["deadline"]
+                                                              is not None else 0.0))
+    assert "passes" in str(check.check_vector_add(right))
+    monkeypatch.setattr(_budget, "BUDGET_S", 2.0)
+    with pytest.raises(check.CheckFailure) as info:
+        check.check_vector_add(spins_forever)
+    assert info.value.cause == "not_checked", str(info.value)
 
 
 @pytest.mark.sim_only(reason="two looks at simulated threads; on a GPU the replay's own "

@@ -23,7 +23,8 @@ needs_bwrap = pytest.mark.skipif(not BWRAP, reason=f"no isolation here: {WHY}")
 MARK = "cudacourse-sandbox-test-mark"
 
 
-def _run(code: str, tmp_path: Path, *, mode: str = "auto", timeout: float = 60, **kw):
+def _run(code: str, tmp_path: Path, *, mode: str = "auto", timeout: float = 60,
+         limits: sbx.Limits | None = None, **kw):
     course = tmp_path / "course"
     (course / "submitted" / "bob").mkdir(parents=True, exist_ok=True)
     (course / "submitted" / "bob" / "secret.txt").write_text("bob's answers")
@@ -31,7 +32,8 @@ def _run(code: str, tmp_path: Path, *, mode: str = "auto", timeout: float = 60, 
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     (work / "mine.txt").write_text("my own file")
-    res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sbx.Sandbox(mode=mode),
+    sb = sbx.Sandbox(mode=mode, limits=limits or sbx.Limits())
+    res = sbx.run([sys.executable, "-c", code], workdir=str(work), sb=sb,
                   course_root=str(course), timeout=timeout, **kw)
     return res, course, work
 
@@ -178,27 +180,34 @@ def test_timeout_ends_the_command(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", [pytest.param("auto", marks=needs_bwrap), "fallback"])
 def test_memory_and_file_size_limits(tmp_path, mode):
+    # The file limit (64 MiB here) is well under the disk budget (a quarter of memory_mb, 256
+    # MiB), so the kernel's EFBIG, not the fallback's disk watch, stops the write: with the
+    # default, one file of 256 MiB is the whole budget, and the watchdog's next look (every
+    # 0.2 s) could kill the process before it printed (a race CI lost under load).
     code = """
 try:
     x = bytearray(16 << 30)
-    print("allocated")
+    print("allocated", flush=True)
 except MemoryError:
-    print("MemoryError")
+    print("MemoryError", flush=True)
 import signal
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 try:
     with open("big.bin", "wb") as fh:
         for _ in range(400):
             fh.write(b"0" * (1 << 20))
-    print("wrote 400 MiB")
+    print("wrote 400 MiB", flush=True)
 except OSError as exc:
-    print("file too large:", exc.errno)
+    print("file too large:", exc.errno, flush=True)
 """
-    res, _, work = _run(code, tmp_path, mode=mode)
+    limits = sbx.Limits(fsize_mb=64)
+    assert limits.fsize_mb < sbx.tmpfs_mb(limits)
+    res, _, work = _run(code, tmp_path, mode=mode, limits=limits)
     out = res.stdout.decode()
+    assert not res.exceeded, (res.exceeded, out)
     assert "MemoryError" in out and "file too large" in out, (out, res.stderr)
     if mode == "fallback":  # its cwd is the host folder; bubblewrap's is the scratch
-        assert (work / "big.bin").stat().st_size <= sbx.Limits().fsize_mb << 20
+        assert (work / "big.bin").stat().st_size <= limits.fsize_mb << 20
     else:
         assert not (work / "big.bin").exists()
 

@@ -3,8 +3,8 @@
 In the simulator a kernel runs as thousands of Python threads (about 4,400 GPU threads a
 second on the course's machines), so an answer that loops far longer than it should, or
 never ends, would keep a check cell busy until a grading timeout and lose the marks
-without a word. ``budget()`` wraps one public check: past ``BUDGET_S`` seconds of the
-process's CPU time (so that a busy machine does not fail right answers) a watchdog
+without a word. ``budget()`` wraps one public check: past ``BUDGET_S`` seconds of CPU time spent by
+the check itself (so that a busy machine does not fail right answers) a watchdog
 stops the simulated threads still running (an exception raised inside each, which the
 simulator turns into the end of the launch, as a GPU's watchdog ends a kernel), and the
 check fails with cause ``not_checked`` and a sentence that says so. The observation costs
@@ -20,6 +20,7 @@ import ast
 import contextlib
 import ctypes
 import linecache
+import os
 import sys
 import threading
 import time
@@ -31,15 +32,48 @@ BUDGET_S = 25.0  # what a check may spend simulating; its own work afterwards fi
 _POLL_S = 0.05
 
 # run-time state (the grading audit compares module values: only this dict changes)
-_STATE: dict = {"deadline": None, "expired": False, "stuck": None}
+_STATE: dict = {"deadline": None, "expired": False, "stuck": None, "start": 0.0,
+                "seconds": 0.0, "account": None, "checker": None, "checker_start": 0.0}
 _LOOK_GAP_S = 0.3  # between the two looks at the threads a stopped check takes
 
 
 def _clock() -> float:
-    """The process's CPU time: what the check itself spent, all simulated threads together.
+    """The process's CPU time: a bound on what the check spent (every thread together).
     Wall time would also count the other programs sharing the machine's cores (a grading
     run of a class, eight notebooks at once), and fail right answers on a busy machine."""
     return time.process_time()
+
+
+_TASKS = "/proc/self/task"
+_TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def _thread_cpu(native_id: int | None) -> float:
+    """CPU seconds one thread of this process has spent (Linux; 0 when it has ended)."""
+    try:
+        with open(f"{_TASKS}/{native_id}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _spent() -> float:
+    """CPU seconds the running check has spent: the process's, and where Linux tells the
+    threads apart, only those of the thread that runs the check and of the simulated
+    threads its launches started. Another thread of the process (a kernel an earlier check
+    left spinning, a server a notebook started) then costs this check nothing: in CI, a
+    right diagnosis was once cut at 25 s although it needs about 2."""
+    total = _clock() - _STATE["start"]
+    if total < _STATE["seconds"] or not os.path.isdir(_TASKS):
+        return total  # the cheap bound is enough while it is under the budget
+    account = _STATE["account"]
+    own = _thread_cpu(_STATE["checker"]) - _STATE["checker_start"] + account.ended
+    # a simulated thread without an account (the block scheduler not installed) counts too:
+    # an endless loop must never go uncounted
+    own += sum(_thread_cpu(t.native_id) for t in _simulated()
+               if getattr(t, "_cc_account", account) is account)
+    return min(total, own)
 
 
 class OverBudget(Exception):
@@ -149,9 +183,9 @@ def stuck_loop(first: dict, second: dict) -> dict | None:
             "values": ", ".join(f"{n} = {v}" for n, v in values)}
 
 
-def _watch(deadline: float, done: threading.Event) -> None:
+def _watch(seconds: float, done: threading.Event) -> None:
     while not done.wait(_POLL_S):
-        if _clock() >= deadline and _simulated():
+        if _simulated() and _spent() >= seconds:
             first = _look()
             time.sleep(_LOOK_GAP_S)  # a loop that moves changes its numbers meanwhile
             _STATE["stuck"] = stuck_loop(first, _look())
@@ -169,16 +203,22 @@ def budget(seconds: float | None = None) -> Iterator[None]:
         return
     from . import _engine as E
 
+    from ..runtime import simblock
+
     seconds = BUDGET_S if seconds is None else seconds
     _end_leftovers()  # no launch runs between checks: any simulated thread is a leftover
-    _STATE["deadline"] = _clock() + seconds
+    checker = threading.get_native_id()
+    _STATE.update(start=_clock(), seconds=seconds, account=simblock.Account(),
+                  checker=checker, checker_start=_thread_cpu(checker))
+    _STATE["deadline"] = _STATE["start"] + seconds
     _STATE["expired"] = False
     done = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(_STATE["deadline"], done),
+    watcher = threading.Thread(target=_watch, args=(seconds, done),
                                name="cudacourse-check-budget", daemon=True)
     watcher.start()
     try:
-        yield
+        with simblock.accounting(_STATE["account"]):
+            yield
         if _STATE["expired"]:  # a kernel was stopped, and the check swallowed its failure
             raise OverBudget()
     except Exception as exc:  # noqa: BLE001 - whatever ended the check, once time ran out

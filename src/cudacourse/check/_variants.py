@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import itertools
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -43,10 +44,18 @@ def _variants(tree: ast.Module, names: list[str], keep: Any = None,
               compare: bool = False) -> Iterator[tuple]:
     """(statement index, changed program, new node, old node) for every single change of
     ``tree`` (those ``keep(new, old)`` allows, when given; with ``compare``, a single
-    comparison's ``<`` turned ``<=`` and the reverse too)."""
+    comparison's ``<`` turned ``<=`` and the reverse too).
+
+    ``tree`` is left as it is; the old node is ``tree``'s own. The changed program is one
+    copy of the statement per statement, changed in place and undone when the consumer asks
+    for the next variant (a copy of the whole program per variant cost more than running
+    it): use it, or unparse what you keep of it, before advancing."""
     for k, stmt in enumerate(tree.body):
-        nodes = list(ast.walk(stmt.value))
-        for pos, node in enumerate(nodes):
+        work = copy.deepcopy(stmt)
+        new = ast.Module(tree.body[:k] + [work] + tree.body[k + 1:], [])
+        slots = _slots(work)
+        # ast.walk visits a copy's nodes in the same order as the original's
+        for node, twin in zip(ast.walk(stmt.value), list(ast.walk(work.value))):
             reps: list[ast.expr] = []
             if compare and isinstance(node, ast.Compare) and len(node.ops) == 1 and \
                     type(node.ops[0]) in _WIDER:
@@ -72,13 +81,37 @@ def _variants(tree: ast.Module, names: list[str], keep: Any = None,
                         reps.append(_indexed(node, i, _plus(part, d)))
                 if len(parts) == 2:
                     reps.append(_indexed(_indexed(node, 0, parts[1]), 1, parts[0]))
+            slot = slots[id(twin)]
             for rep in reps:
                 if keep is not None and not keep(rep, node):
                     continue
-                new = copy.deepcopy(tree)
-                target = list(ast.walk(new.body[k].value))[pos]
-                _replace(new.body[k], target, rep)
-                yield k, new, rep, node
+                _put(slot, copy.deepcopy(rep))
+                try:
+                    yield k, new, rep, node
+                finally:
+                    _put(slot, twin)
+
+
+def _slots(stmt: ast.stmt) -> dict[int, tuple]:
+    """Where each node of ``stmt`` sits: id -> (parent, field, position in a list or None)."""
+    slots: dict[int, tuple] = {}
+    for parent in ast.walk(stmt):
+        for field, value in ast.iter_fields(parent):
+            if isinstance(value, ast.AST):
+                slots.setdefault(id(value), (parent, field, None))
+            elif isinstance(value, list):
+                for i, v in enumerate(value):
+                    if isinstance(v, ast.AST):
+                        slots.setdefault(id(v), (parent, field, i))
+    return slots
+
+
+def _put(slot: tuple, node: ast.AST) -> None:
+    parent, field, i = slot
+    if i is None:
+        setattr(parent, field, node)
+    else:
+        getattr(parent, field)[i] = node
 
 
 def _plus(e: ast.expr, d: int) -> ast.expr:
@@ -108,22 +141,6 @@ def _in_index(stmt: ast.stmt, node: ast.AST) -> bool:
         return True
     return any(isinstance(s, ast.Subscript) and any(n is node for n in ast.walk(s.slice))
                for s in ast.walk(stmt))
-
-
-def _replace(stmt: ast.stmt, target: ast.AST, rep: ast.expr) -> None:
-    if stmt.value is target:
-        stmt.value = copy.deepcopy(rep)
-        return
-    for parent in ast.walk(stmt):
-        for field, value in ast.iter_fields(parent):
-            if value is target:
-                setattr(parent, field, copy.deepcopy(rep))
-                return
-            if isinstance(value, list):
-                for i, v in enumerate(value):
-                    if v is target:
-                        value[i] = copy.deepcopy(rep)
-                        return
 
 
 def _run(tree: ast.Module, inputs: dict, functions: dict) -> tuple | None:
@@ -374,8 +391,8 @@ def match_staged(prelude: str, body: str, final: str, inputs: dict, steps: list,
 
     found: dict[tuple, Found] = {}
     for k, stmt in enumerate(stmts):
-        for _, new, rep, node in _statement_variants(stmt) + list(
-                _variants(ast.Module([stmt], []), list(kinds), same_kind, compare)):
+        for _, new, rep, node in itertools.chain(_statement_variants(stmt), _variants(
+                ast.Module([stmt], []), list(kinds), same_kind, compare)):
             try:
                 code = _compiled(new)
             except (SyntaxError, ValueError, TypeError):

@@ -19,18 +19,50 @@ sleeps until then. The semantics are the simulator's own, unchanged:
 
 A periodic wake-up (``_SAFETY_S``) keeps the loop correct should anything change a flag
 without notifying. Nothing here runs on a GPU.
+
+Each simulated thread also carries the CPU account open when its block started
+(:func:`accounting`): when it ends it adds its own CPU time there, so a check's time budget
+(``check/_budget.py``) counts the work of its own kernels, never a thread some earlier check
+left running or another part of the process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any
+import time
+from typing import Any, Iterator
 
 import numpy as np
 
 from .._numba_private import simulator_patch
 
 _SAFETY_S = 0.05
+
+
+class Account:
+    """CPU seconds the simulated threads of one check spent, added as each one ends."""
+
+    def __init__(self) -> None:
+        self.ended = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self.ended += seconds
+
+
+_OPEN: list = [None]  # the account threads started now belong to
+
+
+@contextlib.contextmanager
+def accounting(account: Account) -> Iterator[Account]:
+    """Charge the simulated threads started inside to ``account``."""
+    before, _OPEN[0] = _OPEN[0], account
+    try:
+        yield account
+    finally:
+        _OPEN[0] = before
 
 
 @simulator_patch
@@ -56,6 +88,9 @@ def install() -> None:
         try:
             thread_run(self)  # records a failure in self.exception, as before
         finally:
+            account = getattr(self, "_cc_account", None)
+            if account is not None:
+                account.add(time.thread_time())  # this thread's own CPU, read by itself
             cond = self._manager._cc_wake
             with cond:
                 self._cc_ended = True
@@ -72,6 +107,7 @@ def install() -> None:
                    for point in np.ndindex(*self._block_dim)]
         for t in threads:
             t._cc_ended = False
+            t._cc_account = _OPEN[0]
             t.start()
         with cond:
             while True:
