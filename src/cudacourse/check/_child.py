@@ -3,6 +3,10 @@ then either compile it for a real sm_90 GPU (``compile``) or run a checker on it
 CUDA simulator (``replay``). Run by path, never imported as part of the package:
 
     python _child.py compile|replay  < request.json  > one JSON line after RESULT_MARK
+    python _child.py serve  < one compile request a line  > one answer line per request
+
+``serve`` is ``compile`` kept alive (``_compileserver.py``): the imports and the toolkit's
+set-up, most of a compile's cost, are paid once per checking process, not once per kernel.
 
 Why a child at all: Numba's simulator replaces ``numba.cuda``'s driver, compiler and
 dispatcher modules in ``sys.modules`` for the whole process, so a simulator process cannot
@@ -182,12 +186,25 @@ def ptxas_resources(ptxas: str, ptx: str, maxreg: int | None = None) -> dict:
     return res
 
 
-def do_compile(req: dict) -> dict:
+_READY: list = []  # the toolkit this process was set up for (serve: once)
+
+
+def _prepare(req: dict) -> None:
     tk = req["toolkit"]
+    if _READY:
+        if _READY[0] != tk:
+            raise RuntimeError("a compile server serves one toolkit")
+        return
     setup_offline_sm90(tk, req.get("src_dir", _SRC))
     import cudacourse
 
     cudacourse.setup()  # GPU mode, so the course's helpers compile too
+    _READY.append(tk)
+
+
+def do_compile(req: dict) -> dict:
+    _prepare(req)
+    tk = req["toolkit"]
     from numba import cuda
 
     ns = rebuild(req["bundle"])
@@ -246,8 +263,39 @@ def do_replay(req: dict) -> dict:
     return {"ok": True}
 
 
+def serve() -> None:
+    """Answer compile requests, one JSON line each on stdin, until stdin closes (the parent
+    ended, or asked for a fresh child). Each answer is one line after RESULT_MARK and the
+    request's nonce, written to the stdout this process started with: what a learner's code
+    prints goes to the same pipe, and the parent takes only the line carrying the nonce.
+    What one request's rebuild put in ``linecache`` is removed after it, so a later kernel
+    defined in a cell of the same name is read from its own source."""
+    out = os.fdopen(os.dup(1), "w")
+    if _SRC not in sys.path:
+        sys.path.insert(0, _SRC)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        known = set(linecache.cache)
+        nonce = ""
+        try:
+            req = json.loads(line)
+            nonce = req.pop("nonce", "")
+            result = do_compile(req)
+        except Exception as exc:  # noqa: BLE001 - the request failed; say how, serve on
+            result = {"child_error": f"{type(exc).__name__}: {exc}",
+                      "traceback": traceback.format_exc()[-3000:]}
+        for name in set(linecache.cache) - known:
+            linecache.cache.pop(name, None)
+        out.write("\n" + RESULT_MARK + nonce + json.dumps(result) + "\n")
+        out.flush()
+
+
 def main() -> None:
     mode = sys.argv[1]
+    if mode == "serve":
+        serve()
+        return
     req = json.loads(sys.stdin.read())
     if _SRC not in sys.path:
         sys.path.insert(0, _SRC)

@@ -9,9 +9,10 @@ ptxas come from NVIDIA's pip wheels, no GPU or driver needed. A refusal becomes 
 success gives registers, shared and local memory per thread (``Resources``), which lesson 2's
 occupancy section uses.
 
-The compile runs in a short-lived child process (``_child.py``): a simulator process
-cannot host the real compiler (the simulator replaces ``numba.cuda``'s compiler and driver
-modules). It costs about a second or two of start-up per new kernel; results are cached by
+The compile runs in a child process (``_child.py``): a simulator process cannot host the
+real compiler (the simulator replaces ``numba.cuda``'s compiler and driver modules). One
+child serves the whole process (``_compileserver``), so only the first kernel pays its start
+(about a second or two); each further one costs its compile and ptxas; results are cached by
 the hash of the kernel's source bundle and argument types, in memory and on disk
 (``~/.cache/cudacourse/sm90``), so a re-run check cell pays nothing.
 
@@ -36,7 +37,7 @@ from typing import Any, Iterator
 
 import numpy as _np
 
-from . import _launches, _origin, _source
+from . import _compileserver, _launches, _origin, _source
 from ._failure import fail
 from ..i18n import N_, T, Text
 
@@ -248,14 +249,23 @@ def _numba_versions() -> str:
     return _STATE["versions"]
 
 
-def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
-    """Run ``_child.py mode`` with ``req`` on stdin; its JSON answer (or child_error)."""
-    RESULT_MARK = _child_module().RESULT_MARK
+def _child_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([_SRC_DIR] + [p for p in env.get(
         "PYTHONPATH", "").split(os.pathsep) if p])
     for var in ("NUMBA_ENABLE_CUDASIM", "CUDACOURSE_SIM_REASON"):
         env.pop(var, None)
+    return env
+
+
+def run_child(mode: str, req: dict, timeout: float = TIMEOUT_S) -> dict:
+    """Run ``_child.py mode`` with ``req`` on stdin; its JSON answer (or child_error). A
+    ``compile`` goes to the process's compile child, kept alive between kernels
+    (``_compileserver``), unless ``CUDACOURSE_COMPILE_SERVER=0``."""
+    RESULT_MARK = _child_module().RESULT_MARK
+    env = _child_env()
+    if mode == "compile" and _compileserver.ENABLED:
+        return _compileserver.ask(_CHILD, env, RESULT_MARK, req, timeout)
     import secrets
 
     nonce = secrets.token_hex(16)
