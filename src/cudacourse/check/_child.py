@@ -1,4 +1,4 @@
-"""The short-lived child process of the checks: rebuild a learner's kernel from its source,
+"""The child process of the checks: rebuild a learner's kernel from its source,
 then either compile it for a real sm_90 GPU (``compile``) or run a checker on it in Numba's
 CUDA simulator (``replay``). Run by path, never imported as part of the package:
 
