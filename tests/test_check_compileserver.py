@@ -131,3 +131,13 @@ def test_a_forked_process_starts_its_own_child():
     os.waitpid(pid, 0)
     assert ok and its_child != parent_child
     assert S._HELD["server"].proc.pid == parent_child and S._HELD["server"].alive()
+
+
+def test_a_child_that_died_between_kernels_is_replaced():
+    _needs_toolkit()
+    assert _compile_fresh(_kernel(GOOD, "<cell-h>"))["ok"]
+    gone = S._HELD["server"].proc
+    gone.kill()
+    gone.wait()
+    assert _compile_fresh(_kernel(GOOD, "<cell-i>"))["ok"]
+    assert S._HELD["server"].proc.pid != gone.pid

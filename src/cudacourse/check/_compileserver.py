@@ -134,30 +134,34 @@ def ask(child: str, env: dict, mark: str, req: dict, timeout: float) -> dict:
     """The answer of the process's compile child to ``req`` (a ``compile`` request), or
     ``{"child_error": why}``."""
     with _LOCK:
-        server = _HELD["server"]
-        if server is not None and (not server.alive() or server.served >= RECYCLE
-                                   or server.pid != os.getpid()):
-            if server.pid == os.getpid():
-                server.end()
-            server = None
-        if server is None:
-            _hook_once()
+        for attempt in (1, 2):  # a child that died since its last answer: one fresh try
+            server = _HELD["server"]
+            if server is not None and (not server.alive() or server.served >= RECYCLE
+                                       or server.pid != os.getpid()):
+                if server.pid == os.getpid():
+                    server.end()
+                server = None
+            if server is None:
+                _hook_once()
+                try:
+                    server = Server(child, env, mark)
+                except OSError as exc:  # e.g. a sandbox that forbids starting processes
+                    return {"child_error": T("a child process could not be started "
+                                             "(`{exc}`)", exc=exc)}
+                _HELD["server"] = server
             try:
-                server = Server(child, env, mark)
-            except OSError as exc:  # e.g. a sandbox that forbids starting processes
-                return {"child_error": T("a child process could not be started (`{exc}`)",
-                                         exc=exc)}
-            _HELD["server"] = server
-        try:
-            answer = server.ask(req, timeout)
-        except (BrokenPipeError, OSError, ValueError) as exc:  # it died before reading
-            server.end()
-            _HELD["server"] = None
-            return {"child_error": T("a child process could not be started (`{exc}`)",
-                                     exc=exc)}
-        if "child_error" in answer and not server.alive():
-            _HELD["server"] = None
-        return answer
+                answer = server.ask(req, timeout)
+            except (BrokenPipeError, OSError, ValueError) as exc:  # it died before reading
+                server.end()
+                _HELD["server"] = None
+                if attempt == 2:
+                    return {"child_error": T("a child process could not be started "
+                                             "(`{exc}`)", exc=exc)}
+                continue
+            if "child_error" in answer and not server.alive():
+                _HELD["server"] = None
+            return answer
+    return {"child_error": "unreachable"}  # pragma: no cover - the loop always returns
 
 
 __all__ = ["ask", "Server", "RECYCLE", "ENABLED"]
