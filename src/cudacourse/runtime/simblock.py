@@ -13,10 +13,8 @@ sleeps until then. The semantics are the simulator's own, unchanged:
 
 * the barrier opens when every thread that has not exited waits at it (a thread that
   returned early is not waited for, as in the stock simulator);
-* a failing thread ends the launch, with its exception (thread and block named), after the
-  others are told to abort: the lowest failing thread of the block, once every other thread
-  has ended, failed or reached a barrier (so the same kernel names the same thread on every
-  run, whatever order the GIL gave the threads);
+* the first failing thread ends the launch, with its exception (thread and block named),
+  after the others are told to abort;
 * the block is done when every thread has ended.
 
 A periodic wake-up (``_SAFETY_S``) keeps the loop correct should anything change a flag
@@ -40,7 +38,6 @@ import numpy as np
 from .._numba_private import simulator_patch
 
 _SAFETY_S = 0.05
-_SETTLE_S = 2.0  # after a thread fails, how long the others may run on before it is reported
 
 
 class Account:
@@ -112,23 +109,10 @@ def install() -> None:
             t._cc_ended = False
             t._cc_account = _OPEN[0]
             t.start()
-        settle_until = None
         with cond:
             while True:
                 failed = next((t for t in threads if t.exception), None)
                 if failed is not None:
-                    # Which thread fails first in time is the GIL's order, which varies from
-                    # run to run; the failure reported is the lowest failing thread's once
-                    # the others have ended, failed or reached a barrier (at most
-                    # _SETTLE_S: a thread that loops on is not waited for)
-                    live = [t for t in threads if not t._cc_ended]
-                    if settle_until is None:
-                        settle_until = time.monotonic() + _SETTLE_S
-                    if live and not all(t.syncthreads_blocked for t in live) and \
-                            time.monotonic() < settle_until:
-                        cond.wait(_SAFETY_S)
-                        continue
-                    failed = next(t for t in threads if t.exception)
                     _abort(threads)  # the others stop at their next barrier
                     raise failed.exception[0].with_traceback(failed.exception[1])
                 live = [t for t in threads if not t._cc_ended]
