@@ -101,10 +101,10 @@ class Server:
         try:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            try:
+            try:  # the child and anything it started (its own session, POSIX)
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            except (AttributeError, OSError):  # Windows has no process groups
+                self.proc.kill()
             self.proc.wait()
 
 
@@ -126,7 +126,8 @@ def _hook_once() -> None:
     """At the first child, not at import (importing the package changes nothing)."""
     if not _HELD["hooked"]:
         _HELD["hooked"] = True
-        os.register_at_fork(after_in_child=_forget_after_fork)
+        if hasattr(os, "register_at_fork"):  # POSIX; Windows never forks
+            os.register_at_fork(after_in_child=_forget_after_fork)
         atexit.register(_end_at_exit)
 
 
