@@ -109,7 +109,7 @@ def test_what_learner_code_prints_cannot_pass_for_an_answer():
                       "units": [], "aliases": {}}}
     answer = S.ask(C._CHILD, C._child_env(), mark, req, timeout=60)
     # no unit defines k: the child's own answer says so; the printed ones were not taken
-    assert "child_error" in answer and "k" in answer["child_error"], answer
+    assert "KeyError" in answer["child_error"] and "longer" not in answer["child_error"], answer
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -141,3 +141,14 @@ def test_a_child_that_died_between_kernels_is_replaced():
     gone.wait()
     assert _compile_fresh(_kernel(GOOD, "<cell-i>"))["ok"]
     assert S._HELD["server"].proc.pid != gone.pid
+
+
+def test_bytes_that_are_not_utf8_in_what_learner_code_prints_do_not_stop_the_answer():
+    tk = _needs_toolkit()
+    req = {"toolkit": tk, "src_dir": C._SRC_DIR, "entry": "k", "signatures": [SPECS],
+           "bundle": {"prelude": ["import sys\nsys.stdout.buffer.write(b'\\xff\\xfe caf\\xe9\\n')"
+                                  "\nsys.stdout.flush()"], "units": [], "aliases": {}}}
+    answer = S.ask(C._CHILD, C._child_env(), C._child_module().RESULT_MARK, req, timeout=60)
+    # the child's own answer (no unit defines k), not a reader stopped by the bytes
+    assert "KeyError" in answer["child_error"] and "longer" not in answer["child_error"], answer
+    assert _compile_fresh(_kernel(GOOD, "<cell-j>"))["ok"]

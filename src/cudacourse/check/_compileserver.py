@@ -49,7 +49,11 @@ class Server:
     def __init__(self, child: str, env: dict, mark: str) -> None:
         self.proc = subprocess.Popen([sys.executable, child, "serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env, start_new_session=True)
+                                     # what a learner's code prints may be any bytes: never
+                                     # let decoding end the reader (requests and answers are
+                                     # ASCII JSON)
+                                     encoding="utf-8", errors="replace", env=env,
+                                     start_new_session=True)
         self.pid = os.getpid()
         self.mark = mark
         self.lines: queue.Queue = queue.Queue()
@@ -87,7 +91,7 @@ class Server:
                 return {"child_error": T("exit status {returncode}: {tail}",
                                          returncode=self.proc.poll(),
                                          tail=" | ".join(self.tail))}
-            if line.startswith(want):  # an answer to an earlier, timed-out request: skipped
+            if line.startswith(want):  # any other marked line is printed text: skipped
                 return json.loads(line[len(want):])
 
     def alive(self) -> bool:
