@@ -12,8 +12,8 @@ What it keeps, and what it does not:
 * a request that takes longer than its timeout, or a child that dies, ends that child (its
   whole process group); the next request starts a fresh one;
 * the child is replaced after ``RECYCLE`` requests (Numba keeps what it compiled);
-* a forked process (the mutation runner's workers) never talks to its parent's child: it
-  starts its own;
+* a forked process (the mutation runner's workers) never talks to its parent's child: a
+  child belongs to the process id that started it, and another process starts its own;
 * it ends with this process: its stdin closes, and ``serve`` returns at end of input.
 
 The child rebuilds each kernel in a namespace of its own. Whatever a kernel's module-level
@@ -116,10 +116,6 @@ _LOCK = threading.Lock()
 _HELD: dict = {"server": None, "hooked": False}
 
 
-def _forget_after_fork() -> None:
-    _HELD["server"] = None  # the parent's child answers the parent only
-
-
 def _end_at_exit() -> None:
     server = _HELD["server"]
     if server is not None and server.pid == os.getpid():
@@ -130,8 +126,6 @@ def _hook_once() -> None:
     """At the first child, not at import (importing the package changes nothing)."""
     if not _HELD["hooked"]:
         _HELD["hooked"] = True
-        if hasattr(os, "register_at_fork"):  # POSIX; Windows never forks
-            os.register_at_fork(after_in_child=_forget_after_fork)
         atexit.register(_end_at_exit)
 
 
@@ -141,8 +135,9 @@ def ask(child: str, env: dict, mark: str, req: dict, timeout: float) -> dict:
     with _LOCK:
         for attempt in (1, 2):  # a child that died since its last answer: one fresh try
             server = _HELD["server"]
-            if server is not None and (not server.alive() or server.served >= RECYCLE
-                                       or server.pid != os.getpid()):
+            # another process's child (this one was forked) is left alone, never polled
+            if server is not None and (server.pid != os.getpid() or not server.alive()
+                                       or server.served >= RECYCLE):
                 if server.pid == os.getpid():
                     server.end()
                 server = None
